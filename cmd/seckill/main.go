@@ -1,0 +1,82 @@
+// Command seckill is the one binary of the flash-sale pipeline. Each role is
+// a subcommand: api, worker, migrate, token, bench, config.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seckill/seckill/config"
+)
+
+// app is what every subcommand gets: the parsed config and the logger.
+type app struct {
+	cfg config.Config
+	log *slog.Logger
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "seckill:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	a := &app{}
+	root := &cobra.Command{
+		Use:           "seckill",
+		Short:         "Flash-sale order pipeline: API, saga worker, migrations and load tools",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load()
+			if err != nil {
+				return err
+			}
+			a.cfg = cfg
+			a.log = newLogger(cfg.Log, cmd.ErrOrStderr())
+			slog.SetDefault(a.log)
+			return nil
+		},
+	}
+	for _, sub := range subcommands {
+		root.AddCommand(sub(a))
+	}
+	return root
+}
+
+// subcommands are registered by each role's file in this package.
+var subcommands = []func(*app) *cobra.Command{newMigrateCmd, newConfigCmd}
+
+func newLogger(cfg config.Log, w interface{ Write([]byte) (int, error) }) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.Format, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func newConfigCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "config",
+		Short: "Print the effective configuration (secrets masked)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), a.cfg.String())
+			return err
+		},
+	}
+}

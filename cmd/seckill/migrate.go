@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seckill/seckill/migrations"
+)
+
+func newMigrateCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:       "migrate [up|down|version]",
+		Short:     "Apply (up, the default) or revert (down) the embedded MySQL migrations",
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"up", "down", "version"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "up"
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			m, err := migrations.New(a.cfg.MySQL.DSN())
+			if err != nil {
+				return err
+			}
+			defer func() { _ = m.Close() }()
+			switch dir {
+			case "up":
+				err = m.Up()
+			case "down":
+				err = m.Down()
+			case "version":
+			default:
+				return fmt.Errorf("unknown direction %q: want up, down or version", dir)
+			}
+			if err != nil {
+				return err
+			}
+			v, dirty, err := m.Version()
+			if err != nil {
+				return err
+			}
+			a.log.Info("migrations", "direction", dir, "database", a.cfg.MySQL.Database, "version", v, "dirty", dirty)
+			return nil
+		},
+	}
+	return cmd
+}

@@ -1,0 +1,152 @@
+// Package config holds the typed configuration of every seckill role. It is
+// parsed once in main from SECKILL_* environment variables and passed down;
+// no other package reads the environment.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Secret is a string that never prints its value.
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "******"
+}
+
+// MarshalJSON masks the secret when the config is printed as JSON.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// Value returns the secret itself, for the one place that needs it.
+func (s Secret) Value() string { return string(s) }
+
+// Config is the whole configuration; each role uses the sections it needs.
+type Config struct {
+	Log      Log      `envPrefix:"LOG_"`
+	Redis    Redis    `envPrefix:"REDIS_"`
+	MySQL    MySQL    `envPrefix:"MYSQL_"`
+	RocketMQ RocketMQ `envPrefix:"ROCKETMQ_"`
+	Temporal Temporal `envPrefix:"TEMPORAL_"`
+	API      API      `envPrefix:"API_"`
+	Worker   Worker   `envPrefix:"WORKER_"`
+	// JWTSecret signs and verifies buyer and admin tokens (HS256).
+	JWTSecret Secret `env:"JWT_SECRET" envDefault:"seckill-dev-secret-change-me"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string `env:"LEVEL" envDefault:"info"`
+	Format string `env:"FORMAT" envDefault:"text"` // text or json
+}
+
+// Redis is the stock and reservation store.
+type Redis struct {
+	Addr     string `env:"ADDR" envDefault:"127.0.0.1:6379"`
+	Password Secret `env:"PASSWORD"`
+	DB       int    `env:"DB" envDefault:"0"`
+	PoolSize int    `env:"POOL_SIZE" envDefault:"64"`
+	// KeyPrefix namespaces every key and channel (tests use their own).
+	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
+}
+
+// MySQL is the system of record (MariaDB in the local stack).
+type MySQL struct {
+	Host         string        `env:"HOST" envDefault:"127.0.0.1"`
+	Port         int           `env:"PORT" envDefault:"3306"`
+	User         string        `env:"USER" envDefault:"seckill"`
+	Password     Secret        `env:"PASSWORD" envDefault:"seckill"`
+	Database     string        `env:"DATABASE" envDefault:"seckill"`
+	MaxOpenConns int           `env:"MAX_OPEN_CONNS" envDefault:"32"`
+	MaxIdleConns int           `env:"MAX_IDLE_CONNS" envDefault:"16"`
+	ConnMaxLife  time.Duration `env:"CONN_MAX_LIFETIME" envDefault:"30m"`
+}
+
+// DSN is the go-sql-driver/mysql data source name.
+func (m MySQL) DSN() string {
+	return fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&parseTime=true&loc=UTC&timeout=5s",
+		m.User, m.Password.Value(), net.JoinHostPort(m.Host, strconv.Itoa(m.Port)), m.Database)
+}
+
+// RocketMQ is the order queue between the API and the saga.
+type RocketMQ struct {
+	NameServers   []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:","`
+	Broker        string   `env:"BROKER" envDefault:"127.0.0.1:10911"`
+	Topic         string   `env:"TOPIC" envDefault:"seckill-orders"`
+	ProducerGroup string   `env:"PRODUCER_GROUP" envDefault:"seckill-api"`
+	ConsumerGroup string   `env:"CONSUMER_GROUP" envDefault:"seckill-order-consumer"`
+	// MaxReconsume is how often a failing message is redelivered before it
+	// goes to the consumer group's dead-letter topic.
+	MaxReconsume int32 `env:"MAX_RECONSUME" envDefault:"16"`
+}
+
+// Temporal runs the order saga.
+type Temporal struct {
+	Address   string `env:"ADDRESS" envDefault:"127.0.0.1:7233"`
+	Namespace string `env:"NAMESPACE" envDefault:"default"`
+	TaskQueue string `env:"TASK_QUEUE" envDefault:"seckill-orders"`
+	UIURL     string `env:"UI_URL" envDefault:"http://127.0.0.1:8233"`
+}
+
+// API is the buyer-facing HTTP server.
+type API struct {
+	Addr              string        `env:"ADDR" envDefault:"127.0.0.1:8080"`
+	BodyLimitBytes    int64         `env:"BODY_LIMIT_BYTES" envDefault:"65536"`
+	ReadHeaderTimeout time.Duration `env:"READ_HEADER_TIMEOUT" envDefault:"5s"`
+	ReadTimeout       time.Duration `env:"READ_TIMEOUT" envDefault:"10s"`
+	WriteTimeout      time.Duration `env:"WRITE_TIMEOUT" envDefault:"15s"`
+	IdleTimeout       time.Duration `env:"IDLE_TIMEOUT" envDefault:"60s"`
+	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	// GlobalRPS and GlobalBurst bound the purchase attempts one instance lets
+	// through to Redis; the rest get 429 at once.
+	GlobalRPS   float64 `env:"GLOBAL_RPS" envDefault:"20000"`
+	GlobalBurst int     `env:"GLOBAL_BURST" envDefault:"5000"`
+	BuyerRPS    float64 `env:"BUYER_RPS" envDefault:"5"`
+	BuyerBurst  int     `env:"BUYER_BURST" envDefault:"10"`
+	IPRPS       float64 `env:"IP_RPS" envDefault:"50"`
+	IPBurst     int     `env:"IP_BURST" envDefault:"100"`
+	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
+	LimiterIdleTTL  time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
+	LimiterMaxKeys  int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
+	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
+	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"64"`
+	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
+}
+
+// Worker runs the RocketMQ consumer and the Temporal worker.
+type Worker struct {
+	Consumer       bool `env:"CONSUMER" envDefault:"true"`
+	Temporal       bool `env:"TEMPORAL" envDefault:"true"`
+	ConsumeWorkers int  `env:"CONSUME_WORKERS" envDefault:"32"`
+	// MaxConcurrentActivities and friends size the Temporal worker.
+	MaxConcurrentActivities      int    `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64"`
+	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"64"`
+	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"64"`
+	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+}
+
+// Load parses the environment once. Unknown fields keep their defaults.
+func Load() (Config, error) {
+	var c Config
+	if err := env.ParseWithOptions(&c, env.Options{Prefix: "SECKILL_"}); err != nil {
+		return Config{}, fmt.Errorf("parse SECKILL_* environment: %w", err)
+	}
+	return c, nil
+}
+
+// String prints the configuration as JSON with every secret masked.
+func (c Config) String() string {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Sprintf("config: %v", err)
+	}
+	return string(b)
+}

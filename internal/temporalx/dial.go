@@ -1,0 +1,26 @@
+// Package temporalx dials the Temporal frontend with the project's logger.
+package temporalx
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/seckill/seckill/config"
+)
+
+// Dial connects to Temporal and checks the connection before returning.
+func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger) (client.Client, error) {
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  cfg.Address,
+		Namespace: cfg.Namespace,
+		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial temporal at %s (namespace %s): %w", cfg.Address, cfg.Namespace, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,4 @@
+DROP TABLE IF EXISTS stock_deduction;
+DROP TABLE IF EXISTS seckill_order;
+DROP TABLE IF EXISTS stock;
+DROP TABLE IF EXISTS item;

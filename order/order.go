@@ -1,0 +1,85 @@
+// Package order holds the vocabulary every stage of the pipeline shares: order
+// ids, statuses, the queue message and the order view returned to buyers.
+package order
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Status is the lifecycle state of an order.
+type Status string
+
+// The statuses, in the order an order moves through them.
+const (
+	StatusQueued         Status = "QUEUED"          // reserved in Redis, message not yet turned into a saga
+	StatusPendingPayment Status = "PENDING_PAYMENT" // persisted, stock taken, waiting for payment
+	StatusPaid           Status = "PAID"
+	StatusCancelled      Status = "CANCELLED" // buyer cancelled or payment timed out; unit released
+	StatusFailed         Status = "FAILED"    // a step failed for good; unit released
+)
+
+// Final reports whether no further change can happen.
+func (s Status) Final() bool {
+	return s == StatusPaid || s == StatusCancelled || s == StatusFailed
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusPendingPayment, StatusPaid, StatusCancelled, StatusFailed:
+		return true
+	}
+	return false
+}
+
+// NewID returns a new order id: a ULID, unique across instances and restarts
+// (80 random bits) and ordered by creation time (48-bit millisecond prefix).
+func NewID() string { return ulid.Make().String() }
+
+// ValidID reports whether id looks like an order id made by NewID.
+func ValidID(id string) bool {
+	_, err := ulid.ParseStrict(id)
+	return err == nil
+}
+
+// Message is the body of a message on the seckill-orders topic. Its key is
+// the order id.
+type Message struct {
+	OrderID    string    `json:"order_id"`
+	ItemID     int64     `json:"item_id"`
+	UserID     int64     `json:"user_id"`
+	ReservedAt time.Time `json:"reserved_at"`
+}
+
+// Encode returns the JSON body.
+func (m Message) Encode() []byte {
+	b, _ := json.Marshal(m) // a struct of plain fields cannot fail to marshal
+	return b
+}
+
+// DecodeMessage parses and validates a message body.
+func DecodeMessage(b []byte) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Message{}, fmt.Errorf("decode order message: %w", err)
+	}
+	if m.OrderID == "" || m.ItemID <= 0 || m.UserID <= 0 {
+		return Message{}, fmt.Errorf("decode order message: missing order_id, item_id or user_id in %q", b)
+	}
+	return m, nil
+}
+
+// View is an order as the API returns it and as the saga publishes it.
+type View struct {
+	OrderID   string    `json:"order_id"`
+	ItemID    int64     `json:"item_id"`
+	UserID    int64     `json:"user_id"`
+	Status    Status    `json:"status"`
+	Reason    string    `json:"reason"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}

@@ -1,0 +1,25 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
+)
+
+// EnsureTopic creates (or updates) a topic with queues read and write queues
+// on the broker at brokerAddr. Creating an existing topic is harmless.
+func EnsureTopic(ctx context.Context, nameServers []string, brokerAddr, topic string, queues int) error {
+	quiet()
+	a, err := admin.NewAdmin(admin.WithResolver(resolver(nameServers)))
+	if err != nil {
+		return fmt.Errorf("new rocketmq admin: %w", err)
+	}
+	defer func() { _ = a.Close() }()
+	err = a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(brokerAddr),
+		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
+	if err != nil {
+		return fmt.Errorf("create topic %s on %s: %w", topic, brokerAddr, err)
+	}
+	return nil
+}

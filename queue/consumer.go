@@ -1,0 +1,79 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// Handler processes one message. A nil error acknowledges it; an error asks
+// the broker to deliver it again later (and, after MaxReconsume attempts, to
+// move it to the group's dead-letter topic %DLQ%<group>).
+type Handler func(ctx context.Context, m *primitive.MessageExt) error
+
+// ConsumerOptions configure a push consumer.
+type ConsumerOptions struct {
+	NameServers  []string
+	Group        string
+	Topic        string
+	MaxReconsume int32
+	Goroutines   int
+	// FromFirstOffset makes a new group start at the oldest message (tests).
+	FromFirstOffset bool
+}
+
+// Consumer is a started push consumer.
+type Consumer struct {
+	c     rocketmq.PushConsumer
+	group string
+}
+
+// NewConsumer subscribes h to opts.Topic and starts consuming. The topic must
+// exist (scripts/stack creates it; EnsureTopic does for tests).
+func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
+	quiet()
+	o := []consumer.Option{
+		consumer.WithNsResolver(resolver(opts.NameServers)),
+		consumer.WithGroupName(opts.Group),
+		consumer.WithInstance(instanceName("consumer")),
+		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumeMessageBatchMaxSize(1),
+	}
+	if opts.MaxReconsume > 0 {
+		o = append(o, consumer.WithMaxReconsumeTimes(opts.MaxReconsume))
+	}
+	if opts.Goroutines > 0 {
+		o = append(o, consumer.WithConsumeGoroutineNums(opts.Goroutines))
+	}
+	if opts.FromFirstOffset {
+		o = append(o, consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	}
+	c, err := rocketmq.NewPushConsumer(o...)
+	if err != nil {
+		return nil, fmt.Errorf("new rocketmq consumer: %w", err)
+	}
+	err = c.Subscribe(opts.Topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			if err := h(ctx, m); err != nil {
+				slog.Warn("message will be redelivered", "topic", m.Topic, "key", m.GetKeys(),
+					"reconsume_times", m.ReconsumeTimes, "err", err)
+				return consumer.ConsumeRetryLater, nil
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", opts.Topic, err)
+	}
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("start consumer %s on %s: %w", opts.Group, opts.Topic, err)
+	}
+	return &Consumer{c: c, group: opts.Group}, nil
+}
+
+// Close stops consuming and commits offsets.
+func (c *Consumer) Close() error { return c.c.Shutdown() }

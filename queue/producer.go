@@ -1,0 +1,62 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+)
+
+// Producer sends messages with SendSync: a nil error means the broker stored
+// the message.
+type Producer struct {
+	p     rocketmq.Producer
+	topic string
+}
+
+// NewProducer starts a producer in cfg.ProducerGroup for cfg.Topic.
+func NewProducer(cfg config.RocketMQ) (*Producer, error) {
+	quiet()
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(resolver(cfg.NameServers)),
+		producer.WithGroupName(cfg.ProducerGroup),
+		producer.WithInstanceName(instanceName("producer")),
+		producer.WithRetry(2),
+		producer.WithSendMsgTimeout(3*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("new rocketmq producer: %w", err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("start rocketmq producer (name server %v): %w", cfg.NameServers, err)
+	}
+	return &Producer{p: p, topic: cfg.Topic}, nil
+}
+
+// PublishOrder sends one order message to the orders topic, keyed by order id.
+func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
+	return p.Send(ctx, p.topic, m.OrderID, m.Encode())
+}
+
+// Send sends one message and waits until the broker has stored it.
+func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
+	msg := primitive.NewMessage(topic, body)
+	msg.WithKeys([]string{key})
+	res, err := p.p.SendSync(ctx, msg)
+	if err != nil {
+		return fmt.Errorf("send %s to %s: %w", key, topic, ctxErr(ctx, err))
+	}
+	if res.Status != primitive.SendOK {
+		return fmt.Errorf("send %s to %s: broker answered status %d", key, topic, res.Status)
+	}
+	return nil
+}
+
+// Close shuts the producer down.
+func (p *Producer) Close() error { return p.p.Shutdown() }

@@ -1,0 +1,44 @@
+// Package queue is the RocketMQ side of the pipeline: a producer that sends
+// order messages synchronously (key = order id), a push consumer, and topic
+// administration. Delivery is at least once; consumers must be idempotent.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+)
+
+var quietOnce sync.Once
+
+// quiet turns the client's own chatty logger down to warnings. The logger is
+// global to the client library, so this is done once per process.
+func quiet() {
+	quietOnce.Do(func() { rlog.SetLogLevel("warn") })
+}
+
+var instanceSeq atomic.Int64
+
+// instanceName gives every producer, consumer and admin its own underlying
+// client: the library otherwise shares one per process and routes replies
+// (and transaction check-backs) to whichever object created it first.
+func instanceName(role string) string {
+	return fmt.Sprintf("seckill-%s-%d-%d", role, os.Getpid(), instanceSeq.Add(1))
+}
+
+func resolver(nameServers []string) primitive.NsResolver {
+	return primitive.NewPassthroughResolver(nameServers)
+}
+
+// ctxErr prefers the context's error when it ended.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

@@ -1,0 +1,107 @@
+# shellcheck shell=bash
+# One-time installs into the machine (Debian packages) and the cache dir (RocketMQ jars, Temporal CLI).
+# Everything here is skipped when already present: a second run downloads nothing.
+
+TEMPORAL_VERSION=1.5.1
+ROCKETMQ_VERSION=5.3.3
+TEMPORAL_BIN="$CACHE/temporal-$TEMPORAL_VERSION/bin/temporal"
+ROCKETMQ_LIB="$CACHE/rocketmq-$ROCKETMQ_VERSION/lib"
+
+APT_UPDATED=0
+# apt_install PKG...: install Debian packages without letting their init scripts start system services.
+apt_install() {
+  command -v apt-get >/dev/null || die "apt-get not found: install $* by hand"
+  ((EUID == 0)) || die "installing $* needs root (apt-get); run as root or install them first"
+  local own_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    # policy-rc.d exit 101 = "action forbidden": the packages' postinst will not start redis/mariadb.
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    own_policy=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  local apt_log="$CACHE/logs/apt.log" rc=0
+  mkdir -p "$CACHE/logs"
+  if ((APT_UPDATED == 0)); then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$apt_log" 2>&1 || rc=$?
+    APT_UPDATED=1
+  fi
+  if ((rc == 0)); then
+    log "apt-get install $* (log: $apt_log)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >>"$apt_log" 2>&1 || rc=$?
+  fi
+  if ((own_policy)); then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
+  ((rc == 0)) || { tail -n 20 "$apt_log" >&2; die "apt-get failed for $* (exit $rc), see $apt_log"; }
+}
+
+# ensure_tools: the small tools the script itself relies on.
+ensure_tools() {
+  local pkgs=()
+  command -v ss >/dev/null || pkgs+=(iproute2)
+  command -v curl >/dev/null || pkgs+=(curl)
+  command -v setsid >/dev/null || pkgs+=(util-linux)
+  command -v flock >/dev/null || pkgs+=(util-linux)
+  ((${#pkgs[@]} == 0)) || apt_install "${pkgs[@]}"
+}
+
+ensure_redis_installed() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return 0
+  apt_install redis-server
+}
+
+ensure_mariadb_installed() {
+  command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null && command -v mariadb >/dev/null &&
+    command -v mariadb-admin >/dev/null && return 0
+  apt_install mariadb-server mariadb-client
+}
+
+ensure_java() {
+  command -v java >/dev/null || apt_install openjdk-17-jre-headless
+}
+
+# ensure_rocketmq_installed: jars from Maven Central into $CACHE/rocketmq-5.3.3/lib. The download goes to
+# lib.tmp and is renamed only after Maven succeeded, so a half download is never taken as complete.
+ensure_rocketmq_installed() {
+  ensure_java
+  if [[ -d $ROCKETMQ_LIB ]] && compgen -G "$ROCKETMQ_LIB/rocketmq-broker-*.jar" >/dev/null; then return 0; fi
+  command -v mvn >/dev/null || apt_install maven
+  exec 8>"$CACHE/.rocketmq.lock"; flock 8        # another 'stack up' may be downloading right now
+  if [[ ! -d $ROCKETMQ_LIB ]]; then
+    local tmp="$ROCKETMQ_LIB.tmp" mlog="$CACHE/logs/mvn.log" t0
+    t0=$(now_ms)
+    log "downloading RocketMQ $ROCKETMQ_VERSION jars from Maven Central (log: $mlog)..."
+    mkdir -p "$CACHE/logs"
+    if ! mvn -B -q -f "$REPO/scripts/rocketmq/pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$tmp" >>"$mlog" 2>&1; then
+      tail -n 20 "$mlog" >&2
+      die "RocketMQ jar download failed, see $mlog"
+    fi
+    mv "$tmp" "$ROCKETMQ_LIB"
+    log "RocketMQ jars ready ($(find "$ROCKETMQ_LIB" -name '*.jar' | wc -l) jars) in $(elapsed "$t0")"
+  fi
+  exec 8>&-
+}
+
+# ensure_temporal_installed: build the Temporal CLI (server + UI inside) with the Go toolchain.
+ensure_temporal_installed() {
+  [[ -x $TEMPORAL_BIN ]] && return 0
+  command -v go >/dev/null || die "go not found: the Temporal CLI is built with 'go install' (install Go first)"
+  exec 8>"$CACHE/.temporal.lock"; flock 8
+  if [[ ! -x $TEMPORAL_BIN ]]; then
+    local dir tmp tlog="$CACHE/logs/temporal-install.log" t0
+    dir=$(dirname "$TEMPORAL_BIN"); tmp="$dir.tmp"
+    t0=$(now_ms)
+    mkdir -p "$CACHE/logs" && rm -rf "$tmp"
+    log "installing Temporal CLI v$TEMPORAL_VERSION (takes a few minutes)... (log: $tlog)"
+    # Outside any module and with the project's GOFLAGS cleared: this must not touch the repo's go.mod.
+    if ! (cd "$CACHE" && GOFLAGS="" GOBIN="$tmp" go install \
+      "github.com/temporalio/cli/cmd/temporal@v$TEMPORAL_VERSION") >>"$tlog" 2>&1; then
+      tail -n 20 "$tlog" >&2
+      die "Temporal CLI build failed, see $tlog"
+    fi
+    mkdir -p "$dir" && mv -f "$tmp/temporal" "$TEMPORAL_BIN" && rm -rf "$tmp"
+    log "Temporal CLI ready in $(elapsed "$t0")"
+  fi
+  exec 8>&-
+}

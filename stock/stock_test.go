@@ -1,0 +1,172 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+)
+
+func msg(item, user int64) order.Message {
+	return order.Message{OrderID: order.NewID(), ItemID: item, UserID: user, ReservedAt: time.Now().UTC()}
+}
+
+func TestReserveReleaseRoundTrip(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+
+	if _, err := s.Reserve(ctx, msg(1, 1)); !errors.Is(err, stock.ErrNotLoaded) {
+		t.Fatalf("reserve before load: want ErrNotLoaded, got %v", err)
+	}
+	if ok, err := s.Load(ctx, 1, 2); !ok || err != nil {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	if ok, _ := s.Load(ctx, 1, 100); ok {
+		t.Fatal("warm-up overwrote live stock")
+	}
+	a := msg(1, 10)
+	if left, err := s.Reserve(ctx, a); err != nil || left != 1 {
+		t.Fatalf("reserve: left=%d err=%v", left, err)
+	}
+	var dup *stock.AlreadyReservedError
+	if _, err := s.Reserve(ctx, msg(1, 10)); !errors.As(err, &dup) || dup.OrderID != a.OrderID {
+		t.Fatalf("second reserve by the same buyer: %v", err)
+	}
+	if _, err := s.Reserve(ctx, msg(1, 11)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, msg(1, 12)); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("want sold out, got %v", err)
+	}
+	got, ok, err := s.Reservation(ctx, 1, a.OrderID)
+	if err != nil || !ok || got.UserID != 10 {
+		t.Fatalf("reservation: %+v %v %v", got, ok, err)
+	}
+	if n := rdb.XLen(ctx, s.ItemKeys(1).Outbox).Val(); n != 2 {
+		t.Fatalf("outbox has %d entries, want 2", n)
+	}
+
+	sub := rdb.Subscribe(ctx, s.StockEventsChannel())
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ { // a repeated release never adds a unit twice
+		released, err := s.Release(ctx, 1, a.OrderID)
+		if err != nil || released != (i == 0) {
+			t.Fatalf("release #%d: released=%v err=%v", i, released, err)
+		}
+	}
+	if left, _ := s.Left(ctx, 1); left != 1 {
+		t.Fatalf("after release left=%d, want 1", left)
+	}
+	select {
+	case m := <-sub.Channel():
+		if m.Payload != "1" {
+			t.Fatalf("stock event payload %q", m.Payload)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no stock event after release")
+	}
+	if _, err := s.Reserve(ctx, msg(1, 10)); !errors.As(err, &dup) {
+		t.Fatal("buyer lost their mark after release")
+	}
+	if _, err := s.Reserve(ctx, msg(1, 13)); err != nil {
+		t.Fatalf("another buyer cannot buy the released unit: %v", err)
+	}
+}
+
+// TestReserveStampede races many buyers (some sending several times) for a
+// few units on the real Redis and counts.
+func TestReserveStampede(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	const units, buyers, repeats = 100, 2000, 3
+	if _, err := s.Load(ctx, 7, units); err != nil {
+		t.Fatal(err)
+	}
+	var won, soldOut, dup atomic.Int64
+	perBuyer := make([]atomic.Int64, buyers+1)
+	var wg sync.WaitGroup
+	for u := 1; u <= buyers; u++ {
+		n := 1
+		if u%10 == 0 {
+			n = repeats
+		}
+		for j := 0; j < n; j++ {
+			wg.Add(1)
+			go func(u int64) {
+				defer wg.Done()
+				_, err := s.Reserve(ctx, msg(7, u))
+				var already *stock.AlreadyReservedError
+				switch {
+				case err == nil:
+					won.Add(1)
+					perBuyer[u].Add(1)
+				case errors.Is(err, stock.ErrSoldOut):
+					soldOut.Add(1)
+				case errors.As(err, &already):
+					dup.Add(1)
+				default:
+					t.Errorf("reserve: %v", err)
+				}
+			}(int64(u))
+		}
+	}
+	wg.Wait()
+	if won.Load() != units {
+		t.Fatalf("%d reservations for %d units", won.Load(), units)
+	}
+	for u := range perBuyer {
+		if perBuyer[u].Load() > 1 {
+			t.Fatalf("buyer %d holds %d units", u, perBuyer[u].Load())
+		}
+	}
+	if left, _ := s.Left(ctx, 7); left != 0 {
+		t.Fatalf("stock left %d, want 0", left)
+	}
+	if n := rdb.HLen(ctx, s.ItemKeys(7).Orders).Val(); n != units {
+		t.Fatalf("%d reservations recorded", n)
+	}
+	if n := rdb.XLen(ctx, s.ItemKeys(7).Outbox).Val(); n != units {
+		t.Fatalf("%d outbox entries", n)
+	}
+	t.Logf("won=%d sold_out=%d duplicate=%d", won.Load(), soldOut.Load(), dup.Load())
+}
+
+func TestStatusPublish(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	sub := rdb.Subscribe(ctx, s.OrderEventsChannel())
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := order.View{OrderID: order.NewID(), ItemID: 3, UserID: 4, Status: order.StatusPendingPayment}
+	if err := s.PublishStatus(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Status(ctx, v.OrderID)
+	if err != nil || !ok || got.Status != order.StatusPendingPayment {
+		t.Fatalf("status: %+v %v %v", got, ok, err)
+	}
+	select {
+	case m := <-sub.Channel():
+		if want := strconv.Quote(v.OrderID); !strings.Contains(m.Payload, want) {
+			t.Fatalf("event %q lacks %s", m.Payload, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no order event")
+	}
+}

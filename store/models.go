@@ -1,0 +1,66 @@
+package store
+
+import (
+	"time"
+
+	"github.com/seckill/seckill/order"
+)
+
+// Item is a row of `item`: what is on sale, how many, and when.
+type Item struct {
+	ID                    int64     `gorm:"column:id;primaryKey"`
+	Name                  string    `gorm:"column:name"`
+	PriceCents            int64     `gorm:"column:price_cents"`
+	StockTotal            int64     `gorm:"column:stock_total"`
+	StartAt               time.Time `gorm:"column:start_at"`
+	EndAt                 time.Time `gorm:"column:end_at"`
+	PaymentTimeoutSeconds int       `gorm:"column:payment_timeout_seconds"`
+	CreatedAt             time.Time `gorm:"column:created_at"`
+}
+
+// TableName pins the table name.
+func (Item) TableName() string { return "item" }
+
+// Stock is the optimistic-lock row of an item.
+type Stock struct {
+	ID      int64 `gorm:"column:id;primaryKey"`
+	ItemID  int64 `gorm:"column:item_id"`
+	Stock   int64 `gorm:"column:stock"`
+	Version int64 `gorm:"column:version"`
+}
+
+// TableName pins the table name.
+func (Stock) TableName() string { return "stock" }
+
+// Order is a row of `seckill_order`.
+type Order struct {
+	ID        int64        `gorm:"column:id;primaryKey"`
+	OrderID   string       `gorm:"column:order_id"`
+	UserID    int64        `gorm:"column:user_id"`
+	ItemID    int64        `gorm:"column:item_id"`
+	Status    order.Status `gorm:"column:status"`
+	Reason    string       `gorm:"column:reason"`
+	CreatedAt time.Time    `gorm:"column:created_at"`
+	UpdatedAt time.Time    `gorm:"column:updated_at"`
+}
+
+// TableName pins the table name.
+func (Order) TableName() string { return "seckill_order" }
+
+// View converts the row to the shared order view.
+func (o Order) View() order.View {
+	return order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
+		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
+}
+
+// StockDeduction marks that an order took a unit from the stock row.
+type StockDeduction struct {
+	OrderID   string    `gorm:"column:order_id;primaryKey"`
+	ItemID    int64     `gorm:"column:item_id"`
+	Restored  bool      `gorm:"column:restored"`
+	CreatedAt time.Time `gorm:"column:created_at"`
+	UpdatedAt time.Time `gorm:"column:updated_at"`
+}
+
+// TableName pins the table name.
+func (StockDeduction) TableName() string { return "stock_deduction" }

@@ -1,0 +1,80 @@
+// Package store is the MySQL system of record (gorm): items, the
+// optimistic-lock stock row and orders.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/seckill/seckill/config"
+)
+
+// Errors callers map to their own outcomes.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrDuplicate = errors.New("duplicate")
+)
+
+// Store wraps a gorm connection pool.
+type Store struct {
+	db *gorm.DB
+}
+
+// Open connects and pings the database.
+func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
+	db, err := gorm.Open(mysql.Open(cfg.DSN()), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		PrepareStmt:            true,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open mysql %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("mysql pool: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(cfg.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
+	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLife)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("ping mysql %s:%d: %w", cfg.Host, cfg.Port, err)
+	}
+	slog.Debug("mysql connected", "host", cfg.Host, "database", cfg.Database)
+	return &Store{db: db}, nil
+}
+
+// DB exposes the gorm handle to tests and tools that need raw queries.
+func (s *Store) DB() *gorm.DB { return s.db }
+
+// Ping checks the connection (readiness probes).
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// isDuplicate reports a MySQL unique-key violation (error 1062).
+func isDuplicate(err error) bool {
+	return errors.Is(err, gorm.ErrDuplicatedKey) || mysqlErrNumber(err) == 1062
+}
