@@ -4,6 +4,7 @@ package order
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,6 +36,12 @@ func (s Status) Valid() bool {
 	}
 	return false
 }
+
+// Errors shared by the stages that look orders up or act on them.
+var (
+	ErrNotFound   = errors.New("order not found")
+	ErrNotPayable = errors.New("order is no longer pending payment")
+)
 
 // NewID returns a new order id: a ULID, unique across instances and restarts
 // (80 random bits) and ordered by creation time (48-bit millisecond prefix).
