@@ -19,6 +19,13 @@ proc_start_time() {
   set -- $rest               # $1 = state (field 3) ... field 22 = ${20}
   echo "${20}"
 }
+# proc_alive PID: running and not a zombie (an exited daemon stays a zombie until init reaps it).
+proc_alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
+}
 proc_cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
 
 pid_file() { echo "$STACK_DIR/pids/$1.pid"; }
@@ -58,7 +65,7 @@ launch() {
   local pattern i; pattern=$(svc_pattern "$svc")
   for ((i = 0; i < 50; i++)); do          # wait for the exec (up to 5 s), then record pid + start time
     [[ $(proc_cmdline "$LAUNCHED_PID") == *"$pattern"* ]] && break
-    kill -0 "$LAUNCHED_PID" 2>/dev/null || break
+    proc_alive "$LAUNCHED_PID" || break
     sleep 0.1
   done
   record_pid "$svc" "$LAUNCHED_PID" || { fail_with_log "$svc" "exited immediately"; }
@@ -75,13 +82,13 @@ stop_service_process() {
   kill -TERM "$pid" 2>/dev/null || true
   local limit; limit=$(svc_stop_timeout "$svc")
   for ((i = 0; i < limit * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
+    proc_alive "$pid" || break
     sleep 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then
+  if proc_alive "$pid"; then
     warn "$svc: pid $pid still running ${limit}s after SIGTERM, sending SIGKILL"
     kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for ((i = 0; i < 50; i++)); do proc_alive "$pid" || break; sleep 0.1; done
   fi
   rm -f "$(pid_file "$svc")"
   log "$svc: stopped (pid $pid) in $(elapsed "$t0")"
@@ -139,7 +146,7 @@ wait_until() {
   local svc=$1 pid=$2 limit=$3 check=$4 deadline
   deadline=$(($(now_ms) + limit * 1000))
   while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! proc_alive "$pid"; then
       rm -f "$(pid_file "$svc")"
       fail_with_log "$svc" "process $pid exited before it was ready"
     fi

@@ -155,7 +155,14 @@ healthy_rocketmq-namesrv() {
   port_open "$NAMESRV_PORT" && grep -q "boot success" "$(log_file rocketmq-namesrv)"
 }
 ready_rocketmq-namesrv() { healthy_rocketmq-namesrv; }
-prepare_rocketmq-namesrv() { :; }
+# a name server restarted under a running broker knows no routes until the broker's next registration
+# (registerNameServerPeriod, 10 s here): wait for it so clients started right after see the topics.
+prepare_rocketmq-namesrv() {
+  live_pid rocketmq-broker >/dev/null || return 0
+  log "rocketmq-namesrv: waiting for the running broker to register again..."
+  BROKER_LAST_ADMIN=0
+  wait_until rocketmq-namesrv "$(live_pid rocketmq-namesrv)" 60 ready_rocketmq-broker
+}
 
 launch_rocketmq-broker() {
   live_pid rocketmq-namesrv >/dev/null ||
@@ -188,6 +195,7 @@ diskSpaceWarningLevelRatio=95
 diskSpaceCleanForciblyRatio=90
 osPageCacheBusyTimeOutMills=5000
 waitTimeMillsInSendQueue=3000
+registerNameServerPeriod=10000
 transactionTimeOut=6000
 transactionCheckInterval=10000
 transactionCheckMax=15
@@ -244,7 +252,7 @@ launch_temporal() {
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
     "${args[@]}" --log-level warn
 }
-temporal_cli() { "$TEMPORAL_BIN" "$@" --address "127.0.0.1:$TEMPORAL_PORT"; }
+temporal_cli() { "$TEMPORAL_BIN" "$@" --address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 5s; }
 healthy_temporal() {
   temporal_cli operator cluster health 2>/dev/null | grep -q SERVING &&
     curl -sf -o /dev/null --max-time 3 "http://127.0.0.1:$TEMPORAL_UI_PORT/"

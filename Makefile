@@ -1,0 +1,40 @@
+# seckill — the two commands that matter: `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+.PHONY: help run stop test lint bench build stack-up stack-down stack-status fuzz
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+run: ## install + start the services, migrate, start api and worker, run a demo sale, print the URLs
+	@scripts/run
+
+stop: ## stop the api and worker started by `make run` (services keep running)
+	@scripts/run stop
+
+test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race
+	@scripts/test
+
+lint: ## go vet, staticcheck, errcheck, workflowcheck
+	@scripts/lint
+
+bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
+	@scripts/bench
+
+build: ## build bin/seckill
+	@go build -o bin/seckill ./cmd/seckill
+
+fuzz: ## run the purchase and item fuzz targets for a while
+	@go test -run=XXX -fuzz=FuzzPurchase -fuzztime=60s ./api/
+	@go test -run=XXX -fuzz=FuzzCreateItem -fuzztime=60s ./api/
+
+stack-up: ## start Redis, MariaDB, RocketMQ and Temporal (installing what is missing)
+	@scripts/stack up
+
+stack-down: ## stop `make run` roles and every service scripts/stack started
+	@scripts/run stop || true
+	@scripts/stack down
+
+stack-status: ## one line per service
+	@scripts/stack status
