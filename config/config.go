@@ -119,6 +119,13 @@ type API struct {
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
 	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"64"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
+	// RelayFlushTimeout bounds the outbox flush at shutdown.
+	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
+	// RelayDiscover is how often the relay re-reads the item list.
+	RelayDiscover time.Duration `env:"RELAY_DISCOVER" envDefault:"5s"`
+	// Instance names this API instance (its outbox consumer); empty means
+	// hostname-pid. Two live instances must not share a name.
+	Instance string `env:"INSTANCE"`
 }
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
@@ -131,6 +138,14 @@ type Worker struct {
 	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"64"`
 	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"64"`
 	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	// WorkflowPollers and ActivityPollers are the Temporal task pollers.
+	WorkflowPollers int `env:"WORKFLOW_POLLERS" envDefault:"4"`
+	ActivityPollers int `env:"ACTIVITY_POLLERS" envDefault:"2"`
+	// DLQGroup consumes the order consumer group's dead-letter topic
+	// (%DLQ%<RocketMQ.ConsumerGroup>) and compensates each order in it.
+	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
+	// StartTimeout bounds one saga start; past it the message is redelivered.
+	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s"`
 }
 
 // Load parses the environment once. Unknown fields keep their defaults.

@@ -60,3 +60,12 @@ func (s *Store) GetStock(ctx context.Context, itemID int64) (Stock, error) {
 	}
 	return st, nil
 }
+
+// ListItemIDs returns the ids of every item (the outbox relay watches their streams).
+func (s *Store) ListItemIDs(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Model(&Item{}).Order("id").Pluck("id", &ids).Error; err != nil {
+		return nil, fmt.Errorf("list item ids: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,657 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, c jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, c).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestAuthRejectsEveryBadToken(t *testing.T) {
+	h := newHarness(t)
+	item := h.activeItem(10)
+	exp := time.Now().Add(time.Hour).Unix()
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := jwt.MapClaims{"sub": "7", "role": "buyer", "exp": exp}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for kk, vv := range good {
+			c[kk] = vv
+		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	cases := map[string]string{
+		"no token":         "",
+		"bad signature":    sign(t, jwt.SigningMethodHS256, []byte("other-secret"), good),
+		"alg none":         sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, good),
+		"RS256":            sign(t, jwt.SigningMethodRS256, rsaKey, good),
+		"HS512":            sign(t, jwt.SigningMethodHS512, testSecret, good),
+		"expired":          sign(t, jwt.SigningMethodHS256, testSecret, with("exp", time.Now().Add(-time.Minute).Unix())),
+		"no exp":           sign(t, jwt.SigningMethodHS256, testSecret, with("exp", nil)),
+		"malformed":        "not.a.jwt",
+		"garbage":          "%%%%",
+		"non-numeric sub":  sign(t, jwt.SigningMethodHS256, testSecret, with("sub", "alice")),
+		"negative sub":     sign(t, jwt.SigningMethodHS256, testSecret, with("sub", "-5")),
+		"zero sub":         sign(t, jwt.SigningMethodHS256, testSecret, with("sub", "0")),
+		"padded sub":       sign(t, jwt.SigningMethodHS256, testSecret, with("sub", "+7")),
+		"overflow sub":     sign(t, jwt.SigningMethodHS256, testSecret, with("sub", "99999999999999999999")),
+		"no sub":           sign(t, jwt.SigningMethodHS256, testSecret, with("sub", nil)),
+		"unknown role":     sign(t, jwt.SigningMethodHS256, testSecret, with("role", "root")),
+		"no role":          sign(t, jwt.SigningMethodHS256, testSecret, with("role", nil)),
+		"truncated":        h.buyer(7)[:40],
+		"signature bitrot": flipLast(h.buyer(7)),
+	}
+	for name, tok := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), tok, nil)
+			expect(t, r, http.StatusUnauthorized, "UNAUTHORIZED")
+		})
+	}
+	// Not a bearer scheme.
+	req, _ := http.NewRequest("POST", h.ts.URL+fmt.Sprintf("/api/v1/seckill/%d", item), nil)
+	req.Header.Set("Authorization", "Basic "+h.buyer(7))
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("basic scheme: status %d", res.StatusCode)
+	}
+	// And the good token works.
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), sign(t, jwt.SigningMethodHS256, testSecret, good), nil),
+		http.StatusAccepted, "")
+}
+
+func flipLast(tok string) string {
+	b := []byte(tok)
+	if b[len(b)-2] == 'A' {
+		b[len(b)-2] = 'B'
+	} else {
+		b[len(b)-2] = 'A'
+	}
+	return string(b)
+}
+
+func TestRolesAreEnforced(t *testing.T) {
+	h := newHarness(t)
+	item := h.activeItem(10)
+	buyer := h.buyer(5)
+	expect(t, h.do("POST", "/api/v1/items", buyer, map[string]any{"name": "x"}), http.StatusForbidden, "FORBIDDEN")
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/items/%d/warmup", item), buyer, nil), http.StatusForbidden, "FORBIDDEN")
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.admin, nil), http.StatusForbidden, "FORBIDDEN")
+	expect(t, h.do("POST", "/api/v1/items", "", map[string]any{"name": "x"}), http.StatusUnauthorized, "UNAUTHORIZED")
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/items/%d/warmup", item), "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+}
+
+func TestCreateItemValidationNamesEachField(t *testing.T) {
+	h := newHarness(t)
+	start, end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339), time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339)
+	valid := func() map[string]any {
+		return map[string]any{"name": "phone", "price_cents": 199900, "stock_total": 100, "start_at": start, "end_at": end}
+	}
+	with := func(k string, v any) map[string]any {
+		m := valid()
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	cases := []struct {
+		name   string
+		body   any
+		fields []string
+	}{
+		{"missing name", with("name", nil), []string{"name"}},
+		{"empty name", with("name", ""), []string{"name"}},
+		{"long name", with("name", strings.Repeat("é", 201)), []string{"name"}},
+		{"name not a string", with("name", 5), []string{"name"}},
+		{"negative price", with("price_cents", -1), []string{"price_cents"}},
+		{"fractional price", with("price_cents", 1.5), []string{"price_cents"}},
+		{"price as text", with("price_cents", "ten"), []string{"price_cents"}},
+		{"missing stock", with("stock_total", nil), []string{"stock_total"}},
+		{"zero stock", with("stock_total", 0), []string{"stock_total"}},
+		{"huge stock", with("stock_total", 10_000_001), []string{"stock_total"}},
+		{"bad start", with("start_at", "tomorrow"), []string{"start_at"}},
+		{"missing end", with("end_at", nil), []string{"end_at"}},
+		{"end before start", with("end_at", start), []string{"end_at"}},
+		{"payment timeout low", with("payment_timeout_seconds", 4), []string{"payment_timeout_seconds"}},
+		{"payment timeout high", with("payment_timeout_seconds", 86_401), []string{"payment_timeout_seconds"}},
+		{"everything wrong", map[string]any{"name": "", "price_cents": -5, "stock_total": 0, "start_at": "x", "end_at": "y",
+			"payment_timeout_seconds": 1}, []string{"name", "price_cents", "stock_total", "start_at", "end_at", "payment_timeout_seconds"}},
+		{"not an object", "[1,2]", nil},
+		{"not JSON", "{", nil},
+		{"empty body", "", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.do("POST", "/api/v1/items", h.admin, tc.body)
+			expect(t, r, http.StatusBadRequest, "BAD_REQUEST")
+			msg := r.json(t)["error"].(map[string]any)["message"].(string)
+			for _, f := range tc.fields {
+				if !strings.Contains(msg, f+":") {
+					t.Fatalf("message %q does not name %s", msg, f)
+				}
+			}
+		})
+	}
+
+	// A valid create: 201 with the item, stock loaded in Redis; "stock" is an alias.
+	r := h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "phone", "price_cents": 0, "stock": 3,
+		"start_at": start, "end_at": end, "payment_timeout_seconds": 60})
+	expect(t, r, http.StatusCreated, "")
+	var it api.ItemView
+	if err := json.Unmarshal(r.body, &it); err != nil {
+		t.Fatal(err)
+	}
+	if it.ID <= 0 || it.Name != "phone" || it.StockTotal != 3 || it.StockLeft != 3 || it.Status != "UPCOMING" ||
+		it.PaymentTimeoutSeconds != 60 || it.StartAt.Format(time.RFC3339) != start {
+		t.Fatalf("created item %+v", it)
+	}
+	for _, k := range []string{"id", "name", "price_cents", "stock_total", "stock_left", "start_at", "end_at", "payment_timeout_seconds", "status"} {
+		if _, ok := r.json(t)[k]; !ok {
+			t.Fatalf("item JSON lacks %s: %s", k, r.body)
+		}
+	}
+	if left, err := h.stk.Left(context.Background(), it.ID); err != nil || left != 3 {
+		t.Fatalf("redis stock %d %v", left, err)
+	}
+	// Default payment timeout.
+	r = h.do("POST", "/api/v1/items", h.admin, valid())
+	expect(t, r, http.StatusCreated, "")
+	if got := r.json(t)["payment_timeout_seconds"].(float64); got != 900 {
+		t.Fatalf("default payment timeout %v", got)
+	}
+}
+
+func TestGetItemAndWarmup(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	id := h.activeItem(2)
+	r := h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "ACTIVE" || r.json(t)["stock_left"].(float64) != 2 {
+		t.Fatalf("item %s", r.body)
+	}
+	expect(t, h.do("GET", "/api/v1/items/999999", "", nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	expect(t, h.do("GET", "/api/v1/items/abc", "", nil), http.StatusBadRequest, "BAD_REQUEST")
+	expect(t, h.do("GET", "/api/v1/items/-1", "", nil), http.StatusBadRequest, "BAD_REQUEST")
+	expect(t, h.do("GET", "/api/v1/items/0", "", nil), http.StatusBadRequest, "BAD_REQUEST")
+	expect(t, h.do("GET", "/api/v1/items/99999999999999999999", "", nil), http.StatusBadRequest, "BAD_REQUEST")
+
+	// Sell one unit, then warm up: live stock is not overwritten.
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", id), h.buyer(9), nil), http.StatusAccepted, "")
+	r = h.do("POST", fmt.Sprintf("/api/v1/items/%d/warmup", id), h.admin, nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["stock_left"].(float64) != 1 {
+		t.Fatalf("warmup overwrote live stock: %s", r.body)
+	}
+	expect(t, h.do("POST", "/api/v1/items/424242/warmup", h.admin, nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+
+	// Warmup loads an item whose stock is missing from Redis.
+	if err := h.stk.Client().Del(ctx, h.stk.ItemKeys(id).Stock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r = h.do("POST", fmt.Sprintf("/api/v1/items/%d/warmup", id), h.admin, nil)
+	expect(t, r, http.StatusOK, "")
+	if left, _ := h.stk.Left(ctx, id); left != 2 {
+		t.Fatalf("warmup did not load: left=%d", left)
+	}
+
+	// Statuses.
+	up := h.newItem(1, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	if s := h.do("GET", fmt.Sprintf("/api/v1/items/%d", up), "", nil).json(t)["status"]; s != "UPCOMING" {
+		t.Fatalf("status %v", s)
+	}
+	ended := h.newItem(1, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	if s := h.do("GET", fmt.Sprintf("/api/v1/items/%d", ended), "", nil).json(t)["status"]; s != "ENDED" {
+		t.Fatalf("status %v", s)
+	}
+	one := h.activeItem(1)
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", one), h.buyer(9), nil), http.StatusAccepted, "")
+	if s := h.do("GET", fmt.Sprintf("/api/v1/items/%d", one), "", nil).json(t)["status"]; s != "SOLD_OUT" {
+		t.Fatalf("status %v", s)
+	}
+}
+
+func TestPurchaseContract(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	item := h.activeItem(2)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+
+	expect(t, h.do("POST", "/api/v1/seckill/abc", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
+	expect(t, h.do("POST", "/api/v1/seckill/0", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
+	expect(t, h.do("POST", "/api/v1/seckill/777777", h.buyer(1), nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	soon := h.newItem(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", soon), h.buyer(1), nil), http.StatusForbidden, "SALE_NOT_STARTED")
+	over := h.newItem(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", over), h.buyer(1), nil), http.StatusForbidden, "SALE_ENDED")
+
+	r := h.do("POST", path, h.buyer(1), nil)
+	expect(t, r, http.StatusAccepted, "")
+	body := r.json(t)
+	orderID, _ := body["order_id"].(string)
+	if !order.ValidID(orderID) || body["status"] != "QUEUED" {
+		t.Fatalf("202 body %s", r.body)
+	}
+	if loc := r.header.Get("Location"); loc != "/api/v1/orders/"+orderID {
+		t.Fatalf("Location %q", loc)
+	}
+
+	r = h.do("POST", path, h.buyer(1), nil)
+	expect(t, r, http.StatusConflict, "ALREADY_PURCHASED")
+	if got := r.json(t)["error"].(map[string]any)["order_id"]; got != orderID {
+		t.Fatalf("ALREADY_PURCHASED order_id %v, want %s", got, orderID)
+	}
+	expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusAccepted, "")
+	expect(t, h.do("POST", path, h.buyer(3), nil), http.StatusGone, "SOLD_OUT")
+	expect(t, h.do("POST", path, h.buyer(4), nil), http.StatusGone, "SOLD_OUT") // the local flag
+	if left, _ := h.stk.Left(ctx, item); left != 0 {
+		t.Fatalf("left %d", left)
+	}
+
+	// A compensation gives a unit back: the sold-out flag clears within a
+	// couple of seconds. The released buyer still holds the item (one order
+	// per buyer, ever, even cancelled); the next buyer gets the unit.
+	if ok, err := h.stk.Release(ctx, item, orderID); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		r = h.do("POST", path, h.buyer(1), nil)
+		if r.status != http.StatusGone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sold-out flag did not clear within 2s of a release")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	expect(t, r, http.StatusConflict, "ALREADY_PURCHASED")
+	expect(t, h.do("POST", path, h.buyer(5), nil), http.StatusAccepted, "")
+	expect(t, h.do("POST", path, h.buyer(6), nil), http.StatusGone, "SOLD_OUT")
+}
+
+func TestSoldOutFlagClearsByRefreshWithoutEvent(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	item := h.activeItem(1)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+	r := h.do("POST", path, h.buyer(1), nil)
+	expect(t, r, http.StatusAccepted, "")
+	expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusGone, "SOLD_OUT")
+	// Put a unit back without publishing the stock event (a lost message).
+	k := h.stk.ItemKeys(item)
+	h.stk.Client().HDel(ctx, k.Orders, r.json(t)["order_id"].(string))
+	h.stk.Client().Incr(ctx, k.Stock)
+	deadline := time.Now().Add(2 * time.Second)
+	for h.do("POST", path, h.buyer(3), nil).status != http.StatusAccepted {
+		if time.Now().After(deadline) {
+			t.Fatal("sold-out flag did not clear by refresh")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	t.Run("buyer", func(t *testing.T) {
+		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.BuyerRPS, c.BuyerBurst = 0.5, 2 })
+		item := h.activeItem(100)
+		path := fmt.Sprintf("/api/v1/seckill/%d", item)
+		expect(t, h.do("POST", path, h.buyer(1), nil), http.StatusAccepted, "")
+		expect(t, h.do("POST", path, h.buyer(1), nil), http.StatusConflict, "ALREADY_PURCHASED")
+		r := h.do("POST", path, h.buyer(1), nil)
+		expect(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 2 {
+			t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+		}
+		// Another buyer is not affected.
+		expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusAccepted, "")
+	})
+	t.Run("global", func(t *testing.T) {
+		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.GlobalRPS, c.GlobalBurst = 0.1, 1 })
+		item := h.activeItem(100)
+		path := fmt.Sprintf("/api/v1/seckill/%d", item)
+		expect(t, h.do("POST", path, h.buyer(1), nil), http.StatusAccepted, "")
+		r := h.do("POST", path, h.buyer(2), nil)
+		expect(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 10 {
+			t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+		}
+	})
+	t.Run("ip", func(t *testing.T) {
+		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.IPRPS, c.IPBurst = 1, 3 })
+		item := h.activeItem(100)
+		var last response
+		for i := 0; i < 5; i++ {
+			last = h.do("GET", fmt.Sprintf("/api/v1/items/%d", item), "", nil)
+		}
+		expect(t, last, http.StatusTooManyRequests, "RATE_LIMITED")
+		if last.header.Get("Retry-After") == "" {
+			t.Fatal("no Retry-After")
+		}
+		// Failed auth counts against the IP too.
+		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), "bad", nil), http.StatusTooManyRequests, "RATE_LIMITED")
+		// An authenticated buyer is limited per buyer, not per IP.
+		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(1), nil), http.StatusAccepted, "")
+	})
+}
+
+func TestRedisDownIs503AndReservesNothing(t *testing.T) {
+	var real *stock.Store
+	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		real = d.Stock
+		// Nothing listens on port 1.
+		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = down.Close() })
+		d.Stock = stock.New(down, "seckill_t_down")
+	})
+	// Create the item in MySQL directly (the API cannot load Redis).
+	it, err := h.db.CreateItem(context.Background(), store.Item{Name: "x", PriceCents: 1, StockTotal: 5,
+		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", it.ID), h.buyer(1), nil)
+	expect(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if n, _ := real.Client().Keys(context.Background(), "seckill_t_down*").Result(); len(n) != 0 {
+		t.Fatalf("keys written while redis was down: %v", n)
+	}
+	// Admin create answers 503 too, naming the warmup.
+	r = h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "x", "price_cents": 1, "stock_total": 1,
+		"start_at": time.Now().Format(time.RFC3339), "end_at": time.Now().Add(time.Hour).Format(time.RFC3339)})
+	expect(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	// Readiness with a failing check names it.
+}
+
+func TestRouterErrorsUseTheErrorBody(t *testing.T) {
+	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.BodyLimitBytes = 1024 })
+	h.srv.Engine().GET("/test/panic", func(*gin.Context) { panic("boom: secret detail") })
+	expect(t, h.do("GET", "/no/such/route", "", nil), http.StatusNotFound, "NOT_FOUND")
+	expect(t, h.do("DELETE", "/api/v1/items/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	expect(t, h.do("GET", "/api/v1/seckill/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	big := `{"name":"` + strings.Repeat("a", 4096) + `"}`
+	expect(t, h.do("POST", "/api/v1/items", h.admin, big), http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+	// A chunked body (no Content-Length) is cut by MaxBytesReader.
+	req, _ := http.NewRequest("POST", h.ts.URL+"/api/v1/items", &slowReader{s: big})
+	req.Header.Set("Authorization", "Bearer "+h.admin)
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked oversized body: %d", res.StatusCode)
+	}
+	r := h.do("GET", "/test/panic", "", nil)
+	expect(t, r, http.StatusInternalServerError, "INTERNAL")
+	if strings.Contains(string(r.body), "boom") || strings.Contains(string(r.body), "goroutine") {
+		t.Fatalf("500 body leaks details: %s", r.body)
+	}
+	expect(t, h.do("GET", "/healthz", "", nil), http.StatusOK, "")
+	m := h.do("GET", "/metrics", "", nil)
+	expect(t, m, http.StatusOK, "")
+	for _, name := range []string{"seckill_http_requests_total", "seckill_http_request_duration_seconds", "seckill_rejections_total"} {
+		if !strings.Contains(string(m.body), name) {
+			t.Fatalf("metrics lack %s", name)
+		}
+	}
+}
+
+// slowReader hides its length so the client sends a chunked body.
+type slowReader struct {
+	s string
+	i int
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.i >= len(r.s) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.s[r.i:])
+	r.i += n
+	return n, nil
+}
+
+func TestReadyzNamesWhatIsDown(t *testing.T) {
+	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Checks = map[string]api.Check{
+			"redis":    func(context.Context) error { return nil },
+			"rocketmq": api.TCPCheck("127.0.0.1:1"),
+			"temporal": func(context.Context) error { return errors.New("not connected") },
+		}
+	})
+	r := h.do("GET", "/readyz", "", nil)
+	expect(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	msg := r.json(t)["error"].(map[string]any)["message"].(string)
+	if !strings.Contains(msg, "rocketmq") || !strings.Contains(msg, "temporal") || strings.Contains(msg, "redis") {
+		t.Fatalf("readyz message %q", msg)
+	}
+	h2 := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Checks = map[string]api.Check{"redis": func(context.Context) error { return nil }}
+	})
+	expect(t, h2.do("GET", "/readyz", "", nil), http.StatusOK, "")
+}
+
+func TestGetOrderOwnershipAndFallback(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	item := h.activeItem(5)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(11), nil)
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+
+	r = h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil)
+	expect(t, r, http.StatusOK, "")
+	var v order.View
+	if err := json.Unmarshal(r.body, &v); err != nil || v.OrderID != id || v.Status != order.StatusQueued ||
+		v.UserID != 11 || v.ItemID != item {
+		t.Fatalf("order %s (%v)", r.body, err)
+	}
+	for _, k := range []string{"order_id", "item_id", "user_id", "status", "reason", "created_at", "updated_at"} {
+		if _, ok := r.json(t)[k]; !ok {
+			t.Fatalf("order JSON lacks %s", k)
+		}
+	}
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(12), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.admin, nil), http.StatusOK, "")
+	expect(t, h.do("GET", "/api/v1/orders/"+id, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expect(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("GET", "/api/v1/orders/not-an-id", h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+
+	// The saga's status wins over QUEUED, and MarkQueued never overwrites it.
+	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
+	if err := h.stk.PublishStatus(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.stk.MarkQueued(ctx, order.View{OrderID: id, Status: order.StatusQueued, UserID: 11}); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil).json(t)["status"]; s != "PENDING_PAYMENT" {
+		t.Fatalf("status %v", s)
+	}
+
+	// Once the Redis status is gone, the database answers.
+	dbID := order.NewID()
+	now := time.Now().UTC()
+	if err := h.db.DB().Create(&store.Order{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusPaid,
+		CreatedAt: now, UpdatedAt: now}).Error; err != nil {
+		t.Fatal(err)
+	}
+	r = h.do("GET", "/api/v1/orders/"+dbID, h.buyer(13), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "PAID" {
+		t.Fatalf("db order %s", r.body)
+	}
+	expect(t, h.do("GET", "/api/v1/orders/"+dbID, h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+}
+
+func TestEventsStream(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	item := h.activeItem(5)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(21), nil)
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+
+	expect(t, h.do("GET", "/api/v1/orders/"+id+"/events", h.buyer(22), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("GET", "/api/v1/orders/"+id+"/events", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+
+	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+h.buyer(21))
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	events := make(chan order.View, 10)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		var ev string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && ev == "status":
+				var v order.View
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v)
+				events <- v
+			}
+		}
+	}()
+	next := func() (order.View, bool) {
+		select {
+		case v, ok := <-events:
+			return v, ok
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event within 5s")
+		}
+		return order.View{}, false
+	}
+	first, _ := next()
+	if first.Status != order.StatusQueued || first.OrderID != id {
+		t.Fatalf("first event %+v", first)
+	}
+	v := first
+	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
+	if err := h.stk.PublishStatus(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := next(); got.Status != order.StatusPendingPayment {
+		t.Fatalf("second event %+v", got)
+	}
+	v.Status, v.UpdatedAt = order.StatusPaid, time.Now().UTC()
+	if err := h.stk.PublishStatus(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := next(); got.Status != order.StatusPaid {
+		t.Fatalf("third event %+v", got)
+	}
+	if _, ok := next(); ok {
+		t.Fatal("stream did not end after a final status")
+	}
+}
+
+type fakeActions struct {
+	calls atomic.Int64
+	view  func(id string) (order.View, error)
+}
+
+func (f *fakeActions) Pay(_ context.Context, id string) (order.View, error) {
+	f.calls.Add(1)
+	return f.view(id)
+}
+
+func (f *fakeActions) Cancel(_ context.Context, id string) (order.View, error) {
+	f.calls.Add(1)
+	return f.view(id)
+}
+
+func TestPayAndCancel(t *testing.T) {
+	fa := &fakeActions{}
+	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) { d.Actions = fa })
+	ctx := context.Background()
+	item := h.activeItem(5)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(31), nil)
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+
+	fa.view = func(string) (order.View, error) { return order.View{}, fmt.Errorf("update: %w", order.ErrNotPayable) }
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/cancel", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	fa.view = func(id string) (order.View, error) {
+		return order.View{OrderID: id, UserID: 31, ItemID: item, Status: order.StatusPaid}, nil
+	}
+	r = h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "PAID" {
+		t.Fatalf("pay %s", r.body)
+	}
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(32), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.admin, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	fa.view = func(string) (order.View, error) { return order.View{}, order.ErrNotFound }
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/cancel", h.buyer(31), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+
+	// Paying a PAID order again is 200 without asking the saga.
+	v := order.View{OrderID: id, UserID: 31, ItemID: item, Status: order.StatusPaid, UpdatedAt: time.Now().UTC()}
+	if err := h.stk.PublishStatus(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	before := fa.calls.Load()
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusOK, "")
+	if fa.calls.Load() != before {
+		t.Fatal("paying a PAID order asked the saga")
+	}
+
+	// Without the saga (Temporal down) pay and cancel answer 503.
+	h2 := newHarness(t)
+	r = h2.do("POST", fmt.Sprintf("/api/v1/seckill/%d", h2.activeItem(1)), h2.buyer(31), nil)
+	id2 := r.json(t)["order_id"].(string)
+	expect(t, h2.do("POST", "/api/v1/orders/"+id2+"/cancel", h2.buyer(31), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}

@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+)
+
+// Error is an HTTP error answer. Every error a handler returns is turned
+// into one of these by toError, the only place that knows which status and
+// code a domain error deserves.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// OrderID is set for ALREADY_PURCHASED.
+	OrderID string
+	// RetryAfter is set for RATE_LIMITED.
+	RetryAfter time.Duration
+	// body is the pre-encoded answer of the static errors below.
+	body []byte
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, msg string) *Error {
+	e := &Error{Status: status, Code: code, Message: msg}
+	e.body = e.encode()
+	return e
+}
+
+// The API's error answers. Handlers return these (or wrap them); domain
+// errors from other packages are translated in toError.
+var (
+	ErrBadRequest       = newError(http.StatusBadRequest, "BAD_REQUEST", "bad request")
+	ErrUnauthorized     = newError(http.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required")
+	ErrForbidden        = newError(http.StatusForbidden, "FORBIDDEN", "this route needs another role")
+	ErrItemNotFound     = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
+	ErrOrderNotFound    = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
+	ErrSaleNotStarted   = newError(http.StatusForbidden, "SALE_NOT_STARTED", "the sale has not started yet")
+	ErrSaleEnded        = newError(http.StatusForbidden, "SALE_ENDED", "the sale has ended")
+	ErrSoldOut          = newError(http.StatusGone, "SOLD_OUT", "sold out")
+	ErrRateLimited      = newError(http.StatusTooManyRequests, "RATE_LIMITED", "too many requests")
+	ErrUnavailable      = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, nothing was reserved; try again")
+	ErrNotFound         = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
+	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
+	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
+	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
+	ErrOrderNotPayable  = newError(http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not pending payment")
+)
+
+// badRequest names what is wrong with the request.
+func badRequest(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: ErrBadRequest.Code, Message: msg}
+}
+
+func alreadyPurchased(orderID string) *Error {
+	return &Error{Status: http.StatusConflict, Code: "ALREADY_PURCHASED",
+		Message: "you already have an order for this item", OrderID: orderID}
+}
+
+func rateLimited(retry time.Duration) *Error {
+	return &Error{Status: ErrRateLimited.Status, Code: ErrRateLimited.Code, Message: ErrRateLimited.Message,
+		RetryAfter: retry, body: ErrRateLimited.body}
+}
+
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	OrderID string `json:"order_id,omitempty"`
+}
+
+func (e *Error) encode() []byte {
+	b, _ := json.Marshal(errorBody{Error: errorObject{Code: e.Code, Message: e.Message, OrderID: e.OrderID}})
+	return b
+}
+
+// toError maps any error to its answer.
+func toError(err error) *Error {
+	var e *Error
+	var already *stock.AlreadyReservedError
+	var tooLarge *http.MaxBytesError
+	var unavailable *serviceerror.Unavailable
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &already):
+		return alreadyPurchased(already.OrderID)
+	case errors.Is(err, stock.ErrSoldOut):
+		return ErrSoldOut
+	case errors.Is(err, stock.ErrNotLoaded):
+		return ErrUnavailable // stock not in Redis: nothing can be reserved now
+	case errors.Is(err, auth.ErrInvalidToken):
+		return ErrUnauthorized
+	case errors.Is(err, order.ErrNotFound):
+		return ErrOrderNotFound
+	case errors.Is(err, order.ErrNotPayable):
+		return ErrOrderNotPayable
+	case errors.As(err, &tooLarge):
+		return ErrPayloadTooLarge
+	case errors.As(err, &unavailable), errors.Is(err, context.DeadlineExceeded), isConnError(err):
+		return ErrUnavailable
+	}
+	return ErrInternal
+}
+
+// isConnError reports a failure to reach a backing service (Redis, MySQL).
+func isConnError(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+}
+
+// fail writes err's answer and stops the handler chain.
+func (s *Server) fail(c *gin.Context, err error) {
+	e := toError(err)
+	if e.Status >= 500 {
+		s.log.Warn("request failed", "route", c.FullPath(), "status", e.Status, "err", err)
+	}
+	s.metrics.rejected(e.Code)
+	writeError(c, e)
+}
+
+func writeError(c *gin.Context, e *Error) {
+	if e.RetryAfter > 0 {
+		secs := int(math.Ceil(e.RetryAfter.Seconds()))
+		if secs < 1 {
+			secs = 1
+		}
+		c.Header("Retry-After", strconv.Itoa(secs))
+	}
+	body := e.body
+	if body == nil {
+		body = e.encode()
+	}
+	c.Abort()
+	c.Data(e.Status, "application/json; charset=utf-8", body)
+}
+
+// recovery turns a panic into 500 INTERNAL without a stack trace in the body
+// (the trace goes to the log).
+func (s *Server) recovery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.log.Error("panic in handler", "route", c.FullPath(), "panic", r, "stack", string(stackTrace()))
+				s.metrics.rejected(ErrInternal.Code)
+				writeError(c, ErrInternal)
+			}
+		}()
+		c.Next()
+	}
+}
+
+func stackTrace() []byte { return debug.Stack() }

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the API's Prometheus series, registered on a private registry.
+// It also implements relay.Metrics for the outbox relay of this instance.
+type Metrics struct {
+	reg         *prometheus.Registry
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	reserved    prometheus.Counter
+	rejections  *prometheus.CounterVec
+	backlog     *prometheus.GaugeVec
+	published   prometheus.Counter
+	pubFailures prometheus.Counter
+}
+
+// NewMetrics registers the API and relay series (and the Go runtime's) on reg.
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	m := &Metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		reserved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_reservations_total", Help: "Units reserved (202 answers).",
+		}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_rejections_total", Help: "Error answers by error code.",
+		}, []string{"reason"}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_outbox_backlog", Help: "Reservations in an item's outbox not yet published to RocketMQ.",
+		}, []string{"item_id"}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_outbox_published_total", Help: "Outbox entries published to RocketMQ and acknowledged.",
+		}),
+		pubFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_outbox_publish_failures_total", Help: "Failed sends of outbox entries (retried).",
+		}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Published counts relayed messages (relay.Metrics).
+func (m *Metrics) Published(n int) { m.published.Add(float64(n)) }
+
+// PublishFailed counts a failed send (relay.Metrics).
+func (m *Metrics) PublishFailed() { m.pubFailures.Inc() }
+
+// Backlog records an item's outbox length (relay.Metrics).
+func (m *Metrics) Backlog(itemID int64, n int64) {
+	m.backlog.WithLabelValues(strconv.FormatInt(itemID, 10)).Set(float64(n))
+}
+
+func (m *Metrics) rejected(code string) { m.rejections.WithLabelValues(code).Inc() }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+var codeLabels = func() map[int]string {
+	out := make(map[int]string)
+	for code := 100; code < 600; code++ {
+		out[code] = strconv.Itoa(code)
+	}
+	return out
+}()
+
+// middleware observes every request by route template and status.
+func (m *Metrics) middleware() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, codeLabels[c.Writer.Status()]).Inc()
+		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	}
+}

@@ -1,0 +1,242 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/store"
+)
+
+// lookupOrder returns the latest view of an order: the status the saga (or
+// the purchase, for QUEUED) stored in Redis, else the database row.
+func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, error) {
+	v, ok, err := s.stock.Status(ctx, orderID)
+	if err == nil && ok {
+		return v, nil
+	}
+	if err != nil {
+		s.log.Debug("order status from redis", "order_id", orderID, "err", err)
+	}
+	if s.deps.Orders == nil {
+		if err != nil {
+			return order.View{}, err
+		}
+		return order.View{}, ErrOrderNotFound
+	}
+	o, dbErr := s.deps.Orders.FindOrder(ctx, orderID)
+	if errors.Is(dbErr, store.ErrNotFound) {
+		if err != nil {
+			return order.View{}, err // Redis down and no row: cannot tell
+		}
+		return order.View{}, ErrOrderNotFound
+	}
+	if dbErr != nil {
+		return order.View{}, dbErr
+	}
+	return o.View(), nil
+}
+
+// visibleOrder authenticates, parses the id and returns the order if the
+// principal may see it; another buyer's order is 404, like a missing one.
+func (s *Server) visibleOrder(c *gin.Context) (auth.Principal, order.View, bool) {
+	p, ok := s.authenticate(c)
+	if !ok {
+		return p, order.View{}, false
+	}
+	id := c.Param("orderId")
+	if !order.ValidID(id) {
+		s.fail(c, ErrOrderNotFound)
+		return p, order.View{}, false
+	}
+	v, err := s.lookupOrder(c.Request.Context(), id)
+	if err != nil {
+		s.fail(c, err)
+		return p, order.View{}, false
+	}
+	if !p.IsAdmin() && v.UserID != p.UserID {
+		s.fail(c, ErrOrderNotFound)
+		return p, order.View{}, false
+	}
+	return p, v, true
+}
+
+// GET /api/v1/orders/:orderId (the order's buyer or an admin)
+func (s *Server) getOrder(c *gin.Context) {
+	if _, v, ok := s.visibleOrder(c); ok {
+		c.JSON(http.StatusOK, v)
+	}
+}
+
+// POST /api/v1/orders/:orderId/pay (the order's buyer)
+func (s *Server) pay(c *gin.Context) { s.act(c, true) }
+
+// POST /api/v1/orders/:orderId/cancel (the order's buyer)
+func (s *Server) cancel(c *gin.Context) { s.act(c, false) }
+
+// act runs pay or cancel. Only the buyer who owns the order may act on it;
+// admins (and other buyers) get 404 ORDER_NOT_FOUND.
+func (s *Server) act(c *gin.Context, pay bool) {
+	p, v, ok := s.visibleOrder(c)
+	if !ok {
+		return
+	}
+	if v.UserID != p.UserID {
+		s.fail(c, ErrOrderNotFound)
+		return
+	}
+	if pay && v.Status == order.StatusPaid {
+		c.JSON(http.StatusOK, v) // paying twice is not an error
+		return
+	}
+	if s.deps.Actions == nil {
+		s.fail(c, ErrUnavailable)
+		return
+	}
+	var err error
+	if pay {
+		v, err = s.deps.Actions.Pay(c.Request.Context(), v.OrderID)
+	} else {
+		v, err = s.deps.Actions.Cancel(c.Request.Context(), v.OrderID)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// GET /api/v1/orders/:orderId/events: server-sent events. One "status" event
+// with the order at once, then one per change, until a final status.
+func (s *Server) events(c *gin.Context) {
+	// Subscribe before reading the current view so no change falls between.
+	ch, unsubscribe := s.hub.subscribe(c.Param("orderId"))
+	defer unsubscribe()
+	_, v, ok := s.visibleOrder(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.EventsMax)
+	defer cancel()
+	rc := http.NewResponseController(c.Writer)
+	// The stream outlives the server's read and write timeouts.
+	_ = rc.SetReadDeadline(time.Time{})
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	send := func(v order.View) bool {
+		b, _ := json.Marshal(v)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
+		if _, err := c.Writer.Write(append(append([]byte("event: status\ndata: "), b...), '\n', '\n')); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(v) || v.Status.Final() {
+		return
+	}
+	tick := time.NewTicker(s.opts.EventsPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case nv := <-ch:
+			if !newer(v, nv) {
+				continue
+			}
+			v = nv
+		case <-tick.C:
+			nv, err := s.lookupOrder(ctx, v.OrderID)
+			if err != nil || !newer(v, nv) {
+				_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
+				if _, err := c.Writer.Write([]byte(": keep-alive\n\n")); err != nil || rc.Flush() != nil {
+					return
+				}
+				continue
+			}
+			v = nv
+		}
+		if !send(v) || v.Status.Final() {
+			return
+		}
+	}
+}
+
+func (s *Server) writeTimeout() time.Duration {
+	if s.cfg.WriteTimeout > 0 {
+		return s.cfg.WriteTimeout
+	}
+	return 15 * time.Second
+}
+
+// newer reports whether nv is a later state of the order than v.
+func newer(v, nv order.View) bool {
+	if v.Status.Final() || nv.Status == v.Status && nv.Reason == v.Reason {
+		return false
+	}
+	if nv.Status == order.StatusQueued {
+		return false // the purchase's own view never follows a saga status
+	}
+	return !nv.UpdatedAt.Before(v.UpdatedAt) || nv.Status.Final()
+}
+
+// hub fans the one Redis subscription of this instance out to the event
+// streams waiting on each order.
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[chan order.View]struct{}
+}
+
+func newHub() *hub { return &hub{subs: make(map[string]map[chan order.View]struct{})} }
+
+func (h *hub) subscribe(orderID string) (<-chan order.View, func()) {
+	ch := make(chan order.View, 8)
+	h.mu.Lock()
+	set := h.subs[orderID]
+	if set == nil {
+		set = make(map[chan order.View]struct{})
+		h.subs[orderID] = set
+	}
+	set[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(set, ch)
+		if len(set) == 0 {
+			delete(h.subs, orderID)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// publishRaw delivers an order view (JSON, as the saga published it) to its
+// waiting streams. A stream whose buffer is full misses it and catches up at
+// its next poll.
+func (h *hub) publishRaw(payload string) {
+	var v order.View
+	if json.Unmarshal([]byte(payload), &v) != nil || v.OrderID == "" {
+		return
+	}
+	h.publish(v)
+}
+
+func (h *hub) publish(v order.View) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[v.OrderID] {
+		select {
+		case ch <- v:
+		default:
+		}
+	}
+}

@@ -1,0 +1,320 @@
+// Package api is the buyer-facing HTTP front door (gin): item admin, the
+// purchase endpoint that takes the stampede, order status and its event
+// stream, pay and cancel, health and metrics. Rejections are ordered from
+// cheapest to dearest (route and id, auth, rate limits, item cache, sale
+// window, sold-out flag) so that only real chances reach the Redis script.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/time/rate"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// ItemStore is the MySQL side of items (store.Store).
+type ItemStore interface {
+	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
+	GetItem(ctx context.Context, id int64) (store.Item, error)
+	ListItems(ctx context.Context) ([]store.Item, error)
+}
+
+// OrderReader reads persisted orders (store.Store).
+type OrderReader interface {
+	FindOrder(ctx context.Context, orderID string) (store.Order, error)
+}
+
+// OrderActions are the buyer's actions on a pending order, carried out by
+// the saga (workflows.Client, a Temporal update). Errors: order.ErrNotFound,
+// order.ErrNotPayable; paying a paid order again returns its view.
+type OrderActions interface {
+	Pay(ctx context.Context, orderID string) (order.View, error)
+	Cancel(ctx context.Context, orderID string) (order.View, error)
+}
+
+// Watcher learns about items as soon as the API does (relay.Relay).
+type Watcher interface {
+	Watch(itemID int64)
+}
+
+// Check is one readiness probe; it must respect ctx's deadline.
+type Check func(ctx context.Context) error
+
+// Deps are what the server is built from. Actions may be nil (pay and cancel
+// then answer 503); Relay and Checks are optional.
+type Deps struct {
+	Items    ItemStore
+	Orders   OrderReader
+	Stock    *stock.Store
+	Actions  OrderActions
+	Verifier *auth.Verifier
+	Metrics  *Metrics
+	Relay    Watcher
+	Checks   map[string]Check
+	Log      *slog.Logger
+}
+
+// Options are the tunables that are not in config.API.
+type Options struct {
+	// EventsPoll is how often an open event stream re-reads the order (in case
+	// a pub/sub message was lost) and sends a keep-alive comment.
+	EventsPoll time.Duration
+	// EventsMax bounds how long one event stream stays open.
+	EventsMax time.Duration
+}
+
+// Server holds the handlers' dependencies and the per-instance state (item
+// cache, limiters, event fan-out).
+type Server struct {
+	cfg      config.API
+	opts     Options
+	deps     Deps
+	log      *slog.Logger
+	metrics  *Metrics
+	stock    *stock.Store
+	verifier *auth.Verifier
+	items    *itemCache
+	hub      *hub
+	global   *rate.Limiter
+	buyers   *keyedLimiters[int64]
+	ips      *keyedLimiters[string]
+	engine   *gin.Engine
+	now      func() time.Time
+}
+
+var ginModeOnce sync.Once
+
+// New builds the server and its routes.
+func New(cfg config.API, deps Deps, opts Options) *Server {
+	ginModeOnce.Do(func() { gin.SetMode(gin.ReleaseMode) })
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if opts.EventsPoll <= 0 {
+		opts.EventsPoll = 5 * time.Second
+	}
+	if opts.EventsMax <= 0 {
+		opts.EventsMax = time.Hour
+	}
+	if cfg.ItemRefresh <= 0 {
+		cfg.ItemRefresh = time.Second
+	}
+	s := &Server{
+		cfg: cfg, opts: opts, deps: deps, log: deps.Log.With("component", "api"),
+		metrics: deps.Metrics, stock: deps.Stock, verifier: deps.Verifier,
+		hub:    newHub(),
+		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
+		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		now:    time.Now,
+	}
+	var onNew func(int64)
+	if deps.Relay != nil {
+		onNew = deps.Relay.Watch
+	}
+	s.items = newItemCache(deps.Items, deps.Stock, cfg.ItemRefresh, onNew)
+	s.engine = s.routes()
+	return s
+}
+
+// Handler is the HTTP handler of every route.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Engine exposes the gin engine (tests add routes to it).
+func (s *Server) Engine() *gin.Engine { return s.engine }
+
+func (s *Server) routes() *gin.Engine {
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	_ = e.SetTrustedProxies(nil) // ClientIP is the peer address; no header spoofing
+	e.Use(s.recovery())
+	if s.metrics != nil {
+		e.Use(s.metrics.middleware())
+	}
+	e.Use(s.bodyLimit())
+	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNotFound) })
+	e.NoMethod(func(c *gin.Context) { s.fail(c, ErrMethodNotAllowed) })
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	if s.metrics != nil {
+		e.GET("/metrics", gin.WrapH(s.metrics.Handler()))
+	}
+	v1 := e.Group("/api/v1")
+	v1.POST("/items", s.createItem)
+	v1.GET("/items/:id", s.getItem)
+	v1.POST("/items/:id/warmup", s.warmup)
+	v1.POST("/seckill/:itemId", s.purchase)
+	v1.GET("/orders/:orderId", s.getOrder)
+	v1.GET("/orders/:orderId/events", s.events)
+	v1.POST("/orders/:orderId/pay", s.pay)
+	v1.POST("/orders/:orderId/cancel", s.cancel)
+	return e
+}
+
+// bodyLimit refuses bodies above the configured size with 413.
+func (s *Server) bodyLimit() gin.HandlerFunc {
+	limit := s.cfg.BodyLimitBytes
+	return func(c *gin.Context) {
+		if limit <= 0 || c.Request.Body == nil || c.Request.Body == http.NoBody {
+			return
+		}
+		if c.Request.ContentLength > limit {
+			s.fail(c, ErrPayloadTooLarge)
+			return
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	}
+}
+
+// authenticate returns the request's verified principal. A request without
+// a valid token is charged to its client IP's limiter (so token guessing is
+// rate limited too) and answered 401, or 429 once that limiter is empty.
+func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
+	h := c.GetHeader("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		p, err := s.verifier.Verify(strings.TrimSpace(h[7:]))
+		if err == nil {
+			return p, true
+		}
+	}
+	if !s.allowIP(c) {
+		return auth.Principal{}, false
+	}
+	s.fail(c, ErrUnauthorized)
+	return auth.Principal{}, false
+}
+
+// requireRole authenticates and checks the role (403 FORBIDDEN otherwise).
+func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bool) {
+	p, ok := s.authenticate(c)
+	if !ok {
+		return p, false
+	}
+	if p.Role != role {
+		s.fail(c, ErrForbidden)
+		return p, false
+	}
+	return p, true
+}
+
+// allowIP applies the per-IP limiter of unauthenticated traffic; it answers
+// 429 itself when the IP is over its limit.
+func (s *Server) allowIP(c *gin.Context) bool {
+	ok, retry := s.ips.allow(c.ClientIP(), s.now())
+	if !ok {
+		s.fail(c, rateLimited(retry))
+	}
+	return ok
+}
+
+// Run keeps the per-instance state fresh until ctx ends: it loads the items,
+// refreshes stock_left and the sold-out flags every ItemRefresh, listens to
+// the order and stock events (one subscription per instance, fanned out in
+// memory) and evicts idle limiters.
+func (s *Server) Run(ctx context.Context) {
+	if err := s.items.loadAll(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("load items", "err", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.listen(ctx) })
+	wg.Go(func() {
+		t := time.NewTicker(s.cfg.ItemRefresh)
+		defer t.Stop()
+		sweepEvery := max(s.cfg.LimiterIdleTTL/2, time.Second)
+		lastSweep := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				rctx, cancel := context.WithTimeout(ctx, s.cfg.ItemRefresh)
+				if err := s.items.refresh(rctx); err != nil && ctx.Err() == nil {
+					s.log.Debug("refresh stock", "err", err)
+				}
+				cancel()
+				if now.Sub(lastSweep) >= sweepEvery {
+					s.buyers.sweep(now)
+					s.ips.sweep(now)
+					lastSweep = now
+				}
+			}
+		}
+	})
+	wg.Wait()
+}
+
+// listen relays the Redis pub/sub channels to the item cache and the event
+// streams. go-redis resubscribes after a reconnect; what is lost meanwhile is
+// caught up by the periodic refreshes.
+func (s *Server) listen(ctx context.Context) {
+	rdb := s.stock.Client()
+	orderCh, stockCh := s.stock.OrderEventsChannel(), s.stock.StockEventsChannel()
+	ps := rdb.Subscribe(ctx, orderCh, stockCh)
+	defer func() { _ = ps.Close() }()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch m.Channel {
+			case stockCh:
+				if id, ok := parseID(m.Payload); ok {
+					s.items.unitBack(id)
+				}
+			case orderCh:
+				s.hub.publishRaw(m.Payload)
+			}
+		}
+	}
+}
+
+// parseID parses a positive decimal int64 id.
+func parseID(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 19 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		d := int64(ch - '0')
+		if n > (1<<63-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, n > 0
+}
+
+// HTTPServer returns the http.Server for the configured address with the
+// configured timeouts (the event stream lifts its own deadlines).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Addr:              s.cfg.Addr,
+		Handler:           s.engine,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}

@@ -1,0 +1,132 @@
+// Package auth signs and verifies the API's bearer tokens: HS256 JWTs whose
+// claims are sub (the user id, a positive int64 in decimal), role (buyer or
+// admin) and exp. Anything else is rejected.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Role is what a token allows.
+type Role string
+
+// The roles.
+const (
+	RoleBuyer Role = "buyer"
+	RoleAdmin Role = "admin"
+)
+
+// ErrInvalidToken wraps every reason a token is refused.
+var ErrInvalidToken = errors.New("invalid token")
+
+// Principal is the verified identity behind a request.
+type Principal struct {
+	UserID int64
+	Role   Role
+}
+
+// IsAdmin reports whether the principal may use admin routes.
+func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
+
+type claims struct {
+	Role string `json:"role"`
+	jwt.RegisteredClaims
+}
+
+// Sign returns a token for user with role, valid for ttl.
+func Sign(secret []byte, userID int64, role Role, ttl time.Duration, now time.Time) (string, error) {
+	if userID <= 0 {
+		return "", fmt.Errorf("user id must be positive, got %d", userID)
+	}
+	if role != RoleBuyer && role != RoleAdmin {
+		return "", fmt.Errorf("role must be buyer or admin, got %q", role)
+	}
+	c := claims{Role: string(role), RegisteredClaims: jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(userID, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
+}
+
+// Verifier checks tokens. Verified tokens are remembered briefly (bounded,
+// never past their exp) because signature checks dominate the cost of the
+// many cheap rejections a flash sale produces.
+type Verifier struct {
+	secret []byte
+	parser *jwt.Parser
+	now    func() time.Time
+
+	mu       sync.Mutex
+	cache    map[string]cached
+	maxCache int
+	cacheTTL time.Duration
+}
+
+type cached struct {
+	p     Principal
+	until time.Time
+}
+
+// NewVerifier returns a Verifier for HS256 tokens signed with secret.
+func NewVerifier(secret []byte) *Verifier {
+	return &Verifier{
+		secret: secret,
+		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+			jwt.WithExpirationRequired()),
+		now:      time.Now,
+		cache:    make(map[string]cached),
+		maxCache: 100_000,
+		cacheTTL: 30 * time.Second,
+	}
+}
+
+// Verify returns the principal of a valid token; the error wraps
+// ErrInvalidToken with the reason.
+func (v *Verifier) Verify(token string) (Principal, error) {
+	now := v.now()
+	v.mu.Lock()
+	c, ok := v.cache[token]
+	v.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.p, nil
+	}
+	p, exp, err := v.verify(token)
+	if err != nil {
+		return Principal{}, err
+	}
+	until := now.Add(v.cacheTTL)
+	if exp.Before(until) {
+		until = exp
+	}
+	v.mu.Lock()
+	if len(v.cache) >= v.maxCache {
+		// Cheap bound: drop everything; the cache refills from hot tokens.
+		clear(v.cache)
+	}
+	v.cache[token] = cached{p: p, until: until}
+	v.mu.Unlock()
+	return p, nil
+}
+
+func (v *Verifier) verify(token string) (Principal, time.Time, error) {
+	var c claims
+	if _, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil }); err != nil {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	id, err := strconv.ParseInt(c.Subject, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: sub must be a positive decimal user id", ErrInvalidToken)
+	}
+	role := Role(c.Role)
+	if role != RoleBuyer && role != RoleAdmin {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: role must be buyer or admin", ErrInvalidToken)
+	}
+	return Principal{UserID: id, Role: role}, c.ExpiresAt.Time, nil
+}

@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+)
+
+// bareBody is what the bare endpoint answers: about the size of the API's
+// SOLD_OUT error.
+var bareBody = []byte(`{"error":{"code":"SOLD_OUT","message":"sold out"}}`)
+
+// BarePath is the bare endpoint's route.
+const BarePath = "/bench/fixed"
+
+// BareGin is the HTTP ceiling of the machine: gin in release mode, no
+// middleware at all, one route that writes a fixed JSON body.
+func BareGin() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	h := func(c *gin.Context) { c.Data(http.StatusOK, "application/json; charset=utf-8", bareBody) }
+	e.POST(BarePath, h)
+	e.GET(BarePath, h)
+	e.GET("/healthz", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(`{"status":"ok"}`)) })
+	return e
+}
+
+// ServeBareGin serves BareGin on addr until ctx ends.
+func ServeBareGin(ctx context.Context, addr string) error {
+	srv := &http.Server{Addr: addr, Handler: BareGin(), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// LuaResult is the direct reservation baseline.
+type LuaResult struct {
+	Reservations int64   `json:"reservations"`
+	Seconds      float64 `json:"seconds"`
+	PerSecond    float64 `json:"per_second"`
+	Errors       int64   `json:"errors"`
+}
+
+// LuaBaseline runs the reservation script (stock.Store.Reserve, the very
+// script the API runs) directly through go-redis from concurrency goroutines,
+// one distinct buyer per call, until units are sold. Its keys live under a
+// private prefix and are deleted afterwards.
+func LuaBaseline(ctx context.Context, cfg config.Redis, prefix string, concurrency int, units int64) (LuaResult, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr, Password: cfg.Password.Value(), DB: cfg.DB, PoolSize: concurrency})
+	defer func() { _ = rdb.Close() }()
+	st := stock.New(rdb, prefix)
+	const item = 1
+	k := st.ItemKeys(item)
+	defer rdb.Del(context.WithoutCancel(ctx), k.Stock, k.Buyers, k.Orders, k.Outbox)
+	rdb.Del(ctx, k.Stock, k.Buyers, k.Orders, k.Outbox)
+	if _, err := st.Load(ctx, item, units); err != nil {
+		return LuaResult{}, err
+	}
+	var next, ok, errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < concurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				u := next.Add(1)
+				_, err := st.Reserve(ctx, order.Message{OrderID: order.NewID(), ItemID: item, UserID: u, ReservedAt: time.Now().UTC()})
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, stock.ErrSoldOut):
+					return
+				default:
+					errs.Add(1)
+					if errs.Load() > 1000 {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	r := LuaResult{Reservations: ok.Load(), Seconds: el, PerSecond: float64(ok.Load()) / el, Errors: errs.Load()}
+	if r.Errors > 1000 {
+		return r, fmt.Errorf("direct lua baseline: too many errors")
+	}
+	return r, nil
+}
+
+// minimalStep is a no-op local activity.
+func minimalStep(context.Context, int) error { return nil }
+
+// MinimalWorkflow is the saga's baseline: three no-op local activities.
+func MinimalWorkflow(ctx workflow.Context, n int) error {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	for i := 0; i < 3; i++ {
+		if err := workflow.ExecuteLocalActivity(ctx, minimalStep, i).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WorkflowResult is the minimal-workflow baseline.
+type WorkflowResult struct {
+	Workflows int     `json:"workflows"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+}
+
+// WorkerOptions sizes a Temporal worker from the worker config exactly as
+// `seckill worker` does, so the baseline and the saga run with the same settings.
+func WorkerOptions(cfg config.Worker) worker.Options {
+	return worker.Options{
+		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskExecutionSize:  max(cfg.MaxConcurrentWorkflowTasks, 2),
+		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
+		MaxConcurrentWorkflowTaskPollers:        max(cfg.WorkflowPollers, 2),
+		MaxConcurrentActivityTaskPollers:        max(cfg.ActivityPollers, 1),
+	}
+}
+
+// WorkflowBaseline starts n minimal workflows from concurrency starters on a
+// private task queue served by a worker in this process, and measures from
+// the first start to the last completion.
+func WorkflowBaseline(ctx context.Context, c client.Client, cfg config.Worker, taskQueue string, n, concurrency int) (WorkflowResult, error) {
+	w := worker.New(c, taskQueue, WorkerOptions(cfg))
+	w.RegisterWorkflowWithOptions(MinimalWorkflow, workflow.RegisterOptions{Name: "BenchMinimalWorkflow"})
+	if err := w.Start(); err != nil {
+		return WorkflowResult{}, err
+	}
+	defer w.Stop()
+	runs := make(chan client.WorkflowRun, n)
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := 0; g < concurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(n) || ctx.Err() != nil {
+					return
+				}
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+					ID: fmt.Sprintf("%s-%d", taskQueue, i), TaskQueue: taskQueue,
+				}, "BenchMinimalWorkflow", int(i))
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				runs <- run
+			}
+		}()
+	}
+	wg.Wait()
+	close(runs)
+	if firstErr != nil {
+		return WorkflowResult{}, fmt.Errorf("start minimal workflow: %w", firstErr)
+	}
+	// Wait for every completion (bounded number of concurrent long polls).
+	sem := make(chan struct{}, 64)
+	var wg2 sync.WaitGroup
+	for run := range runs {
+		wg2.Add(1)
+		sem <- struct{}{}
+		go func(r client.WorkflowRun) {
+			defer wg2.Done()
+			defer func() { <-sem }()
+			if err := r.Get(ctx, nil); err != nil {
+				once.Do(func() { firstErr = err })
+			}
+		}(run)
+	}
+	wg2.Wait()
+	el := time.Since(start).Seconds()
+	if firstErr != nil {
+		return WorkflowResult{}, fmt.Errorf("minimal workflow: %w", firstErr)
+	}
+	return WorkflowResult{Workflows: n, Seconds: el, PerSecond: float64(n) / el}, nil
+}

@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeAPI answers purchase attempts like the API would: the first attempt of
+// every third buyer is rate limited (Retry-After: 0), then one unit per buyer
+// until stock runs out, then SOLD_OUT; a second purchase is ALREADY_PURCHASED.
+type fakeAPI struct {
+	mu      sync.Mutex
+	left    int
+	seen    map[string]int
+	owners  map[string]string
+	answers map[int]int
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen[tok]++
+	n, _ := strconv.Atoi(strings.TrimPrefix(tok, "t"))
+	code := 0
+	switch {
+	case n%3 == 0 && f.seen[tok] == 1:
+		w.Header().Set("Retry-After", "0")
+		code = http.StatusTooManyRequests
+	case f.owners[tok] != "":
+		code = http.StatusConflict
+	case f.left == 0:
+		code = http.StatusGone
+	default:
+		f.left--
+		f.owners[tok] = fmt.Sprintf("order-%d", n)
+		code = http.StatusAccepted
+	}
+	f.answers[code]++
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	if code == http.StatusAccepted {
+		_, _ = fmt.Fprintf(w, `{"order_id":%q,"status":"QUEUED"}`, f.owners[tok])
+	} else {
+		_, _ = io.WriteString(w, `{"error":{"code":"X","message":"x"}}`)
+	}
+}
+
+func TestSaleHonoursRetryAfterAndCountsAcceptances(t *testing.T) {
+	api := &fakeAPI{left: 50, seen: map[string]int{}, owners: map[string]string{}, answers: map[int]int{}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	var buyers []Buyer
+	for i := 1; i <= 300; i++ {
+		buyers = append(buyers, Buyer{ID: int64(i), Token: "t" + strconv.Itoa(i)})
+	}
+	res := Sale{BaseURL: srv.URL, ItemID: 7, Buyers: buyers, Load: Load{Connections: 8, Timeout: 5 * time.Second},
+		MaxAttempts: 3, Units: 50}.Run(context.Background())
+
+	if len(res.Accepted) != 50 {
+		t.Fatalf("accepted %d, want 50", len(res.Accepted))
+	}
+	owners := map[string]bool{}
+	for _, a := range res.Accepted {
+		if a.OrderID != fmt.Sprintf("order-%d", a.UserID) || owners[a.OrderID] {
+			t.Fatalf("bad or duplicate acceptance %+v", a)
+		}
+		owners[a.OrderID] = true
+	}
+	// Every third buyer was limited once and retried once.
+	if res.Retries != 100 || res.Summary.ByOutcome["429"] != 100 {
+		t.Fatalf("retries %d, 429s %d; want 100 each", res.Retries, res.Summary.ByOutcome["429"])
+	}
+	if res.Attempts != 400 || res.Summary.ByOutcome["410"] != 250 || !res.SoldOutSeen {
+		t.Fatalf("attempts %d, answers %v", res.Attempts, res.Summary.ByOutcome)
+	}
+	if res.SoldOutAfter <= 0 || res.AcceptedPerSecond <= 0 {
+		t.Fatalf("sold out after %s, %f accepted/s", res.SoldOutAfter, res.AcceptedPerSecond)
+	}
+	if l := res.Summary.Latency["202"]; l.Count != 50 || l.P50 <= 0 || l.Max < l.P99 {
+		t.Fatalf("latency summary %+v", l)
+	}
+}
+
+func TestSaleReportRendersOffline(t *testing.T) {
+	rec := NewRecorder(time.Now())
+	for i := 0; i < 100; i++ {
+		rec.Add("410", rec.start.Add(time.Duration(i)*20*time.Millisecond), time.Duration(i+1)*time.Millisecond)
+		if i%10 == 0 {
+			rec.Add("202", rec.start.Add(time.Duration(i)*20*time.Millisecond), 3*time.Millisecond)
+		}
+	}
+	rep := &SaleReport{ItemID: 1, Answers: rec.Summary(), OrdersPerSecond: []int64{3, 5, 2}, Config: map[string]any{"units": 10},
+		Memory: map[string]ProcMem{"api": {Role: "api", PID: 1, PeakRSSMB: 42}}}
+	path := filepath.Join(t.TempDir(), "sale.html")
+	if err := WriteSaleHTML(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	if strings.Count(page, "<svg") != 2 || !strings.Contains(page, "<polyline") {
+		t.Fatal("want two inline SVG charts")
+	}
+	for _, bad := range []string{"<script src", "<link", "https://", "cdn"} {
+		if strings.Contains(page, bad) {
+			t.Fatalf("page refers to something outside itself: %q", bad)
+		}
+	}
+}
+
+func TestUpdateDocReplacesOnlyTheBlock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perf.md")
+	if err := os.WriteFile(path, []byte("intro\n<!-- bench:begin -->\nold\n<!-- bench:end -->\noutro\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := &StagesReport{Ratios: []Ratio{ratio("1", "x", 80, 100, "req/s", 0.8, "")}}
+	if err := UpdateDoc(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	s := string(b)
+	if strings.Contains(s, "old") || !strings.HasPrefix(s, "intro\n") || !strings.HasSuffix(s, "outro\n") ||
+		!strings.Contains(s, "| 1 | x | 80.0 req/s | 100.0 req/s | 0.80 |") {
+		t.Fatalf("doc after update:\n%s", s)
+	}
+}

@@ -1,0 +1,560 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/bench/invariant"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// FlashSale is one flash sale against a running deployment.
+type FlashSale struct {
+	APIURL      string
+	Units       int64
+	Buyers      int
+	FirstBuyer  int64 // buyer ids are FirstBuyer .. FirstBuyer+Buyers-1
+	Load        Load
+	MaxAttempts int
+	// Lead is how far ahead of now the sale starts; the buyers fire at that instant.
+	Lead           time.Duration
+	PaymentTimeout time.Duration
+	// PayFraction of the orders are paid as soon as they wait for payment.
+	PayFraction float64
+	// WaitTimeouts waits for every unpaid order's payment window to close
+	// and its compensation to run, then checks that every unpaid unit is back.
+	WaitTimeouts bool
+	DrainTimeout time.Duration
+	// PIDs of the API and worker processes (0: found by name).
+	APIPID, WorkerPID int
+	JWTSecret         []byte
+	Progress          io.Writer
+	Log               *slog.Logger
+}
+
+// Deps are the systems the sale reads directly (the invariant checks and
+// the drain watch).
+type Deps struct {
+	Store     *store.Store
+	Stock     *stock.Store
+	Workflows invariant.WorkflowLister // nil: skip the Temporal checks
+}
+
+// SaleReport is everything a flash sale measured and checked.
+type SaleReport struct {
+	Kind            string             `json:"kind"`
+	At              time.Time          `json:"at"`
+	Machine         Machine            `json:"machine"`
+	Config          map[string]any     `json:"config"`
+	ItemID          int64              `json:"item_id"`
+	Answers         Summary            `json:"answers"`
+	Attempts        int64              `json:"attempts"`
+	Retries         int64              `json:"retries"`
+	GaveUp          int64              `json:"gave_up"`
+	ClientErrors    int64              `json:"client_errors"`
+	Accepted        int                `json:"accepted"`
+	AcceptedPerSec  float64            `json:"accepted_per_second"`
+	SoldOutAfterS   float64            `json:"sold_out_after_s"`
+	DrainAfterS     float64            `json:"drain_after_s"` // from the start to the last accepted order persisted
+	Drained         bool               `json:"drained"`
+	SagasPerSec     float64            `json:"sagas_per_second"`
+	OrdersPerSecond []int64            `json:"orders_per_second"` // orders reaching PENDING_PAYMENT (or final), per second since the start
+	Paid            map[string]int64   `json:"pay_answers"`
+	TimeoutsAfterS  float64            `json:"timeouts_done_after_s,omitempty"`
+	Memory          map[string]ProcMem `json:"memory"`
+	Invariants      *invariant.Report  `json:"invariants,omitempty"`
+	Notes           []string           `json:"notes,omitempty"`
+	PayLatency      map[string]Latency `json:"pay_latency,omitempty"`
+}
+
+// Machine is where the numbers were taken.
+type Machine struct {
+	CPUs     int     `json:"cpus"`
+	MemoryGB float64 `json:"memory_gb"`
+	Kernel   string  `json:"kernel"`
+	Go       string  `json:"go"`
+	Host     string  `json:"host"`
+}
+
+// ThisMachine describes the machine we run on.
+func ThisMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	m.Host, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %f kB", &kb); err == nil {
+			m.MemoryGB = kb / 1024 / 1024
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// MintBuyers signs a token per buyer (ids first..first+n-1) with the JWT
+// secret, the way `seckill token` does.
+func MintBuyers(secret []byte, first int64, n int, ttl time.Duration) ([]Buyer, error) {
+	now := time.Now()
+	out := make([]Buyer, n)
+	var wg sync.WaitGroup
+	var firstErr error
+	var once sync.Once
+	workers := runtime.NumCPU()
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				id := first + int64(i)
+				tok, err := auth.Sign(secret, id, auth.RoleBuyer, ttl, now)
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				out[i] = Buyer{ID: id, Token: tok}
+			}
+		}(w)
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// Item is the part of the API's item answer the bench uses.
+type Item struct {
+	ID         int64 `json:"id"`
+	StockTotal int64 `json:"stock_total"`
+	StockLeft  int64 `json:"stock_left"`
+}
+
+// CreateItem creates an item through the API (POST /api/v1/items) with an
+// admin token signed locally.
+func CreateItem(ctx context.Context, apiURL string, secret []byte, name string, units int64, start time.Time,
+	window time.Duration, paymentTimeout time.Duration) (Item, error) {
+	tok, err := auth.Sign(secret, 1, auth.RoleAdmin, time.Hour, time.Now())
+	if err != nil {
+		return Item{}, err
+	}
+	body, _ := json.Marshal(map[string]any{
+		"name": name, "price_cents": 1999, "stock_total": units,
+		"start_at": start.UTC().Format(time.RFC3339Nano), "end_at": start.Add(window).UTC().Format(time.RFC3339Nano),
+		"payment_timeout_seconds": int(paymentTimeout / time.Second),
+	})
+	var it Item
+	code, raw, err := doJSON(ctx, http.MethodPost, strings.TrimRight(apiURL, "/")+"/api/v1/items", tok, body, &it)
+	if err != nil {
+		return Item{}, fmt.Errorf("create item: %w", err)
+	}
+	if code != http.StatusCreated {
+		return Item{}, fmt.Errorf("create item: %d %s", code, raw)
+	}
+	return it, nil
+}
+
+var apiClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func doJSON(ctx context.Context, method, url, token string, body []byte, out any) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := apiClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, string(raw), fmt.Errorf("decode %s %s answer: %w", method, url, err)
+		}
+	}
+	return resp.StatusCode, string(raw), nil
+}
+
+// WaitReady polls GET /healthz until the API answers 200.
+func WaitReady(ctx context.Context, url string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		code, _, err := doJSON(ctx, http.MethodGet, url, "", nil, nil)
+		if err == nil && code == http.StatusOK {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %s (last: %d %v)", url, within, code, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Run runs the sale: item, tokens, stampede, drain (paying a fraction),
+// payment timeouts, invariant checks. The report is returned even when the
+// checks fail; an error means the sale could not be run or checked.
+func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
+	log := f.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	rep := &SaleReport{Kind: "flash-sale", At: time.Now().UTC(), Machine: ThisMachine(), Paid: map[string]int64{},
+		Config: map[string]any{"api_url": f.APIURL, "units": f.Units, "buyers": f.Buyers, "load": f.Load.String(),
+			"max_attempts": f.MaxAttempts, "payment_timeout_s": f.PaymentTimeout.Seconds(), "pay_fraction": f.PayFraction,
+			"wait_timeouts": f.WaitTimeouts}}
+	log.Info("minting buyer tokens", "buyers", f.Buyers)
+	buyers, err := MintBuyers(f.JWTSecret, f.FirstBuyer, f.Buyers, 2*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	tokenOf := make(map[int64]string, len(buyers))
+	for _, b := range buyers {
+		tokenOf[b.ID] = b.Token
+	}
+	start := time.Now().Add(f.Lead).Truncate(time.Millisecond)
+	it, err := CreateItem(ctx, f.APIURL, f.JWTSecret, fmt.Sprintf("bench flash sale %s", rep.At.Format(time.RFC3339)),
+		f.Units, start, 2*time.Hour, f.PaymentTimeout)
+	if err != nil {
+		return nil, err
+	}
+	rep.ItemID = it.ID
+	log.Info("item created", "item", it.ID, "units", f.Units, "starts", start.Format(time.RFC3339Nano))
+
+	mem := SampleRSS(ctx, map[string]int{"api": f.APIPID, "worker": f.WorkerPID})
+	defer func() {
+		if rep.Memory == nil {
+			rep.Memory = mem.Stop()
+		}
+	}()
+
+	// The drain watch runs from the start: it counts orders reaching
+	// PENDING_PAYMENT per second and pays the chosen fraction at once.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	w := &watcher{db: d.Store, item: it.ID, start: start, payFraction: f.PayFraction, apiURL: f.APIURL,
+		tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start)}
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); w.run(watchCtx) }()
+
+	if wait := time.Until(start); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	sale := Sale{BaseURL: f.APIURL, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
+		Units: f.Units, Progress: f.Progress}
+	res := sale.Run(ctx)
+	rep.Answers, rep.Attempts, rep.Retries, rep.GaveUp, rep.ClientErrors = res.Summary, res.Attempts, res.Retries, res.GaveUp, res.ClientErrors
+	rep.Accepted, rep.AcceptedPerSec, rep.SoldOutAfterS = len(res.Accepted), res.AcceptedPerSecond, res.SoldOutAfter.Seconds()
+	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter)
+
+	// Drain: every accepted order persisted (PENDING_PAYMENT or final).
+	w.setExpected(len(res.Accepted))
+	drainCtx, cancelDrain := context.WithTimeout(ctx, f.DrainTimeout)
+	stopProgress := drainProgress(drainCtx, f.Progress, "drain", w, len(res.Accepted))
+	drainedAt, drained := w.waitDrained(drainCtx)
+	stopProgress()
+	cancelDrain()
+	rep.Drained = drained
+	if drained {
+		rep.DrainAfterS = drainedAt.Sub(start).Seconds()
+		if first := w.firstPersisted(); !first.IsZero() && drainedAt.After(first) && len(res.Accepted) > 1 {
+			rep.SagasPerSec = float64(len(res.Accepted)) / drainedAt.Sub(res.Start).Seconds()
+		}
+	} else {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("not drained within %s", f.DrainTimeout))
+	}
+	log.Info("drained", "ok", drained, "after", rep.DrainAfterS)
+
+	if f.WaitTimeouts {
+		deadline := time.Now().Add(f.PaymentTimeout + f.DrainTimeout)
+		tctx, cancel := context.WithDeadline(ctx, deadline)
+		stop := drainProgress(tctx, f.Progress, "timeouts", w, -1)
+		at, ok := w.waitNoPending(tctx)
+		stop()
+		cancel()
+		if ok {
+			rep.TimeoutsAfterS = at.Sub(start).Seconds()
+		} else {
+			rep.Notes = append(rep.Notes, "orders still PENDING_PAYMENT when the wait for payment timeouts ended")
+		}
+	}
+	stopWatch()
+	<-watchDone
+	rep.Memory = mem.Stop()
+	rep.OrdersPerSecond = w.perSecond()
+	rep.Paid = w.paidCounts()
+	if s := w.payRec.Summary(); s.Total > 0 {
+		rep.PayLatency = s.Latency
+	}
+
+	// Quiet now (every saga waits for payment or is over): check. A second
+	// look a moment later filters what the visibility index had not caught up with.
+	in := invariant.Input{ItemID: it.ID, Accepted: res.Accepted, AcceptedComplete: res.ClientErrors == 0,
+		SoldOutSeen: res.SoldOutSeen, AfterTimeouts: f.WaitTimeouts}
+	deps := invariant.Deps{DB: d.Store.DB(), Stock: d.Stock, Workflows: d.Workflows}
+	var inv invariant.Report
+	for attempt := 0; attempt < 3; attempt++ {
+		inv, err = invariant.Check(ctx, deps, in)
+		if err != nil {
+			return rep, fmt.Errorf("invariant check: %w", err)
+		}
+		if inv.OK() {
+			break
+		}
+		time.Sleep(3 * time.Second)
+	}
+	rep.Invariants = &inv
+	return rep, nil
+}
+
+// watcher follows the item's orders in MySQL while the sale drains.
+type watcher struct {
+	db          *store.Store
+	item        int64
+	start       time.Time
+	payFraction float64
+	apiURL      string
+	tokens      map[int64]string
+	payRec      *Recorder
+
+	mu        sync.Mutex
+	expected  int
+	persisted int64 // orders past QUEUED
+	pending   int64
+	seen      []time.Time // when the watcher first saw each persisted order
+	lastID    int64
+	known     map[string]bool
+	paid      map[string]int64
+	payWG     sync.WaitGroup
+	payQ      chan payJob
+	first     time.Time
+}
+
+type payJob struct {
+	orderID string
+	userID  int64
+}
+
+func (w *watcher) setExpected(n int) { w.mu.Lock(); w.expected = n; w.mu.Unlock() }
+
+func (w *watcher) run(ctx context.Context) {
+	w.payQ = make(chan payJob, 1<<16)
+	for i := 0; i < 8; i++ {
+		w.payWG.Add(1)
+		go func() { defer w.payWG.Done(); w.payer() }()
+	}
+	defer func() { close(w.payQ); w.payWG.Wait() }()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		w.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *watcher) poll(ctx context.Context) {
+	type row struct {
+		ID      int64
+		OrderID string
+		UserID  int64
+		Status  string
+	}
+	var rows []row
+	db := w.db.DB().WithContext(ctx)
+	// Rows may commit out of id order: look back a little and dedupe.
+	if err := db.Raw("SELECT id, order_id, user_id, status FROM seckill_order WHERE item_id = ? AND id > ? AND status <> 'QUEUED' ORDER BY id",
+		w.item, w.lastID-2000).Scan(&rows).Error; err != nil {
+		return
+	}
+	var pending int64
+	if err := db.Raw("SELECT COUNT(*) FROM seckill_order WHERE item_id = ? AND status IN ('PENDING_PAYMENT', 'QUEUED')", w.item).
+		Scan(&pending).Error; err != nil {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = pending
+	if w.known == nil {
+		w.known = map[string]bool{}
+	}
+	for _, r := range rows {
+		if w.known[r.OrderID] {
+			continue
+		}
+		w.known[r.OrderID] = true
+		w.lastID = max(w.lastID, r.ID)
+		w.persisted++
+		w.seen = append(w.seen, now)
+		if w.first.IsZero() {
+			w.first = now
+		}
+		if r.Status == "PENDING_PAYMENT" && pays(r.OrderID, w.payFraction) {
+			select {
+			case w.payQ <- payJob{orderID: r.OrderID, userID: r.UserID}:
+			default:
+			}
+		}
+	}
+}
+
+// pays picks the orders to pay by a hash of their id: stable and spread.
+func pays(orderID string, fraction float64) bool {
+	if fraction <= 0 {
+		return false
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(orderID))
+	return float64(h.Sum32()%10000) < fraction*10000
+}
+
+func (w *watcher) payer() {
+	for j := range w.payQ {
+		url := fmt.Sprintf("%s/api/v1/orders/%s/pay", strings.TrimRight(w.apiURL, "/"), j.orderID)
+		t0 := time.Now()
+		var code int
+		var err error
+		for try := 0; try < 3; try++ { // 503 means nothing happened: try again
+			code, _, err = doJSON(context.Background(), http.MethodPost, url, w.tokens[j.userID], nil, nil)
+			if err == nil && code != http.StatusServiceUnavailable {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		out := Outcome(uint16(code))
+		if err != nil {
+			out = "error"
+		}
+		w.payRec.Add(out, time.Now(), time.Since(t0))
+		w.mu.Lock()
+		w.paid[out]++
+		w.mu.Unlock()
+	}
+}
+
+func (w *watcher) counts() (persisted, pending int64, expected int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.persisted, w.pending, w.expected
+}
+
+func (w *watcher) firstPersisted() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.first }
+
+func (w *watcher) waitDrained(ctx context.Context) (time.Time, bool) {
+	for {
+		p, _, exp := w.counts()
+		if p >= int64(exp) {
+			w.mu.Lock()
+			at := time.Now()
+			if len(w.seen) > 0 {
+				at = w.seen[len(w.seen)-1]
+			}
+			w.mu.Unlock()
+			return at, true
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (w *watcher) waitNoPending(ctx context.Context) (time.Time, bool) {
+	for {
+		if _, pend, _ := w.counts(); pend == 0 {
+			// Let the in-flight payments land before declaring quiet.
+			return time.Now(), true
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (w *watcher) perSecond() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int64
+	for _, t := range w.seen {
+		s := int(t.Sub(w.start) / time.Second)
+		if s < 0 {
+			s = 0
+		}
+		for len(out) <= s {
+			out = append(out, 0)
+		}
+		out[s]++
+	}
+	return out
+}
+
+func (w *watcher) paidCounts() map[string]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int64{}
+	for k, v := range w.paid {
+		out[k] = v
+	}
+	return out
+}
+
+func drainProgress(ctx context.Context, out io.Writer, label string, w *watcher, expected int) func() {
+	if out == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var prev int64
+		for {
+			select {
+			case <-ctx.Done():
+				printLine(out)
+				return
+			case <-t.C:
+				p, pend, _ := w.counts()
+				line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
+				if expected >= 0 {
+					line += fmt.Sprintf("/%d", expected)
+				}
+				line += fmt.Sprintf(" (%d/s) pending payment %d paid %v", p-prev, pend, w.paidCounts())
+				emit(out, line)
+				prev = p
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// ErrViolations is returned when the invariant checks found something.
+var ErrViolations = errors.New("invariant violations")

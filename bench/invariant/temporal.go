@@ -1,0 +1,68 @@
+package invariant
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// TemporalLister lists an item's order workflows through the visibility API
+// (`SeckillItemId = N`), the way support staff find them.
+type TemporalLister struct {
+	Client    client.Client
+	Namespace string
+}
+
+// ListOrderWorkflows returns every workflow whose SeckillItemId is itemID.
+// Workflow IDs are order-<order_id>.
+func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error) {
+	var out []Workflow
+	var token []byte
+	for {
+		resp, err := l.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace:     l.Namespace,
+			PageSize:      1000,
+			NextPageToken: token,
+			Query:         fmt.Sprintf("SeckillItemId = %d", itemID),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list workflows with SeckillItemId = %d: %w", itemID, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			out = append(out, Workflow{
+				WorkflowID: id,
+				OrderID:    strings.TrimPrefix(id, "order-"),
+				Status:     statusName(e.GetStatus()),
+			})
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+func statusName(s enums.WorkflowExecutionStatus) string {
+	switch s {
+	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "Running"
+	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "Completed"
+	case enums.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "Failed"
+	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "Canceled"
+	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "Terminated"
+	case enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "ContinuedAsNew"
+	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "TimedOut"
+	}
+	return s.String()
+}

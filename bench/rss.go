@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// FindPID returns the pid of a running `seckill <role>` process (0 if none):
+// argv[0] ends in "seckill" and argv[1] is the role.
+func FindPID(role string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	self := os.Getpid()
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(d + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) >= 2 && filepath.Base(args[0]) == "seckill" && args[1] == role {
+			return pid
+		}
+	}
+	return 0
+}
+
+// memKB reads VmRSS and VmHWM (peak resident set) of a process in kB.
+func memKB(pid int) (rss, hwm int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss, _ = strconv.ParseInt(f[1], 10, 64)
+		case "VmHWM:":
+			hwm, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return rss, hwm, nil
+}
+
+// ProcMem is a process's memory during a measurement.
+type ProcMem struct {
+	Role string `json:"role"`
+	PID  int    `json:"pid"`
+	// PeakRSSMB is the highest VmRSS sampled during the measurement;
+	// HWMMB the kernel's VmHWM (peak since the process started) at its end.
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	HWMMB     float64 `json:"vm_hwm_mb"`
+	Samples   int     `json:"samples"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// RSSSampler samples the resident set of some processes every 200 ms.
+type RSSSampler struct {
+	mu   sync.Mutex
+	mem  map[string]*ProcMem
+	stop func()
+}
+
+// SampleRSS starts sampling pids (role -> pid; a pid of 0 is looked up by role).
+func SampleRSS(ctx context.Context, pids map[string]int) *RSSSampler {
+	s := &RSSSampler{mem: map[string]*ProcMem{}}
+	for role, pid := range pids {
+		if pid == 0 {
+			pid = FindPID(role)
+		}
+		m := &ProcMem{Role: role, PID: pid}
+		if pid == 0 {
+			m.Error = "no running `seckill " + role + "` process found"
+		}
+		s.mem[role] = m
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			s.sample()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	s.stop = func() { cancel(); <-done }
+	return s
+}
+
+func (s *RSSSampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.mem {
+		if m.PID == 0 {
+			continue
+		}
+		rss, hwm, err := memKB(m.PID)
+		if err != nil {
+			m.Error = err.Error()
+			continue
+		}
+		m.Samples++
+		m.PeakRSSMB = max(m.PeakRSSMB, float64(rss)/1024)
+		m.HWMMB = float64(hwm) / 1024
+	}
+}
+
+// Stop ends sampling and returns the figures by role.
+func (s *RSSSampler) Stop() map[string]ProcMem {
+	s.stop()
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]ProcMem{}
+	for k, v := range s.mem {
+		out[k] = *v
+	}
+	return out
+}

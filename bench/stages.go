@@ -1,0 +1,355 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/config"
+)
+
+// Stages measures each pipeline stage against its own baseline in one run,
+// with the same load generator and settings (what `make bench` runs).
+type Stages struct {
+	Cfg     config.Config
+	APIURL  string
+	BareURL string // where `seckill bench baseline-http` listens
+	Load    Load
+	// HTTPDuration is how long each fixed-duration HTTP measurement lasts.
+	HTTPDuration time.Duration
+	// SagaOrders is how many purchases stage 2 accepts (and stage 3 turns
+	// into sagas); the minimal-workflow baseline runs as many workflows.
+	SagaOrders int
+	LuaUnits   int64
+	Full       FlashSale // stage 4; SkipFull leaves it out
+	SkipFull   bool
+	Temporal   client.Client
+	Progress   io.Writer
+	Log        *slog.Logger
+}
+
+// Ratio is one pipeline figure against its baseline.
+type Ratio struct {
+	Stage    string  `json:"stage"`
+	Figure   string  `json:"figure"`
+	Pipeline float64 `json:"pipeline"`
+	Baseline float64 `json:"baseline"`
+	Unit     string  `json:"unit"`
+	Ratio    float64 `json:"ratio"`
+	Target   string  `json:"target"`
+	Met      bool    `json:"met"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// StagesReport is the result of `seckill bench stages`.
+type StagesReport struct {
+	Kind     string         `json:"kind"`
+	At       time.Time      `json:"at"`
+	Machine  Machine        `json:"machine"`
+	Load     Load           `json:"load"`
+	Settings map[string]any `json:"settings"`
+	Ratios   []Ratio        `json:"ratios"`
+	Details  map[string]any `json:"details"`
+	Sale     *SaleReport    `json:"flash_sale,omitempty"`
+	Errors   []string       `json:"errors,omitempty"`
+}
+
+func ratio(stage, figure string, pipeline, baseline float64, unit string, target float64, note string) Ratio {
+	r := Ratio{Stage: stage, Figure: figure, Pipeline: pipeline, Baseline: baseline, Unit: unit,
+		Target: fmt.Sprintf(">= %.2gx", target), Note: note}
+	if baseline > 0 {
+		r.Ratio = pipeline / baseline
+		r.Met = r.Ratio >= target
+	}
+	return r
+}
+
+func limit(stage, figure string, value, max float64, unit string) Ratio {
+	return Ratio{Stage: stage, Figure: figure, Pipeline: value, Baseline: max, Unit: unit, Ratio: value / max,
+		Target: fmt.Sprintf("<= %.0f %s", max, unit), Met: value > 0 && value <= max}
+}
+
+// Run runs the stages in an order that keeps them apart: the baselines and
+// sold-out rejections first, then the purchases whose sagas stage 3 times,
+// then the full sale.
+func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	rep := &StagesReport{Kind: "stages", At: time.Now().UTC(), Machine: ThisMachine(), Load: s.Load,
+		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(),
+			"saga_orders": s.SagaOrders, "lua_units": s.LuaUnits, "load": s.Load.String()}}
+	fail := func(stage string, err error) {
+		log.Error("stage failed", "stage", stage, "err", err)
+		rep.Errors = append(rep.Errors, stage+": "+err.Error())
+	}
+	secret := []byte(s.Cfg.JWTSecret.Value())
+	base := time.Now().Unix() % 1_000_000 * 1000 // fresh buyer ids per run
+	buyers, err := MintBuyers(secret, 1_000_000_000+base*100, max(s.Full.Buyers, 20_000), 2*time.Hour)
+	if err != nil {
+		fail("tokens", err)
+		return rep
+	}
+
+	// Stage 1: bare gin vs sold-out rejections.
+	log.Info("stage 1 baseline: bare gin", "url", s.BareURL, "load", s.Load.String(), "duration", s.HTTPDuration)
+	bare := Fixed(ctx, s.Load, s.HTTPDuration, "bare gin", s.Progress, func(i uint64, t *vegeta.Target) {
+		t.Method, t.URL, t.Header = http.MethodPost, s.BareURL+BarePath, header(buyers[i%uint64(len(buyers))].Token)
+	})
+	bareRate := rate(bare, "200")
+	rep.Details["bare_gin"] = bare
+	soldRate := 0.0
+	if it, err := s.soldOutItem(ctx, secret, buyers[0]); err != nil {
+		fail("stage 1", err)
+	} else {
+		log.Info("stage 1 pipeline: purchases of a sold-out item", "item", it)
+		url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(s.APIURL, "/"), it)
+		sold := Fixed(ctx, s.Load, s.HTTPDuration, "sold out", s.Progress, func(i uint64, t *vegeta.Target) {
+			t.Method, t.URL, t.Header = http.MethodPost, url, header(buyers[1+i%uint64(len(buyers)-1)].Token)
+		})
+		soldRate = rate(sold, "410")
+		rep.Details["sold_out"] = sold
+	}
+	rep.Ratios = append(rep.Ratios, ratio("1", "sold-out rejections/s vs bare gin", soldRate, bareRate, "req/s", 0.8, ""))
+
+	// Stage 2 baseline: the reservation script directly.
+	log.Info("stage 2 baseline: reservation Lua via go-redis", "concurrency", s.Load.Connections, "units", s.LuaUnits)
+	lua, err := LuaBaseline(ctx, s.Cfg.Redis, fmt.Sprintf("seckill_bench_%d", time.Now().UnixNano()), max(s.Load.Connections, 1), s.LuaUnits)
+	if err != nil {
+		fail("stage 2 baseline", err)
+	}
+	rep.Details["direct_lua"] = lua
+
+	// Stage 3 baseline: the minimal workflow on the same server and worker settings.
+	var wf WorkflowResult
+	if s.Temporal != nil {
+		tq := fmt.Sprintf("bench-minimal-%d", time.Now().UnixNano())
+		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities)", "workflows", s.SagaOrders, "task_queue", tq)
+		wf, err = WorkflowBaseline(ctx, s.Temporal, s.Cfg.Worker, tq, s.SagaOrders, max(s.Load.Connections, 1))
+		if err != nil {
+			fail("stage 3 baseline", err)
+		}
+		rep.Details["minimal_workflow"] = wf
+	}
+
+	// Stages 2 and 3 pipeline: a sale with as many units as buyers, each
+	// buyer one purchase; then its sagas drain.
+	log.Info("stage 2 pipeline: accepted purchases while stock lasts", "units", s.SagaOrders)
+	fs := FlashSale{APIURL: s.APIURL, Units: int64(s.SagaOrders), Buyers: s.SagaOrders,
+		FirstBuyer: 1_000_000_000 + base*100 + int64(len(buyers)) + 1, Load: s.Load, MaxAttempts: 20,
+		Lead: 2 * time.Second, PaymentTimeout: 24 * time.Hour, DrainTimeout: 15 * time.Minute, JWTSecret: secret,
+		Progress: s.Progress, Log: log}
+	var acceptedRate, sagaRate float64
+	sr, err := fs.Run(ctx, d)
+	if err != nil {
+		fail("stages 2-3", err)
+	} else {
+		acceptedRate = sr.AcceptedPerSec
+		sagaRate = sr.SagasPerSec
+		rep.Details["purchases_and_sagas"] = sr
+		if sr.Invariants != nil && !sr.Invariants.OK() {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("stages 2-3: %d invariant violations", len(sr.Invariants.Violations)))
+		}
+	}
+	floor := min(bareRate, lua.PerSecond)
+	rep.Ratios = append(rep.Ratios, ratio("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRate, floor, "req/s", 0.5,
+		fmt.Sprintf("bare %.0f/s, direct Lua %.0f/s", bareRate, lua.PerSecond)))
+	rep.Ratios = append(rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8, ""))
+
+	// Stage 4: the full flash sale.
+	if !s.SkipFull {
+		full := s.Full
+		full.FirstBuyer = 1_000_000_000 + base*100 + int64(len(buyers)) + int64(s.SagaOrders) + 10
+		full.JWTSecret, full.Progress, full.Log, full.APIURL = secret, s.Progress, log, s.APIURL
+		log.Info("stage 4: full flash sale", "units", full.Units, "buyers", full.Buyers)
+		sale, err := full.Run(ctx, d)
+		if err != nil {
+			fail("stage 4", err)
+		}
+		if sale != nil { // partial when err != nil: the sale itself and the memory figures still count
+			rep.Sale = sale
+			api, wk := sale.Memory["api"], sale.Memory["worker"]
+			rep.Ratios = append(rep.Ratios,
+				Ratio{Stage: "4", Figure: "time until sold out", Pipeline: sale.SoldOutAfterS, Unit: "s", Target: "-", Met: true},
+				Ratio{Stage: "4", Figure: "time to drain", Pipeline: sale.DrainAfterS, Unit: "s", Target: "-", Met: sale.Drained},
+				limit("4", "API peak RSS", api.PeakRSSMB, 150, "MB"),
+				limit("4", "worker peak RSS", wk.PeakRSSMB, 200, "MB"))
+			if sale.Invariants != nil && !sale.Invariants.OK() {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("stage 4: %d invariant violations", len(sale.Invariants.Violations)))
+			}
+		}
+	}
+	return rep
+}
+
+func rate(s Summary, code string) float64 {
+	if s.Duration <= 0 {
+		return 0
+	}
+	return float64(s.ByOutcome[code]) / s.Duration
+}
+
+// soldOutItem creates a one-unit item, buys its unit and waits until the
+// API answers SOLD_OUT.
+func (s Stages) soldOutItem(ctx context.Context, secret []byte, buyer Buyer) (int64, error) {
+	start := time.Now().Add(1500 * time.Millisecond)
+	it, err := CreateItem(ctx, s.APIURL, secret, "bench sold-out item", 1, start, 2*time.Hour, 24*time.Hour)
+	if err != nil {
+		return 0, err
+	}
+	url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(s.APIURL, "/"), it.ID)
+	deadline := time.Now().Add(30 * time.Second)
+	other := Buyer{}
+	for time.Now().Before(deadline) {
+		tok := buyer.Token
+		if other.Token != "" {
+			tok = other.Token
+		}
+		code, body, err := doJSON(ctx, http.MethodPost, url, tok, nil, nil)
+		if err == nil && code == http.StatusGone {
+			return it.ID, nil
+		}
+		if err == nil && (code == http.StatusAccepted || code == http.StatusConflict) && other.Token == "" {
+			bs, err := MintBuyers(secret, buyer.ID+7_777_777, 1, time.Hour)
+			if err != nil {
+				return 0, err
+			}
+			other = bs[0]
+		}
+		_ = body
+		time.Sleep(100 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("item %d never answered SOLD_OUT", it.ID)
+}
+
+// PrintRatios writes the ratio table.
+func PrintRatios(w io.Writer, r *StagesReport) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	printf(tw, "\nStages against their baselines — %d CPUs, %.1f GiB, %s\n", r.Machine.CPUs, r.Machine.MemoryGB, r.Load.String())
+	printLine(tw, "stage\tfigure\tpipeline\tbaseline\tratio\ttarget\tmet\t")
+	for _, x := range r.Ratios {
+		base, rat := "-", "-"
+		if x.Baseline > 0 {
+			base = fmt.Sprintf("%.1f %s", x.Baseline, x.Unit)
+			rat = fmt.Sprintf("%.2f", x.Ratio)
+		}
+		printf(tw, "%s\t%s\t%.1f %s\t%s\t%s\t%s\t%v\t\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, x.Met)
+	}
+	_ = tw.Flush()
+	for _, e := range r.Errors {
+		printLine(w, "ERROR", e)
+	}
+}
+
+// MarkdownRatios renders the ratio table for docs/performance.md.
+func MarkdownRatios(r *StagesReport) string {
+	var b strings.Builder
+	printf(&b, "Last run: %s on %d CPUs, %.1f GiB RAM (%s, %s); load: %s.\n\n",
+		r.At.Format(time.RFC3339), r.Machine.CPUs, r.Machine.MemoryGB, r.Machine.Kernel, r.Machine.Go, r.Load.String())
+	b.WriteString("| stage | figure | pipeline | baseline | ratio | target | met |\n|---|---|---|---|---|---|---|\n")
+	for _, x := range r.Ratios {
+		base, rat := "-", "-"
+		if x.Baseline > 0 {
+			base = fmt.Sprintf("%.1f %s", x.Baseline, x.Unit)
+			rat = fmt.Sprintf("%.2f", x.Ratio)
+		}
+		printf(&b, "| %s | %s | %.1f %s | %s | %s | %s | %v |\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, x.Met)
+	}
+	if r.Sale != nil {
+		s := r.Sale
+		printf(&b, "\nFull sale (item %d): %d attempts, answers %v, accepted %d; p99 latency %.1f ms (all answers); "+
+			"invariants: %s.\n", s.ItemID, s.Attempts, s.Answers.ByOutcome, s.Accepted, s.Answers.Latency["all"].P99, verdict(s))
+	}
+	for _, e := range r.Errors {
+		printf(&b, "\n- error: %s", e)
+	}
+	return b.String()
+}
+
+func verdict(s *SaleReport) string {
+	if s.Invariants == nil {
+		return "not checked"
+	}
+	if s.Invariants.OK() {
+		return "no violation"
+	}
+	var names []string
+	for _, v := range s.Invariants.Violations {
+		names = append(names, fmt.Sprintf("%s by %d", v.Name, v.Amount))
+	}
+	return "VIOLATED: " + strings.Join(names, ", ")
+}
+
+var benchBlock = regexp.MustCompile(`(?s)<!-- bench:begin -->.*<!-- bench:end -->`)
+
+// UpdateDoc replaces the block between <!-- bench:begin --> and
+// <!-- bench:end --> in path with the latest figures.
+func UpdateDoc(path string, r *StagesReport) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !benchBlock.Match(b) {
+		return fmt.Errorf("%s has no <!-- bench:begin --> ... <!-- bench:end --> block", path)
+	}
+	block := "<!-- bench:begin -->\n" + MarkdownRatios(r) + "\n<!-- bench:end -->"
+	out := benchBlock.ReplaceAllLiteral(b, []byte(block))
+	return os.WriteFile(path, out, 0o644)
+}
+
+// Child is a subprocess the bench started (the bare gin server).
+type Child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartChild runs this executable with args, output to logPath.
+func StartChild(args []string, logPath string) (*Child, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	c := &Child{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(c.done) }()
+	return c, nil
+}
+
+// PID is the child's process id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// Stop asks the child to stop (SIGTERM) and kills it after five seconds.
+func (c *Child) Stop() {
+	if c == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+func newAPICmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "api",
+		Short: "Serve the buyer HTTP API and relay reserved orders from the Redis outbox to RocketMQ",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAPI(cmd.Context(), a)
+		},
+	}
+}
+
+// runAPI assembles the API instance and serves until ctx ends, then shuts
+// down in order: stop accepting and finish in-flight requests, stop the
+// background loops, flush the outbox, close the clients.
+func runAPI(ctx context.Context, a *app) error {
+	cfg, log := a.cfg, a.log
+	log.Info("starting api", "config", cfg.String())
+
+	db, err := store.Open(ctx, cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = db.Close() }()
+
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password.Value(), DB: cfg.Redis.DB,
+		PoolSize: cfg.Redis.PoolSize, DialTimeout: 2 * time.Second,
+		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+	})
+	defer func() { _ = rdb.Close() }()
+	stk := stock.New(rdb, cfg.Redis.KeyPrefix)
+
+	producer, err := queue.NewProducer(cfg.RocketMQ)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = producer.Close() }()
+
+	metrics := api.NewMetrics(prometheus.NewRegistry())
+	instance := cfg.API.Instance
+	if instance == "" {
+		host, _ := os.Hostname()
+		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	rel := relay.New(stk, producer, db, relay.Options{
+		Consumer: instance, Batch: int64(cfg.API.RelayBatch), ClaimAfter: cfg.API.RelayClaimAfter,
+		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout,
+	}, metrics, log)
+
+	// Temporal is only needed for pay and cancel: the API serves purchases
+	// while it is down and keeps dialling in the background.
+	tc := &temporalConn{}
+	bgCtx, stopBg := context.WithCancel(ctx)
+	defer stopBg()
+	go tc.dialLoop(bgCtx, a)
+	defer tc.close()
+
+	checks := map[string]api.Check{
+		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		"mysql": db.Ping,
+		"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...),
+			cfg.RocketMQ.Broker)...),
+		"temporal": tc.check,
+	}
+	srv := api.New(cfg.API, api.Deps{
+		Items: db, Orders: db, Stock: stk, Actions: orderActions(tc, a),
+		Verifier: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
+		Relay: rel, Checks: checks, Log: log,
+	}, api.Options{})
+
+	ln, err := net.Listen("tcp", cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.API.Addr, err)
+	}
+	// The relay outlives ctx: it stops only after the server has drained, so
+	// its final flush sees every reservation made by in-flight requests.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelay()
+	var wg sync.WaitGroup
+	wg.Go(func() { rel.Run(relayCtx) })
+	wg.Go(func() { srv.Run(bgCtx) })
+
+	httpSrv := srv.HTTPServer()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	log.Info("api listening", "addr", ln.Addr().String(), "instance", instance)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		runErr = fmt.Errorf("http server: %w", err)
+	}
+	log.Info("api shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.API.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http shutdown", "err", err)
+	}
+	stopBg()
+	stopRelay()
+	wg.Wait()
+	log.Info("api stopped")
+	return runErr
+}
+
+// temporalConn holds the Temporal client once it could be dialled.
+type temporalConn struct {
+	c atomic.Pointer[client.Client]
+}
+
+func (t *temporalConn) get() client.Client {
+	if p := t.c.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (t *temporalConn) dialLoop(ctx context.Context, a *app) {
+	for ctx.Err() == nil {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := temporalx.Dial(dctx, a.cfg.Temporal, a.log)
+		cancel()
+		if err == nil {
+			t.c.Store(&c)
+			a.log.Info("temporal connected", "address", a.cfg.Temporal.Address)
+			return
+		}
+		a.log.Warn("temporal not reachable; pay and cancel answer 503 until it is", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+func (t *temporalConn) check(ctx context.Context) error {
+	c := t.get()
+	if c == nil {
+		return errors.New("not connected")
+	}
+	_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+	return err
+}
+
+func (t *temporalConn) close() {
+	if c := t.get(); c != nil {
+		c.Close()
+	}
+}
+
+// lazyActions forwards pay and cancel to the saga once Temporal is
+// connected; before that they answer 503 UNAVAILABLE.
+type lazyActions struct {
+	tc    *temporalConn
+	build func(client.Client) api.OrderActions
+	once  sync.Mutex
+	impl  api.OrderActions
+}
+
+func orderActions(tc *temporalConn, a *app) api.OrderActions {
+	return &lazyActions{tc: tc, build: func(c client.Client) api.OrderActions { return sagaActions(c, a) }}
+}
+
+func (l *lazyActions) get() (api.OrderActions, error) {
+	l.once.Lock()
+	defer l.once.Unlock()
+	if l.impl != nil {
+		return l.impl, nil
+	}
+	c := l.tc.get()
+	if c == nil {
+		return nil, api.ErrUnavailable
+	}
+	if l.impl = l.build(c); l.impl == nil {
+		return nil, api.ErrUnavailable
+	}
+	return l.impl, nil
+}
+
+func (l *lazyActions) Pay(ctx context.Context, orderID string) (order.View, error) {
+	impl, err := l.get()
+	if err != nil {
+		return order.View{}, err
+	}
+	return impl.Pay(ctx, orderID)
+}
+
+func (l *lazyActions) Cancel(ctx context.Context, orderID string) (order.View, error) {
+	impl, err := l.get()
+	if err != nil {
+		return order.View{}, err
+	}
+	return impl.Cancel(ctx, orderID)
+}
+
+// sagaActions returns the saga's pay and cancel over Temporal updates; nil
+// until the saga provides them (workflows.Client).
+func sagaActions(client.Client, *app) api.OrderActions { return nil }

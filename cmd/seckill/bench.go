@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/bench/invariant"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// benchFlags are the settings `bench` and `bench stages` share.
+type benchFlags struct {
+	apiURL         string
+	units          int64
+	buyers         int
+	rate           float64
+	connections    int
+	timeout        time.Duration
+	attempts       int
+	lead           time.Duration
+	paymentTimeout time.Duration
+	payFraction    float64
+	waitTimeouts   bool
+	drainTimeout   time.Duration
+	apiPID         int
+	workerPID      int
+	outDir         string
+	noTemporal     bool
+}
+
+func (f *benchFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.apiURL, "api", "http://127.0.0.1:8080", "base URL of the running API")
+	fl.Int64Var(&f.units, "units", 10_000, "S: units of the flash-sale item")
+	fl.IntVar(&f.buyers, "buyers", 100_000, "U: buyers, one token each")
+	fl.Float64Var(&f.rate, "rate", 0, "open loop: purchase attempts per second (0 = closed loop with --connections)")
+	fl.IntVar(&f.connections, "connections", 64, "connections (closed loop: requests in flight)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "per-request timeout")
+	fl.IntVar(&f.attempts, "attempts", 5, "attempts per buyer (429 honours Retry-After; 503 and network errors retry)")
+	fl.DurationVar(&f.lead, "lead", 3*time.Second, "the sale starts this long after the item is created")
+	fl.DurationVar(&f.paymentTimeout, "payment-timeout", 30*time.Second, "the item's payment window (5s..24h)")
+	fl.Float64Var(&f.payFraction, "pay-fraction", 0.5, "fraction of orders paid as soon as they wait for payment")
+	fl.BoolVar(&f.waitTimeouts, "wait-timeouts", true, "wait for every unpaid order to time out, then check that every unpaid unit is back")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 20*time.Minute, "give up waiting for the pipeline to drain after this long")
+	fl.IntVar(&f.apiPID, "api-pid", 0, "pid of the API process for memory figures (0: find the seckill api process)")
+	fl.IntVar(&f.workerPID, "worker-pid", 0, "pid of the worker process (0: find the seckill worker process)")
+	fl.StringVar(&f.outDir, "out", "bench-results", "directory for the JSON and HTML reports")
+	fl.BoolVar(&f.noTemporal, "no-temporal", false, "skip the Temporal invariant checks")
+}
+
+func (f *benchFlags) load() bench.Load {
+	return bench.Load{Rate: f.rate, Connections: f.connections, Timeout: f.timeout}
+}
+
+func (f *benchFlags) sale() bench.FlashSale {
+	return bench.FlashSale{APIURL: f.apiURL, Units: f.units, Buyers: f.buyers, FirstBuyer: time.Now().Unix()%1_000_000*1000 + 1,
+		Load: f.load(), MaxAttempts: f.attempts, Lead: f.lead, PaymentTimeout: f.paymentTimeout,
+		PayFraction: f.payFraction, WaitTimeouts: f.waitTimeouts, DrainTimeout: f.drainTimeout,
+		APIPID: f.apiPID, WorkerPID: f.workerPID}
+}
+
+// benchDeps opens MySQL, Redis and (unless disabled) Temporal for the checks.
+func (a *app) benchDeps(ctx context.Context, noTemporal bool) (bench.Deps, client.Client, func(), error) {
+	st, err := store.Open(ctx, a.cfg.MySQL)
+	if err != nil {
+		return bench.Deps{}, nil, nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: a.cfg.Redis.Addr, Password: a.cfg.Redis.Password.Value(),
+		DB: a.cfg.Redis.DB, PoolSize: 16})
+	closers := []func(){func() { _ = st.Close() }, func() { _ = rdb.Close() }}
+	d := bench.Deps{Store: st, Stock: stock.New(rdb, a.cfg.Redis.KeyPrefix)}
+	var tc client.Client
+	if !noTemporal {
+		tc, err = temporalx.Dial(ctx, a.cfg.Temporal, a.log)
+		if err != nil {
+			for _, c := range closers {
+				c()
+			}
+			return bench.Deps{}, nil, nil, err
+		}
+		closers = append(closers, tc.Close)
+		d.Workflows = invariant.TemporalLister{Client: tc, Namespace: a.cfg.Temporal.Namespace}
+	}
+	return d, tc, func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}, nil
+}
+
+func newBenchCmd(a *app) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run a flash sale against a running API and worker, then check the invariants in MySQL, Redis and Temporal",
+		Long: "Creates an item with --units units starting --lead ahead, mints tokens for --buyers buyers and fires their\n" +
+			"purchase attempts at the start instant; waits for every accepted order to be persisted, pays --pay-fraction\n" +
+			"of them, lets the rest time out, and checks the invariants. Writes <out>/sale-<time>.{json,html}.\n" +
+			"Exits non-zero on any invariant violation.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			d, _, closeDeps, err := a.benchDeps(ctx, f.noTemporal)
+			if err != nil {
+				return err
+			}
+			defer closeDeps()
+			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
+				return err
+			}
+			s := f.sale()
+			s.JWTSecret, s.Progress, s.Log = []byte(a.cfg.JWTSecret.Value()), cmd.ErrOrStderr(), a.log
+			rep, err := s.Run(ctx, d)
+			if rep == nil {
+				return err
+			}
+			bench.PrintSale(cmd.OutOrStdout(), rep)
+			stamp := rep.At.Format("20060102-150405")
+			jsonPath := filepath.Join(f.outDir, "sale-"+stamp+".json")
+			htmlPath := filepath.Join(f.outDir, "sale-"+stamp+".html")
+			if werr := bench.WriteJSON(jsonPath, rep); werr != nil {
+				return werr
+			}
+			if werr := bench.WriteSaleHTML(htmlPath, rep); werr != nil {
+				return werr
+			}
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "\nreports: %s %s\n", jsonPath, htmlPath)
+			if err != nil {
+				return err
+			}
+			if rep.Invariants != nil && !rep.Invariants.OK() {
+				return fmt.Errorf("%w: %s", bench.ErrViolations, violationList(rep.Invariants))
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.AddCommand(newBenchStagesCmd(a), newBaselineHTTPCmd(a), newBenchCheckCmd(a))
+	return cmd
+}
+
+func violationList(r *invariant.Report) string {
+	var s []string
+	for _, v := range r.Violations {
+		s = append(s, fmt.Sprintf("%s by %d", v.Name, v.Amount))
+	}
+	return strings.Join(s, ", ")
+}
+
+func newBaselineHTTPCmd(a *app) *cobra.Command {
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "baseline-http",
+		Short: "Serve the bare gin baseline: POST/GET " + bench.BarePath + " returns fixed JSON, no middleware",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a.log.Info("bare gin baseline listening", "addr", addr, "path", bench.BarePath)
+			return bench.ServeBareGin(cmd.Context(), addr)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8089", "listen address")
+	return cmd
+}
+
+func newBenchCheckCmd(a *app) *cobra.Command {
+	var (
+		item          int64
+		afterTimeouts bool
+		noTemporal    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check one item's invariants in MySQL, Redis and Temporal (accepted orders taken from MySQL)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			d, _, closeDeps, err := a.benchDeps(ctx, noTemporal)
+			if err != nil {
+				return err
+			}
+			defer closeDeps()
+			var acc []invariant.Accepted
+			if err := d.Store.DB().WithContext(ctx).Raw("SELECT order_id, user_id FROM seckill_order WHERE item_id = ?", item).
+				Scan(&acc).Error; err != nil {
+				return err
+			}
+			rep, err := invariant.Check(ctx, invariant.Deps{DB: d.Store.DB(), Stock: d.Stock, Workflows: d.Workflows},
+				invariant.Input{ItemID: item, Accepted: acc, AfterTimeouts: afterTimeouts})
+			if err != nil {
+				return err
+			}
+			bench.PrintInvariants(cmd.OutOrStdout(), &bench.SaleReport{Invariants: &rep})
+			if !rep.OK() {
+				return fmt.Errorf("%w: %s", bench.ErrViolations, violationList(&rep))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&item, "item", 0, "item id")
+	cmd.Flags().BoolVar(&afterTimeouts, "after-timeouts", false, "every payment window has closed: unpaid units must be back")
+	cmd.Flags().BoolVar(&noTemporal, "no-temporal", false, "skip the Temporal checks")
+	_ = cmd.MarkFlagRequired("item")
+	return cmd
+}
+
+func newBenchStagesCmd(a *app) *cobra.Command {
+	var (
+		f          benchFlags
+		bareAddr   string
+		duration   time.Duration
+		sagaOrders int
+		luaUnits   int64
+		skipFull   bool
+		doc        string
+	)
+	cmd := &cobra.Command{
+		Use:   "stages",
+		Short: "Measure each pipeline stage against its own baseline in one run (make bench)",
+		Long: "1. bare gin endpoint vs purchase attempts on a sold-out item; 2. the reservation Lua script via go-redis vs\n" +
+			"accepted purchases/s over HTTP; 3. a minimal workflow (three no-op local activities) vs sagas/s from message to\n" +
+			"PENDING_PAYMENT; 4. the full flash sale. Needs `seckill api` and `seckill worker` running. Writes\n" +
+			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			d, tc, closeDeps, err := a.benchDeps(ctx, f.noTemporal)
+			if err != nil {
+				return err
+			}
+			defer closeDeps()
+			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(f.outDir, 0o755); err != nil {
+				return err
+			}
+			child, err := bench.StartChild([]string{"bench", "baseline-http", "--addr", bareAddr},
+				filepath.Join(f.outDir, "baseline-http.log"))
+			if err != nil {
+				return err
+			}
+			defer child.Stop()
+			bareURL := "http://" + bareAddr
+			if err := bench.WaitReady(ctx, bareURL+"/healthz", 10*time.Second); err != nil {
+				return err
+			}
+			full := f.sale()
+			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, Load: f.load(), HTTPDuration: duration,
+				SagaOrders: sagaOrders, LuaUnits: luaUnits, Full: full, SkipFull: skipFull, Temporal: tc,
+				Progress: cmd.ErrOrStderr(), Log: a.log}
+			rep := s.Run(ctx, d)
+			bench.PrintRatios(cmd.OutOrStdout(), rep)
+			if rep.Sale != nil {
+				bench.PrintSale(cmd.OutOrStdout(), rep.Sale)
+				if err := bench.WriteSaleHTML(filepath.Join(f.outDir, "latest-sale.html"), rep.Sale); err != nil {
+					return err
+				}
+			}
+			stamp := rep.At.Format("20060102-150405")
+			for _, p := range []string{"latest.json", "stages-" + stamp + ".json"} {
+				if err := bench.WriteJSON(filepath.Join(f.outDir, p), rep); err != nil {
+					return err
+				}
+			}
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n", filepath.Join(f.outDir, "latest.json"))
+			if doc != "" {
+				if err := bench.UpdateDoc(doc, rep); err != nil {
+					a.log.Warn("docs not updated", "doc", doc, "err", err)
+				} else {
+					_, _ = fmt.Fprintf(cmd.OutOrStdout(), "updated %s\n", doc)
+				}
+			}
+			if len(rep.Errors) > 0 {
+				return errors.New(strings.Join(rep.Errors, "; "))
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each fixed-duration HTTP measurement")
+	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 2000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
+	cmd.Flags().Int64Var(&luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
+	cmd.Flags().BoolVar(&skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
+	cmd.Flags().StringVar(&doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")
+	return cmd
+}

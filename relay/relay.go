@@ -1,0 +1,392 @@
+// Package relay moves reservations from the Redis outbox streams to
+// RocketMQ. The reserve script appends every reservation to its item's stream
+// P:{item}:outbox in the same atomic step that takes the unit, so a unit is
+// never reserved without an entry; the relay publishes each entry with
+// SendSync (key = order id) and only then acknowledges and deletes it. Entries
+// a dead instance received but never acknowledged are claimed after
+// ClaimAfter. See docs/handoff.md.
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+)
+
+// Publisher sends one order message and returns once the broker stored it
+// (queue.Producer).
+type Publisher interface {
+	PublishOrder(ctx context.Context, m order.Message) error
+}
+
+// ItemLister names the items whose outboxes the relay watches (store.Store).
+type ItemLister interface {
+	ListItemIDs(ctx context.Context) ([]int64, error)
+}
+
+// Metrics receives the relay's counters; nil methods are not allowed, use
+// NopMetrics.
+type Metrics interface {
+	Published(n int)
+	PublishFailed()
+	Backlog(itemID int64, entries int64)
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+func (NopMetrics) Published(int)        {}
+func (NopMetrics) PublishFailed()       {}
+func (NopMetrics) Backlog(int64, int64) {}
+
+// Options tune the relay.
+type Options struct {
+	Group    string // consumer group on every outbox stream; "relay" by default
+	Consumer string // this instance's consumer name; must be unique per live instance
+	Batch    int64  // entries read per round
+	// ClaimAfter is how long an entry stays unacknowledged by another consumer
+	// before this relay takes it over (that consumer is presumed dead).
+	ClaimAfter time.Duration
+	// Discover is how often the item list is re-read.
+	Discover time.Duration
+	// Block is how long one read waits for new entries.
+	Block time.Duration
+	// FlushTimeout bounds the final flush when Run's context ends.
+	FlushTimeout time.Duration
+	// Parallel is how many sends of one batch are in flight at once.
+	Parallel int
+	// MaxBackoff caps the wait between failed sends.
+	MaxBackoff time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Group == "" {
+		o.Group = "relay"
+	}
+	if o.Consumer == "" {
+		o.Consumer = "relay"
+	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
+	if o.ClaimAfter <= 0 {
+		o.ClaimAfter = 10 * time.Second
+	}
+	if o.Discover <= 0 {
+		o.Discover = 5 * time.Second
+	}
+	if o.Block <= 0 {
+		o.Block = time.Second
+	}
+	if o.FlushTimeout <= 0 {
+		o.FlushTimeout = 10 * time.Second
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 16
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+}
+
+// Relay publishes the outboxes of all known items, one goroutine per item.
+type Relay struct {
+	st    *stock.Store
+	pub   Publisher
+	items ItemLister
+	opts  Options
+	m     Metrics
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	watched map[int64]bool
+	wake    chan int64
+}
+
+// New returns a relay; call Run to start it.
+func New(st *stock.Store, pub Publisher, items ItemLister, opts Options, m Metrics, log *slog.Logger) *Relay {
+	opts.defaults()
+	if m == nil {
+		m = NopMetrics{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Relay{st: st, pub: pub, items: items, opts: opts, m: m, log: log.With("component", "relay"),
+		watched: make(map[int64]bool), wake: make(chan int64, 64)}
+}
+
+// Watch makes the relay watch an item's outbox now rather than at the next
+// discovery (the API calls it when it creates or first sees an item).
+func (r *Relay) Watch(itemID int64) {
+	r.mu.Lock()
+	known := r.watched[itemID]
+	r.mu.Unlock()
+	if known {
+		return
+	}
+	select {
+	case r.wake <- itemID:
+	default: // discovery will find it
+	}
+}
+
+// Run relays until ctx ends, then flushes what it can within FlushTimeout and
+// returns once every item goroutine has stopped.
+func (r *Relay) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	start := func(id int64) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.watched[id] {
+			return
+		}
+		r.watched[id] = true
+		wg.Go(func() { r.runItem(ctx, id) })
+	}
+	discover := func() {
+		ids, err := r.items.ListItemIDs(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("list items", "err", err)
+			}
+			return
+		}
+		for _, id := range ids {
+			start(id)
+		}
+	}
+	discover()
+	t := time.NewTicker(r.opts.Discover)
+	defer t.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-t.C:
+			discover()
+		case id := <-r.wake:
+			start(id)
+		}
+	}
+	wg.Wait()
+}
+
+// runItem relays one item's outbox.
+func (r *Relay) runItem(ctx context.Context, itemID int64) {
+	log := r.log.With("item_id", itemID)
+	w := &itemWorker{r: r, item: itemID, log: log}
+	backoff := newBackoff(r.opts.MaxBackoff)
+	for ctx.Err() == nil {
+		if err := r.st.EnsureOutboxGroup(ctx, itemID, r.opts.Group); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("outbox group", "err", err)
+			}
+			backoff.wait(ctx)
+			continue
+		}
+		break
+	}
+	// What a previous life of this consumer name received and did not ack.
+	pendingFirst := true
+	lastClaim := time.Time{}
+	for ctx.Err() == nil {
+		var entries []stock.OutboxEntry
+		var err error
+		switch {
+		case pendingFirst:
+			entries, err = r.st.ReadOutbox(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, 0, true)
+			if err == nil && len(entries) == 0 {
+				pendingFirst = false
+			}
+		case time.Since(lastClaim) >= r.opts.ClaimAfter/2:
+			entries, err = r.st.ClaimOutbox(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.ClaimAfter, r.opts.Batch)
+			if err == nil && len(entries) < int(r.opts.Batch) {
+				lastClaim = time.Now()
+			}
+			if len(entries) > 0 {
+				log.Info("claimed outbox entries left by another instance", "entries", len(entries))
+			}
+		default:
+			entries, err = r.st.ReadOutbox(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, r.opts.Block, false)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			log.Warn("read outbox", "err", err)
+			backoff.wait(ctx)
+			continue
+		}
+		backoff.reset()
+		if len(entries) > 0 {
+			w.deliver(ctx, entries)
+		}
+		r.reportBacklog(ctx, itemID)
+	}
+	w.flush()
+}
+
+func (r *Relay) reportBacklog(ctx context.Context, itemID int64) {
+	if n, err := r.st.OutboxLen(ctx, itemID); err == nil {
+		r.m.Backlog(itemID, n)
+	}
+}
+
+type itemWorker struct {
+	r    *Relay
+	item int64
+	log  *slog.Logger
+}
+
+// deliver publishes entries until each is sent and acknowledged, or ctx
+// ends (they then stay pending for the flush, a restart or another instance).
+func (w *itemWorker) deliver(ctx context.Context, entries []stock.OutboxEntry) {
+	backoff := newBackoff(w.r.opts.MaxBackoff)
+	lastTouch := time.Now()
+	for len(entries) > 0 {
+		entries = w.sendAll(ctx, entries)
+		if len(entries) == 0 || ctx.Err() != nil {
+			return
+		}
+		w.r.reportBacklog(ctx, w.item)
+		backoff.wait(ctx)
+		// Keep entries we are still retrying from looking abandoned.
+		if time.Since(lastTouch) >= w.r.opts.ClaimAfter/3 {
+			ids := make([]string, len(entries))
+			for i, e := range entries {
+				ids[i] = e.ID
+			}
+			if err := w.r.st.TouchOutbox(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, ids...); err != nil {
+				w.log.Warn("touch outbox entries", "err", err)
+			}
+			lastTouch = time.Now()
+		}
+	}
+}
+
+// sendAll sends entries concurrently and returns those that failed. Each
+// entry is acknowledged right after its own send succeeded, so a failure
+// elsewhere in the batch never causes a resend of a delivered message.
+func (w *itemWorker) sendAll(ctx context.Context, entries []stock.OutboxEntry) []stock.OutboxEntry {
+	var (
+		mu     sync.Mutex
+		failed []stock.OutboxEntry
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, w.r.opts.Parallel)
+		sent   int
+	)
+	for _, e := range entries {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ok := w.sendOne(ctx, e)
+			mu.Lock()
+			if ok {
+				sent++
+			} else {
+				failed = append(failed, e)
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if sent > 0 {
+		w.r.m.Published(sent)
+	}
+	return failed
+}
+
+// sendOne reports whether the entry is done (published and acknowledged, or
+// undecodable and dropped).
+func (w *itemWorker) sendOne(ctx context.Context, e stock.OutboxEntry) bool {
+	m, err := e.Message()
+	if err != nil {
+		// Cannot happen for entries the reserve script wrote; keeping it would
+		// block nothing but would be retried forever.
+		w.log.Error("dropping undecodable outbox entry", "entry", e.ID, "order_id", e.OrderID, "err", err)
+		return w.ack(ctx, e.ID)
+	}
+	if err := w.r.pub.PublishOrder(ctx, m); err != nil {
+		w.r.m.PublishFailed()
+		if ctx.Err() == nil {
+			w.log.Warn("publish order", "order_id", m.OrderID, "err", err)
+		}
+		return false
+	}
+	// The message is stored: from here on, never send it again. The ack is
+	// retried on its own (a failed ack would mean a duplicate after a claim).
+	for i := 0; ; i++ {
+		if w.ack(ctx, e.ID) {
+			return true
+		}
+		if i >= 20 {
+			w.log.Error("published but could not ack; a duplicate message may follow", "order_id", m.OrderID)
+			return true
+		}
+		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
+	}
+}
+
+func (w *itemWorker) ack(ctx context.Context, id string) bool {
+	// Not cancelled with the relay: a message that went out must be acked.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := w.r.st.AckOutbox(ctx, w.item, w.r.opts.Group, id); err != nil {
+		w.log.Warn("ack outbox entry", "entry", id, "err", err)
+		return false
+	}
+	return true
+}
+
+// flush publishes, within FlushTimeout, what this consumer holds and what is
+// still unread, then returns. What it cannot send stays in the stream.
+func (w *itemWorker) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.r.opts.FlushTimeout)
+	defer cancel()
+	total := 0
+	for _, pending := range []bool{true, false} {
+		for ctx.Err() == nil {
+			entries, err := w.r.st.ReadOutbox(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, w.r.opts.Batch, 0, pending)
+			if err != nil || len(entries) == 0 {
+				break
+			}
+			failed := w.sendAll(ctx, entries)
+			total += len(entries) - len(failed)
+			if len(failed) > 0 {
+				w.log.Warn("flush stopped; entries stay in the outbox for the next relay", "unsent", len(failed))
+				return
+			}
+		}
+	}
+	if total > 0 {
+		w.log.Info("flushed outbox", "published", total)
+	}
+}
+
+type backoff struct {
+	d, max time.Duration
+}
+
+func newBackoff(max time.Duration) *backoff { return &backoff{max: max} }
+
+func (b *backoff) reset() { b.d = 0 }
+
+func (b *backoff) wait(ctx context.Context) {
+	if b.d == 0 {
+		b.d = 100 * time.Millisecond
+	} else if b.d *= 2; b.d > b.max {
+		b.d = b.max
+	}
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,251 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/stock"
+)
+
+// fakePub records successful sends and fails when told to.
+type fakePub struct {
+	mu       sync.Mutex
+	sent     map[string]int
+	down     atomic.Bool
+	failRate float64 // share of sends that fail at random
+	failures atomic.Int64
+}
+
+func newFakePub() *fakePub { return &fakePub{sent: make(map[string]int)} }
+
+func (p *fakePub) PublishOrder(ctx context.Context, m order.Message) error {
+	if p.down.Load() || rand.Float64() < p.failRate {
+		p.failures.Add(1)
+		return errors.New("broker unavailable")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sent[m.OrderID]++
+	return nil
+}
+
+func (p *fakePub) counts() (distinct, total int, dups []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, n := range p.sent {
+		total += n
+		if n > 1 {
+			dups = append(dups, id)
+		}
+	}
+	return len(p.sent), total, dups
+}
+
+type items []int64
+
+func (i items) ListItemIDs(context.Context) ([]int64, error) { return i, nil }
+
+type backlogMetrics struct {
+	relay.NopMetrics
+	peak atomic.Int64
+}
+
+func (m *backlogMetrics) Backlog(_ int64, n int64) {
+	for {
+		p := m.peak.Load()
+		if n <= p || m.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func reserve(t *testing.T, s *stock.Store, item int64, from, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]string, 0, n)
+	for u := from; u < from+n; u++ {
+		m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: int64(u), ReservedAt: time.Now().UTC()}
+		if _, err := s.Reserve(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.OrderID)
+	}
+	return ids
+}
+
+func start(t *testing.T, r *relay.Relay) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func opts(consumer string) relay.Options {
+	return relay.Options{Consumer: consumer, Batch: 16, ClaimAfter: 400 * time.Millisecond,
+		Discover: 100 * time.Millisecond, Block: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		FlushTimeout: 2 * time.Second}
+}
+
+func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	for _, item := range []int64{1, 2} {
+		if _, err := s.Load(ctx, item, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := newFakePub()
+	pub.failRate = 0.3
+	start(t, relay.New(s, pub, items{1, 2}, opts("a"), nil, nil))
+	reserve(t, s, 1, 1, 60)
+	reserve(t, s, 2, 1, 40)
+	waitFor(t, 10*time.Second, "100 messages", func() bool { d, _, _ := pub.counts(); return d == 100 })
+	time.Sleep(300 * time.Millisecond)
+	if d, total, dups := pub.counts(); d != 100 || total != 100 {
+		t.Fatalf("distinct %d total %d duplicates %v", d, total, dups)
+	}
+	if pub.failures.Load() == 0 {
+		t.Fatal("the fake never failed; the test proves nothing")
+	}
+	for _, item := range []int64{1, 2} {
+		if n, _ := s.OutboxLen(ctx, item); n != 0 {
+			t.Fatalf("item %d outbox still has %d entries", item, n)
+		}
+	}
+}
+
+func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 7, 100); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, s, 7, 1, 10)
+	// An instance received the entries and died before publishing them.
+	if err := s.EnsureOutboxGroup(ctx, 7, "relay"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadOutbox(ctx, 7, "relay", "dead", 100, 0, false)
+	if err != nil || len(got) != 10 {
+		t.Fatalf("dead consumer read %d (%v)", len(got), err)
+	}
+	pub := newFakePub()
+	start(t, relay.New(s, pub, items{7}, opts("alive"), nil, nil))
+	waitFor(t, 5*time.Second, "claimed entries", func() bool { d, _, _ := pub.counts(); return d == 10 })
+	if _, total, _ := pub.counts(); total != 10 {
+		t.Fatalf("total sends %d", total)
+	}
+}
+
+func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 3, 100); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, s, 3, 1, 5)
+	_ = s.EnsureOutboxGroup(ctx, 3, "relay")
+	if got, _ := s.ReadOutbox(ctx, 3, "relay", "same-name", 100, 0, false); len(got) != 5 {
+		t.Fatal("setup")
+	}
+	pub := newFakePub()
+	o := opts("same-name")
+	o.ClaimAfter = time.Hour // only the pending re-read can find them
+	start(t, relay.New(s, pub, items{3}, o, nil, nil))
+	waitFor(t, 5*time.Second, "own pending entries", func() bool { d, _, _ := pub.counts(); return d == 5 })
+}
+
+func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 5, 100); err != nil {
+		t.Fatal(err)
+	}
+	pub := newFakePub()
+	pub.down.Store(true)
+	m := &backlogMetrics{}
+	start(t, relay.New(s, pub, items{5}, opts("a"), m, nil))
+	reserve(t, s, 5, 1, 30)
+	time.Sleep(time.Second)
+	if d, _, _ := pub.counts(); d != 0 {
+		t.Fatalf("published %d while down", d)
+	}
+	pub.down.Store(false)
+	waitFor(t, 10*time.Second, "backlog drained", func() bool { d, _, _ := pub.counts(); return d == 30 })
+	if _, total, _ := pub.counts(); total != 30 {
+		t.Fatalf("total %d", total)
+	}
+	if m.peak.Load() < 30 {
+		t.Fatalf("backlog peak %d, want 30", m.peak.Load())
+	}
+}
+
+func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 9, 100); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, s, 9, 1, 8)
+	pubA := newFakePub()
+	pubA.down.Store(true)
+	start(t, relay.New(s, pubA, items{9}, opts("a"), nil, nil))
+	waitFor(t, 5*time.Second, "A to take the entries", func() bool { return pubA.failures.Load() >= 8 })
+	pubB := newFakePub()
+	start(t, relay.New(s, pubB, items{9}, opts("b"), nil, nil))
+	time.Sleep(1500 * time.Millisecond) // > 3 x ClaimAfter
+	if d, _, _ := pubB.counts(); d != 0 {
+		t.Fatalf("B claimed %d entries from a live relay", d)
+	}
+	pubA.down.Store(false)
+	waitFor(t, 5*time.Second, "A to publish", func() bool { d, _, _ := pubA.counts(); return d == 8 })
+	if _, total, _ := pubA.counts(); total != 8 {
+		t.Fatalf("A sent %d", total)
+	}
+}
+
+func TestRelayFlushesOnShutdown(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 4, 100); err != nil {
+		t.Fatal(err)
+	}
+	pub := newFakePub()
+	o := opts("a")
+	o.Block = 5 * time.Second // the loop is parked in a long read when stopped
+	stop := start(t, relay.New(s, pub, items{4}, o, nil, nil))
+	time.Sleep(300 * time.Millisecond)
+	ids := reserve(t, s, 4, 1, 20)
+	stop()
+	if d, _, _ := pub.counts(); d != len(ids) {
+		t.Fatalf("after shutdown %d of %d published", d, len(ids))
+	}
+}

@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Errors of the stock row.
+var (
+	// ErrStockExhausted: the stock row is at zero; no retry can change that.
+	ErrStockExhausted = errors.New("stock row exhausted")
+	// ErrVersionConflict: every optimistic attempt lost to a concurrent
+	// writer; retrying later may succeed.
+	ErrVersionConflict = errors.New("stock version conflict")
+)
+
+// DefaultDeductAttempts bounds the optimistic-lock loop of DeductStock.
+const DefaultDeductAttempts = 50
+
+var (
+	errVersionMiss     = errors.New("version miss")
+	errAlreadyDeducted = errors.New("already deducted")
+)
+
+// DeductStock takes one unit from the item's stock row for the order, at most
+// once per order: the conditional decrement
+//
+//	UPDATE stock SET stock=stock-1, version=version+1 WHERE item_id=? AND version=? AND stock>0
+//
+// and the order's stock_deduction marker (primary key order_id) are written in
+// one transaction, so a retried call finds the marker and changes nothing.
+// A version miss (another order won the row) is retried up to maxAttempts
+// times with a short random pause, then ErrVersionConflict. A row at zero is
+// ErrStockExhausted. deducted is false when the order had already deducted.
+func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, maxAttempts int) (deducted bool, err error) {
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultDeductAttempts
+	}
+	db := s.db.WithContext(ctx)
+	for attempt := 1; ; attempt++ {
+		// Read outside the transaction: the version check in the UPDATE is
+		// what makes the write safe, and the row lock is held only for the
+		// UPDATE and the marker insert.
+		var st Stock
+		err := db.Select("stock", "version").Where("item_id = ?", itemID).Take(&st).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return false, fmt.Errorf("stock row of item %d: %w", itemID, ErrNotFound)
+		}
+		if err != nil {
+			return false, fmt.Errorf("read stock of item %d: %w", itemID, err)
+		}
+		if st.Stock <= 0 {
+			// A retry of an order that did deduct must not read as exhausted.
+			var n int64
+			if err := db.Model(&StockDeduction{}).Where("order_id = ?", orderID).Count(&n).Error; err != nil {
+				return false, fmt.Errorf("read deduction of order %s: %w", orderID, err)
+			}
+			if n > 0 {
+				return false, nil
+			}
+			return false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
+		}
+		err = db.Transaction(func(tx *gorm.DB) error {
+			res := tx.Exec("UPDATE stock SET stock = stock - 1, version = version + 1 WHERE item_id = ? AND version = ? AND stock > 0",
+				itemID, st.Version)
+			if res.Error != nil {
+				return fmt.Errorf("decrement stock of item %d: %w", itemID, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return errVersionMiss
+			}
+			err := tx.Exec("INSERT INTO stock_deduction (order_id, item_id) VALUES (?, ?)", orderID, itemID).Error
+			if isDuplicate(err) {
+				return errAlreadyDeducted // rolls the decrement back
+			}
+			if err != nil {
+				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, errAlreadyDeducted):
+			return false, nil
+		case !errors.Is(err, errVersionMiss):
+			return false, err
+		case attempt >= maxAttempts:
+			return false, fmt.Errorf("item %d after %d attempts: %w", itemID, attempt, ErrVersionConflict)
+		}
+		pause := time.Duration(1+rand.IntN(4*min(attempt, 10))) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// RestoreStock gives the unit an order took back to the stock row, only if
+// the order's deduction marker exists and is not yet restored: the marker
+// flip and the increment (version+1, so optimistic readers notice) are one
+// transaction, so a repeated call never adds a unit twice. restored reports
+// whether this call gave the unit back.
+func (s *Store) RestoreStock(ctx context.Context, orderID string) (restored bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
+		if res.Error != nil {
+			return fmt.Errorf("mark deduction of order %s restored: %w", orderID, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return nil // never deducted, or already restored
+		}
+		res = tx.Exec(`UPDATE stock s JOIN stock_deduction d ON s.item_id = d.item_id
+			SET s.stock = s.stock + 1, s.version = s.version + 1 WHERE d.order_id = ?`, orderID)
+		if res.Error != nil {
+			return fmt.Errorf("restore stock for order %s: %w", orderID, res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("restore stock for order %s: stock row missing", orderID)
+		}
+		restored = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return restored, nil
+}
+
+// Deduction reads an order's stock_deduction marker; ErrNotFound when the
+// order never took a unit from the stock row.
+func (s *Store) Deduction(ctx context.Context, orderID string) (StockDeduction, error) {
+	var d StockDeduction
+	err := s.db.WithContext(ctx).Where("order_id = ?", orderID).Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return StockDeduction{}, fmt.Errorf("deduction of order %s: %w", orderID, ErrNotFound)
+	}
+	if err != nil {
+		return StockDeduction{}, fmt.Errorf("read deduction of order %s: %w", orderID, err)
+	}
+	return d, nil
+}

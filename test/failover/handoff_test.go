@@ -1,0 +1,511 @@
+// Handoff failure tests: the API process killed with SIGKILL mid-sale, and
+// the RocketMQ broker stopped for a minute while buyers keep buying. Both
+// stop shared services or processes, so they run only with
+// SECKILL_FAILOVER=1, serially (make test does it in a separate step; by hand:
+// flock /tmp/seckill-failover.lock env SECKILL_FAILOVER=1 go test ./test/failover/ -run Handoff -v).
+package failover_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+const handoffSecret = "failover-test-secret"
+
+func handoffRequireEnabled(t *testing.T) {
+	if os.Getenv("SECKILL_FAILOVER") != "1" {
+		t.Skip("stops shared services: set SECKILL_FAILOVER=1 (and hold /tmp/seckill-failover.lock)")
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repo root not found from %s", file)
+	}
+	return root
+}
+
+// handoffEnv is one sale on a private slice of the stack, served by child
+// `seckill api` processes.
+type handoffEnv struct {
+	t      *testing.T
+	bin    string
+	env    []string
+	stk    *stock.Store
+	rdb    *redis.Client
+	rmq    config.RocketMQ
+	itemID int64
+	logs   string
+}
+
+func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
+	t.Helper()
+	root := repoRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "seckill")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/seckill")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	db, mcfg := testenv.MySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	cfg := testenv.Config(t)
+	rmq := cfg.RocketMQ
+	rmq.Topic = testenv.Name(t, "orders")
+	rmq.ProducerGroup = testenv.Name(t, "pg")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Broker, rmq.Topic, 4); err != nil {
+		t.Fatalf("RocketMQ: %v", err)
+	}
+	stk := stock.New(rdb, prefix)
+	it, err := db.CreateItem(ctx, store.Item{Name: "failover", PriceCents: 100, StockTotal: units,
+		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stk.Load(ctx, it.ID, units); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(),
+		"SECKILL_REDIS_KEY_PREFIX="+prefix,
+		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
+		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
+		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+rmq.ProducerGroup,
+		"SECKILL_JWT_SECRET="+handoffSecret,
+		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
+		"SECKILL_API_BUYER_RPS=100", "SECKILL_API_BUYER_BURST=100",
+		"SECKILL_API_RELAY_CLAIM_AFTER=2s", "SECKILL_API_RELAY_DISCOVER=500ms",
+		"SECKILL_LOG_LEVEL=info",
+	)
+	return &handoffEnv{t: t, bin: bin, env: env, stk: stk, rdb: rdb, rmq: rmq, itemID: it.ID,
+		logs: filepath.Join(dir, "api.log")}
+}
+
+type apiProc struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+// startAPI runs `seckill api` on a free port and waits until it answers.
+func (e *handoffEnv) startAPI(name string) *apiProc {
+	e.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	logf, err := os.OpenFile(e.logs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, _ = fmt.Fprintf(logf, "==== %s on %s\n", name, addr)
+	cmd := exec.Command(e.bin, "api")
+	cmd.Env = append(append([]string{}, e.env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &apiProc{cmd: cmd, url: "http://" + addr, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); _ = logf.Close() }()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if e.t.Failed() {
+			b, _ := os.ReadFile(e.logs)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			e.t.Logf("api log (tail):\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(p.url + "/healthz")
+		if err == nil {
+			_ = res.Body.Close()
+			if res.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case err := <-p.done:
+			e.t.Fatalf("api %s exited at start: %v", name, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("api %s did not answer /healthz within 30s", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// buyers fire purchases with distinct buyer ids at whatever API target()
+// names, from workers goroutines, each waiting pause between requests.
+type buyers struct {
+	e       *handoffEnv
+	target  atomic.Pointer[string]
+	next    atomic.Int64
+	counts  sync.Map // status code (0 = no answer) -> *atomic.Int64
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	client  *http.Client
+	soldOut atomic.Bool
+}
+
+func (e *handoffEnv) startBuyers(url string, workers int, pause time.Duration) *buyers {
+	b := &buyers{e: e, stop: make(chan struct{}),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}}
+	b.target.Store(&url)
+	b.next.Store(1_000_000)
+	for range workers {
+		b.wg.Go(func() {
+			for {
+				select {
+				case <-b.stop:
+					return
+				default:
+				}
+				b.buyOnce()
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+			}
+		})
+	}
+	return b
+}
+
+func (b *buyers) buyOnce() {
+	user := b.next.Add(1)
+	tok, _ := auth.Sign([]byte(handoffSecret), user, auth.RoleBuyer, time.Hour, time.Now())
+	req, _ := http.NewRequest("POST", fmt.Sprintf("%s/api/v1/seckill/%d", *b.target.Load(), b.e.itemID), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	status := 0
+	if res, err := b.client.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		status = res.StatusCode
+	} else {
+		time.Sleep(50 * time.Millisecond) // the instance is gone; do not spin
+	}
+	if status == http.StatusGone {
+		b.soldOut.Store(true)
+	}
+	c, _ := b.counts.LoadOrStore(status, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
+}
+
+func (b *buyers) count(status int) int64 {
+	if c, ok := b.counts.Load(status); ok {
+		return c.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func (b *buyers) snapshot() map[int]int64 {
+	out := map[int]int64{}
+	b.counts.Range(func(k, v any) bool { out[k.(int)] = v.(*atomic.Int64).Load(); return true })
+	return out
+}
+
+func (b *buyers) halt() {
+	close(b.stop)
+	b.wg.Wait()
+}
+
+// reserved returns the order ids of every reserved unit (the buyer marks;
+// nothing is released in these tests) after checking they match the
+// reservation hash.
+func (e *handoffEnv) reserved(ctx context.Context) map[string]bool {
+	e.t.Helper()
+	k := e.stk.ItemKeys(e.itemID)
+	marks, err := e.rdb.HGetAll(ctx, k.Buyers).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	orders, err := e.rdb.HLen(ctx, k.Orders).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if int64(len(marks)) != orders {
+		e.t.Fatalf("%d buyer marks but %d reservations", len(marks), orders)
+	}
+	left, _ := e.stk.Left(ctx, e.itemID)
+	if left < 0 {
+		e.t.Fatalf("stock went negative: %d", left)
+	}
+	out := make(map[string]bool, len(marks))
+	for _, id := range marks {
+		out[id] = true
+	}
+	return out
+}
+
+// consumeAll reads the topic from the start until every reserved order id
+// has arrived (or timeout), lingers to catch duplicates, and returns the
+// number of messages per order id.
+func (e *handoffEnv) consumeAll(want map[string]bool, timeout time.Duration) map[string]int {
+	e.t.Helper()
+	var mu sync.Mutex
+	got := map[string]int{}
+	c, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: e.rmq.NameServers,
+		Group: testenv.Name(e.t, "cg"), Topic: e.rmq.Topic, FromFirstOffset: true},
+		func(_ context.Context, m *primitive.MessageExt) error {
+			om, err := order.DecodeMessage(m.Body)
+			if err != nil {
+				e.t.Errorf("bad message: %v", err)
+				return nil
+			}
+			mu.Lock()
+			got[om.OrderID]++
+			mu.Unlock()
+			return nil
+		})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	complete := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range want {
+			if got[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(timeout)
+	for !complete() && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	out := make(map[string]int, len(got))
+	for k, v := range got {
+		out[k] = v
+	}
+	return out
+}
+
+// verify checks one message per reserved unit; duplicates fail the test
+// unless allowDup (a crash between a send and its ack may duplicate).
+func (e *handoffEnv) verify(reserved map[string]bool, got map[string]int, allowDup bool) {
+	e.t.Helper()
+	missing, dups, strays := 0, 0, 0
+	for id := range reserved {
+		switch n := got[id]; {
+		case n == 0:
+			missing++
+		case n > 1:
+			dups += n - 1
+		}
+	}
+	for id := range got {
+		if !reserved[id] {
+			strays++
+		}
+	}
+	e.t.Logf("reserved units %d, distinct order ids on the topic %d, missing %d, duplicate messages %d, unknown ids %d",
+		len(reserved), len(got), missing, dups, strays)
+	if missing > 0 || strays > 0 {
+		e.t.Fatalf("%d reserved units have no message; %d messages carry no reserved unit", missing, strays)
+	}
+	if len(got) != len(reserved) {
+		e.t.Fatalf("%d distinct order ids on the topic, want %d", len(got), len(reserved))
+	}
+	if dups > 0 && !allowDup {
+		e.t.Fatalf("%d duplicate messages", dups)
+	}
+}
+
+func (e *handoffEnv) outboxLen(ctx context.Context) int64 {
+	n, _ := e.stk.OutboxLen(ctx, e.itemID)
+	return n
+}
+
+func TestHandoffSurvivesKill9MidSale(t *testing.T) {
+	handoffRequireEnabled(t)
+	const units = 400
+	e := newHandoffEnv(t, units)
+	ctx := context.Background()
+
+	a := e.startAPI("kill9-a")
+	b := e.startBuyers(a.url, 24, 0)
+	// Kill once a good part of the stock is gone, while buyers still pour in.
+	deadline := time.Now().Add(60 * time.Second)
+	for b.count(http.StatusAccepted) < units/3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d purchases accepted in 60s: %v", b.count(http.StatusAccepted), b.snapshot())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+	atKill := b.snapshot()
+	pending := e.rdb.XPending(ctx, e.stk.ItemKeys(e.itemID).Outbox, "relay").Val()
+	var pendingCount int64
+	if pending != nil {
+		pendingCount = pending.Count
+	}
+	t.Logf("SIGKILL after answers %v; outbox then held %d entries (%d delivered to the dead relay, unacked)",
+		atKill, e.outboxLen(ctx), pendingCount)
+
+	second := e.startAPI("kill9-b")
+	b.target.Store(&second.url)
+	deadline = time.Now().Add(90 * time.Second)
+	for !b.soldOut.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("sale did not sell out: %v", b.snapshot())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.halt()
+	t.Logf("answers: %v", b.snapshot())
+
+	reserved := e.reserved(ctx)
+	if len(reserved) != units {
+		t.Fatalf("%d units reserved, want all %d", len(reserved), units)
+	}
+	got := e.consumeAll(reserved, 90*time.Second)
+	e.verify(reserved, got, true)
+	if n := e.outboxLen(ctx); n != 0 {
+		t.Fatalf("outbox still holds %d entries", n)
+	}
+
+	// Graceful stop of the survivor: SIGTERM, and it exits cleanly.
+	_ = second.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-second.done:
+		if err != nil {
+			t.Fatalf("api exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("api did not stop within 30s of SIGTERM")
+	}
+}
+
+func stackCmd(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(t), "scripts", "stack"), args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/stack %v: %v\n%s", args, err, out)
+	}
+	t.Logf("scripts/stack %v: %s", args, lastLine(out))
+}
+
+func lastLine(b []byte) string {
+	s := string(b)
+	for len(s) > 0 && (s[len(s)-1] == '\n') {
+		s = s[:len(s)-1]
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			return s[i+1:]
+		}
+	}
+	return s
+}
+
+func TestHandoffSurvivesBrokerOutage(t *testing.T) {
+	handoffRequireEnabled(t)
+	outage := 60 * time.Second
+	if s := os.Getenv("SECKILL_FAILOVER_OUTAGE_SECONDS"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			outage = time.Duration(n) * time.Second
+		}
+	}
+	const units = 1500
+	e := newHandoffEnv(t, units)
+	ctx := context.Background()
+	a := e.startAPI("outage")
+	b := e.startBuyers(a.url, 4, 100*time.Millisecond) // ~35 purchases/s
+	time.Sleep(3 * time.Second)
+
+	var stopped atomic.Bool
+	t.Cleanup(func() {
+		if stopped.Load() {
+			// Always bring the broker back, even when the test failed.
+			out, err := exec.Command(filepath.Join(repoRoot(t), "scripts", "stack"), "start", "rocketmq-broker").CombinedOutput()
+			if err != nil {
+				t.Logf("restart broker: %v\n%s", err, out)
+			}
+		}
+	})
+	before := b.snapshot()
+	stopped.Store(true)
+	stackCmd(t, "stop", "rocketmq-broker")
+	outageStart := time.Now()
+	var peak int64
+	for time.Since(outageStart) < outage {
+		if n := e.outboxLen(ctx); n > peak {
+			peak = n
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	during := b.snapshot()
+	stackCmd(t, "start", "rocketmq-broker")
+	stopped.Store(false)
+	time.Sleep(5 * time.Second)
+	b.halt()
+
+	answered := map[int]int64{}
+	for code, n := range during {
+		answered[code] = n - before[code]
+	}
+	t.Logf("during the %v outage buyers got: %v; outbox backlog peak %d", outage, answered, peak)
+	if answered[http.StatusAccepted]+answered[http.StatusGone] == 0 {
+		t.Fatal("no purchase was answered while the broker was down")
+	}
+	for code, n := range answered {
+		if n > 0 && code != http.StatusAccepted && code != http.StatusGone {
+			t.Fatalf("%d answers with status %d during the outage", n, code)
+		}
+	}
+	if peak == 0 {
+		t.Fatal("the outbox never held a backlog: the outage did not bite")
+	}
+
+	reserved := e.reserved(ctx)
+	drainStart := time.Now()
+	got := e.consumeAll(reserved, 3*time.Minute)
+	t.Logf("backlog drained and consumed %v after the broker came back", time.Since(drainStart).Round(time.Second))
+	e.verify(reserved, got, false)
+	if n := e.outboxLen(ctx); n != 0 {
+		t.Fatalf("outbox still holds %d entries", n)
+	}
+}

@@ -1,0 +1,129 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/queue"
+)
+
+// Starter starts an order's saga; already started counts as success
+// (workflows.Client).
+type Starter interface {
+	Start(ctx context.Context, m order.Message) error
+}
+
+// DeadLetterHandler compensates an order whose saga never started
+// (compensation.DeadLetter).
+type DeadLetterHandler interface {
+	Handle(ctx context.Context, m order.Message, deliveries int32) (string, error)
+}
+
+// OrderHandler starts one saga per message. A start that fails (Temporal
+// unreachable, timeout) returns the error, so the message is not acknowledged
+// and comes back later; after MaxReconsume deliveries the broker moves it to
+// the dead-letter topic. A body that cannot be decoded names no order to act
+// on: it is logged and acknowledged.
+func OrderHandler(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
+	return func(ctx context.Context, msg *primitive.MessageExt) error {
+		om, err := order.DecodeMessage(msg.Body)
+		if err != nil {
+			m.Invalid.Inc()
+			log.Error("dropping undecodable order message", "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
+			return nil
+		}
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := s.Start(sctx, om); err != nil {
+			m.StartErrors.Inc()
+			return err
+		}
+		m.SagaStarts.Inc()
+		return nil
+	}
+}
+
+// DeadLetterTopic is the broker's dead-letter topic of a consumer group.
+func DeadLetterTopic(group string) string { return "%DLQ%" + group }
+
+// deadLetterMaxReconsume: a dead letter that cannot be handled yet (MySQL or
+// Redis down) is retried at the broker's longest delay (2 h) for days rather
+// than moved to a second dead-letter topic nobody reads.
+const deadLetterMaxReconsume = 64
+
+// DeadLetterHandlerFunc adapts h to the queue.
+func DeadLetterHandlerFunc(h DeadLetterHandler, m *Metrics, log *slog.Logger, orderMaxReconsume int32) queue.Handler {
+	return func(ctx context.Context, msg *primitive.MessageExt) error {
+		om, err := order.DecodeMessage(msg.Body)
+		if err != nil {
+			m.DeadLetters.WithLabelValues("invalid").Inc()
+			log.Error("dropping undecodable dead letter", "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
+			return nil
+		}
+		outcome, err := h.Handle(ctx, om, orderMaxReconsume+1)
+		if err != nil {
+			m.DeadLetterEr.Inc()
+			return fmt.Errorf("dead letter of order %s: %w", om.OrderID, err)
+		}
+		m.DeadLetters.WithLabelValues(outcome).Inc()
+		log.Warn("dead-lettered order handled", "order_id", om.OrderID, "item_id", om.ItemID, "user_id", om.UserID, "outcome", outcome)
+		return nil
+	}
+}
+
+// StartOrderConsumer subscribes the saga starter to the orders topic.
+func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, h queue.Handler) (*queue.Consumer, error) {
+	return queue.NewConsumer(queue.ConsumerOptions{
+		NameServers:     cfg.NameServers,
+		Group:           cfg.ConsumerGroup,
+		Topic:           cfg.Topic,
+		MaxReconsume:    cfg.MaxReconsume,
+		Goroutines:      goroutines,
+		FromFirstOffset: fromFirst,
+	}, h)
+}
+
+// StartDeadLetterConsumer subscribes h to the order consumer group's
+// dead-letter topic. The broker creates that topic lazily, on the first dead
+// letter, with perm 2 (write only), and a push consumer cannot start on a
+// topic without routes: so it is created here first, readable and writable
+// (perm 6; creating an existing topic updates it), with the one queue the
+// broker uses for dead letters.
+func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, h queue.Handler) (*queue.Consumer, error) {
+	topic := DeadLetterTopic(cfg.ConsumerGroup)
+	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Broker, topic, 1); err != nil {
+		return nil, err
+	}
+	var c *queue.Consumer
+	var err error
+	// The name server learns of the new topic with the broker's next
+	// registration; until then the consumer fails with "route info not found".
+	for attempt := 0; attempt < 30; attempt++ {
+		c, err = queue.NewConsumer(queue.ConsumerOptions{
+			NameServers:     cfg.NameServers,
+			Group:           group,
+			Topic:           topic,
+			MaxReconsume:    deadLetterMaxReconsume,
+			Goroutines:      4,
+			FromFirstOffset: true, // a new handler group works off every dead letter there is
+		}, h)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return nil, err
+}
+
+var _ DeadLetterHandler = (*compensation.DeadLetter)(nil)

@@ -1,0 +1,54 @@
+package worker
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the worker's Prometheus metrics, on a registry of their own.
+type Metrics struct {
+	reg          *prometheus.Registry
+	SagaStarts   prometheus.Counter
+	StartErrors  prometheus.Counter
+	Invalid      prometheus.Counter
+	DeadLetters  *prometheus.CounterVec
+	DeadLetterEr prometheus.Counter
+}
+
+// NewMetrics creates and registers the worker's metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		SagaStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_worker_saga_starts_total",
+			Help: "Order messages turned into an OrderSaga (started now or found already started).",
+		}),
+		StartErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_worker_saga_start_errors_total",
+			Help: "Saga starts that failed; the message is redelivered later.",
+		}),
+		Invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_worker_invalid_messages_total",
+			Help: "Order messages that could not be decoded and were dropped (logged with their body).",
+		}),
+		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_worker_dead_letter_orders_total",
+			Help: "Orders taken from the dead-letter topic, by outcome: failed (recorded FAILED, unit released) or owned_by_saga.",
+		}, []string{"outcome"}),
+		DeadLetterEr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_worker_dead_letter_errors_total",
+			Help: "Dead-letter handling attempts that failed and will be retried.",
+		}),
+	}
+	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}

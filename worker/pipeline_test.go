@@ -1,0 +1,272 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/worker"
+	"github.com/seckill/seckill/workflows"
+)
+
+// pipeline is one isolated slice of the real stack: its own database, Redis
+// prefix, topic, consumer group and task queue, with the consumer and the
+// saga worker of this package running in-process.
+type pipeline struct {
+	t        *testing.T
+	cfg      config.Config
+	st       *store.Store
+	stk      *stock.Store
+	tc       client.Client
+	orders   *workflows.Client
+	producer *queue.Producer
+	metrics  *worker.Metrics
+	log      *slog.Logger
+}
+
+type pipelineOptions struct {
+	starter      worker.Starter // nil: the real workflows.Client
+	maxReconsume int32
+	deadLetters  bool // run the dead-letter consumer too
+	noWorker     bool
+}
+
+func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := &pipeline{t: t, cfg: testenv.Config(t), metrics: worker.NewMetrics(),
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	var err error
+	p.st, p.cfg.MySQL = testenv.MySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	p.cfg.Redis.KeyPrefix = prefix
+	p.stk = stock.New(rdb, prefix)
+	p.cfg.RocketMQ.Topic = testenv.Name(t, "orders")
+	p.cfg.RocketMQ.ConsumerGroup = testenv.Name(t, "consumer")
+	p.cfg.RocketMQ.ProducerGroup = testenv.Name(t, "producer")
+	p.cfg.Temporal.TaskQueue = testenv.Name(t, "saga")
+	if o.maxReconsume > 0 {
+		p.cfg.RocketMQ.MaxReconsume = o.maxReconsume
+	}
+	if err := queue.EnsureTopic(ctx, p.cfg.RocketMQ.NameServers, p.cfg.RocketMQ.Broker, p.cfg.RocketMQ.Topic, 4); err != nil {
+		t.Fatalf("RocketMQ broker %s: %v", p.cfg.RocketMQ.Broker, err)
+	}
+	p.tc, err = temporalx.Dial(ctx, p.cfg.Temporal, p.log)
+	if err != nil {
+		t.Fatalf("Temporal (run scripts/stack up): %v", err)
+	}
+	t.Cleanup(p.tc.Close)
+	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue)
+	if !o.noWorker {
+		p.startWorker()
+	}
+	starter := o.starter
+	if starter == nil {
+		starter = p.orders
+	}
+	var c *queue.Consumer
+	for i := 0; ; i++ { // a fresh topic's route reaches the name server with the next broker registration
+		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, 8, true, worker.OrderHandler(starter, p.metrics, p.log, 10*time.Second))
+		if err == nil || i == 20 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if o.deadLetters {
+		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"),
+			worker.DeadLetterHandlerFunc(compensation.NewDeadLetter(p.st, p.stk), p.metrics, p.log, p.cfg.RocketMQ.MaxReconsume))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+	}
+	p.producer, err = queue.NewProducer(p.cfg.RocketMQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.producer.Close() })
+	return p
+}
+
+func (p *pipeline) startWorker() {
+	w := worker.NewTemporalWorker(p.tc, p.cfg.Temporal.TaskQueue, p.cfg.Worker,
+		activities.New(p.st, p.stk), compensation.New(p.st, p.stk))
+	if err := w.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(w.Stop)
+}
+
+// item creates an item with units in MySQL and Redis.
+func (p *pipeline) item(units int64, paymentWindow time.Duration) store.Item {
+	p.t.Helper()
+	ctx := context.Background()
+	it, err := p.st.CreateItem(ctx, store.Item{Name: "test item", PriceCents: 100, StockTotal: units,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: int(paymentWindow / time.Second)})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := p.stk.Load(ctx, it.ID, units); err != nil {
+		p.t.Fatal(err)
+	}
+	return it
+}
+
+// reserve takes a unit in Redis as the API does; it does not publish.
+func (p *pipeline) reserve(itemID, userID int64) (order.Message, error) {
+	m := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: userID, ReservedAt: time.Now().UTC()}
+	_, err := p.stk.Reserve(context.Background(), m)
+	return m, err
+}
+
+// buy reserves and publishes the order message, as the API and its relay do.
+func (p *pipeline) buy(itemID, userID int64) order.Message {
+	p.t.Helper()
+	m, err := p.reserve(itemID, userID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.producer.PublishOrder(context.Background(), m); err != nil {
+		p.t.Fatal(err)
+	}
+	return m
+}
+
+// waitStatus waits until the order's row has the status.
+func (p *pipeline) waitStatus(orderID string, want order.Status, within time.Duration) store.Order {
+	p.t.Helper()
+	var last store.Order
+	var lastErr error
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		last, lastErr = p.st.FindOrder(context.Background(), orderID)
+		if lastErr == nil && last.Status == want {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.t.Fatalf("order %s: status %q (err %v) after %s, want %s", orderID, last.Status, lastErr, within, want)
+	return last
+}
+
+func (p *pipeline) stockRow(itemID int64) store.Stock {
+	p.t.Helper()
+	s, err := p.st.GetStock(context.Background(), itemID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return s
+}
+
+func (p *pipeline) redisLeft(itemID int64) int64 {
+	p.t.Helper()
+	n, err := p.stk.Left(context.Background(), itemID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
+func (p *pipeline) countOrders(itemID int64) int64 {
+	p.t.Helper()
+	var n int64
+	if err := p.st.DB().Model(&store.Order{}).Where("item_id = ?", itemID).Count(&n).Error; err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
+// waitWorkflowClosed waits until the order's saga has closed and returns its status.
+func (p *pipeline) waitWorkflowClosed(orderID string, within time.Duration) enumspb.WorkflowExecutionStatus {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d, err := p.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(orderID), "")
+		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return d.GetWorkflowExecutionInfo().GetStatus()
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("saga of order %s still running or missing after %s (err %v)", orderID, within, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// saveHistory writes the saga's history to workflows/testdata/<name>.json
+// when SECKILL_RECORD_HISTORIES=1, for the replay test.
+func (p *pipeline) saveHistory(orderID, name string) {
+	p.t.Helper()
+	if os.Getenv("SECKILL_RECORD_HISTORIES") != "1" {
+		return
+	}
+	p.waitWorkflowClosed(orderID, time.Minute)
+	ctx := context.Background()
+	it := p.tc.GetWorkflowHistory(ctx, workflows.WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	path := filepath.Join("..", "workflows", "testdata", name+".json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("history of %s saved to %s (%d events)", orderID, path, len(h.Events))
+}
+
+func mustNotPayable(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, order.ErrNotPayable) {
+		t.Fatalf("err %v, want order.ErrNotPayable", err)
+	}
+}
+
+func listRequest(p *pipeline, orderID string) *workflowservice.ListWorkflowExecutionsRequest {
+	return &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: p.cfg.Temporal.Namespace,
+		Query:     fmt.Sprintf("WorkflowId = '%s'", workflows.WorkflowID(orderID)),
+	}
+}
+
+// counter reads a counter's value.
+func counter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}

@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
+)
+
+// Run assembles the roles cfg.Worker enables (Consumer: the order and
+// dead-letter consumers; Temporal: the saga worker), serves /metrics, and
+// blocks until ctx ends; then it stops taking messages first, lets the
+// Temporal worker finish its tasks, and closes the connections.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
+		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
+	}
+	tc, err := temporalx.Dial(ctx, cfg.Temporal, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	st, err := store.Open(ctx, cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis.Addr, Password: cfg.Redis.Password.Value(),
+		DB: cfg.Redis.DB, PoolSize: cfg.Redis.PoolSize})
+	defer func() { _ = rdb.Close() }()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", cfg.Redis.Addr, err)
+	}
+	units := stock.New(rdb, cfg.Redis.KeyPrefix)
+	metrics := NewMetrics()
+
+	var consumers []*queue.Consumer
+	defer func() {
+		for _, c := range consumers {
+			_ = c.Close()
+		}
+	}()
+	if cfg.Worker.Temporal {
+		w := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units), compensation.New(st, units))
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
+		}
+		defer w.Stop()
+		log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
+	}
+	if cfg.Worker.Consumer {
+		starter := workflows.NewClient(tc, cfg.Temporal.TaskQueue)
+		// From the first offset: a consumer group's very first start would
+		// otherwise begin at the end of the topic and skip every order sent
+		// before it. Re-reading retained messages is harmless: a start of an
+		// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
+		c, err := StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true,
+			OrderHandler(starter, metrics, log, cfg.Worker.StartTimeout))
+		if err != nil {
+			return err
+		}
+		consumers = append(consumers, c)
+		d, err := StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup,
+			DeadLetterHandlerFunc(compensation.NewDeadLetter(st, units), metrics, log, cfg.RocketMQ.MaxReconsume))
+		if err != nil {
+			return err
+		}
+		consumers = append(consumers, d)
+		log.Info("order consumer running", "topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.ConsumerGroup,
+			"dead_letter_topic", DeadLetterTopic(cfg.RocketMQ.ConsumerGroup), "dead_letter_group", cfg.Worker.DLQGroup)
+	}
+
+	srv := &http.Server{Handler: metricsMux(metrics), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", cfg.Worker.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener %s: %w", cfg.Worker.MetricsAddr, err)
+	}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+	log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+
+	select {
+	case <-ctx.Done():
+	case err := <-srvErr:
+		return fmt.Errorf("metrics server: %w", err)
+	}
+	log.Info("worker stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+func metricsMux(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
+}

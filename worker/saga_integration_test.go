@@ -1,0 +1,372 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
+)
+
+// message -> PENDING_PAYMENT -> pay -> PAID, with the stock row decremented once.
+func TestSagaPaid(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(3, 15*time.Minute)
+	m := p.buy(it.ID, 1001)
+
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	if s := p.stockRow(it.ID); s.Stock != 2 || s.Version != 1 {
+		t.Fatalf("stock row %+v, want stock 2 version 1", s)
+	}
+	if d, err := p.st.Deduction(ctx, m.OrderID); err != nil || d.Restored {
+		t.Fatalf("deduction %+v %v", d, err)
+	}
+	if v, ok, _ := p.stk.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPendingPayment {
+		t.Fatalf("published status %+v %v", v, ok)
+	}
+	if v, err := p.orders.Status(ctx, m.OrderID); err != nil || v.Status != order.StatusPendingPayment {
+		t.Fatalf("status query %+v %v", v, err)
+	}
+
+	v, err := p.orders.Pay(ctx, m.OrderID)
+	if err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("pay: %+v %v", v, err)
+	}
+	p.waitStatus(m.OrderID, order.StatusPaid, 10*time.Second)
+	if v, ok, _ := p.stk.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPaid {
+		t.Fatalf("published status %+v", v)
+	}
+	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("saga %s", st)
+	}
+	// Paying again is answered with the PAID order; cancelling is refused.
+	if v, err := p.orders.Pay(ctx, m.OrderID); err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("second pay: %+v %v", v, err)
+	}
+	_, err = p.orders.Cancel(ctx, m.OrderID)
+	mustNotPayable(t, err)
+	if s := p.stockRow(it.ID); s.Stock != 2 {
+		t.Fatalf("stock row %+v after pay, want 2", s)
+	}
+	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); !ok {
+		t.Fatal("a paid order's reservation was released")
+	}
+	if _, err := p.orders.Pay(ctx, order.NewID()); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("pay unknown order: %v, want ErrNotFound", err)
+	}
+	p.saveHistory(m.OrderID, "paid")
+}
+
+// No payment within a 5 s window -> CANCELLED, both stocks back, and another
+// buyer buys the unit; the first buyer keeps the mark.
+func TestSagaPaymentTimeout(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(1, 5*time.Second)
+	a := p.buy(it.ID, 2001)
+	p.waitStatus(a.OrderID, order.StatusPendingPayment, 30*time.Second)
+	if s := p.stockRow(it.ID); s.Stock != 0 {
+		t.Fatalf("stock row %+v, want 0", s)
+	}
+	if _, err := p.reserve(it.ID, 2002); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("second buyer while the unit is held: %v, want sold out", err)
+	}
+
+	row := p.waitStatus(a.OrderID, order.StatusCancelled, 30*time.Second)
+	if row.Reason != workflows.ReasonPaymentTimeout {
+		t.Fatalf("reason %q", row.Reason)
+	}
+	p.waitWorkflowClosed(a.OrderID, 10*time.Second)
+	if s := p.stockRow(it.ID); s.Stock != 1 {
+		t.Fatalf("stock row %+v after timeout, want 1", s)
+	}
+	if d, err := p.st.Deduction(ctx, a.OrderID); err != nil || !d.Restored {
+		t.Fatalf("deduction %+v %v, want restored", d, err)
+	}
+	if n := p.redisLeft(it.ID); n != 1 {
+		t.Fatalf("redis stock_left %d after timeout, want 1", n)
+	}
+	if v, _, _ := p.stk.Status(ctx, a.OrderID); v.Status != order.StatusCancelled {
+		t.Fatalf("published status %+v", v)
+	}
+	_, err := p.orders.Pay(ctx, a.OrderID)
+	mustNotPayable(t, err)
+	var already *stock.AlreadyReservedError
+	if _, err := p.reserve(it.ID, 2001); !errors.As(err, &already) {
+		t.Fatalf("first buyer again: %v, want already reserved", err)
+	}
+
+	b := p.buy(it.ID, 2002)
+	p.waitStatus(b.OrderID, order.StatusPendingPayment, 30*time.Second)
+	if s := p.stockRow(it.ID); s.Stock != 0 {
+		t.Fatalf("stock row %+v after second buyer, want 0", s)
+	}
+	if v, err := p.orders.Pay(ctx, b.OrderID); err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("second buyer pays: %+v %v", v, err)
+	}
+	p.saveHistory(a.OrderID, "payment_timeout")
+}
+
+func TestSagaBuyerCancel(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(2, 15*time.Minute)
+	m := p.buy(it.ID, 3001)
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+
+	v, err := p.orders.Cancel(ctx, m.OrderID)
+	if err != nil || v.Status != order.StatusCancelled || v.Reason != workflows.ReasonBuyerCancelled {
+		t.Fatalf("cancel: %+v %v", v, err)
+	}
+	// The update answers after the compensations ran.
+	if s := p.stockRow(it.ID); s.Stock != 2 || s.Version != 2 {
+		t.Fatalf("stock row %+v, want stock 2 version 2", s)
+	}
+	if n := p.redisLeft(it.ID); n != 2 {
+		t.Fatalf("redis stock_left %d, want 2", n)
+	}
+	_, err = p.orders.Pay(ctx, m.OrderID)
+	mustNotPayable(t, err)
+	_, err = p.orders.Cancel(ctx, m.OrderID)
+	mustNotPayable(t, err)
+	p.saveHistory(m.OrderID, "buyer_cancel")
+}
+
+// The same message delivered twice (and a third start by hand) -> one saga,
+// one order row, one decrement.
+func TestSagaDuplicateMessage(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(5, 15*time.Minute)
+	m := p.buy(it.ID, 4001)
+	if err := p.producer.PublishOrder(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	if err := p.orders.Start(ctx, m); err != nil {
+		t.Fatalf("start again: %v, want success", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for counter(p.metrics.SagaStarts) < 2 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := counter(p.metrics.SagaStarts); n != 2 {
+		t.Fatalf("consumer handled %v deliveries, want 2", n)
+	}
+	resp, err := p.tc.ListWorkflow(ctx, listRequest(p, m.OrderID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.GetExecutions()); n > 1 {
+		t.Fatalf("%d sagas for one order", n)
+	}
+	if n := p.countOrders(it.ID); n != 1 {
+		t.Fatalf("%d order rows, want 1", n)
+	}
+	if s := p.stockRow(it.ID); s.Stock != 4 {
+		t.Fatalf("stock row %+v, want 4", s)
+	}
+	// After the saga closed, a redelivery still makes no second run (REJECT_DUPLICATE).
+	if _, err := p.orders.Cancel(ctx, m.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	p.waitWorkflowClosed(m.OrderID, 10*time.Second)
+	if err := p.orders.Start(ctx, m); err != nil {
+		t.Fatalf("start after close: %v", err)
+	}
+	d, err := p.tc.DescribeWorkflowExecution(ctx, workflows.WorkflowID(m.OrderID), "")
+	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("a closed order's saga ran again: %v %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+}
+
+// Redis reserved the unit but the stock row is at zero: a permanent failure,
+// compensated at once (no retry loop), the order FAILED with the typed reason.
+func TestSagaStockExhausted(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(1, 15*time.Minute)
+	if err := p.st.DB().Exec("UPDATE stock SET stock = 0 WHERE item_id = ?", it.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	m := p.buy(it.ID, 5001)
+	row := p.waitStatus(m.OrderID, order.StatusFailed, 30*time.Second)
+	if !strings.HasPrefix(row.Reason, "STOCK_EXHAUSTED") {
+		t.Fatalf("reason %q", row.Reason)
+	}
+	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Fatalf("saga %s, want FAILED", st)
+	}
+	if _, err := p.st.Deduction(ctx, m.OrderID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deduction: %v, want none", err)
+	}
+	if n := p.redisLeft(it.ID); n != 1 {
+		t.Fatalf("redis stock_left %d, want 1 (unit released)", n)
+	}
+	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
+		t.Fatalf("published status %+v", v)
+	}
+	p.saveHistory(m.OrderID, "stock_exhausted")
+}
+
+// failingStarter stands for a Temporal that never takes the start.
+type failingStarter struct{ calls atomic.Int64 }
+
+func (f *failingStarter) Start(context.Context, order.Message) error {
+	f.calls.Add(1)
+	return errors.New("temporal unreachable (test)")
+}
+
+// A message whose saga never starts ends in the dead-letter topic; the
+// dead-letter consumer releases the unit, records FAILED and counts it.
+func TestSagaDeadLetter(t *testing.T) {
+	t.Parallel()
+	fs := &failingStarter{}
+	p := newPipeline(t, pipelineOptions{starter: fs, maxReconsume: 1, deadLetters: true, noWorker: true})
+	ctx := context.Background()
+	it := p.item(1, 15*time.Minute)
+	m := p.buy(it.ID, 6001)
+	if n := p.redisLeft(it.ID); n != 0 {
+		t.Fatalf("redis stock_left %d, want 0", n)
+	}
+	// First delivery, one redelivery ~10 s later, then the dead-letter topic.
+	row := p.waitStatus(m.OrderID, order.StatusFailed, 90*time.Second)
+	if !strings.HasPrefix(row.Reason, compensation.ReasonDeadLetter) {
+		t.Fatalf("reason %q", row.Reason)
+	}
+	if fs.calls.Load() < 2 {
+		t.Fatalf("start tried %d times, want >= 2", fs.calls.Load())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.redisLeft(it.ID) != 1 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := p.redisLeft(it.ID); n != 1 {
+		t.Fatalf("redis stock_left %d, want 1 (unit released)", n)
+	}
+	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); ok {
+		t.Fatal("reservation still held")
+	}
+	for counter(p.metrics.DeadLetters.WithLabelValues(compensation.DeadLetterFailed)) < 1 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := counter(p.metrics.DeadLetters.WithLabelValues(compensation.DeadLetterFailed)); n != 1 {
+		t.Fatalf("dead-letter metric %v, want 1", n)
+	}
+	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
+		t.Fatalf("published status %+v", v)
+	}
+	if s := p.stockRow(it.ID); s.Stock != 1 {
+		t.Fatalf("stock row %+v, want untouched 1", s)
+	}
+}
+
+// A dead letter for an order a saga already persisted changes nothing: the
+// saga owns the unit.
+func TestDeadLetterLeavesSagaOrdersAlone(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(2, 15*time.Minute)
+	m := p.buy(it.ID, 7001)
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	dl := compensation.NewDeadLetter(p.st, p.stk)
+	outcome, err := dl.Handle(ctx, m, 17)
+	if err != nil || outcome != compensation.DeadLetterOwnedBySaga {
+		t.Fatalf("outcome %q %v", outcome, err)
+	}
+	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); !ok {
+		t.Fatal("dead letter released a saga's unit")
+	}
+	// And the other way round: a dead letter recorded first makes a late saga
+	// stand down without touching anything (ORDER_CLOSED).
+	m2, err := p.reserve(it.ID, 7002)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outcome, err := dl.Handle(ctx, m2, 17); err != nil || outcome != compensation.DeadLetterFailed {
+		t.Fatalf("outcome %q %v", outcome, err)
+	}
+	left := p.redisLeft(it.ID)
+	if err := p.orders.Start(ctx, m2); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.waitWorkflowClosed(m2.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("late saga %s", st)
+	}
+	if n := p.redisLeft(it.ID); n != left {
+		t.Fatalf("redis stock_left %d, want %d", n, left)
+	}
+	if s := p.stockRow(it.ID); s.Stock != 1 {
+		t.Fatalf("stock row %+v, want 1", s)
+	}
+}
+
+// The buyer already holds another order for the item in MySQL (Redis lost
+// its mark): PersistOrder fails for good, the unit is released, and the
+// FAILED status is published although no row can hold this order.
+func TestSagaDuplicateBuyer(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(3, 15*time.Minute)
+	if _, err := p.st.CreatePendingOrder(ctx, store.Order{OrderID: order.NewID(), UserID: 8001, ItemID: it.ID}); err != nil {
+		t.Fatal(err)
+	}
+	m := p.buy(it.ID, 8001)
+	if st := p.waitWorkflowClosed(m.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		t.Fatalf("saga %s, want FAILED", st)
+	}
+	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed || !strings.HasPrefix(v.Reason, "DUPLICATE_ORDER") {
+		t.Fatalf("published status %+v", v)
+	}
+	if n := p.redisLeft(it.ID); n != 3 {
+		t.Fatalf("redis stock_left %d, want 3", n)
+	}
+	if s := p.stockRow(it.ID); s.Stock != 3 {
+		t.Fatalf("stock row %+v, want 3", s)
+	}
+	p.saveHistory(m.OrderID, "duplicate_buyer")
+}
+
+// Support cancels the workflow itself: the saga still compensates.
+func TestSagaOperatorCancel(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	it := p.item(1, 15*time.Minute)
+	m := p.buy(it.ID, 9001)
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	if err := p.tc.CancelWorkflow(ctx, workflows.WorkflowID(m.OrderID), ""); err != nil {
+		t.Fatal(err)
+	}
+	row := p.waitStatus(m.OrderID, order.StatusCancelled, 30*time.Second)
+	if row.Reason != workflows.ReasonWorkflowCancels {
+		t.Fatalf("reason %q", row.Reason)
+	}
+	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
+		t.Fatalf("saga %s, want CANCELED", st)
+	}
+	if s := p.stockRow(it.ID); s.Stock != 1 {
+		t.Fatalf("stock row %+v, want 1", s)
+	}
+	if n := p.redisLeft(it.ID); n != 1 {
+		t.Fatalf("redis stock_left %d, want 1", n)
+	}
+	p.saveHistory(m.OrderID, "operator_cancel")
+}

@@ -1,0 +1,67 @@
+// Package workflows holds the order saga (OrderSaga) and the client the API
+// and the consumer use to start it and to pay or cancel through it. Every name
+// a caller needs (workflow type and ID, task queue, update and query names,
+// search attributes) is declared in this file.
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Names shared by the starter, the worker, the API and support tooling.
+const (
+	// WorkflowType is the registered name of the saga.
+	WorkflowType = "OrderSaga"
+	// DefaultTaskQueue is the task queue of the saga (config.Temporal.TaskQueue).
+	DefaultTaskQueue = "seckill-orders"
+	// UpdatePay asks the saga to take the payment; answered with the order view.
+	UpdatePay = "pay"
+	// UpdateCancel asks the saga to cancel on the buyer's behalf.
+	UpdateCancel = "cancel"
+	// QueryStatus returns the order view as the saga sees it.
+	QueryStatus = "status"
+	// WorkflowIDPrefix + order id is the workflow ID: one saga per order.
+	WorkflowIDPrefix = "order-"
+)
+
+// WorkflowID is the ID of an order's saga.
+func WorkflowID(orderID string) string { return WorkflowIDPrefix + orderID }
+
+// Search attributes support staff filter by (registered on the server by
+// scripts/stack: SeckillItemId=Int SeckillUserId=Int SeckillOrderStatus=Keyword).
+var (
+	SearchItemID      = temporal.NewSearchAttributeKeyInt64("SeckillItemId")
+	SearchUserID      = temporal.NewSearchAttributeKeyInt64("SeckillUserId")
+	SearchOrderStatus = temporal.NewSearchAttributeKeyKeyword("SeckillOrderStatus")
+)
+
+// Memo keys set at start: the buyer and the item, readable in the UI.
+const (
+	MemoBuyer  = "buyer"
+	MemoItem   = "item"
+	MemoReason = "reason" // upserted when the order fails or is cancelled
+)
+
+// Input starts one saga: the queue message of the order.
+type Input struct {
+	OrderID    string    `json:"order_id"`
+	ItemID     int64     `json:"item_id"`
+	UserID     int64     `json:"user_id"`
+	ReservedAt time.Time `json:"reserved_at"`
+}
+
+// Error types (temporal.ApplicationError.Type) the saga and its client use.
+const (
+	// ErrTypeNotPayable rejects pay or cancel once the order left
+	// PENDING_PAYMENT; the client maps it to order.ErrNotPayable.
+	ErrTypeNotPayable = "ORDER_NOT_PAYABLE"
+)
+
+// Closing reasons recorded with CANCELLED orders.
+const (
+	ReasonPaymentTimeout  = "PAYMENT_TIMEOUT"
+	ReasonBuyerCancelled  = "BUYER_CANCELLED"
+	ReasonWorkflowCancels = "CANCELLED_BY_OPERATOR" // temporal workflow cancel
+)
