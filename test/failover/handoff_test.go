@@ -112,7 +112,8 @@ func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 type apiProc struct {
 	cmd  *exec.Cmd
 	url  string
-	done chan error
+	done chan struct{} // closed when the process exited; err is then set
+	err  error
 }
 
 // startAPI runs `seckill api` on a free port and waits until it answers.
@@ -135,8 +136,8 @@ func (e *handoffEnv) startAPI(name string) *apiProc {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	p := &apiProc{cmd: cmd, url: "http://" + addr, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); _ = logf.Close() }()
+	p := &apiProc{cmd: cmd, url: "http://" + addr, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); _ = logf.Close(); close(p.done) }()
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
@@ -158,8 +159,8 @@ func (e *handoffEnv) startAPI(name string) *apiProc {
 			}
 		}
 		select {
-		case err := <-p.done:
-			e.t.Fatalf("api %s exited at start: %v", name, err)
+		case <-p.done:
+			e.t.Fatalf("api %s exited at start: %v", name, p.err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -409,9 +410,9 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 	// Graceful stop of the survivor: SIGTERM, and it exits cleanly.
 	_ = second.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-second.done:
-		if err != nil {
-			t.Fatalf("api exited with %v after SIGTERM", err)
+	case <-second.done:
+		if second.err != nil {
+			t.Fatalf("api exited with %v after SIGTERM", second.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("api did not stop within 30s of SIGTERM")

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"testing"
+	"time"
+)
+
+func TestKeyedLimitersEvictIdleAndStayBounded(t *testing.T) {
+	k := newKeyedLimiters[int64](1, 2, time.Minute, 64*4)
+	now := time.Now()
+	for id := int64(1); id <= 1000; id++ {
+		if ok, _ := k.allow(id, now); !ok {
+			t.Fatalf("first request of buyer %d refused", id)
+		}
+	}
+	if n := k.size(); n > 64*4 {
+		t.Fatalf("%d limiters held, bound is %d", n, 64*4)
+	}
+	// Burst 2 then refused with a retry hint of about a second.
+	k.allow(5000, now)
+	k.allow(5000, now)
+	ok, retry := k.allow(5000, now)
+	if ok || retry < time.Second || retry > 2*time.Second {
+		t.Fatalf("third request: ok=%v retry=%v", ok, retry)
+	}
+	if left := k.sweep(now.Add(30 * time.Second)); left == 0 {
+		t.Fatal("sweep evicted limiters that were not idle long enough")
+	}
+	if left := k.sweep(now.Add(2 * time.Minute)); left != 0 {
+		t.Fatalf("%d idle limiters survived the sweep", left)
+	}
+}
+
+func TestParseID(t *testing.T) {
+	for s, want := range map[string]int64{"1": 1, "42": 42, "9223372036854775807": 1<<63 - 1, "007": 7} {
+		if got, ok := parseID(s); !ok || got != want {
+			t.Fatalf("parseID(%q) = %d %v", s, got, ok)
+		}
+	}
+	for _, s := range []string{"", "0", "-1", "+1", "1.0", "9223372036854775808", "99999999999999999999", "1e3", " 1", "abc"} {
+		if _, ok := parseID(s); ok {
+			t.Fatalf("parseID(%q) accepted", s)
+		}
+	}
+}
