@@ -621,6 +621,15 @@ func TestPayAndCancel(t *testing.T) {
 	expect(t, r, http.StatusAccepted, "")
 	id := r.json(t)["order_id"].(string)
 
+	// QUEUED: the saga has not made it payable yet.
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	if fa.calls.Load() != 0 {
+		t.Fatal("a QUEUED order reached the saga")
+	}
+	pending := order.View{OrderID: id, UserID: 31, ItemID: item, Status: order.StatusPendingPayment, UpdatedAt: time.Now().UTC()}
+	if err := h.stk.PublishStatus(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
 	fa.view = func(string) (order.View, error) { return order.View{}, fmt.Errorf("update: %w", order.ErrNotPayable) }
 	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
 	expect(t, h.do("POST", "/api/v1/orders/"+id+"/cancel", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
@@ -653,5 +662,39 @@ func TestPayAndCancel(t *testing.T) {
 	h2 := newHarness(t)
 	r = h2.do("POST", fmt.Sprintf("/api/v1/seckill/%d", h2.activeItem(1)), h2.buyer(31), nil)
 	id2 := r.json(t)["order_id"].(string)
+	pending.OrderID = id2
+	if err := h2.stk.PublishStatus(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
 	expect(t, h2.do("POST", "/api/v1/orders/"+id2+"/cancel", h2.buyer(31), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {
+	h := newHarness(t, func(c *config.API, _ *api.Deps, o *api.Options) {
+		c.ReadTimeout, c.WriteTimeout = time.Second, time.Second
+		o.EventsPoll = 300 * time.Millisecond
+	})
+	item := h.activeItem(1)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(41), nil)
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+h.buyer(41))
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	go func() {
+		time.Sleep(2500 * time.Millisecond) // past both server timeouts
+		v := order.View{OrderID: id, UserID: 41, ItemID: item, Status: order.StatusFailed, Reason: "test", UpdatedAt: time.Now().UTC()}
+		_ = h.stk.PublishStatus(context.Background(), v)
+	}()
+	b, err := io.ReadAll(res.Body) // ends when the stream ends after FAILED
+	if err != nil {
+		t.Fatalf("stream broke: %v (read %q)", err, b)
+	}
+	if !strings.Contains(string(b), `"status":"FAILED"`) || strings.Count(string(b), "event: status") != 2 {
+		t.Fatalf("stream %q", b)
+	}
 }

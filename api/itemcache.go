@@ -152,13 +152,3 @@ func (c *itemCache) refresh(ctx context.Context) error {
 	}
 	return nil
 }
-
-func (c *itemCache) all() []*cachedItem {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]*cachedItem, 0, len(c.byID))
-	for _, ci := range c.byID {
-		out = append(out, ci)
-	}
-	return out
-}

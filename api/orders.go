@@ -96,6 +96,10 @@ func (s *Server) act(c *gin.Context, pay bool) {
 		c.JSON(http.StatusOK, v) // paying twice is not an error
 		return
 	}
+	if v.Status == order.StatusQueued {
+		s.fail(c, ErrOrderNotPayable) // the saga has not taken it to PENDING_PAYMENT yet
+		return
+	}
 	if s.deps.Actions == nil {
 		s.fail(c, ErrUnavailable)
 		return

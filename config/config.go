@@ -119,6 +119,9 @@ type API struct {
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
 	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"64"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
+	// RelayParallel is how many outbox sends per item are in flight at once;
+	// it also bounds the duplicates a crash of this instance can cause.
+	RelayParallel int `env:"RELAY_PARALLEL" envDefault:"4"`
 	// RelayFlushTimeout bounds the outbox flush at shutdown.
 	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
 	// RelayDiscover is how often the relay re-reads the item list.

@@ -57,7 +57,8 @@ type Options struct {
 	Block time.Duration
 	// FlushTimeout bounds the final flush when Run's context ends.
 	FlushTimeout time.Duration
-	// Parallel is how many sends of one batch are in flight at once.
+	// Parallel is how many sends of one batch are in flight at once. A crash
+	// can duplicate at most this many messages per item (sent, not acked).
 	Parallel int
 	// MaxBackoff caps the wait between failed sends.
 	MaxBackoff time.Duration
@@ -86,7 +87,7 @@ func (o *Options) defaults() {
 		o.FlushTimeout = 10 * time.Second
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 16
+		o.Parallel = 4
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second

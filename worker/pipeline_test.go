@@ -79,6 +79,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		t.Fatalf("Temporal (run scripts/stack up): %v", err)
 	}
 	t.Cleanup(p.tc.Close)
+	t.Cleanup(p.terminateLeftovers)
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue)
 	if !o.noWorker {
 		p.startWorker()
@@ -208,9 +209,9 @@ func (p *pipeline) waitWorkflowClosed(orderID string, within time.Duration) enum
 	p.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		d, err := p.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(orderID), "")
-		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return d.GetWorkflowExecutionInfo().GetStatus()
+		d, err := p.tc.DescribeWorkflow(context.Background(), workflows.WorkflowID(orderID), "")
+		if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 		}
 		if time.Now().After(deadline) {
 			p.t.Fatalf("saga of order %s still running or missing after %s (err %v)", orderID, within, err)
@@ -269,4 +270,22 @@ func counter(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// terminateLeftovers ends sagas a test left waiting on its private task
+// queue, which no worker will serve again (their database and Redis keys are
+// gone): the dev server should not accumulate open workflows.
+func (p *pipeline) terminateLeftovers() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q := fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", p.cfg.Temporal.TaskQueue)
+	for range 20 {
+		resp, err := p.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: p.cfg.Temporal.Namespace, Query: q, PageSize: 1000})
+		if err != nil || len(resp.GetExecutions()) == 0 {
+			return
+		}
+		for _, e := range resp.GetExecutions() {
+			_ = p.tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
+		}
+	}
 }

@@ -188,9 +188,12 @@ func TestSagaDuplicateMessage(t *testing.T) {
 	if err := p.orders.Start(ctx, m); err != nil {
 		t.Fatalf("start after close: %v", err)
 	}
-	d, err := p.tc.DescribeWorkflowExecution(ctx, workflows.WorkflowID(m.OrderID), "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		t.Fatalf("a closed order's saga ran again: %v %v", d.GetWorkflowExecutionInfo().GetStatus(), err)
+	d, err := p.tc.DescribeWorkflow(ctx, workflows.WorkflowID(m.OrderID), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("a closed order's saga ran again: %v", st)
 	}
 }
 

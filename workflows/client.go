@@ -133,7 +133,7 @@ func (c *Client) update(ctx context.Context, orderID, name string) (order.View, 
 // worker needed): the result of a completed saga (PAID, or CANCELLED), else
 // the status search attribute. order.ErrNotFound when the saga does not exist.
 func (c *Client) closedView(ctx context.Context, orderID string) (order.View, error) {
-	desc, err := c.c.DescribeWorkflowExecution(ctx, WorkflowID(orderID), "")
+	desc, err := c.c.DescribeWorkflow(ctx, WorkflowID(orderID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return order.View{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
@@ -141,7 +141,7 @@ func (c *Client) closedView(ctx context.Context, orderID string) (order.View, er
 	if err != nil {
 		return order.View{}, fmt.Errorf("describe order %s: %w", orderID, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	switch info.GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		return order.View{}, fmt.Errorf("order %s: saga is running but did not take the update", orderID)

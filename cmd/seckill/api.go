@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
 )
 
 func newAPICmd(a *app) *cobra.Command {
@@ -72,7 +73,7 @@ func runAPI(ctx context.Context, a *app) error {
 	}
 	rel := relay.New(stk, producer, db, relay.Options{
 		Consumer: instance, Batch: int64(cfg.API.RelayBatch), ClaimAfter: cfg.API.RelayClaimAfter,
-		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout,
+		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout, Parallel: cfg.API.RelayParallel,
 	}, metrics, log)
 
 	// Temporal is only needed for pay and cancel: the API serves purchases
@@ -222,6 +223,7 @@ func (l *lazyActions) Cancel(ctx context.Context, orderID string) (order.View, e
 	return impl.Cancel(ctx, orderID)
 }
 
-// sagaActions returns the saga's pay and cancel over Temporal updates; nil
-// until the saga provides them (workflows.Client).
-func sagaActions(client.Client, *app) api.OrderActions { return nil }
+// sagaActions returns the saga's pay and cancel over Temporal updates.
+func sagaActions(c client.Client, a *app) api.OrderActions {
+	return workflows.NewClient(c, a.cfg.Temporal.TaskQueue)
+}

@@ -1,0 +1,40 @@
+package auth
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestSignVerifyRoundTripAndCacheHonoursExpiry(t *testing.T) {
+	secret := []byte("s")
+	now := time.Now()
+	tok, err := Sign(secret, 1001, RoleAdmin, 2*time.Second, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewVerifier(secret)
+	v.now = func() time.Time { return now }
+	p, err := v.Verify(tok)
+	if err != nil || p.UserID != 1001 || !p.IsAdmin() {
+		t.Fatalf("verify: %+v %v", p, err)
+	}
+	// Cached, but never past exp (the JWT library then rejects it too).
+	v.now = func() time.Time { return now.Add(3 * time.Second) }
+	v.parser = nil // a cache hit must not parse; a miss would panic here
+	func() {
+		defer func() { _ = recover() }()
+		if _, err := v.Verify(tok); err == nil {
+			t.Fatal("expired token served from the cache")
+		}
+	}()
+	if _, err := NewVerifier([]byte("other")).Verify(tok); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if _, err := Sign(secret, 0, RoleBuyer, time.Hour, now); err == nil {
+		t.Fatal("signed a token for user 0")
+	}
+	if _, err := Sign(secret, 1, Role("root"), time.Hour, now); err == nil {
+		t.Fatal("signed a token with an unknown role")
+	}
+}
