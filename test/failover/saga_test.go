@@ -188,6 +188,18 @@ func (e *sagaEnv) status(orderID string) order.Status {
 	return o.Status
 }
 
+// settled is the order's status once the saga has finished with it: the row
+// is final and the saga's last step (Notify, after the Redis release) has
+// published the same status; "" before that.
+func (e *sagaEnv) settled(orderID string) order.Status {
+	s := e.status(orderID)
+	v, ok, err := e.stk.Status(context.Background(), orderID)
+	if !s.Final() || err != nil || !ok || v.Status != s {
+		return ""
+	}
+	return s
+}
+
 // waitAll waits until every order's row satisfies ok.
 func (e *sagaEnv) waitAll(ms []order.Message, within time.Duration, what string, ok func(order.Status) bool) {
 	e.t.Helper()
@@ -195,7 +207,11 @@ func (e *sagaEnv) waitAll(ms []order.Message, within time.Duration, what string,
 	for {
 		var behind []string
 		for _, m := range ms {
-			if s := e.status(m.OrderID); !ok(s) {
+			s := e.status(m.OrderID)
+			if s.Final() {
+				s = e.settled(m.OrderID)
+			}
+			if !ok(s) {
 				behind = append(behind, m.OrderID+"="+string(s))
 			}
 		}
