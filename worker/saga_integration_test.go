@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -372,4 +376,47 @@ func TestSagaOperatorCancel(t *testing.T) {
 		t.Fatalf("redis stock_left %d, want 1", n)
 	}
 	p.saveHistory(m.OrderID, "operator_cancel")
+}
+
+// The broker creates a group's dead-letter topic lazily and write-only (perm
+// 2). StartDeadLetterConsumer must make an existing one readable, or dead
+// letters written before the worker's first start would sit there forever.
+func TestDeadLetterTopicMadeReadable(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, pipelineOptions{noWorker: true, starter: &failingStarter{}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := worker.DeadLetterTopic(p.cfg.RocketMQ.ConsumerGroup)
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(p.cfg.RocketMQ.NameServers)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Close() }()
+	if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(p.cfg.RocketMQ.Broker),
+		admin.WithReadQueueNums(1), admin.WithWriteQueueNums(1), admin.WithPerm(2)); err != nil {
+		t.Fatal(err)
+	}
+	it := p.item(1, time.Minute)
+	m, err := p.reserve(it.ID, 9901)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A dead letter already waiting before the handler starts.
+	if err := p.producer.Send(ctx, topic, m.OrderID, m.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"),
+		worker.DeadLetterHandlerFunc(compensation.NewDeadLetter(p.st, p.stk), p.metrics, p.log, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	p.waitStatus(m.OrderID, order.StatusFailed, 45*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for p.redisLeft(it.ID) != 1 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := p.redisLeft(it.ID); n != 1 {
+		t.Fatalf("redis stock_left %d, want 1", n)
+	}
 }
