@@ -23,3 +23,21 @@ func EnsureTopic(ctx context.Context, nameServers []string, brokerAddr, topic st
 	}
 	return nil
 }
+
+// DeleteTopic removes a topic from the broker at brokerAddr and from the name
+// servers (its queues and the consumer offsets on it go with it). Deleting a
+// missing topic is harmless.
+func DeleteTopic(ctx context.Context, nameServers []string, brokerAddr, topic string) error {
+	quiet()
+	a, err := admin.NewAdmin(admin.WithResolver(resolver(nameServers)))
+	if err != nil {
+		return fmt.Errorf("new rocketmq admin: %w", err)
+	}
+	defer func() { _ = a.Close() }()
+	err = a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(brokerAddr),
+		admin.WithNameSrvAddr(nameServers))
+	if err != nil {
+		return fmt.Errorf("delete topic %s on %s: %w", topic, brokerAddr, err)
+	}
+	return nil
+}

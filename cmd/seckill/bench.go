@@ -147,7 +147,7 @@ func newBenchCmd(a *app) *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.AddCommand(newBenchStagesCmd(a), newBaselineHTTPCmd(a), newBenchCheckCmd(a))
+	cmd.AddCommand(newBenchStagesCmd(a), newBaselineHTTPCmd(a), newBenchCheckCmd(a), newBenchTopicCmd(a))
 	return cmd
 }
 

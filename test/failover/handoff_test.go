@@ -3,18 +3,17 @@
 // stop shared services or processes, so they run only with
 // SECKILL_FAILOVER=1, serially (make test does it in a separate step; by hand:
 // flock /tmp/seckill-failover.lock env SECKILL_FAILOVER=1 go test ./test/failover/ -run Handoff -v).
+
 package failover_test
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,21 +35,6 @@ import (
 
 const handoffSecret = "failover-test-secret"
 
-func handoffRequireEnabled(t *testing.T) {
-	if os.Getenv("SECKILL_FAILOVER") != "1" {
-		t.Skip("stops shared services: set SECKILL_FAILOVER=1 (and hold /tmp/seckill-failover.lock)")
-	}
-}
-
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root not found from %s", file)
-	}
-	return root
-}
-
 // handoffEnv is one sale on a private slice of the stack, served by child
 // `seckill api` processes.
 type handoffEnv struct {
@@ -66,14 +50,8 @@ type handoffEnv struct {
 
 func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 	t.Helper()
-	root := repoRoot(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/seckill")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := seckillBinary(t)
 	db, mcfg := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	cfg := testenv.Config(t)
@@ -119,12 +97,7 @@ type apiProc struct {
 // startAPI runs `seckill api` on a free port and waits until it answers.
 func (e *handoffEnv) startAPI(name string) *apiProc {
 	e.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := freeAddr(e.t)
 	logf, err := os.OpenFile(e.logs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
@@ -357,7 +330,7 @@ func (e *handoffEnv) outboxLen(ctx context.Context) int64 {
 }
 
 func TestHandoffSurvivesKill9MidSale(t *testing.T) {
-	handoffRequireEnabled(t)
+	requireEnabled(t)
 	const units = 400
 	e := newHandoffEnv(t, units)
 	ctx := context.Background()
@@ -443,7 +416,7 @@ func lastLine(b []byte) string {
 }
 
 func TestHandoffSurvivesBrokerOutage(t *testing.T) {
-	handoffRequireEnabled(t)
+	requireEnabled(t)
 	outage := 60 * time.Second
 	if s := os.Getenv("SECKILL_FAILOVER_OUTAGE_SECONDS"); s != "" {
 		if n, err := strconv.Atoi(s); err == nil && n > 0 {

@@ -3,17 +3,16 @@
 // shared processes, so they run only with SECKILL_FAILOVER=1, serially:
 //
 //	flock /tmp/seckill-failover.lock env SECKILL_FAILOVER=1 go test ./test/failover/ -run Saga -v
+
 package failover_test
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -29,21 +28,6 @@ import (
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
-
-func sagaRequireEnabled(t *testing.T) {
-	if os.Getenv("SECKILL_FAILOVER") != "1" {
-		t.Skip("stops shared services: set SECKILL_FAILOVER=1 (and hold /tmp/seckill-failover.lock)")
-	}
-}
-
-func sagaRepoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root not found from %s", file)
-	}
-	return root
-}
 
 // sagaEnv is a private slice of the stack served by child `seckill worker`
 // processes.
@@ -63,14 +47,9 @@ type sagaEnv struct {
 
 func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	t.Helper()
-	root := sagaRepoRoot(t)
+	root := repoRoot(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "seckill")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/seckill")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := seckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, mcfg := testenv.MySQL(t)
@@ -126,12 +105,7 @@ type workerProc struct {
 // startWorker runs `seckill worker` (consumer and Temporal worker) as a child.
 func (e *sagaEnv) startWorker(name string) *workerProc {
 	e.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := freeAddr(e.t)
 	logf, err := os.OpenFile(e.logs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
@@ -280,7 +254,7 @@ func final(s order.Status) bool   { return s == order.StatusPaid || s == order.S
 // their payment window) and restarted: every order still completes, paid ones
 // stay paid, the others are cancelled and compensated exactly once.
 func TestSagaWorkerKilledMidSaga(t *testing.T) {
-	sagaRequireEnabled(t)
+	requireEnabled(t)
 	const units, n = 40, 30
 	e := newSagaEnv(t, units, 12*time.Second)
 	w := e.startWorker("worker-1")
@@ -324,7 +298,7 @@ func TestSagaWorkerKilledMidSaga(t *testing.T) {
 // not acknowledge them, RocketMQ redelivers them, and every order completes
 // once Temporal is back.
 func TestSagaTemporalOutage(t *testing.T) {
-	sagaRequireEnabled(t)
+	requireEnabled(t)
 	const units, n = 30, 20
 	e := newSagaEnv(t, units, 10*time.Second)
 	e.startWorker("worker")
