@@ -96,6 +96,9 @@ func (e *Error) encode() []byte {
 
 // toError maps any error to its answer.
 func toError(err error) *Error {
+	if e, ok := err.(*Error); ok { // the common case (SOLD_OUT, RATE_LIMITED, ...): no reflection
+		return e
+	}
 	var e *Error
 	var already *stock.AlreadyReservedError
 	var tooLarge *http.MaxBytesError
@@ -154,7 +157,18 @@ func writeError(c *gin.Context, e *Error) {
 		body = e.encode()
 	}
 	c.Abort()
-	c.Data(e.Status, "application/json; charset=utf-8", body)
+	writeJSON(c, e.Status, body)
+}
+
+// jsonContentType is shared by every answer's header map; it is only read.
+var jsonContentType = []string{"application/json; charset=utf-8"}
+
+// writeJSON writes a pre-encoded JSON body (what c.Data does, without
+// allocating the Content-Type value each time).
+func writeJSON(c *gin.Context, status int, body []byte) {
+	c.Writer.Header()["Content-Type"] = jsonContentType
+	c.Status(status)
+	_, _ = c.Writer.Write(body)
 }
 
 // recovery turns a panic into 500 INTERNAL without a stack trace in the body

@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -22,6 +24,9 @@ type Metrics struct {
 	backlog     *prometheus.GaugeVec
 	published   prometheus.Counter
 	pubFailures prometheus.Counter
+
+	routes     sync.Map // route template -> *routeSeries
+	rejectedBy sync.Map // error code -> prometheus.Counter
 }
 
 // NewMetrics registers the API and relay series (and the Go runtime's) on reg.
@@ -67,7 +72,44 @@ func (m *Metrics) Backlog(itemID int64, n int64) {
 	m.backlog.WithLabelValues(strconv.FormatInt(itemID, 10)).Set(float64(n))
 }
 
-func (m *Metrics) rejected(code string) { m.rejections.WithLabelValues(code).Inc() }
+func (m *Metrics) rejected(code string) {
+	if c, ok := m.rejectedBy.Load(code); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.rejections.WithLabelValues(code)
+	m.rejectedBy.Store(code, c)
+	c.Inc()
+}
+
+// routeSeries are one route's series, resolved once: the label lookups of
+// the vectors cost more than the observation itself at stampede rates.
+type routeSeries struct {
+	latency prometheus.Observer
+	codes   [600]atomic.Pointer[prometheus.Counter]
+}
+
+func (m *Metrics) route(route string) *routeSeries {
+	if r, ok := m.routes.Load(route); ok {
+		return r.(*routeSeries)
+	}
+	r, _ := m.routes.LoadOrStore(route, &routeSeries{latency: m.latency.WithLabelValues(route)})
+	return r.(*routeSeries)
+}
+
+func (m *Metrics) count(r *routeSeries, route string, code int) {
+	if code < 100 || code >= len(r.codes) {
+		m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		return
+	}
+	p := r.codes[code].Load()
+	if p == nil {
+		c := m.requests.WithLabelValues(route, codeLabels[code])
+		p = &c
+		r.codes[code].Store(p)
+	}
+	(*p).Inc()
+}
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
@@ -91,7 +133,8 @@ func (m *Metrics) middleware() gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, codeLabels[c.Writer.Status()]).Inc()
-		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		r := m.route(route)
+		m.count(r, route, c.Writer.Status())
+		r.latency.Observe(time.Since(start).Seconds())
 	}
 }

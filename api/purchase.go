@@ -56,7 +56,8 @@ func (s *Server) purchase(c *gin.Context) {
 	}
 
 	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC()}
-	left, err := s.stock.Reserve(ctx, msg)
+	// The reservation and the order's QUEUED status in one round trip.
+	left, err := s.stock.ReserveQueued(ctx, msg, queuedView(msg))
 	if err != nil {
 		var already *stock.AlreadyReservedError
 		switch {
@@ -73,13 +74,32 @@ func (s *Server) purchase(c *gin.Context) {
 		}
 		// Redis failed or timed out after the script ran: the unit is ours
 		// and the outbox carries it, so the buyer gets 202, not a 503 that
-		// would hide a live order.
+		// would hide a live order. Whether the pipeline stored the QUEUED
+		// status is unknown: store it (SET NX keeps a later one).
 		left = 1
+		s.markQueued(ctx, msg)
 	}
 	if left <= 0 {
 		s.items.markSoldOut(ci)
 	}
 	s.accepted(c, msg)
+}
+
+func queuedView(msg order.Message) order.View {
+	return order.View{OrderID: msg.OrderID, ItemID: msg.ItemID, UserID: msg.UserID, Status: order.StatusQueued,
+		CreatedAt: msg.ReservedAt, UpdatedAt: msg.ReservedAt}
+}
+
+// markQueued records the QUEUED status of a reserved order when the
+// reservation's own round trip may not have.
+func (s *Server) markQueued(ctx context.Context, msg order.Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if err := s.stock.MarkQueued(ctx, queuedView(msg)); err != nil {
+		// The unit is reserved and in the outbox; only GET order is blind
+		// until the saga publishes the next status.
+		s.log.Warn("order reserved but QUEUED status not stored", "order_id", msg.OrderID, "err", err)
+	}
 }
 
 // reservedAnyway asks Redis (briefly, outside the request's deadline) whether
@@ -91,21 +111,11 @@ func (s *Server) reservedAnyway(ctx context.Context, msg order.Message) bool {
 	return err == nil && ok && id == msg.OrderID
 }
 
-// accepted answers 202 for a reserved unit and records its QUEUED status.
+// accepted answers 202 for a reserved unit (its QUEUED status is stored).
 func (s *Server) accepted(c *gin.Context, msg order.Message) {
-	v := order.View{OrderID: msg.OrderID, ItemID: msg.ItemID, UserID: msg.UserID, Status: order.StatusQueued,
-		CreatedAt: msg.ReservedAt, UpdatedAt: msg.ReservedAt}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), time.Second)
-	if err := s.stock.MarkQueued(ctx, v); err != nil {
-		// The unit is reserved and in the outbox; only GET order is blind
-		// until the saga publishes the next status.
-		s.log.Warn("order reserved but QUEUED status not stored", "order_id", msg.OrderID, "err", err)
-	}
-	cancel()
 	if s.metrics != nil {
 		s.metrics.reserved.Inc()
 	}
 	c.Header("Location", "/api/v1/orders/"+msg.OrderID)
-	c.Data(http.StatusAccepted, "application/json; charset=utf-8",
-		[]byte(`{"order_id":"`+msg.OrderID+`","status":"QUEUED"}`))
+	writeJSON(c, http.StatusAccepted, []byte(`{"order_id":"`+msg.OrderID+`","status":"QUEUED"}`))
 }

@@ -361,7 +361,7 @@ func (w *watcher) run(ctx context.Context) {
 	w.payQ = make(chan payJob, 1<<16)
 	for i := 0; i < 8; i++ {
 		w.payWG.Add(1)
-		go func() { defer w.payWG.Done(); w.payer() }()
+		go func() { defer w.payWG.Done(); w.payer(ctx) }()
 	}
 	defer func() { close(w.payQ); w.payWG.Wait() }()
 	t := time.NewTicker(250 * time.Millisecond)
@@ -432,8 +432,11 @@ func pays(orderID string, fraction float64) bool {
 	return float64(h.Sum32()%10000) < fraction*10000
 }
 
-func (w *watcher) payer() {
+func (w *watcher) payer(ctx context.Context) {
 	for j := range w.payQ {
+		if ctx.Err() != nil {
+			continue // the watch ended (interrupted or over): drop what is still queued
+		}
 		url := fmt.Sprintf("%s/api/v1/orders/%s/pay", strings.TrimRight(w.apiURL, "/"), j.orderID)
 		t0 := time.Now()
 		var code int

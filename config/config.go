@@ -56,6 +56,9 @@ type Redis struct {
 	PoolSize int    `env:"POOL_SIZE" envDefault:"64"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
+	// AutoPipeline coalesces the reservations of concurrent purchases into
+	// shared pipelines (go-redis autopipelining) in the API.
+	AutoPipeline bool `env:"AUTO_PIPELINE" envDefault:"true"`
 }
 
 // MySQL is the system of record (MariaDB in the local stack).
@@ -117,11 +120,17 @@ type API struct {
 	LimiterIdleTTL  time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
 	LimiterMaxKeys  int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
-	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"64"`
+	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"128"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
 	// RelayParallel is how many outbox sends per item are in flight at once;
 	// it also bounds the duplicates a crash of this instance can cause.
 	RelayParallel int `env:"RELAY_PARALLEL" envDefault:"4"`
+	// RelaySendBatch is how many outbox entries one RocketMQ send carries at
+	// most (a batch message); 1 sends them one by one.
+	RelaySendBatch int `env:"RELAY_SEND_BATCH" envDefault:"64"`
+	// RelayLinger is how long the relay waits after a short read so that its
+	// next send carries a fuller batch (adds at most this to the handoff).
+	RelayLinger time.Duration `env:"RELAY_LINGER" envDefault:"10ms"`
 	// RelayFlushTimeout bounds the outbox flush at shutdown.
 	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
 	// RelayDiscover is how often the relay re-reads the item list.
@@ -129,6 +138,9 @@ type API struct {
 	// Instance names this API instance (its outbox consumer); empty means
 	// hostname-pid. Two live instances must not share a name.
 	Instance string `env:"INSTANCE"`
+	// PprofAddr, when set, serves net/http/pprof on its own listener (for
+	// profiling under load; keep it on loopback). Empty: off.
+	PprofAddr string `env:"PPROF_ADDR"`
 }
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
@@ -147,6 +159,12 @@ type Worker struct {
 	// DLQGroup consumes the order consumer group's dead-letter topic
 	// (%DLQ%<RocketMQ.ConsumerGroup>) and compensates each order in it.
 	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
+	// StickyCacheSize is how many workflow executions the worker keeps
+	// cached between tasks (the Temporal SDK's sticky cache, 10,000 by
+	// default). Parked sagas beyond it are evicted and replayed when their
+	// payment or timeout arrives, which keeps the worker's memory bounded
+	// during a full sale.
+	StickyCacheSize int `env:"STICKY_CACHE_SIZE" envDefault:"2000"`
 	// StartTimeout bounds one saga start; past it the message is redelivered.
 	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s"`
 }

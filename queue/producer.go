@@ -44,6 +44,31 @@ func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 	return p.Send(ctx, p.topic, m.OrderID, m.Encode())
 }
 
+// PublishOrders sends several order messages to the orders topic in one
+// batch (one request, stored together or not at all), each keyed by its
+// order id.
+func (p *Producer) PublishOrders(ctx context.Context, ms []order.Message) error {
+	switch len(ms) {
+	case 0:
+		return nil
+	case 1:
+		return p.PublishOrder(ctx, ms[0])
+	}
+	msgs := make([]*primitive.Message, len(ms))
+	for i, m := range ms {
+		msgs[i] = primitive.NewMessage(p.topic, m.Encode())
+		msgs[i].WithKeys([]string{m.OrderID})
+	}
+	res, err := p.p.SendSync(ctx, msgs...)
+	if err != nil {
+		return fmt.Errorf("send %d orders to %s: %w", len(ms), p.topic, ctxErr(ctx, err))
+	}
+	if res.Status != primitive.SendOK {
+		return fmt.Errorf("send %d orders to %s: broker answered status %d", len(ms), p.topic, res.Status)
+	}
+	return nil
+}
+
 // Send sends one message and waits until the broker has stored it.
 func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
 	msg := primitive.NewMessage(topic, body)

@@ -23,6 +23,13 @@ type Publisher interface {
 	PublishOrder(ctx context.Context, m order.Message) error
 }
 
+// BatchPublisher sends several order messages in one request that the
+// broker stores together or not at all (queue.Producer). A Publisher that
+// also implements it gets each read batch of an outbox in one send.
+type BatchPublisher interface {
+	PublishOrders(ctx context.Context, ms []order.Message) error
+}
+
 // ItemLister names the items whose outboxes the relay watches (store.Store).
 type ItemLister interface {
 	ListItemIDs(ctx context.Context) ([]int64, error)
@@ -57,11 +64,20 @@ type Options struct {
 	Block time.Duration
 	// FlushTimeout bounds the final flush when Run's context ends.
 	FlushTimeout time.Duration
-	// Parallel is how many sends of one batch are in flight at once. A crash
-	// can duplicate at most this many messages per item (sent, not acked).
+	// Parallel is how many sends of one batch are in flight at once. With a
+	// BatchPublisher one send carries up to SendBatch entries. A crash can
+	// duplicate at most the entries of the sends in flight (sent, not
+	// acked): Parallel, or Parallel x SendBatch with a BatchPublisher.
 	Parallel int
+	// SendBatch is how many entries one batch send carries at most (with a
+	// BatchPublisher); 1 sends one message per request. Default 64.
+	SendBatch int
 	// MaxBackoff caps the wait between failed sends.
 	MaxBackoff time.Duration
+	// Linger is how long the relay waits after a read that found fewer than
+	// Batch entries before it reads again, so that the next send carries a
+	// fuller batch. It adds at most this much to the handoff. 0: no wait.
+	Linger time.Duration
 }
 
 func (o *Options) defaults() {
@@ -88,6 +104,9 @@ func (o *Options) defaults() {
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 4
+	}
+	if o.SendBatch <= 0 {
+		o.SendBatch = 64
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
@@ -229,6 +248,9 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 			w.deliver(ctx, entries)
 		}
 		r.reportBacklog(ctx, itemID)
+		if r.opts.Linger > 0 && len(entries) > 0 && len(entries) < int(r.opts.Batch) {
+			linger(ctx, r.opts.Linger)
+		}
 	}
 	w.flush()
 }
@@ -272,9 +294,100 @@ func (w *itemWorker) deliver(ctx context.Context, entries []stock.OutboxEntry) {
 }
 
 // sendAll sends entries concurrently and returns those that failed. Each
-// entry is acknowledged right after its own send succeeded, so a failure
-// elsewhere in the batch never causes a resend of a delivered message.
+// send is acknowledged right after it succeeded, so a failure elsewhere in
+// the batch never causes a resend of a delivered message.
 func (w *itemWorker) sendAll(ctx context.Context, entries []stock.OutboxEntry) []stock.OutboxEntry {
+	if bp, ok := w.r.pub.(BatchPublisher); ok && w.r.opts.SendBatch > 1 && len(entries) > 1 {
+		return w.sendBatches(ctx, bp, entries)
+	}
+	return w.sendSingles(ctx, entries)
+}
+
+// sendBatches sends entries in chunks of up to SendBatch, up to Parallel
+// chunks at once; each chunk is one request to the broker and one
+// acknowledgement in Redis. It returns the entries of the chunks that failed.
+func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries []stock.OutboxEntry) []stock.OutboxEntry {
+	type chunk struct {
+		ids  []string
+		msgs []order.Message
+		src  []stock.OutboxEntry
+	}
+	// Few big batches: the broker's cost is mostly per request, not per
+	// message. Parallel sends only when a read holds more than one batch.
+	size := w.r.opts.SendBatch
+	var chunks []chunk
+	cur := chunk{}
+	for _, e := range entries {
+		m, err := e.Message()
+		if err != nil {
+			// Cannot happen for entries the reserve script wrote; keeping it
+			// would be retried forever.
+			w.log.Error("dropping undecodable outbox entry", "entry", e.ID, "order_id", e.OrderID, "err", err)
+			w.ack(ctx, e.ID)
+			continue
+		}
+		cur.ids, cur.msgs, cur.src = append(cur.ids, e.ID), append(cur.msgs, m), append(cur.src, e)
+		if len(cur.ids) >= size {
+			chunks = append(chunks, cur)
+			cur = chunk{}
+		}
+	}
+	if len(cur.ids) > 0 {
+		chunks = append(chunks, cur)
+	}
+	var (
+		mu     sync.Mutex
+		failed []stock.OutboxEntry
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, w.r.opts.Parallel)
+		sent   int
+	)
+	for _, c := range chunks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := bp.PublishOrders(ctx, c.msgs)
+			if err != nil {
+				w.r.m.PublishFailed()
+				if ctx.Err() == nil {
+					w.log.Warn("publish orders", "orders", len(c.msgs), "first_order_id", c.msgs[0].OrderID, "err", err)
+				}
+				mu.Lock()
+				failed = append(failed, c.src...)
+				mu.Unlock()
+				return
+			}
+			w.ackPublished(ctx, c.ids, c.msgs[0].OrderID)
+			mu.Lock()
+			sent += len(c.ids)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if sent > 0 {
+		w.r.m.Published(sent)
+	}
+	return failed
+}
+
+// ackPublished acknowledges entries whose messages the broker stored: from
+// here on they must never be sent again, so the ack is retried on its own (a
+// failed ack would mean duplicates after a claim).
+func (w *itemWorker) ackPublished(ctx context.Context, ids []string, firstOrderID string) {
+	for i := 0; ; i++ {
+		if w.ack(ctx, ids...) {
+			return
+		}
+		if i >= 20 {
+			w.log.Error("published but could not ack; duplicate messages may follow", "entries", len(ids), "first_order_id", firstOrderID)
+			return
+		}
+		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
+	}
+}
+
+// sendSingles sends one message per request, Parallel at once.
+func (w *itemWorker) sendSingles(ctx context.Context, entries []stock.OutboxEntry) []stock.OutboxEntry {
 	var (
 		mu     sync.Mutex
 		failed []stock.OutboxEntry
@@ -320,26 +433,17 @@ func (w *itemWorker) sendOne(ctx context.Context, e stock.OutboxEntry) bool {
 		}
 		return false
 	}
-	// The message is stored: from here on, never send it again. The ack is
-	// retried on its own (a failed ack would mean a duplicate after a claim).
-	for i := 0; ; i++ {
-		if w.ack(ctx, e.ID) {
-			return true
-		}
-		if i >= 20 {
-			w.log.Error("published but could not ack; a duplicate message may follow", "order_id", m.OrderID)
-			return true
-		}
-		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
-	}
+	// The message is stored: from here on, never send it again.
+	w.ackPublished(ctx, []string{e.ID}, m.OrderID)
+	return true
 }
 
-func (w *itemWorker) ack(ctx context.Context, id string) bool {
+func (w *itemWorker) ack(ctx context.Context, ids ...string) bool {
 	// Not cancelled with the relay: a message that went out must be acked.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := w.r.st.AckOutbox(ctx, w.item, w.r.opts.Group, id); err != nil {
-		w.log.Warn("ack outbox entry", "entry", id, "err", err)
+	if err := w.r.st.AckOutbox(ctx, w.item, w.r.opts.Group, ids...); err != nil {
+		w.log.Warn("ack outbox entries", "entries", len(ids), "first", ids[0], "err", err)
 		return false
 	}
 	return true
@@ -367,6 +471,15 @@ func (w *itemWorker) flush() {
 	}
 	if total > 0 {
 		w.log.Info("flushed outbox", "published", total)
+	}
+}
+
+func linger(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

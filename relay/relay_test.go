@@ -249,3 +249,57 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 		t.Fatalf("after shutdown %d of %d published", d, len(ids))
 	}
 }
+
+// batchPub is a fakePub that also sends batches: all of a batch or nothing.
+type batchPub struct {
+	*fakePub
+	batches atomic.Int64
+	largest atomic.Int64
+}
+
+func (p *batchPub) PublishOrders(ctx context.Context, ms []order.Message) error {
+	if p.down.Load() || rand.Float64() < p.failRate {
+		p.failures.Add(1)
+		return errors.New("broker unavailable")
+	}
+	p.batches.Add(1)
+	if n := int64(len(ms)); n > p.largest.Load() {
+		p.largest.Store(n)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range ms {
+		p.sent[m.OrderID]++
+	}
+	return nil
+}
+
+func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, s, 1, 1, 300) // a backlog before the relay starts: full batches
+	pub := &batchPub{fakePub: newFakePub()}
+	pub.failRate = 0.3
+	o := opts("a")
+	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
+	start(t, relay.New(s, pub, items{1}, o, nil, nil))
+	reserve(t, s, 1, 301, 200)
+	waitFor(t, 10*time.Second, "500 messages", func() bool { d, _, _ := pub.counts(); return d == 500 })
+	time.Sleep(300 * time.Millisecond)
+	if d, total, dups := pub.counts(); d != 500 || total != 500 {
+		t.Fatalf("distinct %d total %d duplicates %v", d, total, dups)
+	}
+	if pub.failures.Load() == 0 {
+		t.Fatal("the fake never failed; the test proves nothing")
+	}
+	if pub.largest.Load() < 2 || pub.largest.Load() > 32 || pub.batches.Load() >= 500 {
+		t.Fatalf("batches %d, largest %d: want batched sends of at most 32", pub.batches.Load(), pub.largest.Load())
+	}
+	if n, _ := s.OutboxLen(ctx, 1); n != 0 {
+		t.Fatalf("outbox still has %d entries", n)
+	}
+}

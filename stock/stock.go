@@ -57,6 +57,23 @@ var (
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
+	// ap, when set, carries ReserveQueued's commands: concurrent callers'
+	// commands are coalesced into shared pipelines (see UseAutoPipeline).
+	ap redis.Cmdable
+}
+
+// UseAutoPipeline makes ReserveQueued send its commands through go-redis's
+// autopipeliner on c (the client the Store was built on): the commands of
+// concurrent purchases share one write and one read instead of a round trip
+// each, which is what a purchase stampede costs on a small machine. Order
+// per caller is kept (one ordered stream).
+func (s *Store) UseAutoPipeline(c *redis.Client) error {
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		return fmt.Errorf("redis autopipeline: %w", err)
+	}
+	s.ap = ap
+	return nil
 }
 
 // New returns a Store whose keys start with prefix.
@@ -112,8 +129,17 @@ func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 // the item's outbox stream. It returns the units left.
 func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	k := s.ItemKeys(r.ItemID)
-	res, err := reserveScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers, k.Orders, k.Outbox},
-		r.UserID, r.OrderID, r.Encode()).Slice()
+	cmd := reserveScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers, k.Orders, k.Outbox},
+		r.UserID, r.OrderID, r.Encode())
+	if err := cmd.Err(); err != nil {
+		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
+	}
+	return reserveReply(r, cmd)
+}
+
+// reserveReply decodes the reserve script's reply.
+func reserveReply(r order.Message, cmd *redis.Cmd) (int64, error) {
+	res, err := cmd.Slice()
 	if err != nil {
 		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
 	}
@@ -134,6 +160,67 @@ func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 		return 0, fmt.Errorf("item %d: %w", r.ItemID, ErrNotLoaded)
 	}
 	return 0, fmt.Errorf("reserve: unexpected code %d", code)
+}
+
+// ReserveQueued is Reserve and MarkQueued in one round trip: the reserve
+// script and the SET NX of the order's QUEUED view go to Redis in one
+// pipeline (the order key is in another hash slot than the item's keys, so it
+// cannot be written by the script itself). The view is stored only if the
+// script took the unit: when it did not (sold out, already reserved, not
+// loaded) the view written by the pipeline is deleted again; the order id is
+// fresh, so nothing else has written that key. On any other error the caller
+// learns nothing about the reservation and must find out (BuyerOrder), as
+// with Reserve; the view, if stored, is then correct only if it did reserve.
+func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode order view: %w", err)
+	}
+	k := s.ItemKeys(r.ItemID)
+	keys := []string{k.Stock, k.Buyers, k.Orders, k.Outbox}
+	args := []any{r.UserID, r.OrderID, r.Encode()}
+	if s.ap != nil {
+		// Two commands, each in a shared pipeline; the view only after the
+		// script took the unit.
+		cmd := reserveScript.Run(ctx, s.ap, keys, args...)
+		if err := cmd.Err(); err != nil {
+			return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
+		}
+		left, err := reserveReply(r, cmd)
+		if err != nil {
+			return 0, err
+		}
+		// A failed SET NX only leaves GET order blind until the saga
+		// publishes the next status.
+		_ = s.ap.SetNX(ctx, s.orderKey(r.OrderID), b, StatusTTL).Err()
+		return left, nil
+	}
+	var res *redis.Cmd
+	// The pipeline's own error is that of its first failed command; what
+	// counts is the script's. A failed SET NX only leaves GET order blind
+	// until the saga publishes the next status, as with MarkQueued.
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		res = reserveScript.EvalSha(ctx, p, keys, args...)
+		p.SetNX(ctx, s.orderKey(r.OrderID), b, StatusTTL)
+		return nil
+	})
+	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
+		// Redis lost its script cache (restart, SCRIPT FLUSH): EVAL loads it.
+		res = reserveScript.Eval(ctx, s.rdb, keys, args...)
+	}
+	if err := res.Err(); err != nil {
+		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
+	}
+	left, err := reserveReply(r, res)
+	if err != nil {
+		// Not reserved: drop the view (best effort; it names an order that
+		// no one was told about).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+		_ = s.rdb.Del(dctx, s.orderKey(r.OrderID)).Err()
+		cancel()
+		return 0, err
+	}
+	return left, nil
 }
 
 // Release gives an order's unit back: the reservation is removed and stock

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
@@ -55,6 +56,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 	}()
 	if cfg.Worker.Temporal {
+		if cfg.Worker.StickyCacheSize > 0 {
+			// Process-wide; must precede the first worker. The SDK's default
+			// (10,000) keeps every parked saga of a full sale in memory.
+			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
+		}
 		w := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units), compensation.New(st, units))
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)

@@ -58,6 +58,11 @@ func runAPI(ctx context.Context, a *app) error {
 	})
 	defer func() { _ = rdb.Close() }()
 	stk := stock.New(rdb, cfg.Redis.KeyPrefix)
+	if cfg.Redis.AutoPipeline {
+		if err := stk.UseAutoPipeline(rdb); err != nil {
+			return err
+		}
+	}
 
 	producer, err := queue.NewProducer(cfg.RocketMQ)
 	if err != nil {
@@ -74,6 +79,7 @@ func runAPI(ctx context.Context, a *app) error {
 	rel := relay.New(stk, producer, db, relay.Options{
 		Consumer: instance, Batch: int64(cfg.API.RelayBatch), ClaimAfter: cfg.API.RelayClaimAfter,
 		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout, Parallel: cfg.API.RelayParallel,
+		SendBatch: cfg.API.RelaySendBatch, Linger: cfg.API.RelayLinger,
 	}, metrics, log)
 
 	// Temporal is only needed for pay and cancel: the API serves purchases
@@ -108,6 +114,14 @@ func runAPI(ctx context.Context, a *app) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { rel.Run(relayCtx) })
 	wg.Go(func() { srv.Run(bgCtx) })
+
+	if cfg.API.PprofAddr != "" {
+		stopPprof, err := servePprof(cfg.API.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 
 	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
