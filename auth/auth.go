@@ -4,14 +4,9 @@
 package auth
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,8 +63,6 @@ type Verifier struct {
 	parser *jwt.Parser
 	now    func() time.Time
 
-	macs sync.Pool // of hash.Hash: HMAC-SHA256 keyed with secret
-
 	mu       sync.Mutex
 	cache    map[string]cached
 	maxCache int
@@ -93,7 +86,6 @@ func NewVerifier(secret []byte) *Verifier {
 		maxCache: 100_000,
 		cacheTTL: 30 * time.Second,
 	}
-	v.macs.New = func() any { return hmac.New(sha256.New, secret) }
 	return v
 }
 
@@ -126,9 +118,6 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 }
 
 func (v *Verifier) verify(token string) (Principal, time.Time, error) {
-	if p, exp, ok := v.verifyFast(token); ok {
-		return p, exp, nil
-	}
 	var c claims
 	if _, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil }); err != nil {
 		return Principal{}, time.Time{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
@@ -142,104 +131,4 @@ func (v *Verifier) verify(token string) (Principal, time.Time, error) {
 		return Principal{}, time.Time{}, fmt.Errorf("%w: role must be buyer or admin", ErrInvalidToken)
 	}
 	return Principal{UserID: id, Role: role}, c.ExpiresAt.Time, nil
-}
-
-// fastHeader is the header segment Sign writes: {"alg":"HS256","typ":"JWT"}.
-const fastHeader = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
-
-// verifyFast accepts exactly the tokens Sign produces — that header, claims
-// {"role":R,"sub":"N","exp":E,"iat":I} in that order with integer dates — when
-// the signature is right and exp is still ahead, without the generic JWT
-// parser (whose JSON decoding of header and claims is most of the cost of a
-// first-time token in a stampede). It never rejects: anything else, valid or
-// not, goes to the generic parser, which decides (ok false). What it accepts,
-// the parser would accept too: same signature check, and for this claim
-// layout the parser's checks reduce to exp being after now.
-func (v *Verifier) verifyFast(token string) (Principal, time.Time, bool) {
-	rest, ok := strings.CutPrefix(token, fastHeader+".")
-	if !ok {
-		return Principal{}, time.Time{}, false
-	}
-	payload, sig, ok := strings.Cut(rest, ".")
-	if !ok || len(sig) != 43 || len(payload) > 512 {
-		return Principal{}, time.Time{}, false
-	}
-	var got [33]byte
-	if n, err := base64.RawURLEncoding.Decode(got[:], []byte(sig)); err != nil || n != 32 {
-		return Principal{}, time.Time{}, false
-	}
-	mac := v.macs.Get().(hash.Hash)
-	mac.Reset()
-	mac.Write([]byte(token[:len(fastHeader)+1+len(payload)]))
-	var want [32]byte
-	mac.Sum(want[:0])
-	v.macs.Put(mac)
-	if !hmac.Equal(want[:], got[:32]) {
-		return Principal{}, time.Time{}, false
-	}
-	var buf [384]byte
-	n, err := base64.RawURLEncoding.Decode(buf[:], []byte(payload))
-	if err != nil {
-		return Principal{}, time.Time{}, false
-	}
-	c := string(buf[:n])
-	role, c, ok := cutQuoted(c, `{"role":"`)
-	if !ok || (role != string(RoleBuyer) && role != string(RoleAdmin)) {
-		return Principal{}, time.Time{}, false
-	}
-	sub, c, ok := cutQuoted(c, `,"sub":"`)
-	if !ok {
-		return Principal{}, time.Time{}, false
-	}
-	id, err := strconv.ParseInt(sub, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != sub {
-		return Principal{}, time.Time{}, false
-	}
-	exp, c, ok := cutInt(c, `,"exp":`)
-	if !ok {
-		return Principal{}, time.Time{}, false
-	}
-	if _, c, ok = cutInt(c, `,"iat":`); !ok || c != "}" {
-		return Principal{}, time.Time{}, false
-	}
-	expAt := time.Unix(exp, 0)
-	if !v.now().Before(expAt) {
-		return Principal{}, time.Time{}, false
-	}
-	return Principal{UserID: id, Role: Role(role)}, expAt, true
-}
-
-// cutQuoted reads prefix, then a string without escapes up to its closing
-// quote.
-func cutQuoted(s, prefix string) (string, string, bool) {
-	s, ok := strings.CutPrefix(s, prefix)
-	if !ok {
-		return "", "", false
-	}
-	i := strings.IndexByte(s, '"')
-	if i < 0 || strings.IndexByte(s[:i], '\\') >= 0 {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
-// cutInt reads prefix, then a positive integer of at most 12 digits (dates
-// well past year 30000; anything larger goes to the generic parser).
-func cutInt(s, prefix string) (int64, string, bool) {
-	s, ok := strings.CutPrefix(s, prefix)
-	if !ok {
-		return 0, "", false
-	}
-	i := 0
-	for i < len(s) && i <= 12 && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	if i == 0 || i > 12 || s[0] == '0' {
-		return 0, "", false
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil {
-		return 0, "", false
-	}
-	return n, s[i:], true
 }
