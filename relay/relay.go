@@ -335,6 +335,23 @@ func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries
 	if len(cur.ids) > 0 {
 		chunks = append(chunks, cur)
 	}
+	return w.fanOut(len(chunks), func(i int) (int, []stock.OutboxEntry) {
+		c := chunks[i]
+		if err := bp.PublishOrders(ctx, c.msgs); err != nil {
+			w.r.m.PublishFailed()
+			if ctx.Err() == nil {
+				w.log.Warn("publish orders", "orders", len(c.msgs), "first_order_id", c.msgs[0].OrderID, "err", err)
+			}
+			return 0, c.src
+		}
+		w.ackPublished(ctx, c.ids, c.msgs[0].OrderID)
+		return len(c.ids), nil
+	})
+}
+
+// fanOut runs send for units 0..n-1, Parallel at once, counts what was
+// published and returns the entries that failed.
+func (w *itemWorker) fanOut(n int, send func(i int) (sent int, failed []stock.OutboxEntry)) []stock.OutboxEntry {
 	var (
 		mu     sync.Mutex
 		failed []stock.OutboxEntry
@@ -342,24 +359,14 @@ func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries
 		sem    = make(chan struct{}, w.r.opts.Parallel)
 		sent   int
 	)
-	for _, c := range chunks {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := bp.PublishOrders(ctx, c.msgs)
-			if err != nil {
-				w.r.m.PublishFailed()
-				if ctx.Err() == nil {
-					w.log.Warn("publish orders", "orders", len(c.msgs), "first_order_id", c.msgs[0].OrderID, "err", err)
-				}
-				mu.Lock()
-				failed = append(failed, c.src...)
-				mu.Unlock()
-				return
-			}
-			w.ackPublished(ctx, c.ids, c.msgs[0].OrderID)
+			k, f := send(i)
 			mu.Lock()
-			sent += len(c.ids)
+			sent += k
+			failed = append(failed, f...)
 			mu.Unlock()
 		})
 	}
@@ -388,32 +395,12 @@ func (w *itemWorker) ackPublished(ctx context.Context, ids []string, firstOrderI
 
 // sendSingles sends one message per request, Parallel at once.
 func (w *itemWorker) sendSingles(ctx context.Context, entries []stock.OutboxEntry) []stock.OutboxEntry {
-	var (
-		mu     sync.Mutex
-		failed []stock.OutboxEntry
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, w.r.opts.Parallel)
-		sent   int
-	)
-	for _, e := range entries {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ok := w.sendOne(ctx, e)
-			mu.Lock()
-			if ok {
-				sent++
-			} else {
-				failed = append(failed, e)
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if sent > 0 {
-		w.r.m.Published(sent)
-	}
-	return failed
+	return w.fanOut(len(entries), func(i int) (int, []stock.OutboxEntry) {
+		if w.sendOne(ctx, entries[i]) {
+			return 1, nil
+		}
+		return 0, entries[i : i+1]
+	})
 }
 
 // sendOne reports whether the entry is done (published and acknowledged, or
