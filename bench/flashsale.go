@@ -529,34 +529,17 @@ func (w *watcher) paidCounts() map[string]int64 {
 }
 
 func drainProgress(ctx context.Context, out io.Writer, label string, w *watcher, expected int) func() {
-	if out == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		var prev int64
-		for {
-			select {
-			case <-ctx.Done():
-				printLine(out)
-				return
-			case <-t.C:
-				p, pend, _ := w.counts()
-				line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
-				if expected >= 0 {
-					line += fmt.Sprintf("/%d", expected)
-				}
-				line += fmt.Sprintf(" (%d/s) pending payment %d paid %v", p-prev, pend, w.paidCounts())
-				emit(out, line)
-				prev = p
-			}
+	var prev int64
+	return liveLine(ctx, out, func() string {
+		p, pend, _ := w.counts()
+		line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
+		if expected >= 0 {
+			line += fmt.Sprintf("/%d", expected)
 		}
-	}()
-	return func() { cancel(); <-done }
+		line += fmt.Sprintf(" (%d/s) pending payment %d paid %v", p-prev, pend, w.paidCounts())
+		prev = p
+		return line
+	})
 }
 
 // ErrViolations is returned when the invariant checks found something.

@@ -207,6 +207,30 @@ func (r *Recorder) Summary() Summary {
 
 // progress prints a live line every second until ctx ends.
 func progress(ctx context.Context, w io.Writer, label string, rec *Recorder, extra func() string) func() {
+	var prev int64
+	return liveLine(ctx, w, func() string {
+		n := rec.Total()
+		c := rec.Counts()
+		keys := make([]string, 0, len(c))
+		for k := range c {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		line := fmt.Sprintf("\r[%s] %5.0fs answered %d (%d/s)", label, time.Since(rec.start).Seconds(), n, n-prev)
+		for _, k := range keys {
+			line += fmt.Sprintf(" %s=%d", k, c[k])
+		}
+		if extra != nil {
+			line += " " + extra()
+		}
+		prev = n
+		return line
+	})
+}
+
+// liveLine emits render's line every second until ctx ends or the returned
+// stop is called (which waits for the last line). A nil w prints nothing.
+func liveLine(ctx context.Context, w io.Writer, render func() string) func() {
 	if w == nil {
 		return func() {}
 	}
@@ -216,29 +240,13 @@ func progress(ctx context.Context, w io.Writer, label string, rec *Recorder, ext
 		defer close(done)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		var prev int64
 		for {
 			select {
 			case <-ctx.Done():
 				printLine(w)
 				return
 			case <-t.C:
-				n := rec.Total()
-				c := rec.Counts()
-				keys := make([]string, 0, len(c))
-				for k := range c {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				line := fmt.Sprintf("\r[%s] %5.0fs answered %d (%d/s)", label, time.Since(rec.start).Seconds(), n, n-prev)
-				for _, k := range keys {
-					line += fmt.Sprintf(" %s=%d", k, c[k])
-				}
-				if extra != nil {
-					line += " " + extra()
-				}
-				emit(w, line)
-				prev = n
+				emit(w, render())
 			}
 		}
 	}()
