@@ -88,40 +88,16 @@ func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 }
 
 type apiProc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{} // closed when the process exited; err is then set
-	err  error
+	*child
+	url string
 }
 
 // startAPI runs `seckill api` on a free port and waits until it answers.
 func (e *handoffEnv) startAPI(name string) *apiProc {
 	e.t.Helper()
 	addr := freeAddr(e.t)
-	logf, err := os.OpenFile(e.logs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_, _ = fmt.Fprintf(logf, "==== %s on %s\n", name, addr)
-	cmd := exec.Command(e.bin, "api")
-	cmd.Env = append(append([]string{}, e.env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	p := &apiProc{cmd: cmd, url: "http://" + addr, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); _ = logf.Close(); close(p.done) }()
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if e.t.Failed() {
-			b, _ := os.ReadFile(e.logs)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			e.t.Logf("api log (tail):\n%s", b)
-		}
-	})
+	env := append(append([]string{}, e.env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
+	p := &apiProc{child: startChild(e.t, e.bin, e.logs, name+" on "+addr, env, "api"), url: "http://" + addr}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		res, err := http.Get(p.url + "/healthz")
@@ -345,10 +321,7 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-a.done
+	a.kill9(t)
 	atKill := b.snapshot()
 	pending := e.rdb.XPending(ctx, e.stk.ItemKeys(e.itemID).Outbox, "relay").Val()
 	var pendingCount int64

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,49 +96,12 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 		orders: workflows.NewClient(tc, taskQueue), producer: producer, item: it, logs: filepath.Join(dir, "worker.log")}
 }
 
-type workerProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-}
-
 // startWorker runs `seckill worker` (consumer and Temporal worker) as a child.
-func (e *sagaEnv) startWorker(name string) *workerProc {
+func (e *sagaEnv) startWorker(name string) *child {
 	e.t.Helper()
 	addr := freeAddr(e.t)
-	logf, err := os.OpenFile(e.logs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_, _ = fmt.Fprintf(logf, "==== %s\n", name)
-	cmd := exec.Command(e.bin, "worker")
-	cmd.Env = append(append([]string{}, e.env...), "SECKILL_WORKER_METRICS_ADDR="+addr)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	p := &workerProc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.done) }()
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if e.t.Failed() {
-			b, _ := os.ReadFile(e.logs)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			e.t.Logf("worker log (tail):\n%s", b)
-		}
-	})
-	return p
-}
-
-// kill9 kills the worker with SIGKILL and waits for it to be gone.
-func (p *workerProc) kill9(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
+	env := append(append([]string{}, e.env...), "SECKILL_WORKER_METRICS_ADDR="+addr)
+	return startChild(e.t, e.bin, e.logs, name, env, "worker")
 }
 
 func (e *sagaEnv) buy(userID int64) order.Message {
