@@ -22,6 +22,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -385,6 +386,11 @@ func TestRedisDownIs503AndReservesNothing(t *testing.T) {
 		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = down.Close() })
 		d.Stock = stock.New(down, "seckill_t_down")
+		if testenv.Config(t).Redis.AutoPipeline {
+			if err := d.Stock.UseAutoPipeline(down); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 	// Create the item in MySQL directly (the API cannot load Redis).
 	it, err := h.db.CreateItem(context.Background(), store.Item{Name: "x", PriceCents: 1, StockTotal: 5,

@@ -51,6 +51,11 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	db, _ := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	stk := stock.New(rdb, prefix)
+	if testenv.Config(t).Redis.AutoPipeline { // as `seckill api` does
+		if err := stk.UseAutoPipeline(rdb); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := testAPIConfig(t)
 	deps := api.Deps{
 		Items: db, Orders: db, Stock: stk, Verifier: auth.NewVerifier(testSecret),

@@ -174,7 +174,7 @@ func WorkflowBaseline(ctx context.Context, c client.Client, cfg config.Worker, t
 					return
 				}
 				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("%s-%d", taskQueue, i), TaskQueue: taskQueue,
+					ID: fmt.Sprintf("%s-%d", taskQueue, i), TaskQueue: taskQueue, EnableEagerStart: cfg.EagerStart,
 				}, "BenchMinimalWorkflow", int(i))
 				if err != nil {
 					once.Do(func() { firstErr = err })

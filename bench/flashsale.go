@@ -42,7 +42,12 @@ type FlashSale struct {
 	// PIDs of the API and worker processes (0: found by name).
 	APIPID, WorkerPID int
 	JWTSecret         []byte
-	Progress          io.Writer
+	// HoldSagas, when set, is called with true before the stampede and with
+	// false right after it (the worker's order consumer held, then
+	// released): the stampede then measures the purchase path alone, and
+	// the sagas per second count from the release.
+	HoldSagas func(hold bool) error
+	Progress  io.Writer
 	Log               *slog.Logger
 }
 
@@ -260,12 +265,26 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 		case <-time.After(wait):
 		}
 	}
+	if f.HoldSagas != nil {
+		if err := f.HoldSagas(true); err != nil {
+			return nil, fmt.Errorf("hold the sagas: %w", err)
+		}
+	}
 	sale := Sale{BaseURL: f.APIURL, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
 		Units: f.Units, Progress: f.Progress}
 	res := sale.Run(ctx)
 	rep.Answers, rep.Attempts, rep.Retries, rep.GaveUp, rep.ClientErrors = res.Summary, res.Attempts, res.Retries, res.GaveUp, res.ClientErrors
 	rep.Accepted, rep.AcceptedPerSec, rep.SoldOutAfterS = len(res.Accepted), res.AcceptedPerSecond, res.SoldOutAfter.Seconds()
 	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter)
+	sagasFrom := res.Start
+	if f.HoldSagas != nil {
+		sagasFrom = time.Now()
+		if err := f.HoldSagas(false); err != nil {
+			return rep, fmt.Errorf("release the sagas: %w", err)
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("sagas held during the stampede, released %.1f s after the start",
+			sagasFrom.Sub(res.Start).Seconds()))
+	}
 
 	// Drain: every accepted order persisted (PENDING_PAYMENT or final).
 	w.setExpected(len(res.Accepted))
@@ -278,7 +297,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	if drained {
 		rep.DrainAfterS = drainedAt.Sub(start).Seconds()
 		if first := w.firstPersisted(); !first.IsZero() && drainedAt.After(first) && len(res.Accepted) > 1 {
-			rep.SagasPerSec = float64(len(res.Accepted)) / drainedAt.Sub(res.Start).Seconds()
+			rep.SagasPerSec = float64(len(res.Accepted)) / drainedAt.Sub(sagasFrom).Seconds()
 		}
 	} else {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("not drained within %s", f.DrainTimeout))

@@ -138,3 +138,59 @@ func (s *RSSSampler) Stop() map[string]ProcMem {
 	}
 	return out
 }
+
+// cpuTimes reads the machine's busy and total jiffies from /proc/stat.
+func cpuTimes() (busy, total uint64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, s := range f[1:] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
+}
+
+// Settle waits until the machine is quiet (under maxBusy of its CPU for
+// half a second: background work of the previous stage, a Redis AOF
+// rewrite, a JVM's GC, done) or within has passed; it returns the busy
+// fraction it last saw. Each stage starts from the same quiet machine.
+func Settle(ctx context.Context, maxBusy float64, within time.Duration) float64 {
+	deadline := time.Now().Add(within)
+	last := 1.0
+	b0, t0, err := cpuTimes()
+	if err != nil {
+		return -1
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return last
+		case <-time.After(500 * time.Millisecond):
+		}
+		b1, t1, err := cpuTimes()
+		if err != nil {
+			return -1
+		}
+		if t1 > t0 {
+			last = float64(b1-b0) / float64(t1-t0)
+		}
+		if last <= maxBusy {
+			return last
+		}
+		b0, t0 = b1, t1
+	}
+	return last
+}

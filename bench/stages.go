@@ -81,9 +81,11 @@ func limit(stage, figure string, value, max float64, unit string) Ratio {
 		Target: fmt.Sprintf("<= %.0f %s", max, unit), Met: value > 0 && value <= max}
 }
 
-// Run runs the stages in an order that keeps them apart: the baselines and
-// sold-out rejections first, then the purchases whose sagas stage 3 times,
-// then the full sale.
+// Run runs the stages in an order that keeps them apart: stage 1 and the
+// direct Lua baseline; the purchases of stage 2 (the worker's consumer held)
+// and, once released, their sagas (stage 3); the minimal-workflow baseline
+// after them, so that neither stage 2 nor the baseline shares the machine
+// with a Temporal server still busy with the other; then the full sale.
 func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	log := s.Log
 	if log == nil {
@@ -104,7 +106,13 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		return rep
 	}
 
+	settle := func(what string) {
+		busy := Settle(ctx, 0.25, 15*time.Second)
+		log.Info("machine settled", "before", what, "cpu_busy", fmt.Sprintf("%.0f%%", busy*100))
+	}
+
 	// Stage 1: bare gin vs sold-out rejections.
+	settle("stage 1 baseline")
 	log.Info("stage 1 baseline: bare gin", "url", s.BareURL, "load", s.Load.String(), "duration", s.HTTPDuration)
 	bare := Fixed(ctx, s.Load, s.HTTPDuration, "bare gin", s.Progress, func(i uint64, t *vegeta.Target) {
 		t.Method, t.URL, t.Header = http.MethodPost, s.BareURL+BarePath, header(buyers[i%uint64(len(buyers))].Token)
@@ -115,6 +123,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	if it, err := s.soldOutItem(ctx, secret, buyers[0]); err != nil {
 		fail("stage 1", err)
 	} else {
+		settle("stage 1 pipeline")
 		log.Info("stage 1 pipeline: purchases of a sold-out item", "item", it)
 		url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(s.APIURL, "/"), it)
 		sold := Fixed(ctx, s.Load, s.HTTPDuration, "sold out", s.Progress, func(i uint64, t *vegeta.Target) {
@@ -126,6 +135,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	rep.Ratios = append(rep.Ratios, ratio("1", "sold-out rejections/s vs bare gin", soldRate, bareRate, "req/s", 0.8, ""))
 
 	// Stage 2 baseline: the reservation script directly.
+	settle("stage 2 baseline")
 	log.Info("stage 2 baseline: reservation Lua via go-redis", "concurrency", s.Load.Connections, "units", s.LuaUnits)
 	lua, err := LuaBaseline(ctx, s.Cfg.Redis, fmt.Sprintf("seckill_bench_%d", time.Now().UnixNano()), max(s.Load.Connections, 1), s.LuaUnits)
 	if err != nil {
@@ -133,25 +143,18 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	}
 	rep.Details["direct_lua"] = lua
 
-	// Stage 3 baseline: the minimal workflow on the same server and worker settings.
-	var wf WorkflowResult
-	if s.Temporal != nil {
-		tq := fmt.Sprintf("bench-minimal-%d", time.Now().UnixNano())
-		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities)", "workflows", s.SagaOrders, "task_queue", tq)
-		wf, err = WorkflowBaseline(ctx, s.Temporal, s.Cfg.Worker, tq, s.SagaOrders, max(s.Load.Connections, 1))
-		if err != nil {
-			fail("stage 3 baseline", err)
-		}
-		rep.Details["minimal_workflow"] = wf
-	}
-
 	// Stages 2 and 3 pipeline: a sale with as many units as buyers, each
 	// buyer one purchase; then its sagas drain.
+	settle("stage 2 pipeline")
 	log.Info("stage 2 pipeline: accepted purchases while stock lasts", "units", s.SagaOrders)
 	fs := FlashSale{APIURL: s.APIURL, Units: int64(s.SagaOrders), Buyers: s.SagaOrders,
 		FirstBuyer: 1_000_000_000 + base*100 + int64(len(buyers)) + 1, Load: s.Load, MaxAttempts: 20,
 		Lead: 2 * time.Second, PaymentTimeout: 24 * time.Hour, DrainTimeout: 15 * time.Minute, JWTSecret: secret,
-		Progress: s.Progress, Log: log}
+		HoldSagas: holdWorker(s.Full.WorkerPID), Progress: s.Progress, Log: log}
+	rep.Settings["stage2_sagas_held"] = fs.HoldSagas != nil
+	if fs.HoldSagas == nil {
+		log.Warn("no --worker-pid: stage 2 runs while the worker starts sagas")
+	}
 	var acceptedRate, sagaRate float64
 	sr, err := fs.Run(ctx, d)
 	if err != nil {
@@ -164,6 +167,19 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("stages 2-3: %d invariant violations", len(sr.Invariants.Violations)))
 		}
 	}
+	// Stage 3 baseline: the minimal workflow on the same server and worker settings.
+	var wf WorkflowResult
+	if s.Temporal != nil {
+		settle("stage 3 baseline")
+		tq := fmt.Sprintf("bench-minimal-%d", time.Now().UnixNano())
+		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities)", "workflows", s.SagaOrders, "task_queue", tq)
+		wf, err = WorkflowBaseline(ctx, s.Temporal, s.Cfg.Worker, tq, s.SagaOrders, max(s.Load.Connections, 1))
+		if err != nil {
+			fail("stage 3 baseline", err)
+		}
+		rep.Details["minimal_workflow"] = wf
+	}
+
 	floor := min(bareRate, lua.PerSecond)
 	rep.Ratios = append(rep.Ratios, ratio("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRate, floor, "req/s", 0.5,
 		fmt.Sprintf("bare %.0f/s, direct Lua %.0f/s", bareRate, lua.PerSecond)))
@@ -174,6 +190,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		full := s.Full
 		full.FirstBuyer = 1_000_000_000 + base*100 + int64(len(buyers)) + int64(s.SagaOrders) + 10
 		full.JWTSecret, full.Progress, full.Log, full.APIURL = secret, s.Progress, log, s.APIURL
+		settle("stage 4")
 		log.Info("stage 4: full flash sale", "units", full.Units, "buyers", full.Buyers)
 		sale, err := full.Run(ctx, d)
 		if err != nil {
@@ -193,6 +210,23 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		}
 	}
 	return rep
+}
+
+// holdWorker holds (SIGUSR1) and releases (SIGUSR2) the order consumer of
+// the worker process pid: stage 2 measures the purchase path while no saga
+// competes for the cores, like its baselines; stage 3 then times the sagas
+// of the messages waiting. nil (no hold) without a pid.
+func holdWorker(pid int) func(bool) error {
+	if pid <= 0 {
+		return nil
+	}
+	return func(hold bool) error {
+		sig := syscall.SIGUSR2
+		if hold {
+			sig = syscall.SIGUSR1
+		}
+		return syscall.Kill(pid, sig)
+	}
 }
 
 func rate(s Summary, code string) float64 {

@@ -51,6 +51,7 @@ type pipelineOptions struct {
 	maxReconsume int32
 	deadLetters  bool // run the dead-letter consumer too
 	noWorker     bool
+	gate         *worker.Gate // nil: the consumer is never held
 }
 
 func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
@@ -80,7 +81,8 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	}
 	t.Cleanup(p.tc.Close)
 	t.Cleanup(p.terminateLeftovers)
-	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue)
+	// As `seckill worker` does: eager start when the worker runs here.
+	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
 	if !o.noWorker {
 		p.startWorker()
 	}
@@ -90,7 +92,11 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	}
 	var c *queue.Consumer
 	for i := 0; ; i++ { // a fresh topic's route reaches the name server with the next broker registration
-		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, 8, true, worker.OrderHandler(starter, p.metrics, p.log, 10*time.Second))
+		h := worker.OrderHandler(starter, p.metrics, p.log, 10*time.Second)
+		if o.gate != nil {
+			h = o.gate.Handler(h)
+		}
+		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, 8, true, h)
 		if err == nil || i == 20 {
 			break
 		}

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +33,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
+	// SIGUSR1 holds the order consumer (no saga starts; messages wait in
+	// the worker's buffer, then in the broker), SIGUSR2 releases it: an operator's lever while Temporal is being
+	// worked on, and how `make bench` keeps sagas out of the purchase stage.
+	// Caught from the start: the default action of SIGUSR1 is to exit.
+	hold := make(chan os.Signal, 4)
+	signal.Notify(hold, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(hold)
 	tc, err := temporalx.Dial(ctx, cfg.Temporal, log)
 	if err != nil {
 		return err
@@ -50,7 +60,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	metrics := NewMetrics()
 
 	var consumers []*queue.Consumer
+	gate := NewGate()
 	defer func() {
+		gate.Close() // held messages are not acknowledged: they come back later
 		for _, c := range consumers {
 			_ = c.Close()
 		}
@@ -69,13 +81,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
 	}
 	if cfg.Worker.Consumer {
-		starter := workflows.NewClient(tc, cfg.Temporal.TaskQueue)
+		starter := workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
 		// From the first offset: a consumer group's very first start would
 		// otherwise begin at the end of the topic and skip every order sent
 		// before it. Re-reading retained messages is harmless: a start of an
 		// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
 		c, err := StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true,
-			OrderHandler(starter, metrics, log, cfg.Worker.StartTimeout))
+			gate.Handler(OrderHandler(starter, metrics, log, cfg.Worker.StartTimeout)))
 		if err != nil {
 			return err
 		}
@@ -99,11 +111,26 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	go func() { srvErr <- srv.Serve(ln) }()
 	log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
 
-	select {
-	case <-ctx.Done():
-	case err := <-srvErr:
-		return fmt.Errorf("metrics server: %w", err)
+	for {
+		select {
+		case <-ctx.Done():
+			return shutdown(srv, log)
+		case err := <-srvErr:
+			return fmt.Errorf("metrics server: %w", err)
+		case sig := <-hold:
+			on := sig == syscall.SIGUSR1
+			if on {
+				gate.Hold()
+			} else {
+				gate.Release()
+			}
+			metrics.SetConsumerHeld(on)
+			log.Info("order consumer", "held", on)
+		}
 	}
+}
+
+func shutdown(srv *http.Server, log *slog.Logger) error {
 	log.Info("worker stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -201,6 +201,38 @@ func TestSagaDuplicateMessage(t *testing.T) {
 	}
 }
 
+// A held consumer starts no saga and loses no message: while held, the
+// orders stay unknown to MySQL and Temporal; once released, every one of
+// them reaches PENDING_PAYMENT exactly once.
+func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
+	t.Parallel()
+	gate := worker.NewGate()
+	gate.Hold()
+	p := newPipeline(t, pipelineOptions{gate: gate})
+	it := p.item(20, 15*time.Minute)
+	var ms []order.Message
+	for u := int64(0); u < 12; u++ {
+		ms = append(ms, p.buy(it.ID, 7001+u))
+	}
+	time.Sleep(3 * time.Second) // long enough for the consumer to have pulled them
+	if n := counter(p.metrics.SagaStarts); n != 0 {
+		t.Fatalf("%v sagas started while held, want 0", n)
+	}
+	if n := p.countOrders(it.ID); n != 0 {
+		t.Fatalf("%d orders persisted while held, want 0", n)
+	}
+	gate.Release()
+	for _, m := range ms {
+		p.waitStatus(m.OrderID, order.StatusPendingPayment, 60*time.Second)
+	}
+	if n := p.countOrders(it.ID); n != int64(len(ms)) {
+		t.Fatalf("%d orders after release, want %d", n, len(ms))
+	}
+	if s := p.stockRow(it.ID); s.Stock != 20-int64(len(ms)) {
+		t.Fatalf("stock row %+v, want %d", s, 20-len(ms))
+	}
+}
+
 // Redis reserved the unit but the stock row is at zero: a permanent failure,
 // compensated at once (no retry loop), the order FAILED with the typed reason.
 func TestSagaStockExhausted(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 type Client struct {
 	c         client.Client
 	taskQueue string
+	eager     bool
 }
 
 // NewClient returns a Client on the saga's task queue (config.Temporal.TaskQueue).
@@ -27,6 +28,16 @@ func NewClient(c client.Client, taskQueue string) *Client {
 		taskQueue = DefaultTaskQueue
 	}
 	return &Client{c: c, taskQueue: taskQueue}
+}
+
+// WithEagerStart asks the server to hand each started saga's first workflow
+// task straight back to this process's worker (Temporal's eager workflow
+// start) when c's client also runs a worker on the task queue with a free
+// slot; otherwise the start is an ordinary one. It saves the matching round
+// trip and lets the first steps (local activities) run at once.
+func (c *Client) WithEagerStart(on bool) *Client {
+	c.eager = on
+	return c
 }
 
 // Start starts the order's saga, workflow ID order-<order_id>, with
@@ -40,6 +51,7 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 		TaskQueue:                                c.taskQueue,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		EnableEagerStart:                         c.eager,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			SearchItemID.ValueSet(m.ItemID),
 			SearchUserID.ValueSet(m.UserID),

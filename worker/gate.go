@@ -1,0 +1,101 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/seckill/seckill/queue"
+)
+
+// ErrGateClosed is returned for a message held when the worker stops; the
+// message is not acknowledged and comes back.
+var ErrGateClosed = errors.New("worker stopping while the order consumer is held")
+
+// Gate holds the order consumer: while held, every handler waits before it
+// starts a saga. The consumer keeps pulling until its per-queue buffer is
+// full (the client's flow control), so the rest of the messages wait in the
+// broker. Nothing is acknowledged until it has been handled.
+type Gate struct {
+	mu     sync.Mutex
+	open   chan struct{} // closed while the gate is open
+	closed chan struct{} // closed by Close
+	once   sync.Once
+}
+
+// NewGate returns an open gate.
+func NewGate() *Gate {
+	g := &Gate{open: make(chan struct{}), closed: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+// Hold makes handlers wait until Release.
+func (g *Gate) Hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		g.open = make(chan struct{})
+	default: // already held
+	}
+}
+
+// Release lets the waiting handlers and every later one through.
+func (g *Gate) Release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open: // already open
+	default:
+		close(g.open)
+	}
+}
+
+// Held reports whether the gate holds handlers.
+func (g *Gate) Held() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		return false
+	default:
+		return true
+	}
+}
+
+// Close makes every waiting and later held handler fail with ErrGateClosed.
+func (g *Gate) Close() { g.once.Do(func() { close(g.closed) }) }
+
+// Wait returns once the gate is open, or with an error when ctx ends or the
+// gate is closed while held.
+func (g *Gate) Wait(ctx context.Context) error {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	select {
+	case <-open:
+		return nil
+	default:
+	}
+	select {
+	case <-open:
+		return nil
+	case <-g.closed:
+		return ErrGateClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Handler wraps h so that it waits for the gate.
+func (g *Gate) Handler(h queue.Handler) queue.Handler {
+	return func(ctx context.Context, m *primitive.MessageExt) error {
+		if err := g.Wait(ctx); err != nil {
+			return err
+		}
+		return h(ctx, m)
+	}
+}

@@ -1,0 +1,73 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/seckill/seckill/worker"
+)
+
+func TestGateHoldsHandlersUntilRelease(t *testing.T) {
+	g := worker.NewGate()
+	var handled atomic.Int32
+	h := g.Handler(func(context.Context, *primitive.MessageExt) error { handled.Add(1); return nil })
+	ctx := context.Background()
+
+	if err := h(ctx, &primitive.MessageExt{}); err != nil || handled.Load() != 1 {
+		t.Fatalf("open gate: err %v, handled %d, want nil, 1", err, handled.Load())
+	}
+	g.Hold()
+	g.Hold() // idempotent
+	if !g.Held() {
+		t.Fatal("Held() = false after Hold")
+	}
+	done := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { done <- h(ctx, &primitive.MessageExt{}) }()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a held handler returned (%v) before Release", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("handled %d while held, want 1", n)
+	}
+	g.Release()
+	g.Release() // idempotent
+	for i := 0; i < 3; i++ {
+		if err := <-done; err != nil {
+			t.Fatalf("released handler: %v", err)
+		}
+	}
+	if n := handled.Load(); n != 4 {
+		t.Fatalf("handled %d after Release, want 4", n)
+	}
+}
+
+func TestGateCloseFailsHeldHandlers(t *testing.T) {
+	g := worker.NewGate()
+	var handled atomic.Int32
+	h := g.Handler(func(context.Context, *primitive.MessageExt) error { handled.Add(1); return nil })
+	g.Hold()
+	done := make(chan error, 1)
+	go func() { done <- h(context.Background(), &primitive.MessageExt{}) }()
+	time.Sleep(20 * time.Millisecond)
+	g.Close()
+	if err := <-done; !errors.Is(err, worker.ErrGateClosed) {
+		t.Fatalf("held handler after Close: %v, want ErrGateClosed", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h(ctx, &primitive.MessageExt{}); err == nil {
+		t.Fatal("held handler with a cancelled context returned nil")
+	}
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("handled %d, want 0: nothing passes a held gate", n)
+	}
+}
