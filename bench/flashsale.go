@@ -48,7 +48,7 @@ type FlashSale struct {
 	// the sagas per second count from the release.
 	HoldSagas func(hold bool) error
 	Progress  io.Writer
-	Log               *slog.Logger
+	Log       *slog.Logger
 }
 
 // Deps are the systems the sale reads directly (the invariant checks and
