@@ -107,7 +107,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	}
 
 	settle := func(what string) {
-		busy := Settle(ctx, 0.25, 15*time.Second)
+		busy := Settle(ctx, 0.25, 30*time.Second)
 		log.Info("machine settled", "before", what, "cpu_busy", fmt.Sprintf("%.0f%%", busy*100))
 	}
 

@@ -144,6 +144,11 @@ type API struct {
 	// Instance names this API instance (its outbox consumer); empty means
 	// hostname-pid. Two live instances must not share a name.
 	Instance string `env:"INSTANCE"`
+	// MemoryLimitMB is the API process's soft memory limit in MiB (Go's
+	// runtime/debug.SetMemoryLimit): as the heap nears it the collector runs
+	// more often instead of letting the heap double. 0 leaves it unset; a
+	// GOMEMLIMIT in the environment wins.
+	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"112"`
 	// PprofAddr, when set, serves net/http/pprof on its own listener (for
 	// profiling under load; keep it on loopback). Empty: off.
 	PprofAddr string `env:"PPROF_ADDR"`
@@ -171,6 +176,8 @@ type Worker struct {
 	// payment or timeout arrives, which keeps the worker's memory bounded
 	// during a full sale.
 	StickyCacheSize int `env:"STICKY_CACHE_SIZE" envDefault:"2000"`
+	// MemoryLimitMB is the worker's soft memory limit in MiB, as for the API.
+	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"150"`
 	// EagerStart starts sagas with Temporal's eager workflow start when
 	// this process also runs the saga worker (both roles, the default): the
 	// server returns the first workflow task with the start.

@@ -44,6 +44,7 @@ func newAPICmd(a *app) *cobra.Command {
 func runAPI(ctx context.Context, a *app) error {
 	cfg, log := a.cfg, a.log
 	log.Info("starting api", "config", cfg.String())
+	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 
 	db, err := store.Open(ctx, cfg.MySQL)
 	if err != nil {

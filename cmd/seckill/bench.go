@@ -291,7 +291,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 	f.register(cmd)
 	cmd.Flags().StringVar(&bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each fixed-duration HTTP measurement")
-	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 2000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
+	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 4000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
 	cmd.Flags().Int64Var(&luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
 	cmd.Flags().BoolVar(&skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
 	cmd.Flags().StringVar(&doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")

@@ -22,6 +22,7 @@ func newWorkerCmd(a *app) *cobra.Command {
 				cfg.Worker.Temporal = temporal
 			}
 			a.log.Info("seckill worker starting", "consumer", cfg.Worker.Consumer, "temporal", cfg.Worker.Temporal)
+			setMemoryLimit("worker", cfg.Worker.MemoryLimitMB, a.log)
 			return worker.Run(cmd.Context(), cfg, a.log)
 		},
 	}

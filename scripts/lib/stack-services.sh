@@ -16,6 +16,10 @@ TEMPORAL_PORT=${SECKILL_TEMPORAL_PORT:-7233}
 TEMPORAL_UI_PORT=${SECKILL_TEMPORAL_UI_PORT:-8233}
 TEMPORAL_NAMESPACE=default
 TEMPORAL_SEARCH_ATTRIBUTES=(SeckillItemId=Int SeckillUserId=Int SeckillOrderStatus=Keyword)
+# Dynamic config of the dev server: a saga's activities (MarkPaid, the
+# compensations, Notify) run on the worker that completed the workflow task,
+# handed back with the completion instead of through a task queue poll.
+TEMPORAL_DYNAMIC_CONFIG=(system.enableActivityEagerExecution=true)
 ROCKETMQ_CLUSTER=DefaultCluster
 ROCKETMQ_BROKER_NAME=broker-a
 # topic:queues (read = write queues)
@@ -250,6 +254,7 @@ launch_temporal() {
     --ip 127.0.0.1 --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT" \
     --db-filename "$STACK_DIR/temporal/temporal.db" \
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
+    "${TEMPORAL_DYNAMIC_CONFIG[@]/#/--dynamic-config-value=}" \
     "${args[@]}" --log-level warn
 }
 temporal_cli() { "$TEMPORAL_BIN" "$@" --address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 5s; }

@@ -142,6 +142,10 @@ func TestComposeMatchesLocalStack(t *testing.T) {
 			t.Errorf("temporal does not register search attribute %s", sa)
 		}
 	}
+	// The dynamic config of the local dev server (scripts/lib/stack-services.sh).
+	if !strings.Contains(temporal, "--dynamic-config-value=system.enableActivityEagerExecution=true") {
+		t.Errorf("temporal does not enable eager activity execution: %s", temporal)
+	}
 	if r := flatten(c.Services["redis"].Command); !strings.Contains(r, "--appendonly yes") || !strings.Contains(r, "--appendfsync everysec") {
 		t.Errorf("redis is not AOF every second: %s", r)
 	}
