@@ -137,3 +137,26 @@ func TestUpdateDocReplacesOnlyTheBlock(t *testing.T) {
 		t.Fatalf("doc after update:\n%s", s)
 	}
 }
+
+// Settle returns once the machine is quiet, and reports what it saw.
+func TestSettleReadsTheMachine(t *testing.T) {
+	b0, t0, err := cpuTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b0 == 0 || t0 < b0 {
+		t.Fatalf("cpuTimes: busy %d, total %d", b0, t0)
+	}
+	// Anything is quiet enough under a 100 % ceiling: one window.
+	busy := Settle(context.Background(), 1, 10*time.Second)
+	if busy < 0 || busy > 1 {
+		t.Fatalf("busy fraction %v, want 0..1", busy)
+	}
+	b1, t1, err := cpuTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if t1 <= t0 || b1 < b0 {
+		t.Fatalf("jiffies went backwards or stood still: busy %d->%d, total %d->%d", b0, b1, t0, t1)
+	}
+}

@@ -170,7 +170,7 @@ func CreateItem(ctx context.Context, apiURL string, secret []byte, name string, 
 	return it, nil
 }
 
-var apiClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+var apiClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: payers}}
 
 func doJSON(ctx context.Context, method, url, token string, body []byte, out any) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
@@ -374,11 +374,17 @@ type payJob struct {
 	userID  int64
 }
 
+// payers is how many payments can be in flight at once.
+const payers = 128
+
 func (w *watcher) setExpected(n int) { w.mu.Lock(); w.expected = n; w.mu.Unlock() }
 
 func (w *watcher) run(ctx context.Context) {
 	w.payQ = make(chan payJob, 1<<16)
-	for i := 0; i < 8; i++ {
+	// Buyers pay independently of each other: enough payers that a pay is
+	// sent as soon as its order waits for payment, even when each one takes
+	// seconds (a busy Temporal server), not after the pays queued before it.
+	for i := 0; i < payers; i++ {
 		w.payWG.Add(1)
 		go func() { defer w.payWG.Done(); w.payer(ctx) }()
 	}
