@@ -265,10 +265,17 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 		case <-time.After(wait):
 		}
 	}
+	released := true
 	if f.HoldSagas != nil {
 		if err := f.HoldSagas(true); err != nil {
 			return nil, fmt.Errorf("hold the sagas: %w", err)
 		}
+		released = false
+		defer func() { // however the sale ends, the worker is not left held
+			if !released {
+				_ = f.HoldSagas(false)
+			}
+		}()
 	}
 	sale := Sale{BaseURL: f.APIURL, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
 		Units: f.Units, Progress: f.Progress}
@@ -278,7 +285,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter)
 	sagasFrom := res.Start
 	if f.HoldSagas != nil {
-		sagasFrom = time.Now()
+		sagasFrom, released = time.Now(), true
 		if err := f.HoldSagas(false); err != nil {
 			return rep, fmt.Errorf("release the sagas: %w", err)
 		}

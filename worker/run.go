@@ -34,9 +34,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
 	// SIGUSR1 holds the order consumer (no saga starts; messages wait in
-	// the worker's buffer, then in the broker), SIGUSR2 releases it: an operator's lever while Temporal is being
-	// worked on, and how `make bench` keeps sagas out of the purchase stage.
-	// Caught from the start: the default action of SIGUSR1 is to exit.
+	// the worker's buffer, then in the broker), SIGUSR2 releases it: an
+	// operator's lever while Temporal is being worked on, and how `make
+	// bench` keeps sagas out of the purchase stage. Caught from the start:
+	// the default action of SIGUSR1 is to exit.
 	hold := make(chan os.Signal, 4)
 	signal.Notify(hold, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(hold)

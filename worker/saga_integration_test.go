@@ -228,8 +228,16 @@ func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	if n := p.countOrders(it.ID); n != int64(len(ms)) {
 		t.Fatalf("%d orders after release, want %d", n, len(ms))
 	}
-	if s := p.stockRow(it.ID); s.Stock != 20-int64(len(ms)) {
-		t.Fatalf("stock row %+v, want %d", s, 20-len(ms))
+	// PENDING_PAYMENT is written by PersistOrder; DecrementStock follows it.
+	want := 20 - int64(len(ms))
+	deadline := time.Now().Add(30 * time.Second)
+	s := p.stockRow(it.ID)
+	for s.Stock != want && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		s = p.stockRow(it.ID)
+	}
+	if s.Stock != want {
+		t.Fatalf("stock row %+v, want %d", s, want)
 	}
 }
 
