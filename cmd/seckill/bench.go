@@ -53,7 +53,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.paymentTimeout, "payment-timeout", 30*time.Second, "the item's payment window (5s..24h)")
 	fl.Float64Var(&f.payFraction, "pay-fraction", 0.5, "fraction of orders paid as soon as they wait for payment")
 	fl.BoolVar(&f.waitTimeouts, "wait-timeouts", true, "wait for every unpaid order to time out, then check that every unpaid unit is back")
-	fl.DurationVar(&f.drainTimeout, "drain-timeout", 20*time.Minute, "give up waiting for the pipeline to drain after this long")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 40*time.Minute, "give up waiting for the pipeline to drain after this long")
 	fl.IntVar(&f.apiPID, "api-pid", 0, "pid of the API process for memory figures (0: find the seckill api process)")
 	fl.IntVar(&f.workerPID, "worker-pid", 0, "pid of the worker process (0: find the seckill worker process); bench stages holds its order consumer during stage 2 (SIGUSR1/SIGUSR2)")
 	fl.StringVar(&f.outDir, "out", "bench-results", "directory for the JSON and HTML reports")
