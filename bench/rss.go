@@ -150,7 +150,9 @@ func cpuTimes() (busy, total uint64, err error) {
 	if len(f) < 5 || f[0] != "cpu" {
 		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
-	for i, s := range f[1:] {
+	// user nice system idle iowait irq softirq steal; guest time is already
+	// in user and nice.
+	for i, s := range f[1:min(len(f), 9)] {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
