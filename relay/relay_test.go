@@ -102,6 +102,17 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// publishedOnce waits until the fake has n distinct orders, gives late
+// duplicates a moment to arrive, and fails unless each was sent exactly once.
+func publishedOnce(t *testing.T, p *fakePub, n int, within time.Duration, what string) {
+	t.Helper()
+	waitFor(t, within, what, func() bool { d, _, _ := p.counts(); return d == n })
+	time.Sleep(300 * time.Millisecond)
+	if d, total, dups := p.counts(); d != n || total != n {
+		t.Fatalf("%s: distinct %d total %d (want %d each), duplicates %v", what, d, total, n, dups)
+	}
+}
+
 func opts(consumer string) relay.Options {
 	return relay.Options{Consumer: consumer, Batch: 16, ClaimAfter: 400 * time.Millisecond,
 		Discover: 100 * time.Millisecond, Block: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
@@ -122,11 +133,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 	start(t, relay.New(s, pub, items{1, 2}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 60)
 	reserve(t, s, 2, 1, 40)
-	waitFor(t, 10*time.Second, "100 messages", func() bool { d, _, _ := pub.counts(); return d == 100 })
-	time.Sleep(300 * time.Millisecond)
-	if d, total, dups := pub.counts(); d != 100 || total != 100 {
-		t.Fatalf("distinct %d total %d duplicates %v", d, total, dups)
-	}
+	publishedOnce(t, pub, 100, 10*time.Second, "100 messages")
 	if pub.failures.Load() == 0 {
 		t.Fatal("the fake never failed; the test proves nothing")
 	}
@@ -155,10 +162,7 @@ func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
 	}
 	pub := newFakePub()
 	start(t, relay.New(s, pub, items{7}, opts("alive"), nil, nil))
-	waitFor(t, 5*time.Second, "claimed entries", func() bool { d, _, _ := pub.counts(); return d == 10 })
-	if _, total, _ := pub.counts(); total != 10 {
-		t.Fatalf("total sends %d", total)
-	}
+	publishedOnce(t, pub, 10, 5*time.Second, "claimed entries")
 }
 
 func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
@@ -197,10 +201,7 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 		t.Fatalf("published %d while down", d)
 	}
 	pub.down.Store(false)
-	waitFor(t, 10*time.Second, "backlog drained", func() bool { d, _, _ := pub.counts(); return d == 30 })
-	if _, total, _ := pub.counts(); total != 30 {
-		t.Fatalf("total %d", total)
-	}
+	publishedOnce(t, pub, 30, 10*time.Second, "backlog drained")
 	if m.peak.Load() < 30 {
 		t.Fatalf("backlog peak %d, want 30", m.peak.Load())
 	}
@@ -225,10 +226,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 		t.Fatalf("B claimed %d entries from a live relay", d)
 	}
 	pubA.down.Store(false)
-	waitFor(t, 5*time.Second, "A to publish", func() bool { d, _, _ := pubA.counts(); return d == 8 })
-	if _, total, _ := pubA.counts(); total != 8 {
-		t.Fatalf("A sent %d", total)
-	}
+	publishedOnce(t, pubA, 8, 5*time.Second, "A to publish")
 }
 
 func TestRelayFlushesOnShutdown(t *testing.T) {
@@ -288,11 +286,7 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
 	start(t, relay.New(s, pub, items{1}, o, nil, nil))
 	reserve(t, s, 1, 301, 200)
-	waitFor(t, 10*time.Second, "500 messages", func() bool { d, _, _ := pub.counts(); return d == 500 })
-	time.Sleep(300 * time.Millisecond)
-	if d, total, dups := pub.counts(); d != 500 || total != 500 {
-		t.Fatalf("distinct %d total %d duplicates %v", d, total, dups)
-	}
+	publishedOnce(t, pub.fakePub, 500, 10*time.Second, "500 messages")
 	if pub.failures.Load() == 0 {
 		t.Fatal("the fake never failed; the test proves nothing")
 	}
