@@ -10,14 +10,10 @@ import (
 // EnsureTopic creates (or updates) a topic with queues read and write queues
 // on the broker at brokerAddr. Creating an existing topic is harmless.
 func EnsureTopic(ctx context.Context, nameServers []string, brokerAddr, topic string, queues int) error {
-	quiet()
-	a, err := admin.NewAdmin(admin.WithResolver(resolver(nameServers)))
-	if err != nil {
-		return fmt.Errorf("new rocketmq admin: %w", err)
-	}
-	defer func() { _ = a.Close() }()
-	err = a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(brokerAddr),
-		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
+	err := withAdmin(nameServers, func(a admin.Admin) error {
+		return a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(brokerAddr),
+			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
+	})
 	if err != nil {
 		return fmt.Errorf("create topic %s on %s: %w", topic, brokerAddr, err)
 	}
@@ -28,16 +24,23 @@ func EnsureTopic(ctx context.Context, nameServers []string, brokerAddr, topic st
 // servers (its queues and the consumer offsets on it go with it). Deleting a
 // missing topic is harmless.
 func DeleteTopic(ctx context.Context, nameServers []string, brokerAddr, topic string) error {
+	err := withAdmin(nameServers, func(a admin.Admin) error {
+		return a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(brokerAddr),
+			admin.WithNameSrvAddr(nameServers))
+	})
+	if err != nil {
+		return fmt.Errorf("delete topic %s on %s: %w", topic, brokerAddr, err)
+	}
+	return nil
+}
+
+// withAdmin runs f with an admin client on the name servers, closed after.
+func withAdmin(nameServers []string, f func(admin.Admin) error) error {
 	quiet()
 	a, err := admin.NewAdmin(admin.WithResolver(resolver(nameServers)))
 	if err != nil {
 		return fmt.Errorf("new rocketmq admin: %w", err)
 	}
 	defer func() { _ = a.Close() }()
-	err = a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(brokerAddr),
-		admin.WithNameSrvAddr(nameServers))
-	if err != nil {
-		return fmt.Errorf("delete topic %s on %s: %w", topic, brokerAddr, err)
-	}
-	return nil
+	return f(a)
 }
