@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,9 +16,12 @@ import (
 
 func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 	g := worker.NewGate()
+	m := worker.NewMetrics()
+	m.ObserveGate(g)
 	var handled atomic.Int32
 	h := g.Handler(func(context.Context, *primitive.MessageExt) error { handled.Add(1); return nil })
 	ctx := context.Background()
+	expectHeldGauge(t, m, "0")
 
 	if err := h(ctx, &primitive.MessageExt{}); err != nil || handled.Load() != 1 {
 		t.Fatalf("open gate: err %v, handled %d, want nil, 1", err, handled.Load())
@@ -26,6 +31,7 @@ func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 	if !g.Held() {
 		t.Fatal("Held() = false after Hold")
 	}
+	expectHeldGauge(t, m, "1")
 	done := make(chan error, 3)
 	for i := 0; i < 3; i++ {
 		go func() { done <- h(ctx, &primitive.MessageExt{}) }()
@@ -47,6 +53,17 @@ func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 	}
 	if n := handled.Load(); n != 4 {
 		t.Fatalf("handled %d after Release, want 4", n)
+	}
+	expectHeldGauge(t, m, "0")
+}
+
+// expectHeldGauge scrapes the worker's metrics for the held gauge.
+func expectHeldGauge(t *testing.T, m *worker.Metrics, want string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if line := "seckill_worker_consumer_held " + want; !strings.Contains(rec.Body.String(), line+"\n") {
+		t.Fatalf("metrics lack %q", line)
 	}
 }
 

@@ -16,7 +16,6 @@ type Metrics struct {
 	Invalid      prometheus.Counter
 	DeadLetters  *prometheus.CounterVec
 	DeadLetterEr prometheus.Counter
-	Held         prometheus.Gauge
 }
 
 // NewMetrics creates and registers the worker's metrics.
@@ -43,23 +42,24 @@ func NewMetrics() *Metrics {
 			Name: "seckill_worker_dead_letter_errors_total",
 			Help: "Dead-letter handling attempts that failed and will be retried.",
 		}),
-		Held: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "seckill_worker_consumer_held",
-			Help: "1 while the order consumers are held (SIGUSR1) and messages wait in the broker; 0 after SIGUSR2.",
-		}),
 	}
-	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.Held,
+	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// SetConsumerHeld records whether the order consumers are held.
-func (m *Metrics) SetConsumerHeld(on bool) {
-	if on {
-		m.Held.Set(1)
-	} else {
-		m.Held.Set(0)
-	}
+// ObserveGate exports whether g holds the order consumer, read from the
+// gate itself at each scrape.
+func (m *Metrics) ObserveGate(g *Gate) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "seckill_worker_consumer_held",
+		Help: "1 while the order consumer is held (SIGUSR1) and messages wait in the worker and the broker; 0 after SIGUSR2.",
+	}, func() float64 {
+		if g.Held() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // Handler serves the metrics in the Prometheus text format.

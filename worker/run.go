@@ -62,6 +62,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	var consumers []*queue.Consumer
 	gate := NewGate()
+	metrics.ObserveGate(gate)
 	defer func() {
 		gate.Close() // held messages are not acknowledged: they come back later
 		for _, c := range consumers {
@@ -125,7 +126,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			} else {
 				gate.Release()
 			}
-			metrics.SetConsumerHeld(on)
 			log.Info("order consumer", "held", on)
 		}
 	}
