@@ -1,13 +1,17 @@
 // Package activities holds the saga's forward steps: PersistOrder,
-// DecrementStock, Notify and MarkPaid. Each is idempotent and says how; a
-// failure no retry can fix is a non-retryable application error whose Type is
-// one of the Reason* constants, so the workflow and support staff can read why.
+// DecrementStock, Notify and MarkPaid. Each is idempotent and says how.
+// Transient failures (connection refused, timeouts, deadlocks, optimistic-lock
+// conflicts) are returned as they are and retried by the saga without limit;
+// only business outcomes are final: a non-retryable application error whose
+// Type is one of the order.Reason* codes, so the workflow and support staff
+// can read why.
 package activities
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -16,20 +20,11 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Typed reasons of permanent failures (ApplicationError.Type).
-const (
-	ReasonItemNotFound   = "ITEM_NOT_FOUND"
-	ReasonDuplicateOrder = "DUPLICATE_ORDER" // buyer holds another order for the item
-	ReasonOrderClosed    = "ORDER_CLOSED"    // the order row is already final: someone else decided it
-	ReasonStockExhausted = "STOCK_EXHAUSTED" // stock row at zero although Redis reserved the unit
-	ReasonNotPayable     = "ORDER_NOT_PAYABLE"
-)
-
-// OrderStore is the database side the forward steps need.
+// OrderStore is the database side the forward steps need (store.Store).
 type OrderStore interface {
 	GetItem(ctx context.Context, id int64) (store.Item, error)
-	CreatePendingOrder(ctx context.Context, o store.Order) (store.Order, error)
-	DeductStock(ctx context.Context, orderID string, itemID int64, maxAttempts int) (bool, error)
+	CreateQueuedOrder(ctx context.Context, o store.Order) (store.Order, error)
+	DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration, maxAttempts int) (store.Order, bool, error)
 	SetOrderPaid(ctx context.Context, orderID string) (store.Order, error)
 }
 
@@ -37,6 +32,8 @@ type OrderStore interface {
 type StatusPublisher interface {
 	PublishStatus(ctx context.Context, v order.View) error
 }
+
+var _ OrderStore = (*store.Store)(nil)
 
 // Activities are the forward steps; the workflow refers to them through a
 // typed nil pointer and the worker registers one with real dependencies.
@@ -63,66 +60,89 @@ type PersistResult struct {
 	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
 }
 
-// PersistOrder inserts the order as PENDING_PAYMENT and returns the item's
-// payment window. Idempotent on order_id: a row already PENDING_PAYMENT (a
-// retry after a lost reply) is success. A row already final means someone
-// else decided the order (ORDER_CLOSED); the buyer holding another order for
-// the item is DUPLICATE_ORDER; both permanent.
+// closed is the permanent failure of a step that found the order row final:
+// someone else decided it. The row travels in the details.
+func closed(row store.Order) error {
+	msg := fmt.Sprintf("order %s is already %s (%s)", row.OrderID, row.Status, row.Reason)
+	return temporal.NewNonRetryableApplicationError(msg, order.ReasonOrderClosed, nil, row.View())
+}
+
+// PersistOrder records the order (QUEUED: the saga has it, no unit taken from
+// the stock row yet) and returns the item's payment window. Idempotent on
+// order_id: a row already there and open (a retry after a lost reply) is
+// success. A row already final is ORDER_CLOSED; the buyer holding another
+// order for the item is DUPLICATE_ORDER; an unknown item ITEM_NOT_FOUND; all
+// permanent.
 func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistResult, error) {
 	item, err := a.orders.GetItem(ctx, ref.ItemID)
 	if errors.Is(err, store.ErrNotFound) {
-		return PersistResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ReasonItemNotFound, err)
+		return PersistResult{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonItemNotFound, err)
 	}
 	if err != nil {
 		return PersistResult{}, err
 	}
-	row, err := a.orders.CreatePendingOrder(ctx, store.Order{OrderID: ref.OrderID, UserID: ref.UserID, ItemID: ref.ItemID})
+	row, err := a.orders.CreateQueuedOrder(ctx, store.Order{OrderID: ref.OrderID, UserID: ref.UserID, ItemID: ref.ItemID})
 	if errors.Is(err, store.ErrDuplicate) {
-		return PersistResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ReasonDuplicateOrder, err)
+		return PersistResult{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonDuplicateOrder, err)
 	}
 	if err != nil {
 		return PersistResult{}, err
 	}
-	if row.Status != order.StatusPendingPayment {
-		msg := fmt.Sprintf("order %s is already %s (%s)", row.OrderID, row.Status, row.Reason)
-		return PersistResult{}, temporal.NewNonRetryableApplicationError(msg, ReasonOrderClosed, nil, row.View())
+	if row.Status.Final() {
+		return PersistResult{}, closed(row)
 	}
 	return PersistResult{Order: row.View(), PaymentTimeoutSeconds: item.PaymentTimeoutSeconds}, nil
 }
 
+// DeductInput is the order whose unit comes off the stock row, and the
+// payment window that starts when it does.
+type DeductInput struct {
+	OrderRef
+	PaymentTimeoutSeconds int `json:"payment_timeout_seconds"`
+}
+
 // DecrementStock takes the order's unit from the stock row with the
-// optimistic lock; the decrement and the order's stock_deduction marker are
-// one transaction, so a retry never decrements twice. Version misses are
-// retried inside (bounded), then left to the activity's retry policy. A row
-// at zero is STOCK_EXHAUSTED, permanent: Redis and the row disagree and no
-// retry fixes that.
-func (a *Activities) DecrementStock(ctx context.Context, ref OrderRef) error {
-	deducted, err := a.orders.DeductStock(ctx, ref.OrderID, ref.ItemID, store.DefaultDeductAttempts)
-	if errors.Is(err, store.ErrStockExhausted) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ReasonStockExhausted, err)
-	}
-	if err != nil {
-		return err
+// optimistic lock and makes the order PENDING_PAYMENT with its deadline
+// (pay_by); decrement, stock_deduction marker and status are one transaction,
+// so a retry never decrements twice. It returns the order as it now is. A row
+// at zero is STOCK_EXHAUSTED and an order closed meanwhile ORDER_CLOSED, both
+// permanent; version conflicts and outages are retried.
+func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.View, error) {
+	window := time.Duration(in.PaymentTimeoutSeconds) * time.Second
+	row, deducted, err := a.orders.DeductStock(ctx, in.OrderID, in.ItemID, window, store.DefaultDeductAttempts)
+	switch {
+	case errors.Is(err, store.ErrStockExhausted):
+		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonStockExhausted, err)
+	case errors.Is(err, store.ErrNotFound): // the item has no stock row
+		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonItemNotFound, err)
+	case errors.Is(err, store.ErrOrderClosed):
+		if row.OrderID == "" {
+			row = store.Order{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, Status: order.StatusFailed}
+		}
+		return order.View{}, closed(row)
+	case err != nil:
+		return order.View{}, err
 	}
 	if !deducted {
-		activity.GetLogger(ctx).Info("stock already deducted for this order", "order_id", ref.OrderID)
+		activity.GetLogger(ctx).Info("stock already deducted for this order", "order_id", in.OrderID)
 	}
-	return nil
+	return row.View(), nil
 }
 
 // Notify publishes the order view (Redis status key plus pub/sub) so the
 // API's status endpoint and event stream see it at once. Publishing the same
-// view twice is harmless.
+// view twice is harmless. The saga never fails an order over it.
 func (a *Activities) Notify(ctx context.Context, v order.View) error {
 	return a.status.PublishStatus(ctx, v)
 }
 
-// MarkPaid moves the order to PAID; paying a PAID order again is success.
-// Any other status is ORDER_NOT_PAYABLE (permanent).
+// MarkPaid moves the order to PAID (a no-op when the API already recorded the
+// payment at the door); paying a PAID order again is success. Any other
+// status is ORDER_NOT_PAYABLE (permanent), with the row in the details.
 func (a *Activities) MarkPaid(ctx context.Context, ref OrderRef) (order.View, error) {
 	row, err := a.orders.SetOrderPaid(ctx, ref.OrderID)
 	if errors.Is(err, order.ErrNotPayable) || errors.Is(err, store.ErrNotFound) {
-		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), ReasonNotPayable, err)
+		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonNotPayable, err, row.View())
 	}
 	if err != nil {
 		return order.View{}, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -603,76 +605,163 @@ func TestEventsStream(t *testing.T) {
 	}
 }
 
-type fakeActions struct {
-	calls atomic.Int64
-	view  func(id string) (order.View, error)
+// fakeSagas records the wakes the payment desk sends.
+type fakeSagas struct {
+	signals chan string // "<signal> <order id>"
+	down    bool
 }
 
-func (f *fakeActions) Pay(_ context.Context, id string) (order.View, error) {
-	f.calls.Add(1)
-	return f.view(id)
+func (f *fakeSagas) Signal(_ context.Context, orderID, name string) error {
+	f.signals <- name + " " + orderID
+	return nil
 }
 
-func (f *fakeActions) Cancel(_ context.Context, id string) (order.View, error) {
-	f.calls.Add(1)
-	return f.view(id)
+func (f *fakeSagas) Pay(context.Context, string) (order.View, error) {
+	return order.View{}, errors.New("no first-version sagas here")
 }
 
-func TestPayAndCancel(t *testing.T) {
-	fa := &fakeActions{}
-	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) { d.Actions = fa })
+func (f *fakeSagas) Cancel(context.Context, string) (order.View, error) {
+	return order.View{}, errors.New("no first-version sagas here")
+}
+
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Inc() { c.n.Add(1) }
+
+// payHarness is an API whose pay and cancel go through a real payment desk
+// (real MySQL and Redis) with the sagas faked; sagas nil means Temporal is
+// not reachable.
+func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
+	skipped := &counter{}
+	get := func() (payment.Sagas, error) {
+		if sagas == nil {
+			return nil, api.ErrUnavailable
+		}
+		return sagas, nil
+	}
+	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Actions = payment.New(d.Items.(*store.Store), d.Stock, get, skipped, payment.Options{}, slog.Default())
+	})
+	return h, skipped
+}
+
+// pendingOrder buys one unit and plays the saga's forward steps on the real
+// database, so the order is PENDING_PAYMENT with a deadline window from now.
+func (h *harness) pendingOrder(t *testing.T, item, buyer int64, window time.Duration) order.View {
+	t.Helper()
 	ctx := context.Background()
-	item := h.activeItem(5)
-	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(31), nil)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(buyer), nil)
 	expect(t, r, http.StatusAccepted, "")
 	id := r.json(t)["order_id"].(string)
-
-	// QUEUED: the saga has not made it payable yet.
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
-	if fa.calls.Load() != 0 {
-		t.Fatal("a QUEUED order reached the saga")
-	}
-	pending := order.View{OrderID: id, UserID: 31, ItemID: item, Status: order.StatusPendingPayment, UpdatedAt: time.Now().UTC()}
-	if err := h.stk.PublishStatus(ctx, pending); err != nil {
+	if _, err := h.db.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: buyer, ItemID: item}); err != nil {
 		t.Fatal(err)
 	}
-	fa.view = func(string) (order.View, error) { return order.View{}, fmt.Errorf("update: %w", order.ErrNotPayable) }
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/cancel", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
-	fa.view = func(id string) (order.View, error) {
-		return order.View{OrderID: id, UserID: 31, ItemID: item, Status: order.StatusPaid}, nil
+	row, _, err := h.db.DeductStock(ctx, id, item, window, 0)
+	if err != nil || row.Status != order.StatusPendingPayment || row.PayBy == nil {
+		t.Fatalf("deduct: %+v %v", row, err)
 	}
-	r = h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil)
+	if err := h.stk.PublishStatus(ctx, row.View()); err != nil { // the saga's Notify
+		t.Fatal(err)
+	}
+	return row.View()
+}
+
+func expectSignal(t *testing.T, f *fakeSagas, want string) {
+	t.Helper()
+	select {
+	case got := <-f.signals:
+		if got != want {
+			t.Fatalf("signal %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no signal %q", want)
+	}
+}
+
+func TestPayAndCancelAtTheDoor(t *testing.T) {
+	sagas := &fakeSagas{signals: make(chan string, 16)}
+	h, _ := payHarness(t, sagas)
+	item := h.activeItem(5)
+
+	// QUEUED (no order row yet): not payable, and nothing is signalled.
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(30), nil)
+	queued := r.json(t)["order_id"].(string)
+	expect(t, h.do("POST", "/api/v1/orders/"+queued+"/pay", h.buyer(30), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	expect(t, h.do("POST", "/api/v1/orders/"+queued+"/pay", h.buyer(39), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+
+	v := h.pendingOrder(t, item, 31, time.Minute)
+	// GET shows the deadline.
+	r = h.do("GET", "/api/v1/orders/"+v.OrderID, h.buyer(31), nil)
+	expect(t, r, http.StatusOK, "")
+	if payBy, err := time.Parse(time.RFC3339, fmt.Sprint(r.json(t)["pay_by"])); err != nil || !payBy.Equal(*v.PayBy) {
+		t.Fatalf("pay_by %v (%v), want %v", r.json(t)["pay_by"], err, v.PayBy)
+	}
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.buyer(32), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.admin, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	r = h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.buyer(31), nil)
 	expect(t, r, http.StatusOK, "")
 	if r.json(t)["status"] != "PAID" {
 		t.Fatalf("pay %s", r.body)
 	}
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(32), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.admin, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
-	fa.view = func(string) (order.View, error) { return order.View{}, order.ErrNotFound }
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/cancel", h.buyer(31), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectSignal(t, sagas, "pay "+v.OrderID)
+	row, err := h.db.FindOrder(context.Background(), v.OrderID)
+	if err != nil || row.Status != order.StatusPaid {
+		t.Fatalf("row %+v %v", row, err)
+	}
+	// GET sees it at once; paying again is 200; cancelling a paid order is 409.
+	r = h.do("GET", "/api/v1/orders/"+v.OrderID, h.buyer(31), nil)
+	if r.json(t)["status"] != "PAID" {
+		t.Fatalf("GET after pay %s", r.body)
+	}
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.buyer(31), nil), http.StatusOK, "")
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/cancel", h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
 
-	// Paying a PAID order again is 200 without asking the saga.
-	v := order.View{OrderID: id, UserID: 31, ItemID: item, Status: order.StatusPaid, UpdatedAt: time.Now().UTC()}
-	if err := h.stk.PublishStatus(ctx, v); err != nil {
-		t.Fatal(err)
+	// Cancel in time: 200 CANCELLED, the saga is woken; twice is 409.
+	c := h.pendingOrder(t, item, 33, time.Minute)
+	r = h.do("POST", "/api/v1/orders/"+c.OrderID+"/cancel", h.buyer(33), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "CANCELLED" || r.json(t)["reason"] != order.ReasonBuyerCancelled {
+		t.Fatalf("cancel %s", r.body)
 	}
-	before := fa.calls.Load()
-	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(31), nil), http.StatusOK, "")
-	if fa.calls.Load() != before {
-		t.Fatal("paying a PAID order asked the saga")
-	}
+	expectSignal(t, sagas, "cancel "+c.OrderID)
+	expect(t, h.do("POST", "/api/v1/orders/"+c.OrderID+"/cancel", h.buyer(33), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	expect(t, h.do("POST", "/api/v1/orders/"+c.OrderID+"/pay", h.buyer(33), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
 
-	// Without the saga (Temporal down) pay and cancel answer 503.
-	h2 := newHarness(t)
-	r = h2.do("POST", fmt.Sprintf("/api/v1/seckill/%d", h2.activeItem(1)), h2.buyer(31), nil)
-	id2 := r.json(t)["order_id"].(string)
-	pending.OrderID = id2
-	if err := h2.stk.PublishStatus(ctx, pending); err != nil {
-		t.Fatal(err)
+	// Past the deadline: 409 at once, nothing signalled, the row untouched.
+	late := h.pendingOrder(t, item, 34, time.Millisecond)
+	for !time.Now().After(late.PayBy.Add(5 * time.Millisecond)) {
+		time.Sleep(time.Millisecond)
 	}
-	expect(t, h2.do("POST", "/api/v1/orders/"+id2+"/cancel", h2.buyer(31), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	expect(t, h.do("POST", "/api/v1/orders/"+late.OrderID+"/pay", h.buyer(34), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	expect(t, h.do("POST", "/api/v1/orders/"+late.OrderID+"/cancel", h.buyer(34), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	if row, _ := h.db.FindOrder(context.Background(), late.OrderID); row.Status != order.StatusPendingPayment {
+		t.Fatalf("late pay changed the row: %+v", row)
+	}
+	select {
+	case got := <-sagas.signals:
+		t.Fatalf("unexpected signal %q", got)
+	default:
+	}
+}
+
+// With Temporal unreachable a pay is still recorded at the door and answered
+// 200; the skipped wake is counted (the saga reads the row at its deadline).
+func TestPayWithoutTemporal(t *testing.T) {
+	h, skipped := payHarness(t, nil)
+	v := h.pendingOrder(t, h.activeItem(1), 35, time.Minute)
+	r := h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.buyer(35), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "PAID" {
+		t.Fatalf("pay %s", r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for skipped.n.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("skipped wake not counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {

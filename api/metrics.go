@@ -24,6 +24,10 @@ type Metrics struct {
 	backlog     *prometheus.GaugeVec
 	published   prometheus.Counter
 	pubFailures prometheus.Counter
+	// WakesSkipped counts saga wakes after a pay or cancel at the door that
+	// were not sent (Temporal unreachable, too many in flight); the saga finds
+	// the order row at its deadline instead.
+	WakesSkipped prometheus.Counter
 
 	routes     sync.Map // route template -> *routeSeries
 	rejectedBy sync.Map // error code -> prometheus.Counter
@@ -55,8 +59,12 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		pubFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_outbox_publish_failures_total", Help: "Failed sends of outbox entries (retried).",
 		}),
+		WakesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_saga_wakes_skipped_total",
+			Help: "Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures,
+	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.WakesSkipped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

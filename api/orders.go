@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/store"
 )
 
@@ -19,7 +20,7 @@ import (
 // the purchase, for QUEUED) stored in Redis, else the database row.
 func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, error) {
 	v, ok, err := s.stock.Status(ctx, orderID)
-	if err == nil && ok {
+	if err == nil && ok && !s.stale(v) {
 		return v, nil
 	}
 	if err != nil {
@@ -29,19 +30,41 @@ func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, e
 		if err != nil {
 			return order.View{}, err
 		}
-		return order.View{}, ErrOrderNotFound
-	}
-	o, dbErr := s.deps.Orders.FindOrder(ctx, orderID)
-	if errors.Is(dbErr, store.ErrNotFound) {
-		if err != nil {
-			return order.View{}, err // Redis down and no row: cannot tell
+		if ok {
+			return v, nil
 		}
 		return order.View{}, ErrOrderNotFound
 	}
-	if dbErr != nil {
-		return order.View{}, dbErr
+	o, dbErr := s.deps.Orders.FindOrder(ctx, orderID)
+	switch {
+	case dbErr == nil:
+		return o.View(), nil
+	case ok:
+		return v, nil // a stale view is better than none (no row yet, or MySQL down)
+	case errors.Is(dbErr, store.ErrNotFound) && err != nil:
+		return order.View{}, err // Redis down and no row: cannot tell
+	case errors.Is(dbErr, store.ErrNotFound):
+		return order.View{}, ErrOrderNotFound
 	}
-	return o.View(), nil
+	return order.View{}, dbErr
+}
+
+// staleAfter is how long an open status published in Redis is trusted before
+// GET also reads the order row: a saga's Notify may have failed (Redis down)
+// while the row moved on.
+const staleAfter = 30 * time.Second
+
+// stale reports whether an open view may be behind the database: QUEUED for
+// longer than staleAfter, or PENDING_PAYMENT past its deadline.
+func (s *Server) stale(v order.View) bool {
+	now := s.now()
+	switch v.Status {
+	case order.StatusQueued:
+		return now.Sub(v.UpdatedAt) > staleAfter
+	case order.StatusPendingPayment:
+		return v.PayBy == nil || now.After(v.PayBy.Add(order.PayGrace))
+	}
+	return false
 }
 
 // visibleOrder authenticates, parses the id and returns the order if the
@@ -81,40 +104,51 @@ func (s *Server) pay(c *gin.Context) { s.act(c, true) }
 // POST /api/v1/orders/:orderId/cancel (the order's buyer)
 func (s *Server) cancel(c *gin.Context) { s.act(c, false) }
 
-// act runs pay or cancel. Only the buyer who owns the order may act on it;
-// admins (and other buyers) get 404 ORDER_NOT_FOUND.
+// act runs pay or cancel, judged at the door: the time the request arrived
+// is what counts against the order's deadline, and the answer never waits on
+// the saga. Only the buyer who owns the order may act on it; admins (and
+// other buyers) get 404 ORDER_NOT_FOUND. An order the buyer holds that is not
+// pending payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
 func (s *Server) act(c *gin.Context, pay bool) {
-	p, v, ok := s.visibleOrder(c)
+	receivedAt := s.now()
+	p, ok := s.authenticate(c)
 	if !ok {
 		return
 	}
-	if v.UserID != p.UserID {
+	id := c.Param("orderId")
+	if !order.ValidID(id) {
 		s.fail(c, ErrOrderNotFound)
-		return
-	}
-	if pay && v.Status == order.StatusPaid {
-		c.JSON(http.StatusOK, v) // paying twice is not an error
-		return
-	}
-	if v.Status == order.StatusQueued {
-		s.fail(c, ErrOrderNotPayable) // the saga has not taken it to PENDING_PAYMENT yet
 		return
 	}
 	if s.deps.Actions == nil {
 		s.fail(c, ErrUnavailable)
 		return
 	}
+	ctx := c.Request.Context()
+	var v order.View
 	var err error
 	if pay {
-		v, err = s.deps.Actions.Pay(c.Request.Context(), v.OrderID)
+		v, err = s.deps.Actions.Pay(ctx, id, p.UserID, receivedAt)
 	} else {
-		v, err = s.deps.Actions.Cancel(c.Request.Context(), v.OrderID)
+		v, err = s.deps.Actions.Cancel(ctx, id, p.UserID, receivedAt)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+		c.JSON(http.StatusOK, v)
+	case errors.Is(err, payment.ErrPending):
+		// A first-version saga is still on it: it finishes in the background.
+		c.Header("Location", "/api/v1/orders/"+id)
+		c.JSON(http.StatusAccepted, v)
+	case errors.Is(err, order.ErrNotFound):
+		// No row yet: a QUEUED order the buyer holds is not payable yet.
+		if q, qerr := s.lookupOrder(ctx, id); qerr == nil && q.UserID == p.UserID {
+			s.fail(c, ErrOrderNotPayable)
+			return
+		}
+		s.fail(c, ErrOrderNotFound)
+	default:
 		s.fail(c, err)
-		return
 	}
-	c.JSON(http.StatusOK, v)
 }
 
 // GET /api/v1/orders/:orderId/events: server-sent events. One "status" event

@@ -35,12 +35,14 @@ type OrderReader interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 }
 
-// OrderActions are the buyer's actions on a pending order, carried out by
-// the saga (workflows.Client, a Temporal update). Errors: order.ErrNotFound,
-// order.ErrNotPayable; paying a paid order again returns its view.
+// OrderActions are the buyer's actions on a pending order, judged at the door
+// against the order's deadline and the time the request was received
+// (payment.Desk). Errors: order.ErrNotFound, order.ErrNotPayable (with the
+// order as it is), payment.ErrPending (answered 202); paying a paid order
+// again returns its view.
 type OrderActions interface {
-	Pay(ctx context.Context, orderID string) (order.View, error)
-	Cancel(ctx context.Context, orderID string) (order.View, error)
+	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
+	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 }
 
 // Watcher learns about items as soon as the API does (relay.Relay).

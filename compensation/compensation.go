@@ -1,52 +1,172 @@
 // Package compensation undoes what an order's saga did when payment times
-// out, the buyer cancels or a forward step fails for good: RestoreStock,
-// MarkOrder and ReleaseUnit, run in reverse of the forward steps by Saga in a
-// disconnected context. Each is idempotent and says how, because each is
-// retried until it succeeds. DeadLetter applies the same undo to an order
-// whose saga never started.
+// out, the buyer cancels or a forward step fails for good: CloseOrder (the
+// order row closed and its stock-row unit restored, one MySQL transaction),
+// then ReleaseUnit (the Redis reservation back on sale) or, when the stock row
+// never had the unit, RetireUnit. Each reads the order row first and never
+// gives back the units of a PAID order; each is idempotent and says how,
+// because each is retried until it succeeds. RestoreStock and MarkOrder are
+// the steps of sagas started before CloseOrder existed; they stay registered
+// so those sagas finish.
 package compensation
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
 
-// Store is the database side of the compensations.
+// Store is the database side of the compensations (store.Store).
 type Store interface {
+	CloseOrder(ctx context.Context, o store.Order, c store.Closing) (store.CloseResult, error)
 	RestoreStock(ctx context.Context, orderID string) (bool, error)
-	CloseOrder(ctx context.Context, o store.Order, status order.Status, reason string) (store.Order, bool, error)
-	FailUnstartedOrder(ctx context.Context, o store.Order, reason string) (store.Order, store.FailOutcome, error)
+	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 }
 
 // Units is the Redis side: the reserved unit and the published status
 // (stock.Store).
 type Units interface {
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
+	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
 	PublishStatus(ctx context.Context, v order.View) error
 }
+
+// Counter counts retired phantom units (a Prometheus counter).
+type Counter interface{ Inc() }
+
+var _ Store = (*store.Store)(nil)
 
 // Activities are the compensations; the workflow refers to them through a
 // typed nil pointer and the worker registers one with real dependencies.
 type Activities struct {
-	store Store
-	units Units
+	store   Store
+	units   Units
+	retired Counter
 }
 
-// New returns the compensations.
-func New(st Store, units Units) *Activities { return &Activities{store: st, units: units} }
+// New returns the compensations. retired counts the phantom units RetireUnit
+// takes out of Redis.
+func New(st Store, units Units, retired Counter) *Activities {
+	return &Activities{store: st, units: units, retired: retired}
+}
+
+// ErrTypeNotDue is the retryable error of a timeout close that came before the
+// order's deadline plus grace by the database's clock (clock skew).
+const ErrTypeNotDue = "NOT_DUE"
+
+// CloseInput is the final status to record and why.
+type CloseInput struct {
+	OrderID string       `json:"order_id"`
+	ItemID  int64        `json:"item_id"`
+	UserID  int64        `json:"user_id"`
+	Status  order.Status `json:"status"` // CANCELLED or FAILED
+	Reason  string       `json:"reason"`
+	// Timeout: close only once pay_by + order.PayGrace has passed.
+	Timeout bool `json:"timeout,omitempty"`
+}
+
+// CloseResult is the order as it now is and what the close did.
+type CloseResult struct {
+	Order    order.View `json:"order"`
+	Restored bool       `json:"restored"`
+	Recorded bool       `json:"recorded"`
+}
+
+// CloseOrder closes the order on the database in one transaction (see
+// store.CloseOrder): a PAID row wins and nothing is given back; an open row
+// is closed with the status and reason; the order's stock-row unit is
+// restored once. The saga releases the Redis unit only if the answer is not
+// PAID.
+func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult, error) {
+	closing := store.Closing{Status: in.Status, Reason: in.Reason}
+	if in.Timeout {
+		closing.AfterDeadline = order.PayGrace
+	}
+	res, err := c.store.CloseOrder(ctx, store.Order{OrderID: in.OrderID, UserID: in.UserID, ItemID: in.ItemID}, closing)
+	if errors.Is(err, store.ErrNotDue) {
+		return CloseResult{}, temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeNotDue,
+			temporal.ApplicationErrorOptions{NextRetryDelay: time.Second})
+	}
+	if err != nil {
+		return CloseResult{}, err
+	}
+	log := activity.GetLogger(ctx)
+	switch {
+	case !res.Recorded:
+		log.Warn("order not recorded: the buyer holds another order for the item", "order_id", in.OrderID)
+	case res.Order.Status != in.Status:
+		log.Warn("order already final", "order_id", in.OrderID, "status", res.Order.Status, "wanted", in.Status)
+	}
+	log.Info("CloseOrder", "order_id", in.OrderID, "status", res.Order.Status, "restored", res.Restored)
+	return CloseResult{Order: res.Order.View(), Restored: res.Restored, Recorded: res.Recorded}, nil
+}
+
+// ReleaseInput names the reserved unit in Redis.
+type ReleaseInput struct {
+	OrderID string `json:"order_id"`
+	ItemID  int64  `json:"item_id"`
+}
+
+// paid reports whether the order row says PAID: then no compensation may give
+// its units back.
+func (c *Activities) paid(ctx context.Context, orderID string) (bool, error) {
+	row, err := c.store.FindOrder(ctx, orderID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && row.Status == order.StatusPaid, err
+}
+
+// ReleaseUnit gives the reserved unit back in Redis: the reservation removed,
+// stock up by one, sold-out flags cleared through the stock events channel.
+// The release script acts only while the reservation exists, so a repeated
+// release never adds a unit twice. The buyer's mark stays. A PAID order's unit
+// is never released.
+func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, error) {
+	if paid, err := c.paid(ctx, in.OrderID); err != nil || paid {
+		return false, err
+	}
+	released, err := c.units.Release(ctx, in.ItemID, in.OrderID)
+	if err != nil {
+		return false, err
+	}
+	activity.GetLogger(ctx).Info("ReleaseUnit", "order_id", in.OrderID, "item_id", in.ItemID, "released", released)
+	return released, nil
+}
+
+// RetireUnit ends a reservation whose unit the stock row never had
+// (STOCK_EXHAUSTED: Redis held more than MySQL, e.g. after a Redis failover
+// lost writes): the reservation is removed without putting a unit back on
+// sale, since MySQL, the ground truth, has none to sell. Putting it back would
+// fail the next buyer the same way. Counted and logged for support; repeating
+// it changes nothing.
+func (c *Activities) RetireUnit(ctx context.Context, in ReleaseInput) (bool, error) {
+	retired, err := c.units.Retire(ctx, in.ItemID, in.OrderID)
+	if err != nil {
+		return false, err
+	}
+	if retired {
+		c.retired.Inc()
+		activity.GetLogger(ctx).Warn("phantom unit retired: Redis reserved a unit the stock row did not have",
+			"order_id", in.OrderID, "item_id", in.ItemID)
+	}
+	return retired, nil
+}
 
 // RestoreInput names the order whose stock-row unit goes back.
 type RestoreInput struct {
 	OrderID string `json:"order_id"`
 }
 
-// RestoreStock gives the order's unit back to the stock row, only if its
-// stock_deduction marker exists and is not restored yet (marker flip and
-// increment in one transaction). It reports whether this call restored it.
+// RestoreStock gives the order's unit back to the stock row unless the order
+// is PAID, only if its stock_deduction marker exists and is not restored yet
+// (marker flip and increment in one transaction). Kept for sagas started
+// before CloseOrder; CloseOrder does this now.
 func (c *Activities) RestoreStock(ctx context.Context, in RestoreInput) (bool, error) {
 	restored, err := c.store.RestoreStock(ctx, in.OrderID)
 	if err != nil {
@@ -56,7 +176,8 @@ func (c *Activities) RestoreStock(ctx context.Context, in RestoreInput) (bool, e
 	return restored, nil
 }
 
-// MarkInput is the final status to record and why.
+// MarkInput is the final status to record and why (sagas started before
+// CloseOrder).
 type MarkInput struct {
 	OrderID string       `json:"order_id"`
 	ItemID  int64        `json:"item_id"`
@@ -65,40 +186,11 @@ type MarkInput struct {
 	Reason  string       `json:"reason"`
 }
 
-// MarkOrder records the order as CANCELLED or FAILED with the reason: an open
-// row is updated, a missing row inserted (so an order whose PersistOrder failed
-// is still recorded when it can be), a final row left as it is. It returns the
-// view to publish.
+// MarkOrder records the order as CANCELLED or FAILED through CloseOrder (which
+// also restores the stock-row unit; the old saga's RestoreStock then finds
+// nothing to do) and returns the view to publish.
 func (c *Activities) MarkOrder(ctx context.Context, in MarkInput) (order.View, error) {
-	row, recorded, err := c.store.CloseOrder(ctx, store.Order{OrderID: in.OrderID, UserID: in.UserID, ItemID: in.ItemID},
-		in.Status, in.Reason)
-	if err != nil {
-		return order.View{}, err
-	}
-	log := activity.GetLogger(ctx)
-	if !recorded {
-		log.Warn("order not recorded: the buyer holds another order for the item", "order_id", in.OrderID)
-	} else if row.Status != in.Status {
-		log.Warn("order already final", "order_id", in.OrderID, "status", row.Status, "wanted", in.Status)
-	}
-	return row.View(), nil
-}
-
-// ReleaseInput names the reserved unit in Redis.
-type ReleaseInput struct {
-	OrderID string `json:"order_id"`
-	ItemID  int64  `json:"item_id"`
-}
-
-// ReleaseUnit gives the reserved unit back in Redis: the reservation removed,
-// stock up by one, sold-out flags cleared through the stock events channel.
-// The release script acts only while the reservation exists, so a repeated
-// release never adds a unit twice. The buyer's mark stays.
-func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, error) {
-	released, err := c.units.Release(ctx, in.ItemID, in.OrderID)
-	if err != nil {
-		return false, err
-	}
-	activity.GetLogger(ctx).Info("ReleaseUnit", "order_id", in.OrderID, "item_id", in.ItemID, "released", released)
-	return released, nil
+	res, err := c.CloseOrder(ctx, CloseInput{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID,
+		Status: in.Status, Reason: in.Reason})
+	return res.Order, err
 }

@@ -82,11 +82,40 @@ func DecodeMessage(b []byte) (Message, error) {
 
 // View is an order as the API returns it and as the saga publishes it.
 type View struct {
-	OrderID   string    `json:"order_id"`
-	ItemID    int64     `json:"item_id"`
-	UserID    int64     `json:"user_id"`
-	Status    Status    `json:"status"`
-	Reason    string    `json:"reason"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	OrderID string `json:"order_id"`
+	ItemID  int64  `json:"item_id"`
+	UserID  int64  `json:"user_id"`
+	Status  Status `json:"status"`
+	Reason  string `json:"reason"`
+	// PayBy is the payment deadline (RFC 3339), set once the order is
+	// PENDING_PAYMENT: a pay or cancel the API receives before it is taken.
+	PayBy     *time.Time `json:"pay_by,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
+
+// Payable reports whether a pay or cancel received at t is in time: the
+// order is PENDING_PAYMENT and its deadline has not passed.
+func (v View) Payable(t time.Time) bool {
+	return v.Status == StatusPendingPayment && v.PayBy != nil && t.Before(*v.PayBy)
+}
+
+// PayGrace is how long after an order's deadline the saga waits before it
+// closes the order unpaid: a pay the API received in time but is still
+// writing (bounded by the API's pay timeout, well under this) lands first.
+// Clocks of the API hosts, the database and the Temporal server must agree
+// to well within it (NTP).
+const PayGrace = 10 * time.Second
+
+// Reasons recorded with CANCELLED and FAILED orders (seckill_order.reason
+// starts with one of them).
+const (
+	ReasonPaymentTimeout    = "PAYMENT_TIMEOUT"
+	ReasonBuyerCancelled    = "BUYER_CANCELLED"
+	ReasonOperatorCancelled = "CANCELLED_BY_OPERATOR" // Temporal workflow cancel
+	ReasonStockExhausted    = "STOCK_EXHAUSTED"       // the stock row had no unit for a Redis reservation
+	ReasonDuplicateOrder    = "DUPLICATE_ORDER"       // the buyer holds another order for the item
+	ReasonItemNotFound      = "ITEM_NOT_FOUND"
+	ReasonOrderClosed       = "ORDER_CLOSED" // the row was already final when a step ran
+	ReasonNotPayable        = "ORDER_NOT_PAYABLE"
+)

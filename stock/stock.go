@@ -238,6 +238,18 @@ func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool
 	return n == 1, nil
 }
 
+// Retire ends an order's reservation without giving its unit back: the stock
+// row (the ground truth) never had that unit, so putting it on sale would only
+// fail the next buyer the same way. One HDEL; a repeated call finds nothing.
+// The buyer keeps the mark. It reports whether this call removed it.
+func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool, error) {
+	n, err := s.rdb.HDel(ctx, s.ItemKeys(itemID).Orders, orderID).Result()
+	if err != nil {
+		return false, fmt.Errorf("retire order %s of item %d: %w", orderID, itemID, err)
+	}
+	return n == 1, nil
+}
+
 // Reservation returns a live reservation (false once released or never made).
 func (s *Store) Reservation(ctx context.Context, itemID int64, orderID string) (order.Message, bool, error) {
 	b, err := s.rdb.HGet(ctx, s.ItemKeys(itemID).Orders, orderID).Bytes()

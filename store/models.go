@@ -40,6 +40,7 @@ type Order struct {
 	ItemID    int64        `gorm:"column:item_id"`
 	Status    order.Status `gorm:"column:status"`
 	Reason    string       `gorm:"column:reason"`
+	PayBy     *time.Time   `gorm:"column:pay_by"` // set when the order becomes PENDING_PAYMENT
 	CreatedAt time.Time    `gorm:"column:created_at"`
 	UpdatedAt time.Time    `gorm:"column:updated_at"`
 }
@@ -50,7 +51,7 @@ func (Order) TableName() string { return "seckill_order" }
 // View converts the row to the shared order view.
 func (o Order) View() order.View {
 	return order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
-		Reason: o.Reason, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
+		Reason: o.Reason, PayBy: o.PayBy, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
 }
 
 // StockDeduction marks that an order took a unit from the stock row.

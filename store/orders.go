@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/order"
 )
@@ -16,14 +17,15 @@ import (
 // unique key uk_order_order_id) and moves a row only forward: QUEUED or
 // PENDING_PAYMENT to a final status, never out of one.
 
-// CreatePendingOrder inserts o as PENDING_PAYMENT. When a row with the same
-// order_id already exists (a retry after a lost reply, or a row recorded by
-// someone else) it returns that row unchanged: the caller looks at its status.
-// When the buyer already holds another order for the item
+// CreateQueuedOrder inserts o as QUEUED: the saga has the order, the stock
+// row is not touched yet (DeductStock moves it to PENDING_PAYMENT). When a row
+// with the same order_id already exists (a retry after a lost reply, or a row
+// recorded by someone else) it returns that row unchanged: the caller looks at
+// its status. When the buyer already holds another order for the item
 // (uk_order_user_item) it returns ErrDuplicate.
-func (s *Store) CreatePendingOrder(ctx context.Context, o Order) (Order, error) {
+func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	o.ID, o.Status, o.Reason, o.CreatedAt, o.UpdatedAt = 0, order.StatusPendingPayment, "", now, now
+	o.ID, o.Status, o.Reason, o.PayBy, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
 	err := s.db.WithContext(ctx).Omit("id").Create(&o).Error
 	if err == nil {
 		return o, nil
@@ -38,8 +40,10 @@ func (s *Store) CreatePendingOrder(ctx context.Context, o Order) (Order, error) 
 	return existing, err
 }
 
-// SetOrderPaid moves a PENDING_PAYMENT order to PAID. Paying a PAID order
-// again succeeds; any other status is order.ErrNotPayable.
+// SetOrderPaid moves a PENDING_PAYMENT order to PAID, whatever its deadline
+// (the saga's MarkPaid: the API already judged the deadline, or an operator
+// says so). Paying a PAID order again succeeds; any other status is
+// order.ErrNotPayable, returned with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
 	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '' WHERE order_id = ? AND status = ?",
@@ -57,101 +61,136 @@ func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error)
 	return o, nil
 }
 
-// CloseOrder records a final status (CANCELLED or FAILED) with its reason:
-// an open row (QUEUED, PENDING_PAYMENT) is updated, a missing row is
-// inserted, a row that is already final is returned unchanged (the first
-// final status wins). recorded is false only when no row can hold this order
-// because the buyer's (user_id, item_id) belongs to another order id.
-func (s *Store) CloseOrder(ctx context.Context, o Order, status order.Status, reason string) (_ Order, recorded bool, _ error) {
-	if status != order.StatusCancelled && status != order.StatusFailed {
-		return Order{}, false, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, status)
-	}
-	reason = clip(reason, 512)
+// RecordPayment is the buyer's payment judged at the door: the order moves
+// from PENDING_PAYMENT to PAID only if it belongs to userID and receivedAt
+// (when the API received the request) is before its deadline. The row is the
+// decision; the saga follows it. Paying a PAID order again returns it with
+// changed false; any other outcome is order.ErrNotPayable with the row, or
+// ErrNotFound.
+func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ Order, changed bool, _ error) {
+	return s.recordAtDoor(ctx, orderID, userID, receivedAt, order.StatusPaid, "")
+}
+
+// RecordCancel is the buyer's cancel judged at the door, like RecordPayment:
+// PENDING_PAYMENT and in time becomes CANCELLED (BUYER_CANCELLED). The saga
+// gives the units back. Cancelling twice is order.ErrNotPayable, as before.
+func (s *Store) RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ Order, changed bool, _ error) {
+	return s.recordAtDoor(ctx, orderID, userID, receivedAt, order.StatusCancelled, order.ReasonBuyerCancelled)
+}
+
+func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, receivedAt time.Time, status order.Status, reason string) (Order, bool, error) {
 	db := s.db.WithContext(ctx)
-	res := db.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE order_id = ? AND status IN (?, ?)",
-		status, reason, o.OrderID, order.StatusQueued, order.StatusPendingPayment)
+	res := db.Exec(`UPDATE seckill_order SET status = ?, reason = ?
+		WHERE order_id = ? AND user_id = ? AND status = ? AND pay_by > ?`,
+		status, reason, orderID, userID, order.StatusPendingPayment, receivedAt.UTC())
 	if res.Error != nil {
-		return Order{}, false, fmt.Errorf("close order %s: %w", o.OrderID, res.Error)
+		return Order{}, false, fmt.Errorf("record %s of order %s: %w", status, orderID, res.Error)
 	}
-	row, err := orderRow(db, o.OrderID)
-	if err == nil {
-		return row, true, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
+	o, err := orderRow(db, orderID)
+	if err != nil {
 		return Order{}, false, err
 	}
-	row, err = s.insertFinal(ctx, o, status, reason)
-	if errors.Is(err, ErrDuplicate) {
-		return Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: status, Reason: reason}, false, nil
+	if o.UserID != userID {
+		return Order{}, false, fmt.Errorf("order %s: %w", orderID, ErrNotFound)
 	}
-	return row, err == nil, err
+	changed := res.RowsAffected == 1
+	if o.Status == status && (changed || status == order.StatusPaid) {
+		return o, changed, nil
+	}
+	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.Status, order.ErrNotPayable)
 }
 
-// FailOutcome says what FailUnstartedOrder did.
-type FailOutcome int
-
-const (
-	// FailRecorded: this call recorded the order as FAILED.
-	FailRecorded FailOutcome = iota
-	// FailAlreadyFailed: the order was already FAILED (a repeated call).
-	FailAlreadyFailed
-	// FailOwnedBySaga: a saga persisted the order (PENDING_PAYMENT, PAID or
-	// CANCELLED); it owns the unit, nothing was changed.
-	FailOwnedBySaga
-	// FailNotRecordable: the buyer's (user_id, item_id) belongs to another
-	// order id, so no row can hold this one; its reservation is still this
-	// order's alone.
-	FailNotRecordable
-)
-
-// FailUnstartedOrder records an order whose saga never started (its message
-// ended in the dead-letter topic) as FAILED, unless a saga got to it first.
-// The unique key on order_id arbitrates between the two: whichever writes the
-// row first owns the order.
-func (s *Store) FailUnstartedOrder(ctx context.Context, o Order, reason string) (Order, FailOutcome, error) {
-	reason = clip(reason, 512)
-	row, err := s.insertFinal(ctx, o, order.StatusFailed, reason)
-	if err == nil {
-		return row, FailRecorded, nil
-	}
-	if !errors.Is(err, ErrDuplicate) {
-		return Order{}, 0, err
-	}
-	db := s.db.WithContext(ctx)
-	res := db.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE order_id = ? AND status = ?",
-		order.StatusFailed, reason, o.OrderID, order.StatusQueued)
-	if res.Error != nil {
-		return Order{}, 0, fmt.Errorf("fail order %s: %w", o.OrderID, res.Error)
-	}
-	row, err = orderRow(db, o.OrderID)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: order.StatusFailed, Reason: reason},
-			FailNotRecordable, nil
-	case err != nil:
-		return Order{}, 0, err
-	case res.RowsAffected == 1:
-		return row, FailRecorded, nil
-	case row.Status == order.StatusFailed:
-		return row, FailAlreadyFailed, nil
-	default:
-		return row, FailOwnedBySaga, nil
-	}
+// Closing is how CloseOrder should close an order.
+type Closing struct {
+	Status order.Status // CANCELLED or FAILED
+	Reason string
+	// AfterDeadline closes an open order only once its deadline plus this
+	// grace has passed by the database's clock (a payment timeout); an order
+	// not yet due is ErrNotDue. Zero closes at once.
+	AfterDeadline time.Duration
 }
 
-// insertFinal inserts o with a final status; ErrDuplicate when either unique
-// key is taken.
-func (s *Store) insertFinal(ctx context.Context, o Order, status order.Status, reason string) (Order, error) {
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	o.ID, o.Status, o.Reason, o.CreatedAt, o.UpdatedAt = 0, status, reason, now, now
-	err := s.db.WithContext(ctx).Omit("id").Create(&o).Error
-	if isDuplicate(err) {
-		return Order{}, fmt.Errorf("insert order %s: %w", o.OrderID, ErrDuplicate)
+// ErrNotDue: the order's payment window (plus grace) is still open.
+var ErrNotDue = errors.New("payment window still open")
+
+// CloseResult is what CloseOrder found and did.
+type CloseResult struct {
+	Order    Order // the row as it is now: PAID, CANCELLED or FAILED
+	Restored bool  // this call gave the stock-row unit back
+	Recorded bool  // false when no row can hold the order (the buyer's row belongs to another order id)
+}
+
+// CloseOrder is the saga's compensation on the database, one transaction that
+// reads the order row first (FOR UPDATE, so a pay at the door and the close
+// serialize):
+//   - a PAID row is left alone and nothing is given back: the payment won;
+//   - an open row (QUEUED, PENDING_PAYMENT) is closed with c's status and
+//     reason (a final row keeps its own: the first final status wins);
+//   - a missing row is inserted closed, so the order is on record;
+//   - the order's stock_deduction marker, if it exists and is not restored,
+//     is flipped and the stock row goes up by one (version+1).
+//
+// Repeating it changes nothing more: the marker says whether the unit is back.
+func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult, error) {
+	if c.Status != order.StatusCancelled && c.Status != order.StatusFailed {
+		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
 	}
+	c.Reason = clip(c.Reason, 512)
+	var out CloseResult
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		out = CloseResult{}
+		var row Order
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_id = ?", o.OrderID).Take(&row).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			row = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason,
+				CreatedAt: now, UpdatedAt: now}
+			err := tx.Omit("id").Create(&row).Error
+			if isDuplicate(err) {
+				// Another order id holds the buyer's (user_id, item_id): no
+				// row for this one. Insert failures do not abort a MySQL
+				// transaction, so the restore below still runs.
+				row.Status, out.Recorded = c.Status, false
+			} else if err != nil {
+				return fmt.Errorf("insert closed order %s: %w", o.OrderID, err)
+			} else {
+				out.Recorded = true
+			}
+		case err != nil:
+			return fmt.Errorf("read order %s: %w", o.OrderID, err)
+		case row.Status == order.StatusPaid:
+			out.Order, out.Recorded = row, true
+			return nil
+		case !row.Status.Final():
+			if c.AfterDeadline > 0 && row.PayBy != nil {
+				var due bool
+				if err := tx.Raw("SELECT NOW(3) >= ?", row.PayBy.Add(c.AfterDeadline)).Scan(&due).Error; err != nil {
+					return fmt.Errorf("check deadline of order %s: %w", o.OrderID, err)
+				}
+				if !due {
+					return fmt.Errorf("order %s due at %s: %w", o.OrderID, row.PayBy.Add(c.AfterDeadline).Format(time.RFC3339Nano), ErrNotDue)
+				}
+			}
+			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", c.Status, c.Reason, row.ID).Error; err != nil {
+				return fmt.Errorf("close order %s: %w", o.OrderID, err)
+			}
+			row.Status, row.Reason, out.Recorded = c.Status, c.Reason, true
+		default:
+			out.Recorded = true
+		}
+		out.Order = row
+		restored, err := restoreDeduction(tx, o.OrderID)
+		out.Restored = restored
+		return err
+	})
 	if err != nil {
-		return Order{}, fmt.Errorf("insert order %s: %w", o.OrderID, err)
+		return CloseResult{}, err
 	}
-	return o, nil
+	if out.Order.OrderID == "" {
+		out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
+	}
+	return out, nil
 }
 
 // orderRow reads one order by order id with db (a pool or a transaction).

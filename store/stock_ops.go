@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/order"
 )
 
 // Errors of the stock row.
@@ -27,43 +30,55 @@ var (
 	errAlreadyDeducted = errors.New("already deducted")
 )
 
-// DeductStock takes one unit from the item's stock row for the order, at most
-// once per order: the conditional decrement
+// ErrOrderClosed: the order row is already final (or missing) when the saga
+// tries to take its unit; someone else decided it.
+var ErrOrderClosed = errors.New("order already closed")
+
+// DeductStock takes one unit from the item's stock row for the order and
+// makes the order PENDING_PAYMENT with its deadline (now + window by the
+// database's clock), at most once per order: the conditional decrement
 //
 //	UPDATE stock SET stock=stock-1, version=version+1 WHERE item_id=? AND version=? AND stock>0
 //
-// and the order's stock_deduction marker (primary key order_id) are written in
-// one transaction, so a retried call finds the marker and changes nothing.
+// the order's stock_deduction marker (primary key order_id) and the order's
+// move from QUEUED are one transaction, so a retried call finds the marker and
+// changes nothing, and PENDING_PAYMENT always means "holds a stock-row unit".
 // A version miss (another order won the row) is retried up to maxAttempts
 // times with a short random pause, then ErrVersionConflict. A row at zero is
-// ErrStockExhausted. deducted is false when the order had already deducted.
-func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, maxAttempts int) (deducted bool, err error) {
+// ErrStockExhausted; an order row already final (or missing) is
+// ErrOrderClosed, returned with the row. deducted is false when the order had
+// already deducted; the returned row is the order as it is now.
+func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration, maxAttempts int) (_ Order, deducted bool, err error) {
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultDeductAttempts
 	}
 	db := s.db.WithContext(ctx)
+	already := func() (Order, bool, error) {
+		row, err := orderRow(db, orderID)
+		return row, false, err
+	}
 	for attempt := 1; ; attempt++ {
 		// Read outside the transaction: the version check in the UPDATE is
 		// what makes the write safe, and the row lock is held only for the
-		// UPDATE and the marker insert.
+		// UPDATE and the two writes after it.
 		var st Stock
 		err := db.Select("stock", "version").Where("item_id = ?", itemID).Take(&st).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return false, fmt.Errorf("stock row of item %d: %w", itemID, ErrNotFound)
+			return Order{}, false, fmt.Errorf("stock row of item %d: %w", itemID, ErrNotFound)
 		}
 		if err != nil {
-			return false, fmt.Errorf("read stock of item %d: %w", itemID, err)
+			return Order{}, false, fmt.Errorf("read stock of item %d: %w", itemID, err)
 		}
 		if st.Stock <= 0 {
 			// A retry of an order that did deduct must not read as exhausted.
 			var n int64
 			if err := db.Model(&StockDeduction{}).Where("order_id = ?", orderID).Count(&n).Error; err != nil {
-				return false, fmt.Errorf("read deduction of order %s: %w", orderID, err)
+				return Order{}, false, fmt.Errorf("read deduction of order %s: %w", orderID, err)
 			}
 			if n > 0 {
-				return false, nil
+				return already()
 			}
-			return false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
+			return Order{}, false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
 		}
 		err = db.Transaction(func(tx *gorm.DB) error {
 			res := tx.Exec("UPDATE stock SET stock = stock - 1, version = version + 1 WHERE item_id = ? AND version = ? AND stock > 0",
@@ -81,56 +96,91 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, m
 			if err != nil {
 				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
 			}
+			// window 0 (a saga started before pay_by existed) leaves the
+			// deadline unset: such an order is paid through its saga.
+			res = tx.Exec(`UPDATE seckill_order SET status = ?,
+				pay_by = COALESCE(pay_by, IF(? > 0, NOW(3) + INTERVAL ? MICROSECOND, NULL))
+				WHERE order_id = ? AND status IN (?, ?)`,
+				order.StatusPendingPayment, window.Microseconds(), window.Microseconds(), orderID,
+				order.StatusQueued, order.StatusPendingPayment)
+			if res.Error != nil {
+				return fmt.Errorf("order %s to %s: %w", orderID, order.StatusPendingPayment, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return ErrOrderClosed // rolls the decrement and the marker back
+			}
 			return nil
 		})
 		switch {
 		case err == nil:
-			return true, nil
+			row, err := orderRow(db, orderID)
+			return row, true, err
 		case errors.Is(err, errAlreadyDeducted):
-			return false, nil
+			return already()
+		case errors.Is(err, ErrOrderClosed):
+			row, rerr := orderRow(db, orderID)
+			if rerr != nil && !errors.Is(rerr, ErrNotFound) {
+				return Order{}, false, rerr
+			}
+			return row, false, fmt.Errorf("order %s is %s: %w", orderID, row.Status, ErrOrderClosed)
 		case !errors.Is(err, errVersionMiss):
-			return false, err
+			return Order{}, false, err
 		case attempt >= maxAttempts:
-			return false, fmt.Errorf("item %d after %d attempts: %w", itemID, attempt, ErrVersionConflict)
+			return Order{}, false, fmt.Errorf("item %d after %d attempts: %w", itemID, attempt, ErrVersionConflict)
 		}
 		pause := time.Duration(1+rand.IntN(4*min(attempt, 10))) * time.Millisecond
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return Order{}, false, ctx.Err()
 		case <-time.After(pause):
 		}
 	}
 }
 
-// RestoreStock gives the unit an order took back to the stock row, only if
-// the order's deduction marker exists and is not yet restored: the marker
+// RestoreStock gives the unit an order took back to the stock row, unless the
+// order is PAID (a payment recorded at the door wins over any compensation),
+// and only if its deduction marker exists and is not yet restored: the marker
 // flip and the increment (version+1, so optimistic readers notice) are one
 // transaction, so a repeated call never adds a unit twice. restored reports
 // whether this call gave the unit back.
 func (s *Store) RestoreStock(ctx context.Context, orderID string) (restored bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
-		if res.Error != nil {
-			return fmt.Errorf("mark deduction of order %s restored: %w", orderID, res.Error)
+		var row Order
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_id = ?", orderID).Take(&row).Error
+		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("read order %s: %w", orderID, err)
 		}
-		if res.RowsAffected == 0 {
-			return nil // never deducted, or already restored
+		if err == nil && row.Status == order.StatusPaid {
+			return nil
 		}
-		res = tx.Exec(`UPDATE stock s JOIN stock_deduction d ON s.item_id = d.item_id
-			SET s.stock = s.stock + 1, s.version = s.version + 1 WHERE d.order_id = ?`, orderID)
-		if res.Error != nil {
-			return fmt.Errorf("restore stock for order %s: %w", orderID, res.Error)
-		}
-		if res.RowsAffected != 1 {
-			return fmt.Errorf("restore stock for order %s: stock row missing", orderID)
-		}
-		restored = true
-		return nil
+		restored, err = restoreDeduction(tx, orderID)
+		return err
 	})
 	if err != nil {
 		return false, err
 	}
 	return restored, nil
+}
+
+// restoreDeduction flips the order's deduction marker and gives its unit back
+// to the stock row, inside tx; false when there is no unrestored marker.
+func restoreDeduction(tx *gorm.DB, orderID string) (bool, error) {
+	res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
+	if res.Error != nil {
+		return false, fmt.Errorf("mark deduction of order %s restored: %w", orderID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return false, nil // never deducted, or already restored
+	}
+	res = tx.Exec(`UPDATE stock s JOIN stock_deduction d ON s.item_id = d.item_id
+		SET s.stock = s.stock + 1, s.version = s.version + 1 WHERE d.order_id = ?`, orderID)
+	if res.Error != nil {
+		return false, fmt.Errorf("restore stock for order %s: %w", orderID, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return false, fmt.Errorf("restore stock for order %s: stock row missing", orderID)
+	}
+	return true, nil
 }
 
 // Deduction reads an order's stock_deduction marker; ErrNotFound when the

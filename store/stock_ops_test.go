@@ -23,6 +23,14 @@ func newItem(t *testing.T, st *store.Store, units int64) store.Item {
 	return it
 }
 
+// queued records an order as the saga's PersistOrder does.
+func queued(t *testing.T, st *store.Store, orderID string, userID, itemID int64) {
+	t.Helper()
+	if _, err := st.CreateQueuedOrder(context.Background(), store.Order{OrderID: orderID, UserID: userID, ItemID: itemID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // 40 orders race for 10 units on the hot row: exactly 10 deduct, the others
 // see the row exhausted (or, rarely, run out of optimistic attempts), and the
 // row never goes below zero.
@@ -34,10 +42,13 @@ func TestDeductStockRaceNeverOversells(t *testing.T) {
 	var mu sync.Mutex
 	var deducted, exhausted, conflict int
 	for i := range 40 {
+		queued(t, st, fmt.Sprintf("order-%02d", i), int64(i+1), it.ID)
+	}
+	for i := range 40 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := st.DeductStock(context.Background(), fmt.Sprintf("order-%02d", i), it.ID, store.DefaultDeductAttempts)
+			_, ok, err := st.DeductStock(context.Background(), fmt.Sprintf("order-%02d", i), it.ID, time.Minute, store.DefaultDeductAttempts)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -69,14 +80,19 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 	st, _ := testenv.MySQL(t)
 	ctx := context.Background()
 	it := newItem(t, st, 1)
-	if ok, err := st.DeductStock(ctx, "o1", it.ID, 0); err != nil || !ok {
-		t.Fatalf("first deduct %v %v", ok, err)
+	queued(t, st, "o1", 1, it.ID)
+	queued(t, st, "o2", 2, it.ID)
+	row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0)
+	if err != nil || !ok || row.Status != order.StatusPendingPayment || row.PayBy == nil {
+		t.Fatalf("first deduct %+v %v %v", row, ok, err)
 	}
-	// A retry after a lost reply, with the row now at zero, is still success.
-	if ok, err := st.DeductStock(ctx, "o1", it.ID, 0); err != nil || ok {
-		t.Fatalf("retried deduct %v %v, want already deducted", ok, err)
+	payBy := *row.PayBy
+	// A retry after a lost reply, with the row now at zero, is still success
+	// and keeps the deadline.
+	if row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); err != nil || ok || !row.PayBy.Equal(payBy) {
+		t.Fatalf("retried deduct %+v %v %v, want already deducted", row, ok, err)
 	}
-	if _, err := st.DeductStock(ctx, "o2", it.ID, 0); !errors.Is(err, store.ErrStockExhausted) {
+	if _, _, err := st.DeductStock(ctx, "o2", it.ID, time.Minute, 0); !errors.Is(err, store.ErrStockExhausted) {
 		t.Fatalf("other order: %v, want exhausted", err)
 	}
 	for i, want := range []bool{true, false, false} {
@@ -92,7 +108,7 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 		t.Fatalf("row %+v, want stock 1 version 2", s)
 	}
 	// Restored, a retried deduct of the same order must not take it again.
-	if ok, err := st.DeductStock(ctx, "o1", it.ID, 0); err != nil || ok {
+	if _, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); err != nil || ok {
 		t.Fatalf("deduct after restore: %v %v", ok, err)
 	}
 	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
@@ -105,43 +121,111 @@ func TestOrderWritesAreIdempotent(t *testing.T) {
 	st, _ := testenv.MySQL(t)
 	ctx := context.Background()
 	o := store.Order{OrderID: "A1", UserID: 1, ItemID: 7}
-	if r, err := st.CreatePendingOrder(ctx, o); err != nil || r.Status != order.StatusPendingPayment {
+	if r, err := st.CreateQueuedOrder(ctx, o); err != nil || r.Status != order.StatusQueued {
 		t.Fatalf("create %+v %v", r, err)
 	}
-	if r, err := st.CreatePendingOrder(ctx, o); err != nil || r.Status != order.StatusPendingPayment {
+	if r, err := st.CreateQueuedOrder(ctx, o); err != nil || r.Status != order.StatusQueued {
 		t.Fatalf("create again %+v %v", r, err)
 	}
-	if _, err := st.CreatePendingOrder(ctx, store.Order{OrderID: "A2", UserID: 1, ItemID: 7}); !errors.Is(err, store.ErrDuplicate) {
+	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "A2", UserID: 1, ItemID: 7}); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("second order of the buyer: %v", err)
 	}
+	// MarkPaid needs PENDING_PAYMENT.
+	if _, err := st.SetOrderPaid(ctx, "A1"); !errors.Is(err, order.ErrNotPayable) {
+		t.Fatalf("pay a QUEUED order: %v", err)
+	}
+	st.DB().Exec("UPDATE seckill_order SET status = 'PENDING_PAYMENT' WHERE order_id = 'A1'")
 	if r, err := st.SetOrderPaid(ctx, "A1"); err != nil || r.Status != order.StatusPaid {
 		t.Fatalf("paid %+v %v", r, err)
 	}
 	if r, err := st.SetOrderPaid(ctx, "A1"); err != nil || r.Status != order.StatusPaid {
 		t.Fatalf("paid again %+v %v", r, err)
 	}
-	// A paid order is final: closing it changes nothing.
-	if r, _, err := st.CloseOrder(ctx, o, order.StatusCancelled, "PAYMENT_TIMEOUT"); err != nil || r.Status != order.StatusPaid {
-		t.Fatalf("close paid %+v %v", r, err)
+	// A paid order is final: closing it changes nothing and gives nothing back.
+	res, err := st.CloseOrder(ctx, o, store.Closing{Status: order.StatusCancelled, Reason: "PAYMENT_TIMEOUT"})
+	if err != nil || res.Order.Status != order.StatusPaid || res.Restored {
+		t.Fatalf("close paid %+v %v", res, err)
 	}
 	// Close inserts a missing row, and cannot record one whose buyer slot is taken.
-	if r, rec, err := st.CloseOrder(ctx, store.Order{OrderID: "B1", UserID: 2, ItemID: 7}, order.StatusFailed, "X"); err != nil || !rec || r.Status != order.StatusFailed {
-		t.Fatalf("close missing %+v %v %v", r, rec, err)
+	if res, err := st.CloseOrder(ctx, store.Order{OrderID: "B1", UserID: 2, ItemID: 7}, store.Closing{Status: order.StatusFailed, Reason: "X"}); err != nil || !res.Recorded || res.Order.Status != order.StatusFailed {
+		t.Fatalf("close missing %+v %v", res, err)
 	}
-	if _, rec, err := st.CloseOrder(ctx, store.Order{OrderID: "B2", UserID: 2, ItemID: 7}, order.StatusFailed, "X"); err != nil || rec {
-		t.Fatalf("close unrecordable %v %v", rec, err)
+	if res, err := st.CloseOrder(ctx, store.Order{OrderID: "B2", UserID: 2, ItemID: 7}, store.Closing{Status: order.StatusFailed, Reason: "X"}); err != nil || res.Recorded {
+		t.Fatalf("close unrecordable %+v %v", res, err)
 	}
-	// Dead letters: first writer wins.
-	if _, out, err := st.FailUnstartedOrder(ctx, store.Order{OrderID: "C1", UserID: 3, ItemID: 7}, "DLQ"); err != nil || out != store.FailRecorded {
-		t.Fatalf("fail unstarted %v %v", out, err)
-	}
-	if _, out, err := st.FailUnstartedOrder(ctx, store.Order{OrderID: "C1", UserID: 3, ItemID: 7}, "DLQ"); err != nil || out != store.FailAlreadyFailed {
-		t.Fatalf("fail unstarted again %v %v", out, err)
-	}
-	if _, out, err := st.FailUnstartedOrder(ctx, o, "DLQ"); err != nil || out != store.FailOwnedBySaga {
-		t.Fatalf("fail a saga's order %v %v", out, err)
-	}
-	if r, err := st.CreatePendingOrder(ctx, store.Order{OrderID: "C1", UserID: 3, ItemID: 7}); err != nil || r.Status != order.StatusFailed {
+	// A late PersistOrder sees the final row.
+	if r, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "B1", UserID: 2, ItemID: 7}); err != nil || r.Status != order.StatusFailed {
 		t.Fatalf("late saga sees %+v %v, want the FAILED row", r, err)
+	}
+}
+
+// The door and the saga's close meet on the order row: a payment recorded in
+// time wins over the timeout close, and the close restores the stock-row unit
+// exactly once; a timeout close before the deadline plus grace is refused.
+func TestPaymentAtTheDoorAndClose(t *testing.T) {
+	t.Parallel()
+	st, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	it := newItem(t, st, 3)
+	for i, id := range []string{"P1", "P2", "P3"} {
+		queued(t, st, id, int64(10+i), it.ID)
+		if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	// P1 paid in time; another buyer cannot pay it; a late pay is refused.
+	if r, _, err := st.RecordPayment(ctx, "P1", 11, now); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("pay by another buyer %+v %v", r, err)
+	}
+	if r, _, err := st.RecordPayment(ctx, "P1", 10, now); err != nil || r.Status != order.StatusPaid {
+		t.Fatalf("pay %+v %v", r, err)
+	}
+	if r, _, err := st.RecordPayment(ctx, "P1", 10, now); err != nil || r.Status != order.StatusPaid {
+		t.Fatalf("pay again %+v %v", r, err)
+	}
+	if r, _, err := st.RecordPayment(ctx, "P2", 11, now.Add(2*time.Minute)); !errors.Is(err, order.ErrNotPayable) || r.Status != order.StatusPendingPayment {
+		t.Fatalf("late pay %+v %v", r, err)
+	}
+	// Timeout closes: refused before the deadline plus grace; P1 stays PAID.
+	timeout := store.Closing{Status: order.StatusCancelled, Reason: order.ReasonPaymentTimeout, AfterDeadline: order.PayGrace}
+	if _, err := st.CloseOrder(ctx, store.Order{OrderID: "P2", UserID: 11, ItemID: it.ID}, timeout); !errors.Is(err, store.ErrNotDue) {
+		t.Fatalf("early timeout close: %v, want ErrNotDue", err)
+	}
+	if res, err := st.CloseOrder(ctx, store.Order{OrderID: "P1", UserID: 10, ItemID: it.ID}, timeout); err != nil || res.Order.Status != order.StatusPaid || res.Restored {
+		t.Fatalf("close of a paid order %+v %v", res, err)
+	}
+	// P3 cancelled at the door; the saga's close then restores its unit once.
+	if r, _, err := st.RecordCancel(ctx, "P3", 12, now); err != nil || r.Status != order.StatusCancelled || r.Reason != order.ReasonBuyerCancelled {
+		t.Fatalf("cancel %+v %v", r, err)
+	}
+	if _, _, err := st.RecordCancel(ctx, "P3", 12, now); !errors.Is(err, order.ErrNotPayable) {
+		t.Fatalf("cancel twice: %v", err)
+	}
+	if _, _, err := st.RecordPayment(ctx, "P3", 12, now); !errors.Is(err, order.ErrNotPayable) {
+		t.Fatalf("pay a cancelled order: %v", err)
+	}
+	for i, want := range []bool{true, false} {
+		res, err := st.CloseOrder(ctx, store.Order{OrderID: "P3", UserID: 12, ItemID: it.ID}, store.Closing{Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled})
+		if err != nil || res.Order.Status != order.StatusCancelled || res.Restored != want {
+			t.Fatalf("close #%d %+v %v", i, res, err)
+		}
+	}
+	if ok, err := st.RestoreStock(ctx, "P1"); err != nil || ok {
+		t.Fatalf("RestoreStock of a PAID order: %v %v", ok, err)
+	}
+	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
+		t.Fatalf("stock row %+v, want 1 (P1 paid, P2 pending, P3 restored)", s)
+	}
+	// A closed order cannot take a unit: the decrement is rolled back.
+	queued(t, st, "P4", 13, it.ID)
+	if _, err := st.CloseOrder(ctx, store.Order{OrderID: "P4", UserID: 13, ItemID: it.ID}, store.Closing{Status: order.StatusFailed, Reason: "X"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.DeductStock(ctx, "P4", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) {
+		t.Fatalf("deduct of a closed order: %v", err)
+	}
+	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
+		t.Fatalf("stock row %+v after a refused deduct, want 1", s)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
@@ -18,12 +17,6 @@ import (
 // (workflows.Client).
 type Starter interface {
 	Start(ctx context.Context, m order.Message) error
-}
-
-// DeadLetterHandler compensates an order whose saga never started
-// (compensation.DeadLetter).
-type DeadLetterHandler interface {
-	Handle(ctx context.Context, m order.Message, deliveries int32) (string, error)
 }
 
 // OrderHandler starts one saga per message. A start that fails (Temporal
@@ -53,27 +46,39 @@ func OrderHandler(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration
 // DeadLetterTopic is the broker's dead-letter topic of a consumer group.
 func DeadLetterTopic(group string) string { return "%DLQ%" + group }
 
-// deadLetterMaxReconsume: a dead letter that cannot be handled yet (MySQL or
-// Redis down) is retried at the broker's longest delay (2 h) for days rather
-// than moved to a second dead-letter topic nobody reads.
+// deadLetterMaxReconsume: a dead letter whose saga cannot be started yet
+// (Temporal still down) is retried at the broker's longest delay (2 h) for
+// days rather than moved to a second dead-letter topic nobody reads.
 const deadLetterMaxReconsume = 64
 
-// DeadLetterHandlerFunc adapts h to the queue.
-func DeadLetterHandlerFunc(h DeadLetterHandler, m *Metrics, log *slog.Logger, orderMaxReconsume int32) queue.Handler {
+// Dead-letter outcomes (the worker counts them by these labels).
+const (
+	DeadLetterStarted = "started" // the saga was started now, or already existed
+	DeadLetterInvalid = "invalid" // the body names no order; dropped (logged)
+)
+
+// DeadLetterHandlerFunc re-drives an order whose message ran out of
+// deliveries (Temporal unreachable for longer than the order consumer's
+// redelivery budget): it starts the order's saga, exactly as the order
+// consumer would. The workflow ID makes that safe if a saga exists already.
+// An order is never failed because a dependency was down; an error asks the
+// broker for another delivery.
+func DeadLetterHandlerFunc(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
 	return func(ctx context.Context, msg *primitive.MessageExt) error {
 		om, err := order.DecodeMessage(msg.Body)
 		if err != nil {
-			m.DeadLetters.WithLabelValues("invalid").Inc()
+			m.DeadLetters.WithLabelValues(DeadLetterInvalid).Inc()
 			log.Error("dropping undecodable dead letter", "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
 			return nil
 		}
-		outcome, err := h.Handle(ctx, om, orderMaxReconsume+1)
-		if err != nil {
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := s.Start(sctx, om); err != nil {
 			m.DeadLetterEr.Inc()
 			return fmt.Errorf("dead letter of order %s: %w", om.OrderID, err)
 		}
-		m.DeadLetters.WithLabelValues(outcome).Inc()
-		log.Warn("dead-lettered order handled", "order_id", om.OrderID, "item_id", om.ItemID, "user_id", om.UserID, "outcome", outcome)
+		m.DeadLetters.WithLabelValues(DeadLetterStarted).Inc()
+		log.Warn("dead-lettered order re-driven: saga started", "order_id", om.OrderID, "item_id", om.ItemID, "user_id", om.UserID)
 		return nil
 	}
 }
@@ -125,5 +130,3 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	}
 	return nil, err
 }
-
-var _ DeadLetterHandler = (*compensation.DeadLetter)(nil)

@@ -16,6 +16,9 @@ type Metrics struct {
 	Invalid      prometheus.Counter
 	DeadLetters  *prometheus.CounterVec
 	DeadLetterEr prometheus.Counter
+	// PhantomUnits counts reservations retired because the stock row never
+	// had their unit (STOCK_EXHAUSTED).
+	PhantomUnits prometheus.Counter
 }
 
 // NewMetrics creates and registers the worker's metrics.
@@ -36,14 +39,18 @@ func NewMetrics() *Metrics {
 		}),
 		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_worker_dead_letter_orders_total",
-			Help: "Orders taken from the dead-letter topic, by outcome: failed (recorded FAILED, unit released) or owned_by_saga.",
+			Help: "Orders taken from the dead-letter topic, by outcome: started (the saga was started, or already existed) or invalid (undecodable, dropped).",
 		}, []string{"outcome"}),
 		DeadLetterEr: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_worker_dead_letter_errors_total",
 			Help: "Dead-letter handling attempts that failed and will be retried.",
 		}),
+		PhantomUnits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_worker_phantom_units_retired_total",
+			Help: "Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit.",
+		}),
 	}
-	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr,
+	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

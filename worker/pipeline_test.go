@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -41,6 +42,7 @@ type pipeline struct {
 	stk      *stock.Store
 	tc       client.Client
 	orders   *workflows.Client
+	desk     *payment.Desk
 	producer *queue.Producer
 	metrics  *worker.Metrics
 	log      *slog.Logger
@@ -83,6 +85,8 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Cleanup(p.terminateLeftovers)
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
+	p.desk = payment.New(p.st, p.stk, func() (payment.Sagas, error) { return p.orders, nil },
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{}, p.log)
 	if !o.noWorker {
 		p.startWorker()
 	}
@@ -108,7 +112,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Cleanup(func() { _ = c.Close() })
 	if o.deadLetters {
 		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"),
-			worker.DeadLetterHandlerFunc(compensation.NewDeadLetter(p.st, p.stk), p.metrics, p.log, p.cfg.RocketMQ.MaxReconsume))
+			worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +128,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 
 func (p *pipeline) startWorker() {
 	w := worker.NewTemporalWorker(p.tc, p.cfg.Temporal.TaskQueue, p.cfg.Worker,
-		activities.New(p.st, p.stk), compensation.New(p.st, p.stk))
+		activities.New(p.st, p.stk), compensation.New(p.st, p.stk, p.metrics.PhantomUnits))
 	if err := w.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -253,6 +257,51 @@ func (p *pipeline) saveHistory(orderID, name string) {
 		p.t.Fatal(err)
 	}
 	p.t.Logf("history of %s saved to %s (%d events)", orderID, path, len(h.Events))
+}
+
+// pay is the buyer's pay as the API takes it: judged at the door, now.
+func (p *pipeline) pay(m order.Message) (order.View, error) {
+	return p.desk.Pay(context.Background(), m.OrderID, m.UserID, time.Now())
+}
+
+// cancel is the buyer's cancel as the API takes it.
+func (p *pipeline) cancel(m order.Message) (order.View, error) {
+	return p.desk.Cancel(context.Background(), m.OrderID, m.UserID, time.Now())
+}
+
+// Budget of a healthy order's saga on the server (the saga issue): every
+// path within 20 history events and 3 workflow tasks, no task timeouts.
+const (
+	maxEvents        = 20
+	maxWorkflowTasks = 3
+)
+
+// assertLean reads the closed saga's history from the server and checks it
+// against the budget; it returns the events and workflow tasks counted.
+func (p *pipeline) assertLean(orderID string) (events, tasks int) {
+	p.t.Helper()
+	p.waitWorkflowClosed(orderID, time.Minute)
+	it := p.tc.GetWorkflowHistory(context.Background(), workflows.WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var kinds []string
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		events++
+		kinds = append(kinds, ev.GetEventType().String())
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+			tasks++
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			p.t.Errorf("order %s: workflow task timed out", orderID)
+		}
+	}
+	if events > maxEvents || tasks > maxWorkflowTasks {
+		p.t.Errorf("order %s: %d events, %d workflow tasks; budget %d and %d: %v", orderID, events, tasks, maxEvents, maxWorkflowTasks, kinds)
+	}
+	p.t.Logf("order %s: %d history events, %d workflow tasks", orderID, events, tasks)
+	return events, tasks
 }
 
 func mustNotPayable(t *testing.T, err error) {

@@ -75,7 +75,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			// (10,000) keeps every parked saga of a full sale in memory.
 			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
 		}
-		w := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units), compensation.New(st, units))
+		w := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units),
+			compensation.New(st, units, metrics.PhantomUnits))
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
 		}
@@ -95,7 +96,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		consumers = append(consumers, c)
 		d, err := StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup,
-			DeadLetterHandlerFunc(compensation.NewDeadLetter(st, units), metrics, log, cfg.RocketMQ.MaxReconsume))
+			DeadLetterHandlerFunc(starter, metrics, log, cfg.Worker.StartTimeout))
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
@@ -43,7 +42,7 @@ func TestSagaPaid(t *testing.T) {
 		t.Fatalf("status query %+v %v", v, err)
 	}
 
-	v, err := p.orders.Pay(ctx, m.OrderID)
+	v, err := p.pay(m)
 	if err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("pay: %+v %v", v, err)
 	}
@@ -54,11 +53,12 @@ func TestSagaPaid(t *testing.T) {
 	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("saga %s", st)
 	}
+	p.assertLean(m.OrderID)
 	// Paying again is answered with the PAID order; cancelling is refused.
-	if v, err := p.orders.Pay(ctx, m.OrderID); err != nil || v.Status != order.StatusPaid {
+	if v, err := p.pay(m); err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("second pay: %+v %v", v, err)
 	}
-	_, err = p.orders.Cancel(ctx, m.OrderID)
+	_, err = p.cancel(m)
 	mustNotPayable(t, err)
 	if s := p.stockRow(it.ID); s.Stock != 2 {
 		t.Fatalf("stock row %+v after pay, want 2", s)
@@ -66,14 +66,14 @@ func TestSagaPaid(t *testing.T) {
 	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); !ok {
 		t.Fatal("a paid order's reservation was released")
 	}
-	if _, err := p.orders.Pay(ctx, order.NewID()); !errors.Is(err, order.ErrNotFound) {
+	if _, err := p.pay(order.Message{OrderID: order.NewID(), UserID: m.UserID}); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("pay unknown order: %v, want ErrNotFound", err)
 	}
 	p.saveHistory(m.OrderID, "paid")
 }
 
-// No payment within a 5 s window -> CANCELLED, both stocks back, and another
-// buyer buys the unit; the first buyer keeps the mark.
+// No payment within a 5 s window (+ the grace) -> CANCELLED, both stocks
+// back, and another buyer buys the unit; the first buyer keeps the mark.
 func TestSagaPaymentTimeout(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, pipelineOptions{})
@@ -88,11 +88,12 @@ func TestSagaPaymentTimeout(t *testing.T) {
 		t.Fatalf("second buyer while the unit is held: %v, want sold out", err)
 	}
 
-	row := p.waitStatus(a.OrderID, order.StatusCancelled, 30*time.Second)
-	if row.Reason != workflows.ReasonPaymentTimeout {
+	row := p.waitStatus(a.OrderID, order.StatusCancelled, 45*time.Second)
+	if row.Reason != order.ReasonPaymentTimeout {
 		t.Fatalf("reason %q", row.Reason)
 	}
 	p.waitWorkflowClosed(a.OrderID, 10*time.Second)
+	p.assertLean(a.OrderID)
 	if s := p.stockRow(it.ID); s.Stock != 1 {
 		t.Fatalf("stock row %+v after timeout, want 1", s)
 	}
@@ -105,7 +106,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	if v, _, _ := p.stk.Status(ctx, a.OrderID); v.Status != order.StatusCancelled {
 		t.Fatalf("published status %+v", v)
 	}
-	_, err := p.orders.Pay(ctx, a.OrderID)
+	_, err := p.pay(a)
 	mustNotPayable(t, err)
 	var already *stock.AlreadyReservedError
 	if _, err := p.reserve(it.ID, 2001); !errors.As(err, &already) {
@@ -117,7 +118,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	if s := p.stockRow(it.ID); s.Stock != 0 {
 		t.Fatalf("stock row %+v after second buyer, want 0", s)
 	}
-	if v, err := p.orders.Pay(ctx, b.OrderID); err != nil || v.Status != order.StatusPaid {
+	if v, err := p.pay(b); err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("second buyer pays: %+v %v", v, err)
 	}
 	p.saveHistory(a.OrderID, "payment_timeout")
@@ -131,20 +132,27 @@ func TestSagaBuyerCancel(t *testing.T) {
 	m := p.buy(it.ID, 3001)
 	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
 
-	v, err := p.orders.Cancel(ctx, m.OrderID)
-	if err != nil || v.Status != order.StatusCancelled || v.Reason != workflows.ReasonBuyerCancelled {
+	v, err := p.cancel(m)
+	if err != nil || v.Status != order.StatusCancelled || v.Reason != order.ReasonBuyerCancelled {
 		t.Fatalf("cancel: %+v %v", v, err)
 	}
-	// The update answers after the compensations ran.
+	// The cancel is answered at the door; the woken saga gives the units back.
+	if st := p.waitWorkflowClosed(m.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		t.Fatalf("saga %s", st)
+	}
+	p.assertLean(m.OrderID)
 	if s := p.stockRow(it.ID); s.Stock != 2 || s.Version != 2 {
 		t.Fatalf("stock row %+v, want stock 2 version 2", s)
 	}
 	if n := p.redisLeft(it.ID); n != 2 {
 		t.Fatalf("redis stock_left %d, want 2", n)
 	}
-	_, err = p.orders.Pay(ctx, m.OrderID)
+	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusCancelled {
+		t.Fatalf("published status %+v", v)
+	}
+	_, err = p.pay(m)
 	mustNotPayable(t, err)
-	_, err = p.orders.Cancel(ctx, m.OrderID)
+	_, err = p.cancel(m)
 	mustNotPayable(t, err)
 	p.saveHistory(m.OrderID, "buyer_cancel")
 }
@@ -185,7 +193,7 @@ func TestSagaDuplicateMessage(t *testing.T) {
 		t.Fatalf("stock row %+v, want 4", s)
 	}
 	// After the saga closed, a redelivery still makes no second run (REJECT_DUPLICATE).
-	if _, err := p.orders.Cancel(ctx, m.OrderID); err != nil {
+	if _, err := p.cancel(m); err != nil {
 		t.Fatal(err)
 	}
 	p.waitWorkflowClosed(m.OrderID, 10*time.Second)
@@ -228,7 +236,6 @@ func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	if n := p.countOrders(it.ID); n != int64(len(ms)) {
 		t.Fatalf("%d orders after release, want %d", n, len(ms))
 	}
-	// PENDING_PAYMENT is written by PersistOrder; DecrementStock follows it.
 	want := 20 - int64(len(ms))
 	deadline := time.Now().Add(30 * time.Second)
 	s := p.stockRow(it.ID)
@@ -241,8 +248,10 @@ func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	}
 }
 
-// Redis reserved the unit but the stock row is at zero: a permanent failure,
-// compensated at once (no retry loop), the order FAILED with the typed reason.
+// Redis reserved the unit but the stock row is at zero (Redis held a unit
+// MySQL never had): a permanent failure, compensated at once (no retry
+// loop), the order FAILED with the typed reason, and the phantom unit retired
+// rather than put back on sale, where it would fail the next buyer the same way.
 func TestSagaStockExhausted(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, pipelineOptions{})
@@ -253,17 +262,24 @@ func TestSagaStockExhausted(t *testing.T) {
 	}
 	m := p.buy(it.ID, 5001)
 	row := p.waitStatus(m.OrderID, order.StatusFailed, 30*time.Second)
-	if !strings.HasPrefix(row.Reason, "STOCK_EXHAUSTED") {
+	if !strings.HasPrefix(row.Reason, order.ReasonStockExhausted) {
 		t.Fatalf("reason %q", row.Reason)
 	}
 	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		t.Fatalf("saga %s, want FAILED", st)
 	}
+	p.assertLean(m.OrderID)
 	if _, err := p.st.Deduction(ctx, m.OrderID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deduction: %v, want none", err)
 	}
-	if n := p.redisLeft(it.ID); n != 1 {
-		t.Fatalf("redis stock_left %d, want 1 (unit released)", n)
+	if n := p.redisLeft(it.ID); n != 0 {
+		t.Fatalf("redis stock_left %d, want 0 (the phantom unit is not put back on sale)", n)
+	}
+	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); ok {
+		t.Fatal("reservation still held")
+	}
+	if n := counter(p.metrics.PhantomUnits); n != 1 {
+		t.Fatalf("phantom units metric %v, want 1", n)
 	}
 	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
 		t.Fatalf("published status %+v", v)
@@ -279,88 +295,38 @@ func (f *failingStarter) Start(context.Context, order.Message) error {
 	return errors.New("temporal unreachable (test)")
 }
 
-// A message whose saga never starts ends in the dead-letter topic; the
-// dead-letter consumer releases the unit, records FAILED and counts it.
-func TestSagaDeadLetter(t *testing.T) {
+// A message whose saga could not be started within the consumer's
+// redelivery budget ends in the dead-letter topic; the dead-letter consumer
+// starts the saga after all (an outage never fails an order), and a second
+// dead letter of the same order changes nothing.
+func TestSagaDeadLetterRedrives(t *testing.T) {
 	t.Parallel()
 	fs := &failingStarter{}
-	p := newPipeline(t, pipelineOptions{starter: fs, maxReconsume: 1, deadLetters: true, noWorker: true})
+	p := newPipeline(t, pipelineOptions{starter: fs, maxReconsume: 1, deadLetters: true})
 	ctx := context.Background()
 	it := p.item(1, 15*time.Minute)
 	m := p.buy(it.ID, 6001)
-	if n := p.redisLeft(it.ID); n != 0 {
-		t.Fatalf("redis stock_left %d, want 0", n)
-	}
 	// First delivery, one redelivery ~10 s later, then the dead-letter topic.
-	row := p.waitStatus(m.OrderID, order.StatusFailed, 90*time.Second)
-	if !strings.HasPrefix(row.Reason, compensation.ReasonDeadLetter) {
-		t.Fatalf("reason %q", row.Reason)
-	}
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 90*time.Second)
 	if fs.calls.Load() < 2 {
 		t.Fatalf("start tried %d times, want >= 2", fs.calls.Load())
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.redisLeft(it.ID) != 1 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := p.redisLeft(it.ID); n != 1 {
-		t.Fatalf("redis stock_left %d, want 1 (unit released)", n)
-	}
-	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); ok {
-		t.Fatal("reservation still held")
-	}
-	for counter(p.metrics.DeadLetters.WithLabelValues(compensation.DeadLetterFailed)) < 1 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n := counter(p.metrics.DeadLetters.WithLabelValues(compensation.DeadLetterFailed)); n != 1 {
+	if n := counter(p.metrics.DeadLetters.WithLabelValues(worker.DeadLetterStarted)); n != 1 {
 		t.Fatalf("dead-letter metric %v, want 1", n)
 	}
-	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
-		t.Fatalf("published status %+v", v)
-	}
-	if s := p.stockRow(it.ID); s.Stock != 1 {
-		t.Fatalf("stock row %+v, want untouched 1", s)
-	}
-}
-
-// A dead letter for an order a saga already persisted changes nothing: the
-// saga owns the unit.
-func TestDeadLetterLeavesSagaOrdersAlone(t *testing.T) {
-	t.Parallel()
-	p := newPipeline(t, pipelineOptions{})
-	ctx := context.Background()
-	it := p.item(2, 15*time.Minute)
-	m := p.buy(it.ID, 7001)
-	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
-	dl := compensation.NewDeadLetter(p.st, p.stk)
-	outcome, err := dl.Handle(ctx, m, 17)
-	if err != nil || outcome != compensation.DeadLetterOwnedBySaga {
-		t.Fatalf("outcome %q %v", outcome, err)
-	}
-	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); !ok {
-		t.Fatal("dead letter released a saga's unit")
-	}
-	// And the other way round: a dead letter recorded first makes a late saga
-	// stand down without touching anything (ORDER_CLOSED).
-	m2, err := p.reserve(it.ID, 7002)
-	if err != nil {
+	h := worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second)
+	if err := h(ctx, &primitive.MessageExt{Message: primitive.Message{Body: m.Encode()}}); err != nil {
 		t.Fatal(err)
 	}
-	if outcome, err := dl.Handle(ctx, m2, 17); err != nil || outcome != compensation.DeadLetterFailed {
-		t.Fatalf("outcome %q %v", outcome, err)
+	resp, err := p.tc.ListWorkflow(ctx, listRequest(p, m.OrderID))
+	if err != nil || len(resp.GetExecutions()) != 1 {
+		t.Fatalf("%d sagas for one order (%v)", len(resp.GetExecutions()), err)
 	}
-	left := p.redisLeft(it.ID)
-	if err := p.orders.Start(ctx, m2); err != nil {
-		t.Fatal(err)
+	if v, err := p.pay(m); err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("pay: %+v %v", v, err)
 	}
-	if st := p.waitWorkflowClosed(m2.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		t.Fatalf("late saga %s", st)
-	}
-	if n := p.redisLeft(it.ID); n != left {
-		t.Fatalf("redis stock_left %d, want %d", n, left)
-	}
-	if s := p.stockRow(it.ID); s.Stock != 1 {
-		t.Fatalf("stock row %+v, want 1", s)
+	if s := p.stockRow(it.ID); s.Stock != 0 {
+		t.Fatalf("stock row %+v, want 0", s)
 	}
 }
 
@@ -372,7 +338,7 @@ func TestSagaDuplicateBuyer(t *testing.T) {
 	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
 	it := p.item(3, 15*time.Minute)
-	if _, err := p.st.CreatePendingOrder(ctx, store.Order{OrderID: order.NewID(), UserID: 8001, ItemID: it.ID}); err != nil {
+	if _, err := p.st.CreateQueuedOrder(ctx, store.Order{OrderID: order.NewID(), UserID: 8001, ItemID: it.ID}); err != nil {
 		t.Fatal(err)
 	}
 	m := p.buy(it.ID, 8001)
@@ -403,7 +369,7 @@ func TestSagaOperatorCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := p.waitStatus(m.OrderID, order.StatusCancelled, 30*time.Second)
-	if row.Reason != workflows.ReasonWorkflowCancels {
+	if row.Reason != order.ReasonOperatorCancelled {
 		t.Fatalf("reason %q", row.Reason)
 	}
 	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
@@ -446,17 +412,16 @@ func TestDeadLetterTopicMadeReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"),
-		worker.DeadLetterHandlerFunc(compensation.NewDeadLetter(p.st, p.stk), p.metrics, p.log, 16))
+		worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = d.Close() }()
-	p.waitStatus(m.OrderID, order.StatusFailed, 45*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for p.redisLeft(it.ID) != 1 && time.Now().Before(deadline) {
+	deadline := time.Now().Add(45 * time.Second)
+	for counter(p.metrics.DeadLetters.WithLabelValues(worker.DeadLetterStarted)) < 1 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := p.redisLeft(it.ID); n != 1 {
-		t.Fatalf("redis stock_left %d, want 1", n)
+	if _, err := p.tc.DescribeWorkflow(ctx, workflows.WorkflowID(m.OrderID), ""); err != nil {
+		t.Fatalf("the waiting dead letter started no saga: %v", err)
 	}
 }

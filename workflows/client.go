@@ -14,8 +14,9 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Client starts order sagas (the consumer's Starter) and pays or cancels
-// through them (the API's OrderActions). Safe for concurrent use.
+// Client starts order sagas (the consumer's Starter) and wakes them after a
+// pay or cancel was recorded at the door (payment.Desk). Safe for concurrent
+// use.
 type Client struct {
 	c         client.Client
 	taskQueue string
@@ -68,7 +69,21 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 	return nil
 }
 
-// Pay takes the payment through the saga and answers with what the saga
+// Signal wakes an order's saga with SignalPay or SignalCancel (no payload).
+// order.ErrNotFound when there is no such saga or it has closed.
+func (c *Client) Signal(ctx context.Context, orderID, name string) error {
+	err := c.c.SignalWorkflow(ctx, WorkflowID(orderID), "", name, nil)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("signal %s to order %s: %w", name, orderID, order.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("signal %s to order %s: %w", name, orderID, err)
+	}
+	return nil
+}
+
+// Pay takes the payment through a saga of the first version (an update) and answers with what the saga
 // decided: the PAID order; order.ErrNotPayable once the order left
 // PENDING_PAYMENT (timed out, cancelled, failed); order.ErrNotFound when there
 // is no such saga. Paying a PAID order again returns it without error.
@@ -76,7 +91,8 @@ func (c *Client) Pay(ctx context.Context, orderID string) (order.View, error) {
 	return c.update(ctx, orderID, UpdatePay)
 }
 
-// Cancel cancels a PENDING_PAYMENT order on the buyer's behalf; the saga
+// Cancel cancels a PENDING_PAYMENT order of a first-version saga on the
+// buyer's behalf (an update); the saga
 // compensates before it answers with the CANCELLED order.
 // order.ErrNotPayable once the order left PENDING_PAYMENT.
 func (c *Client) Cancel(ctx context.Context, orderID string) (order.View, error) {

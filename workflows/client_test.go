@@ -1,9 +1,12 @@
 package workflows_test
 
 import (
-	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
 
-// The API's pay and cancel go through the saga client.
-var _ api.OrderActions = (*workflows.Client)(nil)
+var (
+	_ payment.Sagas  = (*workflows.Client)(nil)
+	_ worker.Starter = (*workflows.Client)(nil)
+)

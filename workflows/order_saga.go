@@ -21,37 +21,46 @@ var (
 	comp *compensation.Activities
 )
 
-// Forward steps (PersistOrder, DecrementStock, Notify) are LOCAL activities:
-// each is one short MySQL or Redis call on the hot path from message to
-// PENDING_PAYMENT, and a local activity runs inside the workflow task, with no
-// task-queue round trip and no activity events: about 1.6x the sagas per
-// second of regular activities on the dev server. Their retries are bounded
-// (the issue: a forward step that runs out of retries fails for good and is
-// compensated). All three are idempotent, which a local activity needs: it is
-// run again if the worker dies before the workflow task completes.
-var forwardOptions = workflow.LocalActivityOptions{
-	ScheduleToCloseTimeout: time.Minute,
+// Every step is a LOCAL activity first: one short MySQL or Redis call that
+// runs inside the workflow task, with no task-queue round trip and one marker
+// event. That keeps an order at two workflow tasks and at most 20 history
+// events on every healthy path. A step that is still failing after
+// localBudget (an outage) continues as a REGULAR activity of the same name,
+// retried by the server without limit with capped backoff: it shows in the UI
+// as a pending activity with its last error, and the worker does not keep the
+// workflow task open meanwhile. Only business outcomes (non-retryable
+// application errors) end a step.
+const localBudget = 30 * time.Second
+
+var localOptions = workflow.LocalActivityOptions{
+	ScheduleToCloseTimeout: localBudget,
 	StartToCloseTimeout:    10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    100 * time.Millisecond,
 		BackoffCoefficient: 2,
 		MaximumInterval:    5 * time.Second,
-		MaximumAttempts:    10,
 	},
 }
 
-// Compensations and the steps after a decision (MarkPaid, the final Notify)
-// are REGULAR activities retried without limit: they must succeed eventually,
-// even across a long MySQL or Redis outage or a worker restart, and a regular
-// activity is retried by the server and shows its last failure in the UI
-// while it is stuck. They are off the hot path.
-var mustSucceedOptions = workflow.ActivityOptions{
+var slowOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    500 * time.Millisecond,
+		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
-		MaximumInterval:    time.Minute,
+		MaximumInterval:    10 * time.Second,
 		MaximumAttempts:    0, // unlimited
+	},
+}
+
+// notifyOptions bound Notify: a status the API cannot see yet is a nuisance
+// (GET falls back to the database), never a reason to hold or fail an order.
+var notifyOptions = workflow.LocalActivityOptions{
+	ScheduleToCloseTimeout: 10 * time.Second,
+	StartToCloseTimeout:    3 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    2 * time.Second,
 	},
 }
 
@@ -60,282 +69,233 @@ type decision int
 const (
 	undecided decision = iota
 	decidedPay
-	decidedCancel  // buyer, through the cancel update
-	decidedTimeout // payment window elapsed
+	decidedCancel  // buyer (recorded at the door) or support staff, by signal
+	decidedTimeout // payment window plus grace elapsed
 	decidedAbort   // workflow cancelled by an operator
-	decidedFail    // a forward step failed for good
 )
 
 // saga is the state of one order's workflow. Only the workflow's own
-// coroutines touch it, one at a time, so the decision between pay, cancel and
-// the timer is made exactly once.
+// coroutines touch it, one at a time.
 type saga struct {
-	in       Input
-	ref      activities.OrderRef
-	view     order.View
-	pending  bool // forward steps done: the order is PENDING_PAYMENT
-	decision decision
-	done     bool // the decision has been carried out
-	comp     compensation.Saga
+	in   Input
+	ref  activities.OrderRef
+	view order.View
 }
 
 // OrderSaga turns one reserved order into a PENDING_PAYMENT order, waits for
-// payment and ends PAID, or CANCELLED or FAILED with everything undone.
+// its payment and ends PAID, or CANCELLED or FAILED with its units given back.
+//
+// The order row in MySQL is the decision: the API records a buyer's pay or
+// cancel on it at the door (before the deadline, by a conditional update) and
+// signals the saga; the saga's own closes read the row first, so a payment
+// recorded in time always wins over the timer, whatever the saga's backlog.
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
+	if workflow.GetVersion(ctx, changeDoorPayment, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return orderSagaV1(ctx, in)
+	}
 	s := &saga{
 		in:   in,
 		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID},
 		view: order.View{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, Status: order.StatusQueued, CreatedAt: in.ReservedAt, UpdatedAt: in.ReservedAt},
 	}
-	if err := s.registerHandlers(ctx); err != nil {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (order.View, error) { return s.view, nil },
+		workflow.QueryHandlerOptions{Description: "the order as the saga sees it"}); err != nil {
 		return s.view, err
 	}
-	view, err := s.run(ctx)
-	// Let pay/cancel handlers that are waiting for the outcome answer first.
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
-	return view, err
+	return s.run(ctx)
 }
 
 func (s *saga) run(ctx workflow.Context) (order.View, error) {
-	fwd := workflow.WithLocalActivityOptions(ctx, forwardOptions)
-
-	// The Redis reservation was made before the saga started: its undo is
-	// registered first so that it runs even when PersistOrder fails. MarkOrder
-	// is registered with it: it records the order's outcome (inserting the row
-	// if PersistOrder never wrote it), so a failed order is FAILED in MySQL
-	// whenever a row can hold it.
-	s.comp.Add("ReleaseUnit", s.releaseUnit)
-	s.comp.Add("MarkOrder", s.markOrder)
-
+	// The Redis reservation exists before the saga starts, so the undo of
+	// every step (CloseOrder: row closed, stock-row unit restored if one was
+	// taken; then the Redis unit) applies from here on, including after a
+	// DecrementStock whose commit landed but whose reply was lost.
 	var persisted activities.PersistResult
-	if err := workflow.ExecuteLocalActivity(fwd, acts.PersistOrder, s.ref).Get(fwd, &persisted); err != nil {
+	if err := s.step(ctx, acts.PersistOrder, s.ref, &persisted); err != nil {
 		return s.fail(ctx, "PersistOrder", err)
 	}
-	s.view = persisted.Order
-
-	if err := workflow.ExecuteLocalActivity(fwd, acts.DecrementStock, s.ref).Get(fwd, nil); err != nil {
+	var pending order.View
+	in := activities.DeductInput{OrderRef: s.ref, PaymentTimeoutSeconds: persisted.PaymentTimeoutSeconds}
+	if err := s.step(ctx, acts.DecrementStock, in, &pending); err != nil {
 		return s.fail(ctx, "DecrementStock", err)
 	}
-	s.comp.Add("RestoreStock", s.restoreStock)
+	s.view = pending
+	s.upsertStatus(ctx, order.StatusPendingPayment)
+	s.notify(ctx)
 
-	s.upsertStatus(ctx, order.StatusPendingPayment, "")
-	if err := workflow.ExecuteLocalActivity(fwd, acts.Notify, s.view).Get(fwd, nil); err != nil {
-		return s.fail(ctx, "Notify", err)
-	}
-	s.pending = true
-
-	window := time.Duration(persisted.PaymentTimeoutSeconds) * time.Second
-	paidOrCancelled, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{
-		Timeout:      window,
-		TimerOptions: workflow.TimerOptions{Summary: "payment window"},
-	}, func() bool { return s.decision != undecided })
-	// Whatever set s.decision first wins; the timer and a cancellation only
-	// count while nothing was decided.
-	if s.decision == undecided {
-		if err != nil {
-			s.decision = decidedAbort
-		} else if !paidOrCancelled {
-			s.decision = decidedTimeout
-		}
-	}
-	switch s.decision {
+	switch s.await(ctx, persisted.PaymentTimeoutSeconds) {
 	case decidedPay:
 		return s.settlePaid(ctx)
 	case decidedCancel:
-		return s.close(ctx, order.StatusCancelled, ReasonBuyerCancelled, nil)
+		return s.close(ctx, order.StatusCancelled, order.ReasonBuyerCancelled, false, nil)
 	case decidedAbort:
-		v, _ := s.close(ctx, order.StatusCancelled, ReasonWorkflowCancels, nil)
-		return v, temporal.NewCanceledError(ReasonWorkflowCancels)
+		v, err := s.close(ctx, order.StatusCancelled, order.ReasonOperatorCancelled, false, nil)
+		if err == nil && v.Status != order.StatusPaid {
+			err = temporal.NewCanceledError(order.ReasonOperatorCancelled)
+		}
+		return v, err
 	default:
-		return s.close(ctx, order.StatusCancelled, ReasonPaymentTimeout, nil)
+		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
 	}
 }
 
-// fail compensates after a forward step failed for good and fails the
-// workflow with the typed reason.
-func (s *saga) fail(ctx workflow.Context, step string, err error) (order.View, error) {
-	reasonType, msg := "RETRIES_EXHAUSTED", err.Error()
-	var actErr *temporal.ActivityError
-	if errors.As(err, &actErr) && errors.Unwrap(actErr) != nil {
-		msg = errors.Unwrap(actErr).Error()
+// await waits for the first of: a pay or cancel signal, the payment window
+// (the row's deadline plus order.PayGrace, so a pay the API received in time
+// lands first), or the workflow's cancellation. The timer is left to expire
+// with the workflow rather than cancelled: one event less per order.
+func (s *saga) await(ctx workflow.Context, windowSeconds int) decision {
+	wait := time.Duration(windowSeconds)*time.Second + order.PayGrace
+	if s.view.PayBy != nil {
+		wait = s.view.PayBy.Add(order.PayGrace).Sub(workflow.Now(ctx))
 	}
+	wait = max(wait, time.Second)
+	timer := workflow.NewTimerWithOptions(ctx, wait, workflow.TimerOptions{Summary: "payment window"})
+	d := undecided
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalPay), func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		d = decidedPay
+	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, SignalCancel), func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		d = decidedCancel
+	})
+	sel.AddFuture(timer, func(f workflow.Future) {
+		if temporal.IsCanceledError(f.Get(ctx, nil)) {
+			d = decidedAbort
+		} else {
+			d = decidedTimeout
+		}
+	})
+	sel.Select(ctx)
+	return d
+}
+
+// step runs one idempotent activity: locally first, then, if it still fails
+// with a retryable error after localBudget, as a regular activity retried
+// without limit. A non-retryable error (a business outcome) or a cancellation
+// is returned as it is.
+func (s *saga) step(ctx workflow.Context, activity, in, out any) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
+	err := workflow.ExecuteLocalActivity(lctx, activity, in).Get(lctx, out)
+	if err == nil || final(err) {
+		return err
+	}
+	workflow.GetLogger(ctx).Warn("step still failing; retrying it as a regular activity", "error", err)
+	actx := workflow.WithActivityOptions(ctx, slowOptions)
+	return workflow.ExecuteActivity(actx, activity, in).Get(actx, out)
+}
+
+// final reports whether err ends a step: a business outcome or a cancellation.
+func final(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable() || temporal.IsCanceledError(err)
+}
+
+// fail compensates after a forward step ended with a business outcome (or the
+// workflow was cancelled during it) and records why.
+func (s *saga) fail(ctx workflow.Context, step string, err error) (order.View, error) {
+	if temporal.IsCanceledError(err) {
+		v, cerr := s.close(ctx, order.StatusCancelled, order.ReasonOperatorCancelled, false, nil)
+		if cerr == nil && v.Status != order.StatusPaid {
+			cerr = temporal.NewCanceledError(order.ReasonOperatorCancelled)
+		}
+		return v, cerr
+	}
+	reasonType, msg := "STEP_FAILED", err.Error()
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		msg = appErr.Message()
-		if appErr.NonRetryable() && appErr.Type() != "" {
+		if appErr.Type() != "" {
 			reasonType = appErr.Type()
 		}
 	}
-	if reasonType == activities.ReasonOrderClosed {
-		// The row was already final: someone else (an earlier run, or the
-		// dead-letter handler) decided this order and undid what was needed.
-		// Compensating again could release a paid order's unit.
-		var final order.View
-		if appErr.HasDetails() && appErr.Details(&final) == nil {
-			s.view = final
-		}
-		workflow.GetLogger(ctx).Warn("order already decided elsewhere; nothing to do", "status", s.view.Status)
-		s.decision, s.done = decidedFail, true
-		s.upsertStatus(ctx, s.view.Status, msg)
-		return s.view, nil
-	}
-	if temporal.IsCanceledError(err) {
-		s.decision = decidedAbort
-		v, _ := s.close(ctx, order.StatusCancelled, ReasonWorkflowCancels, nil)
-		return v, temporal.NewCanceledError(ReasonWorkflowCancels)
-	}
-	s.decision = decidedFail
 	reason := fmt.Sprintf("%s: %s: %s", reasonType, step, msg)
-	return s.close(ctx, order.StatusFailed, reason,
+	return s.close(ctx, order.StatusFailed, reason, false,
 		temporal.NewNonRetryableApplicationError(reason, reasonType, err))
 }
 
-// close runs the compensations in reverse, records the final status and
-// publishes it. cause, when set, is returned as the workflow's failure.
-func (s *saga) close(ctx workflow.Context, status order.Status, reason string, cause error) (order.View, error) {
-	s.view.Status, s.view.Reason = status, reason
-	s.upsertStatus(ctx, status, reason)
-	workflow.GetLogger(ctx).Info("compensating", "status", status, "reason", reason, "steps", s.comp.Names())
-	if err := s.comp.Compensate(ctx); err != nil {
-		cause = errors.Join(cause, err)
-	}
+// close runs the compensations in a disconnected context (a cancelled
+// workflow still compensates): CloseOrder reads the row first and restores
+// the stock-row unit; a PAID row means the payment won and nothing is given
+// back. Otherwise the Redis unit goes back on sale (ReleaseUnit), or, when
+// the stock row never had it (STOCK_EXHAUSTED), it is retired (RetireUnit).
+// cause, when set, is returned as the workflow's failure.
+func (s *saga) close(ctx workflow.Context, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, mustSucceedOptions), acts.Notify, s.view).Get(dctx, nil); err != nil {
+	var res compensation.CloseResult
+	in := compensation.CloseInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID, UserID: s.in.UserID,
+		Status: status, Reason: reason, Timeout: timeout}
+	if err := s.step(dctx, comp.CloseOrder, in, &res); err != nil {
+		// Only a bug gets here: CloseOrder has no business failure.
+		workflow.GetLogger(ctx).Error("CloseOrder failed for good", "error", err)
+		return s.view, errors.Join(cause, err)
+	}
+	s.view = res.Order
+	if status == order.StatusFailed && s.view.Status != order.StatusFailed {
+		// The row was decided elsewhere first (ORDER_CLOSED): its status
+		// stands and the saga has not failed.
+		cause = nil
+	}
+	if s.view.Status == order.StatusPaid {
+		workflow.GetLogger(ctx).Info("the order was paid in time; nothing to give back", "wanted", status)
+		return s.finishPaid(dctx)
+	}
+	s.upsertStatus(dctx, s.view.Status)
+	unit := comp.ReleaseUnit
+	var appErr *temporal.ApplicationError
+	if errors.As(cause, &appErr) && appErr.Type() == order.ReasonStockExhausted {
+		unit = comp.RetireUnit
+	}
+	if err := s.step(dctx, unit, compensation.ReleaseInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID}, nil); err != nil {
+		workflow.GetLogger(ctx).Error("unit step failed for good", "error", err)
 		cause = errors.Join(cause, err)
 	}
-	s.done = true
+	s.notify(dctx)
 	return s.view, cause
 }
 
-// settlePaid records the payment; once paid, nothing is compensated.
+// settlePaid confirms the payment on the row (a no-op when the API recorded
+// it at the door). If the row was closed instead, the order is compensated
+// with the row's status.
 func (s *saga) settlePaid(ctx workflow.Context) (order.View, error) {
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	actx := workflow.WithActivityOptions(dctx, mustSucceedOptions)
 	var v order.View
-	if err := workflow.ExecuteActivity(actx, acts.MarkPaid, s.ref).Get(actx, &v); err != nil {
-		// Only ORDER_NOT_PAYABLE ends here: the row was closed behind the
-		// saga's back. Leave the units alone for support to look at.
-		workflow.GetLogger(ctx).Error("MarkPaid failed for good", "error", err)
-		s.done = true
+	err := s.step(ctx, acts.MarkPaid, s.ref, &v)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == order.ReasonNotPayable {
+		var row order.View
+		if appErr.HasDetails() && appErr.Details(&row) == nil && row.Status.Final() {
+			return s.close(ctx, row.Status, row.Reason, false, nil)
+		}
+		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+	}
+	if err != nil {
 		return s.view, err
 	}
 	s.view = v
-	s.upsertStatus(ctx, order.StatusPaid, "")
-	err := workflow.ExecuteActivity(actx, acts.Notify, s.view).Get(actx, nil)
-	s.done = true
-	return s.view, err
+	return s.finishPaid(ctx)
 }
 
-func (s *saga) releaseUnit(ctx workflow.Context) error {
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, mustSucceedOptions), comp.ReleaseUnit,
-		compensation.ReleaseInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID}).Get(ctx, nil)
+func (s *saga) finishPaid(ctx workflow.Context) (order.View, error) {
+	s.upsertStatus(ctx, order.StatusPaid)
+	s.notify(ctx)
+	return s.view, nil
 }
 
-func (s *saga) markOrder(ctx workflow.Context) error {
-	var v order.View
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, mustSucceedOptions), comp.MarkOrder,
-		compensation.MarkInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID, UserID: s.in.UserID,
-			Status: s.view.Status, Reason: s.view.Reason}).Get(ctx, &v)
-	if err == nil && v.OrderID != "" {
-		s.view = v
+// notify publishes the saga's view for the API; a failure is logged and
+// otherwise ignored (see notifyOptions).
+func (s *saga) notify(ctx workflow.Context) {
+	nctx := workflow.WithLocalActivityOptions(ctx, notifyOptions)
+	if err := workflow.ExecuteLocalActivity(nctx, acts.Notify, s.view).Get(nctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("Notify failed; the API reads the order from the database", "status", s.view.Status, "error", err)
 	}
-	return err
 }
 
-func (s *saga) restoreStock(ctx workflow.Context) error {
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, mustSucceedOptions), comp.RestoreStock,
-		compensation.RestoreInput{OrderID: s.in.OrderID}).Get(ctx, nil)
-}
-
-// upsertStatus keeps the SeckillOrderStatus search attribute (and the reason
-// memo) in step with the order, for support staff's queries.
-func (s *saga) upsertStatus(ctx workflow.Context, status order.Status, reason string) {
-	log := workflow.GetLogger(ctx)
+// upsertStatus keeps the SeckillOrderStatus search attribute in step with the
+// order, for support staff's queries. The reason is in the order row and the
+// workflow's result.
+func (s *saga) upsertStatus(ctx workflow.Context, status order.Status) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchOrderStatus.ValueSet(string(status))); err != nil {
-		log.Warn("upsert search attributes", "error", err)
+		workflow.GetLogger(ctx).Warn("upsert search attributes", "error", err)
 	}
-	if reason != "" {
-		if err := workflow.UpsertMemo(ctx, map[string]any{MemoReason: reason}); err != nil {
-			log.Warn("upsert memo", "error", err)
-		}
-	}
-}
-
-func (s *saga) registerHandlers(ctx workflow.Context) error {
-	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (order.View, error) { return s.view, nil },
-		workflow.QueryHandlerOptions{Description: "the order as the saga sees it"}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePay, s.pay, workflow.UpdateHandlerOptions{
-		Validator:   s.validatePay,
-		Description: "take the payment; answers with the order (PAID) or ORDER_NOT_PAYABLE",
-	}); err != nil {
-		return err
-	}
-	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, s.cancel, workflow.UpdateHandlerOptions{
-		Validator:   s.validateCancel,
-		Description: "cancel on the buyer's behalf; compensates; answers with the order (CANCELLED) or ORDER_NOT_PAYABLE",
-	})
-}
-
-func notPayable(v order.View) error {
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("order %s is %s: %s", v.OrderID, v.Status, order.ErrNotPayable), ErrTypeNotPayable, nil, v)
-}
-
-// validatePay accepts a payment while the order is (or is about to become)
-// PENDING_PAYMENT and nothing else was decided, and a repeated payment of a
-// paid order. Rejected updates leave no trace in the history.
-func (s *saga) validatePay(workflow.Context) error {
-	if s.decision == decidedPay {
-		return nil
-	}
-	if s.decision != undecided || s.view.Status.Final() {
-		return notPayable(s.view)
-	}
-	return nil
-}
-
-func (s *saga) pay(ctx workflow.Context) (order.View, error) {
-	if err := workflow.Await(ctx, func() bool { return s.pending || s.decision != undecided }); err != nil {
-		return s.view, err
-	}
-	if s.decision == undecided {
-		s.decision = decidedPay
-	}
-	if s.decision != decidedPay {
-		return s.view, notPayable(s.view)
-	}
-	if err := workflow.Await(ctx, func() bool { return s.done }); err != nil {
-		return s.view, err
-	}
-	if s.view.Status != order.StatusPaid {
-		return s.view, notPayable(s.view)
-	}
-	return s.view, nil
-}
-
-// validateCancel accepts a cancel only while nothing was decided.
-func (s *saga) validateCancel(workflow.Context) error {
-	if s.decision != undecided || s.view.Status.Final() {
-		return notPayable(s.view)
-	}
-	return nil
-}
-
-func (s *saga) cancel(ctx workflow.Context) (order.View, error) {
-	if err := workflow.Await(ctx, func() bool { return s.pending || s.decision != undecided }); err != nil {
-		return s.view, err
-	}
-	if s.decision == undecided {
-		s.decision = decidedCancel
-	}
-	if s.decision != decidedCancel {
-		return s.view, notPayable(s.view)
-	}
-	if err := workflow.Await(ctx, func() bool { return s.done }); err != nil {
-		return s.view, err
-	}
-	return s.view, nil
 }

@@ -17,8 +17,12 @@ func TestReplayHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"paid.json": false, "payment_timeout.json": false, "buyer_cancel.json": false,
-		"operator_cancel.json": false, "stock_exhausted.json": false, "duplicate_buyer.json": false}
+	want := map[string]bool{}
+	for _, path := range []string{"paid", "payment_timeout", "buyer_cancel", "operator_cancel", "stock_exhausted", "duplicate_buyer"} {
+		// v1_*: sagas of the first version (before the door), which must
+		// still replay; the others: the current saga.
+		want[path+".json"], want["v1_"+path+".json"] = false, false
+	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/seckill/seckill/order"
 )
 
 // Names shared by the starter, the worker, the API and support tooling.
@@ -16,9 +18,18 @@ const (
 	WorkflowType = "OrderSaga"
 	// DefaultTaskQueue is the task queue of the saga (config.Temporal.TaskQueue).
 	DefaultTaskQueue = "seckill-orders"
-	// UpdatePay asks the saga to take the payment; answered with the order view.
-	UpdatePay = "pay"
-	// UpdateCancel asks the saga to cancel on the buyer's behalf.
+	// SignalPay wakes the saga after the API recorded the buyer's payment at
+	// the door (seckill_order.status = PAID); the saga confirms it on the row
+	// (MarkPaid) and finishes. Support staff may send it to mark an order
+	// paid by hand.
+	SignalPay = "pay"
+	// SignalCancel wakes the saga to cancel the order and give its units back
+	// (sent by the API after it recorded the buyer's cancel at the door;
+	// support staff may send it too).
+	SignalCancel = "cancel"
+	// UpdatePay and UpdateCancel are how sagas started before the door
+	// (changeDoorPayment DefaultVersion) take a pay or cancel.
+	UpdatePay    = "pay"
 	UpdateCancel = "cancel"
 	// QueryStatus returns the order view as the saga sees it.
 	QueryStatus = "status"
@@ -41,8 +52,13 @@ var (
 const (
 	MemoBuyer  = "buyer"
 	MemoItem   = "item"
-	MemoReason = "reason" // upserted when the order fails or is cancelled
+	MemoReason = "reason" // upserted by sagas of the first version when the order fails or is cancelled
 )
+
+// changeDoorPayment is the workflow version (workflow.GetVersion) at which the
+// payment is judged at the door and the saga follows the order row: version 1
+// runs OrderSaga, DefaultVersion the first saga (orderSagaV1).
+const changeDoorPayment = "door-payment"
 
 // Input starts one saga: the queue message of the order.
 type Input struct {
@@ -56,12 +72,5 @@ type Input struct {
 const (
 	// ErrTypeNotPayable rejects pay or cancel once the order left
 	// PENDING_PAYMENT; the client maps it to order.ErrNotPayable.
-	ErrTypeNotPayable = "ORDER_NOT_PAYABLE"
-)
-
-// Closing reasons recorded with CANCELLED orders.
-const (
-	ReasonPaymentTimeout  = "PAYMENT_TIMEOUT"
-	ReasonBuyerCancelled  = "BUYER_CANCELLED"
-	ReasonWorkflowCancels = "CANCELLED_BY_OPERATOR" // temporal workflow cancel
+	ErrTypeNotPayable = order.ReasonNotPayable
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/temporalx"
-	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
@@ -99,7 +99,8 @@ func runAPI(ctx context.Context, a *app) error {
 		"temporal": tc.check,
 	}
 	srv := api.New(cfg.API, api.Deps{
-		Items: db, Orders: db, Stock: stk, Actions: orderActions(tc, a),
+		Items: db, Orders: db, Stock: stk,
+		Actions: payment.New(db, stk, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped, payment.Options{}, log),
 		Verifier: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
 		Relay: rel, Checks: checks, Log: log,
 	}, api.Options{})
@@ -170,7 +171,7 @@ func (t *temporalConn) dialLoop(ctx context.Context, a *app) {
 			a.log.Info("temporal connected", "address", a.cfg.Temporal.Address)
 			return
 		}
-		a.log.Warn("temporal not reachable; pay and cancel answer 503 until it is", "err", err)
+		a.log.Warn("temporal not reachable; pays and cancels are recorded, sagas woken at their deadline", "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(5 * time.Second):
@@ -193,52 +194,22 @@ func (t *temporalConn) close() {
 	}
 }
 
-// lazyActions forwards pay and cancel to the saga once Temporal is
-// connected; before that they answer 503 UNAVAILABLE.
-type lazyActions struct {
-	tc    *temporalConn
-	build func(client.Client) api.OrderActions
-	once  sync.Mutex
-	impl  api.OrderActions
-}
-
-func orderActions(tc *temporalConn, a *app) api.OrderActions {
-	return &lazyActions{tc: tc, build: func(c client.Client) api.OrderActions { return sagaActions(c, a) }}
-}
-
-func (l *lazyActions) get() (api.OrderActions, error) {
-	l.once.Lock()
-	defer l.once.Unlock()
-	if l.impl != nil {
-		return l.impl, nil
+// sagas returns the saga client once Temporal is connected; before that the
+// payment desk skips its wakes (sagas find the order row at their deadline).
+func sagas(tc *temporalConn, taskQueue string) func() (payment.Sagas, error) {
+	var mu sync.Mutex
+	var c *workflows.Client
+	return func() (payment.Sagas, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c != nil {
+			return c, nil
+		}
+		tcl := tc.get()
+		if tcl == nil {
+			return nil, api.ErrUnavailable
+		}
+		c = workflows.NewClient(tcl, taskQueue)
+		return c, nil
 	}
-	c := l.tc.get()
-	if c == nil {
-		return nil, api.ErrUnavailable
-	}
-	if l.impl = l.build(c); l.impl == nil {
-		return nil, api.ErrUnavailable
-	}
-	return l.impl, nil
-}
-
-func (l *lazyActions) Pay(ctx context.Context, orderID string) (order.View, error) {
-	impl, err := l.get()
-	if err != nil {
-		return order.View{}, err
-	}
-	return impl.Pay(ctx, orderID)
-}
-
-func (l *lazyActions) Cancel(ctx context.Context, orderID string) (order.View, error) {
-	impl, err := l.get()
-	if err != nil {
-		return order.View{}, err
-	}
-	return impl.Cancel(ctx, orderID)
-}
-
-// sagaActions returns the saga's pay and cancel over Temporal updates.
-func sagaActions(c client.Client, a *app) api.OrderActions {
-	return workflows.NewClient(c, a.cfg.Temporal.TaskQueue)
 }

@@ -1,0 +1,1 @@
+ALTER TABLE seckill_order DROP COLUMN pay_by;

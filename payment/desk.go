@@ -1,0 +1,177 @@
+// Package payment judges a buyer's pay or cancel at the door, where it is
+// received, instead of by the saga's backlog: the order row in MySQL is moved
+// from PENDING_PAYMENT by one conditional update that also checks the buyer
+// and the deadline (pay_by) against the moment the API received the request.
+// The row is the decision; the saga follows it. The desk then publishes the
+// new status for GET and the event stream, and wakes the saga in the
+// background (a signal), so a slow or unreachable Temporal server never makes
+// a buyer wait; a saga that is not woken finds the row at its deadline.
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
+)
+
+// Orders records the decision on the order row (store.Store).
+type Orders interface {
+	RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ store.Order, changed bool, _ error)
+	RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ store.Order, changed bool, _ error)
+}
+
+// Statuses publishes an order's view for the API instances (stock.Store).
+type Statuses interface {
+	PublishStatus(ctx context.Context, v order.View) error
+}
+
+// Sagas reaches the order's saga (workflows.Client). Signal wakes a saga;
+// Pay and Cancel are the updates of sagas started before the door existed
+// (their orders have no pay_by).
+type Sagas interface {
+	Signal(ctx context.Context, orderID, name string) error
+	Pay(ctx context.Context, orderID string) (order.View, error)
+	Cancel(ctx context.Context, orderID string) (order.View, error)
+}
+
+// Counter counts wakes that could not be sent (a Prometheus counter).
+type Counter interface{ Inc() }
+
+var (
+	_ Orders = (*store.Store)(nil)
+	_ Sagas  = (*workflows.Client)(nil)
+)
+
+// ErrPending: the action was handed to a first-version saga that did not
+// answer within Options.Wait; it finishes in the background (HTTP 202).
+var ErrPending = errors.New("order action still in progress")
+
+// Options tune the desk.
+type Options struct {
+	// Wait bounds an answer that depends on a first-version saga.
+	Wait time.Duration
+	// WakeTimeout bounds one background wake signal.
+	WakeTimeout time.Duration
+	// MaxWakes bounds the wakes in flight; past it a wake is skipped (the
+	// saga still finds the row at its deadline) and counted.
+	MaxWakes int
+}
+
+// Desk takes buyers' pays and cancels. Safe for concurrent use.
+type Desk struct {
+	orders   Orders
+	statuses Statuses
+	sagas    func() (Sagas, error)
+	skipped  Counter
+	opts     Options
+	log      *slog.Logger
+	wakes    chan struct{}
+}
+
+// New returns a desk. sagas returns the saga client, or an error while
+// Temporal is not reachable (wakes are then skipped). skipped counts wakes
+// that were not sent.
+func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) *Desk {
+	if opts.Wait <= 0 {
+		opts.Wait = 5 * time.Second
+	}
+	if opts.WakeTimeout <= 0 {
+		opts.WakeTimeout = 10 * time.Second
+	}
+	if opts.MaxWakes <= 0 {
+		opts.MaxWakes = 512
+	}
+	return &Desk{orders: orders, statuses: statuses, sagas: sagas, skipped: skipped, opts: opts,
+		log: log.With("component", "payment"), wakes: make(chan struct{}, opts.MaxWakes)}
+}
+
+// Pay records the buyer's payment of an order received at receivedAt and
+// answers with the PAID order. Paying a PAID order again returns it.
+// order.ErrNotFound when the buyer has no such order row (yet);
+// order.ErrNotPayable (with the order as it is) when it is not
+// PENDING_PAYMENT or its deadline had passed; ErrPending (with the order)
+// when a first-version saga is still working on it.
+func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	row, changed, err := d.orders.RecordPayment(ctx, orderID, userID, receivedAt)
+	return d.after(ctx, row, changed, err, workflows.SignalPay)
+}
+
+// Cancel records the buyer's cancel of a PENDING_PAYMENT order received in
+// time and answers with the CANCELLED order; the saga gives the units back.
+// Errors as for Pay; cancelling twice is order.ErrNotPayable.
+func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	row, changed, err := d.orders.RecordCancel(ctx, orderID, userID, receivedAt)
+	return d.after(ctx, row, changed, err, workflows.SignalCancel)
+}
+
+func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string) (order.View, error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return order.View{}, fmt.Errorf("%s: %w", err.Error(), order.ErrNotFound)
+	case errors.Is(err, order.ErrNotPayable) && row.Status == order.StatusPendingPayment && row.PayBy == nil:
+		return d.legacy(ctx, row, signal)
+	case err != nil:
+		return row.View(), err
+	}
+	v := row.View()
+	if !changed {
+		return v, nil // a repeated pay: already published, the saga already woken
+	}
+	// GET and the event streams see the decision at once; a failure leaves
+	// them on the database (GET falls back to it for stale views).
+	if perr := d.statuses.PublishStatus(ctx, v); perr != nil {
+		d.log.Warn("publish status", "order_id", v.OrderID, "status", v.Status, "err", perr)
+	}
+	d.wake(v.OrderID, signal)
+	return v, nil
+}
+
+// wake signals the saga in the background, bounded in number and time.
+func (d *Desk) wake(orderID, signal string) {
+	select {
+	case d.wakes <- struct{}{}:
+	default:
+		d.skipped.Inc()
+		return
+	}
+	go func() {
+		defer func() { <-d.wakes }()
+		sagas, err := d.sagas()
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), d.opts.WakeTimeout)
+			err = sagas.Signal(ctx, orderID, signal)
+			cancel()
+		}
+		if err != nil && !errors.Is(err, order.ErrNotFound) {
+			d.skipped.Inc()
+			d.log.Warn("saga not woken; it finds the order row at its deadline", "order_id", orderID, "signal", signal, "err", err)
+		}
+	}()
+}
+
+// legacy hands the action to a saga started before pay_by existed, waiting
+// at most Options.Wait for its answer.
+func (d *Desk) legacy(ctx context.Context, row store.Order, signal string) (order.View, error) {
+	sagas, err := d.sagas()
+	if err != nil {
+		return row.View(), err
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.opts.Wait)
+	defer cancel()
+	var v order.View
+	if signal == workflows.SignalPay {
+		v, err = sagas.Pay(wctx, row.OrderID)
+	} else {
+		v, err = sagas.Cancel(wctx, row.OrderID)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return row.View(), fmt.Errorf("%s order %s: %w", signal, row.OrderID, ErrPending)
+	}
+	return v, err
+}
