@@ -136,77 +136,63 @@ type WorkflowResult struct {
 	PerSecond float64 `json:"per_second"`
 }
 
-// WorkerOptions sizes a Temporal worker from the worker config exactly as
-// `seckill worker` does, so the baseline and the saga run with the same settings.
-func WorkerOptions(cfg config.Worker) worker.Options {
-	return worker.Options{
-		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskExecutionSize:  max(cfg.MaxConcurrentWorkflowTasks, 2),
-		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
-		MaxConcurrentWorkflowTaskPollers:        max(cfg.WorkflowPollers, 2),
-		MaxConcurrentActivityTaskPollers:        max(cfg.ActivityPollers, 1),
-	}
-}
+// baselineStarters is how many goroutines start minimal workflows: what a
+// plain SDK client would use to push a few thousand workflows.
+const baselineStarters = 32
 
-// WorkflowBaseline starts n minimal workflows from concurrency starters on a
-// private task queue served by a worker in this process, and measures from
-// the first start to the last completion.
-func WorkflowBaseline(ctx context.Context, c client.Client, cfg config.Worker, taskQueue string, n, concurrency int) (WorkflowResult, error) {
-	w := worker.New(c, taskQueue, WorkerOptions(cfg))
-	w.RegisterWorkflowWithOptions(MinimalWorkflow, workflow.RegisterOptions{Name: "BenchMinimalWorkflow"})
+// WorkflowBaseline is the Temporal engine at its best as a user would get it
+// alone: n minimal workflows started by baselineStarters goroutines with eager
+// start, on a private task queue served by a worker in this process with the
+// SDK's default options, completions counted inside the worker (no result
+// polling: no long polls compete with the server's work). It measures from the
+// first start to the last completion. Nothing of the saga's settings is
+// copied: the baseline must not share our overheads.
+func WorkflowBaseline(ctx context.Context, c client.Client, taskQueue string, n int) (WorkflowResult, error) {
+	var done atomic.Int64
+	finished := make(chan struct{})
+	w := worker.New(c, taskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, i int) error {
+		err := MinimalWorkflow(ctx, i)
+		if err == nil && !workflow.IsReplaying(ctx) && done.Add(1) == int64(n) {
+			close(finished)
+		}
+		return err
+	}, workflow.RegisterOptions{Name: "BenchMinimalWorkflow"})
 	if err := w.Start(); err != nil {
 		return WorkflowResult{}, err
 	}
 	defer w.Stop()
-	runs := make(chan client.WorkflowRun, n)
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
-	for g := 0; g < concurrency; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range baselineStarters {
+		wg.Go(func() {
 			for {
 				i := next.Add(1)
 				if i > int64(n) || ctx.Err() != nil {
 					return
 				}
-				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("%s-%d", taskQueue, i), TaskQueue: taskQueue, EnableEagerStart: cfg.EagerStart,
+				_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+					ID: fmt.Sprintf("%s-%d", taskQueue, i), TaskQueue: taskQueue, EnableEagerStart: true,
 				}, "BenchMinimalWorkflow", int(i))
 				if err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
-				runs <- run
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	close(runs)
 	if firstErr != nil {
 		return WorkflowResult{}, fmt.Errorf("start minimal workflow: %w", firstErr)
 	}
-	// Wait for every completion (bounded number of concurrent long polls).
-	sem := make(chan struct{}, 64)
-	var wg2 sync.WaitGroup
-	for run := range runs {
-		wg2.Add(1)
-		sem <- struct{}{}
-		go func(r client.WorkflowRun) {
-			defer wg2.Done()
-			defer func() { <-sem }()
-			if err := r.Get(ctx, nil); err != nil {
-				once.Do(func() { firstErr = err })
-			}
-		}(run)
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		return WorkflowResult{}, fmt.Errorf("minimal workflows: %d of %d completed: %w", done.Load(), n, ctx.Err())
 	}
-	wg2.Wait()
 	el := time.Since(start).Seconds()
-	if firstErr != nil {
-		return WorkflowResult{}, fmt.Errorf("minimal workflow: %w", firstErr)
-	}
 	return WorkflowResult{Workflows: n, Seconds: el, PerSecond: float64(n) / el}, nil
 }

@@ -12,9 +12,12 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/bench/invariant"
@@ -84,7 +87,25 @@ type SaleReport struct {
 	Invariants      *invariant.Report  `json:"invariants,omitempty"`
 	Notes           []string           `json:"notes,omitempty"`
 	PayLatency      map[string]Latency `json:"pay_latency,omitempty"`
+	// AcceptedToPayable is, over every accepted order, the time from its
+	// 202 (the order id's timestamp) to PENDING_PAYMENT (its deadline minus
+	// the payment window, both written by the database).
+	AcceptedToPayable Latency `json:"accepted_to_payable"`
+	// PayableHistogram counts AcceptedToPayable over PayableBoundsS.
+	PayableHistogram []int64   `json:"accepted_to_payable_histogram"`
+	PayableBoundsS   []float64 `json:"accepted_to_payable_bounds_s"`
+	// InTimePaysRefused counts pays sent before the order's deadline that
+	// were not answered 200 (the saga issue's target: 0).
+	InTimePaysRefused int64 `json:"in_time_pays_refused"`
+	// OrdersByStatus is, per second since the start, how many of the item's
+	// accepted orders were in each status (QUEUED = accepted, no saga row
+	// past QUEUED yet).
+	OrdersByStatus map[string][]int64 `json:"orders_by_status_timeline"`
 }
+
+// PayableBoundsS are the upper bounds (seconds) of the 202 -> PENDING_PAYMENT
+// histogram.
+var PayableBoundsS = []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
 
 // Machine is where the numbers were taken.
 type Machine struct {
@@ -253,8 +274,8 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	// PENDING_PAYMENT per second and pays the chosen fraction at once.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	w := &watcher{db: d.Store, item: it.ID, start: start, payFraction: f.PayFraction, apiURL: f.APIURL,
-		tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start)}
+	w := &watcher{db: d.Store, stock: d.Stock, item: it.ID, start: start, window: f.PaymentTimeout,
+		payFraction: f.PayFraction, apiURL: f.APIURL, tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start)}
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); w.run(watchCtx) }()
 
@@ -332,6 +353,10 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	if s := w.payRec.Summary(); s.Total > 0 {
 		rep.PayLatency = s.Latency
 	}
+	rep.AcceptedToPayable, rep.PayableHistogram = w.payableSummary()
+	rep.PayableBoundsS = PayableBoundsS
+	rep.InTimePaysRefused = w.inTimeRefusedCount()
+	rep.OrdersByStatus = w.statusTimeline()
 
 	// Quiet now (every saga waits for payment or is over): check. A second
 	// look a moment later filters what the visibility index had not caught up with.
@@ -356,8 +381,10 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 // watcher follows the item's orders in MySQL while the sale drains.
 type watcher struct {
 	db          *store.Store
+	stock       *stock.Store
 	item        int64
 	start       time.Time
+	window      time.Duration // the item's payment window
 	payFraction float64
 	apiURL      string
 	tokens      map[int64]string
@@ -374,11 +401,16 @@ type watcher struct {
 	payWG     sync.WaitGroup
 	payQ      chan payJob
 	first     time.Time
+	payable   []time.Duration // 202 -> PENDING_PAYMENT of each order seen with a deadline
+	refused   int64           // pays sent before the deadline and not answered 200
+	timeline  map[string][]int64
+	polls     int
 }
 
 type payJob struct {
 	orderID string
 	userID  int64
+	payBy   time.Time
 }
 
 // payers is how many payments can be in flight at once.
@@ -414,11 +446,12 @@ func (w *watcher) poll(ctx context.Context) {
 		OrderID string
 		UserID  int64
 		Status  string
+		PayBy   *time.Time
 	}
 	var rows []row
 	db := w.db.DB().WithContext(ctx)
 	// Rows may commit out of id order: look back a little and dedupe.
-	if err := db.Raw("SELECT id, order_id, user_id, status FROM seckill_order WHERE item_id = ? AND id > ? AND status <> 'QUEUED' ORDER BY id",
+	if err := db.Raw("SELECT id, order_id, user_id, status, pay_by FROM seckill_order WHERE item_id = ? AND id > ? AND status <> 'QUEUED' ORDER BY id",
 		w.item, w.lastID-2000).Scan(&rows).Error; err != nil {
 		return
 	}
@@ -445,13 +478,87 @@ func (w *watcher) poll(ctx context.Context) {
 		if w.first.IsZero() {
 			w.first = now
 		}
-		if r.Status == "PENDING_PAYMENT" && pays(r.OrderID, w.payFraction) {
+		if r.PayBy != nil {
+			if id, err := ulid.Parse(r.OrderID); err == nil {
+				w.payable = append(w.payable, r.PayBy.Add(-w.window).Sub(ulid.Time(id.Time())))
+			}
+		}
+		if r.Status == "PENDING_PAYMENT" && r.PayBy != nil && pays(r.OrderID, w.payFraction) {
 			select {
-			case w.payQ <- payJob{orderID: r.OrderID, userID: r.UserID}:
+			case w.payQ <- payJob{orderID: r.OrderID, userID: r.UserID, payBy: *r.PayBy}:
 			default:
 			}
 		}
 	}
+	if w.polls++; w.polls%4 == 1 { // about once a second
+		w.mu.Unlock()
+		counts := w.countByStatus(ctx)
+		w.mu.Lock()
+		if counts != nil {
+			sec := max(0, int(now.Sub(w.start)/time.Second))
+			if w.timeline == nil {
+				w.timeline = map[string][]int64{}
+			}
+			for _, st := range timelineStatuses {
+				for len(w.timeline[st]) <= sec {
+					w.timeline[st] = append(w.timeline[st], counts[st])
+				}
+				w.timeline[st][sec] = counts[st]
+			}
+		}
+	}
+}
+
+// timelineStatuses are the statuses the timeline follows, in their order.
+var timelineStatuses = []string{"QUEUED", "PENDING_PAYMENT", "PAID", "CANCELLED", "FAILED"}
+
+// countByStatus counts the item's orders by status; QUEUED also counts the
+// accepted orders that have no row yet (the buyer marks in Redis are every
+// reservation ever made).
+func (w *watcher) countByStatus(ctx context.Context) map[string]int64 {
+	var rows []struct {
+		Status string
+		N      int64
+	}
+	if err := w.db.DB().WithContext(ctx).Raw("SELECT status, COUNT(*) AS n FROM seckill_order WHERE item_id = ? GROUP BY status",
+		w.item).Scan(&rows).Error; err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	var rowsN int64
+	for _, r := range rows {
+		out[r.Status] = r.N
+		rowsN += r.N
+	}
+	if w.stock != nil {
+		if marks, err := w.stock.Client().HLen(ctx, w.stock.ItemKeys(w.item).Buyers).Result(); err == nil && marks > rowsN {
+			out["QUEUED"] += marks - rowsN
+		}
+	}
+	return out
+}
+
+func (w *watcher) payableSummary() (Latency, []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	hist := make([]int64, len(PayableBoundsS))
+	for _, d := range w.payable {
+		i := sort.SearchFloat64s(PayableBoundsS, d.Seconds())
+		hist[min(i, len(hist)-1)]++
+	}
+	return summarize(w.payable), hist
+}
+
+func (w *watcher) inTimeRefusedCount() int64 { w.mu.Lock(); defer w.mu.Unlock(); return w.refused }
+
+func (w *watcher) statusTimeline() map[string][]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string][]int64, len(w.timeline))
+	for k, v := range w.timeline {
+		out[k] = append([]int64(nil), v...)
+	}
+	return out
 }
 
 // pays picks the orders to pay by a hash of their id: stable and spread.
@@ -487,6 +594,9 @@ func (w *watcher) payer(ctx context.Context) {
 		w.payRec.Add(out, time.Now(), time.Since(t0))
 		w.mu.Lock()
 		w.paid[out]++
+		if code != http.StatusOK && t0.Before(j.payBy) {
+			w.refused++
+		}
 		w.mu.Unlock()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -67,7 +68,12 @@ func PrintSale(w io.Writer, r *SaleReport) {
 	if r.TimeoutsAfterS > 0 {
 		printf(tw, "payment windows closed\t%.1f s after the start\t\n", r.TimeoutsAfterS)
 	}
-	printf(tw, "pay answers\t%v\t\n", r.Paid)
+	printf(tw, "pay answers\t%s\t\n", PayAnswers(r.Paid))
+	printf(tw, "pays sent in time and refused\t%d\t\n", r.InTimePaysRefused)
+	if l, ok := r.PayLatency["all"]; ok {
+		printf(tw, "pay request -> answer\t%s\t\n", l.Seconds())
+	}
+	printf(tw, "202 -> PENDING_PAYMENT\t%s\t\n", r.AcceptedToPayable.Seconds())
 	for _, k := range sortedKeys(r.Memory) {
 		m := r.Memory[k]
 		if m.Error != "" {
@@ -89,11 +95,11 @@ func PrintInvariants(w io.Writer, r *SaleReport) {
 	if inv == nil {
 		return
 	}
-	printf(w, "\nInvariants (MySQL, Redis%s): stock %d, live orders %d, orders %v, stock row %d, redis left %d, reservations %d",
+	printf(w, "\nInvariants (MySQL, Redis%s): stock %d, live orders %d, orders %s, stock row %d, redis left %d, reservations %d",
 		map[bool]string{true: ", Temporal", false: ""}[inv.WorkflowsChecked], inv.StockTotal, inv.LiveOrders,
-		inv.OrdersByStatus, inv.StockRow, inv.RedisLeft, inv.RedisReservations)
+		Counts(inv.OrdersByStatus), inv.StockRow, inv.RedisLeft, inv.RedisReservations)
 	if inv.WorkflowsChecked {
-		printf(w, ", workflows %v", inv.WorkflowsByStatus)
+		printf(w, ", workflows %s", Counts(inv.WorkflowsByStatus))
 	}
 	printLine(w)
 	if inv.OK() {
@@ -103,6 +109,60 @@ func PrintInvariants(w io.Writer, r *SaleReport) {
 	for _, v := range inv.Violations {
 		printf(w, "VIOLATION %s\n", v)
 	}
+}
+
+// Counts writes a count map as words and numbers, largest first:
+// "PAID 3,766, CANCELLED 6,234".
+func Counts(m map[string]int64) string {
+	keys := sortedKeys(m)
+	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+" "+thousands(m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// payAnswerNames says what each pay answer means.
+var payAnswerNames = map[string]string{
+	"200": "200 paid", "202": "202 accepted, finishing", "409": "409 ORDER_NOT_PAYABLE", "404": "404 ORDER_NOT_FOUND",
+	"429": "429 RATE_LIMITED", "503": "503 UNAVAILABLE", "error": "no answer",
+}
+
+// PayAnswers writes the pay answers in words: "200 paid 3,299, 409 ORDER_NOT_PAYABLE 0".
+func PayAnswers(m map[string]int64) string {
+	named := make(map[string]int64, len(m))
+	for k, v := range m {
+		if n, ok := payAnswerNames[k]; ok {
+			k = n
+		}
+		named[k] = v
+	}
+	return Counts(named)
+}
+
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// Seconds writes a latency summary in seconds.
+func (l Latency) Seconds() string {
+	if l.Count == 0 {
+		return "none measured"
+	}
+	return fmt.Sprintf("p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s (n = %s)", l.P50/1000, l.P90/1000, l.P99/1000, l.Max/1000, thousands(l.Count))
 }
 
 // Series is one line of a chart.
@@ -263,6 +323,43 @@ func timelineChart(s Summary, orders []int64) template.HTML {
 	return lineChart("Requests and orders per second", "seconds since the sale started", "per second", xs, false, series)
 }
 
+// statusChart draws the item's orders by status over time, one line each.
+func statusChart(tl map[string][]int64) template.HTML {
+	n := 0
+	for _, v := range tl {
+		n = max(n, len(v))
+	}
+	if n == 0 {
+		return ""
+	}
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = float64(i)
+	}
+	var series []Series
+	for _, st := range timelineStatuses {
+		ys := make([]float64, n)
+		for i, v := range tl[st] {
+			ys[i] = float64(v)
+		}
+		series = append(series, Series{Name: st, Color: colorOf(st, len(series)), Y: ys})
+	}
+	return lineChart("Orders by status", "seconds since the sale started", "orders", xs, false, series)
+}
+
+// payableChart draws the distribution of 202 -> PENDING_PAYMENT.
+func payableChart(r *SaleReport) template.HTML {
+	if len(r.PayableHistogram) == 0 || r.AcceptedToPayable.Count == 0 {
+		return ""
+	}
+	ys := make([]float64, len(r.PayableHistogram))
+	for i, c := range r.PayableHistogram {
+		ys[i] = 100 * float64(c) / float64(r.AcceptedToPayable.Count)
+	}
+	return lineChart("202 → PENDING_PAYMENT", "seconds (log scale, bucket upper bound)", "% of accepted orders",
+		r.PayableBoundsS, true, []Series{{Name: "orders", Y: ys}})
+}
+
 var saleHTML = template.Must(template.New("sale").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>seckill flash sale — item {{.R.ItemID}}</title>
 <style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0 16px}
@@ -276,7 +373,10 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
 <tr><td>time until sold out</td><td>{{printf "%.2f" .R.SoldOutAfterS}} s</td></tr>
 <tr><td>time to drain (all accepted orders persisted)</td><td>{{printf "%.1f" .R.DrainAfterS}} s · {{printf "%.1f" .R.SagasPerSec}} sagas/s</td></tr>
 <tr><td>attempts / retries / gave up / no answer</td><td>{{.R.Attempts}} / {{.R.Retries}} / {{.R.GaveUp}} / {{.R.ClientErrors}}</td></tr>
-<tr><td>pay answers</td><td>{{.R.Paid}}</td></tr>
+<tr><td>pay answers</td><td>{{.PayAnswers}}</td></tr>
+<tr><td>pays sent in time and refused</td><td>{{.R.InTimePaysRefused}}</td></tr>
+<tr><td>pay request → answer</td><td>{{.PayLatency}}</td></tr>
+<tr><td>202 → PENDING_PAYMENT</td><td>{{.R.AcceptedToPayable.Seconds}}</td></tr>
 {{range $k, $m := .R.Memory}}<tr><td>{{$k}} memory</td><td>{{if $m.Error}}{{$m.Error}}{{else}}peak RSS {{printf "%.1f" $m.PeakRSSMB}} MB, VmHWM {{printf "%.1f" $m.HWMMB}} MB (pid {{$m.PID}}){{end}}</td></tr>{{end}}
 </table>
 <h2>Answers and latency</h2>
@@ -284,9 +384,11 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
 {{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Count}}</td><td>{{printf "%.2f" .L.P50}}</td><td>{{printf "%.2f" .L.P90}}</td><td>{{printf "%.2f" .L.P99}}</td><td>{{printf "%.2f" .L.Max}}</td></tr>{{end}}
 </table>
 {{.Timeline}}
+{{.Statuses}}
+{{.Payable}}
 {{.Latency}}
 <h2>Invariants</h2>
-{{with .R.Invariants}}<p>stock {{.StockTotal}} · live orders {{.LiveOrders}} · orders {{.OrdersByStatus}} · stock row {{.StockRow}} · redis left {{.RedisLeft}} · reservations {{.RedisReservations}}{{if .WorkflowsChecked}} · workflows {{.WorkflowsByStatus}}{{end}}</p>
+{{with .R.Invariants}}<p>stock {{.StockTotal}} · live orders {{.LiveOrders}} · orders {{$.Orders}} · stock row {{.StockRow}} · redis left {{.RedisLeft}} · reservations {{.RedisReservations}}{{if .WorkflowsChecked}} · workflows {{$.Workflows}}{{end}}</p>
 {{if .Violations}}<table><tr><th>violation</th><th>by</th><th>detail</th></tr>{{range .Violations}}<tr><td class="bad">{{.Name}}</td><td>{{.Amount}}</td><td style="text-align:left">{{.Detail}}</td></tr>{{end}}</table>
 {{else}}<p class="ok">no violation</p>{{end}}{{end}}
 {{range .R.Notes}}<p>note: {{.}}</p>{{end}}
@@ -313,8 +415,14 @@ func WriteSaleHTML(path string, r *SaleReport) error {
 	if err != nil {
 		return err
 	}
-	if err := saleHTML.Execute(f, map[string]any{"R": r, "Rows": rows,
-		"Timeline": timelineChart(r.Answers, r.OrdersPerSecond), "Latency": latencyChart(r.Answers)}); err != nil {
+	data := map[string]any{"R": r, "Rows": rows, "PayAnswers": PayAnswers(r.Paid),
+		"PayLatency": r.PayLatency["all"].Seconds(),
+		"Timeline": timelineChart(r.Answers, r.OrdersPerSecond), "Latency": latencyChart(r.Answers),
+		"Statuses": statusChart(r.OrdersByStatus), "Payable": payableChart(r)}
+	if r.Invariants != nil {
+		data["Orders"], data["Workflows"] = Counts(r.Invariants.OrdersByStatus), Counts(r.Invariants.WorkflowsByStatus)
+	}
+	if err := saleHTML.Execute(f, data); err != nil {
 		_ = f.Close()
 		return err
 	}

@@ -33,11 +33,13 @@ type Stages struct {
 	// into sagas); the minimal-workflow baseline runs as many workflows.
 	SagaOrders int
 	LuaUnits   int64
-	Full       FlashSale // stage 4; SkipFull leaves it out
-	SkipFull   bool
-	Temporal   client.Client
-	Progress   io.Writer
-	Log        *slog.Logger
+	// LatencyUnits is the size of stage 3b's sale (0 leaves it out).
+	LatencyUnits int
+	Full         FlashSale // stage 4; SkipFull leaves it out
+	SkipFull     bool
+	Temporal     client.Client
+	Progress     io.Writer
+	Log          *slog.Logger
 }
 
 // Ratio is one pipeline figure against its baseline.
@@ -72,6 +74,25 @@ func ratio(stage, figure string, pipeline, baseline float64, unit string, target
 	if baseline > 0 {
 		r.Ratio = pipeline / baseline
 		r.Met = r.Ratio >= target
+	}
+	return r
+}
+
+// drainBound is the saga issue's bound on draining n accepted orders: 1.25 x
+// n / (minimal-workflow rate), in seconds.
+func drainBound(n int, minimalRate float64) float64 {
+	if minimalRate <= 0 {
+		return 0
+	}
+	return 1.25 * float64(n) / minimalRate
+}
+
+// atMost is a figure that must stay at or under bound (lower is better).
+func atMost(stage, figure string, value, bound float64, unit, note string) Ratio {
+	r := Ratio{Stage: stage, Figure: figure, Pipeline: value, Baseline: bound, Unit: unit,
+		Target: fmt.Sprintf("<= %.3g %s", bound, unit), Met: value <= bound, Note: note}
+	if bound > 0 {
+		r.Ratio = value / bound
 	}
 	return r
 }
@@ -172,18 +193,54 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	if s.Temporal != nil {
 		settle("stage 3 baseline")
 		tq := fmt.Sprintf("bench-minimal-%d", time.Now().UnixNano())
-		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities)", "workflows", s.SagaOrders, "task_queue", tq)
-		wf, err = WorkflowBaseline(ctx, s.Temporal, s.Cfg.Worker, tq, s.SagaOrders, max(s.Load.Connections, 1))
+		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities, default worker, eager start, no result polling)",
+			"workflows", s.SagaOrders, "task_queue", tq)
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		wf, err = WorkflowBaseline(bctx, s.Temporal, tq, s.SagaOrders)
+		cancel()
 		if err != nil {
 			fail("stage 3 baseline", err)
 		}
 		rep.Details["minimal_workflow"] = wf
 	}
 
+	// Stage 3b: what buyers feel after the 202, in a mid-size sale with no
+	// hold: every order paid the moment it is payable (10 s windows).
+	var latency *SaleReport
+	if s.LatencyUnits > 0 {
+		settle("stage 3b")
+		log.Info("stage 3b: buyer-facing latency", "units", s.LatencyUnits)
+		ls := FlashSale{APIURL: s.APIURL, Units: int64(s.LatencyUnits), Buyers: s.LatencyUnits * 2,
+			FirstBuyer: 1_000_000_000 + base*100 + int64(len(buyers)) + int64(s.SagaOrders) + 5, Load: s.Load, MaxAttempts: 20,
+			Lead: 2 * time.Second, PaymentTimeout: 10 * time.Second, PayFraction: 1, DrainTimeout: 15 * time.Minute,
+			JWTSecret: secret, Progress: s.Progress, Log: log}
+		latency, err = ls.Run(ctx, d)
+		if err != nil {
+			fail("stage 3b", err)
+		}
+		if latency != nil {
+			rep.Details["buyer_latency_sale"] = latency
+			if latency.Invariants != nil && !latency.Invariants.OK() {
+				rep.Errors = append(rep.Errors, fmt.Sprintf("stage 3b: %d invariant violations", len(latency.Invariants.Violations)))
+			}
+		}
+	}
+
 	floor := min(bareRate, lua.PerSecond)
 	rep.Ratios = append(rep.Ratios, ratio("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRate, floor, "req/s", 0.5,
 		fmt.Sprintf("bare %.0f/s, direct Lua %.0f/s", bareRate, lua.PerSecond)))
-	rep.Ratios = append(rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8, ""))
+	rep.Ratios = append(rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8,
+		"baseline: default worker, eager start, no result polling"))
+	if latency != nil {
+		bound := drainBound(latency.Accepted, wf.PerSecond)
+		rep.Ratios = append(rep.Ratios,
+			atMost("3b", fmt.Sprintf("p99 202 -> PENDING_PAYMENT (%d units)", latency.Accepted), latency.AcceptedToPayable.P99/1000, bound, "s",
+				fmt.Sprintf("bound 1.25 x %d / %.1f wf/s; p50 %.2f s, max %.2f s", latency.Accepted, wf.PerSecond,
+					latency.AcceptedToPayable.P50/1000, latency.AcceptedToPayable.Max/1000)),
+			atMost("3b", "pays sent in time and refused", float64(latency.InTimePaysRefused), 0, "pays", PayAnswers(latency.Paid)),
+			atMost("3b", "p99 pay request -> answer", latency.PayLatency["all"].P99/1000, 5, "s",
+				fmt.Sprintf("max %.2f s", latency.PayLatency["all"].Max/1000)))
+	}
 
 	// Stage 4: the full flash sale.
 	if !s.SkipFull {
@@ -201,7 +258,11 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 			api, wk := sale.Memory["api"], sale.Memory["worker"]
 			rep.Ratios = append(rep.Ratios,
 				Ratio{Stage: "4", Figure: "time until sold out", Pipeline: sale.SoldOutAfterS, Unit: "s", Target: "-", Met: true},
-				Ratio{Stage: "4", Figure: "time to drain", Pipeline: sale.DrainAfterS, Unit: "s", Target: "-", Met: sale.Drained},
+				atMost("4", "time to drain (every accepted order PENDING_PAYMENT)", sale.DrainAfterS, drainBound(sale.Accepted, wf.PerSecond), "s",
+					fmt.Sprintf("bound 1.25 x %d / %.1f wf/s; drained: %v", sale.Accepted, wf.PerSecond, sale.Drained)),
+				atMost("4", "p99 202 -> PENDING_PAYMENT", sale.AcceptedToPayable.P99/1000, drainBound(sale.Accepted, wf.PerSecond), "s",
+					fmt.Sprintf("p50 %.2f s, max %.2f s", sale.AcceptedToPayable.P50/1000, sale.AcceptedToPayable.Max/1000)),
+				atMost("4", "pays sent in time and refused", float64(sale.InTimePaysRefused), 0, "pays", PayAnswers(sale.Paid)),
 				limit("4", "API peak RSS", api.PeakRSSMB, 150, "MB"),
 				limit("4", "worker peak RSS", wk.PeakRSSMB, 200, "MB"))
 			if sale.Invariants != nil && !sale.Invariants.OK() {
@@ -280,7 +341,7 @@ func PrintRatios(w io.Writer, r *StagesReport) {
 			base = fmt.Sprintf("%.1f %s", x.Baseline, x.Unit)
 			rat = fmt.Sprintf("%.2f", x.Ratio)
 		}
-		printf(tw, "%s\t%s\t%.1f %s\t%s\t%s\t%s\t%v\t\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, x.Met)
+		printf(tw, "%s\t%s\t%.2f %s\t%s\t%s\t%s\t%v\t\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, x.Met)
 	}
 	_ = tw.Flush()
 	for _, e := range r.Errors {
@@ -293,19 +354,29 @@ func MarkdownRatios(r *StagesReport) string {
 	var b strings.Builder
 	printf(&b, "Last run: %s on %d CPUs, %.1f GiB RAM (%s, %s); load: %s.\n\n",
 		r.At.Format(time.RFC3339), r.Machine.CPUs, r.Machine.MemoryGB, r.Machine.Kernel, r.Machine.Go, r.Load.String())
-	b.WriteString("| stage | figure | pipeline | baseline | ratio | target | met |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| stage | figure | pipeline | baseline | ratio | target | met | note |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Ratios {
 		base, rat := "-", "-"
 		if x.Baseline > 0 {
 			base = fmt.Sprintf("%.1f %s", x.Baseline, x.Unit)
 			rat = fmt.Sprintf("%.2f", x.Ratio)
 		}
-		printf(&b, "| %s | %s | %.1f %s | %s | %s | %s | %v |\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, x.Met)
+		met := "✗"
+		if x.Met {
+			met = "✓"
+		}
+		printf(&b, "| %s | %s | %.2f %s | %s | %s | %s | %s | %s |\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, met, x.Note)
+	}
+	if l, ok := r.Details["buyer_latency_sale"].(*SaleReport); ok && l != nil {
+		printf(&b, "\nStage 3b sale (item %d, %d accepted, 10 s windows, every order paid when payable): 202 -> PENDING_PAYMENT %s; "+
+			"pay request -> answer %s; pay answers %s; invariants: %s.\n", l.ItemID, l.Accepted, l.AcceptedToPayable.Seconds(),
+			l.PayLatency["all"].Seconds(), PayAnswers(l.Paid), verdict(l))
 	}
 	if r.Sale != nil {
 		s := r.Sale
-		printf(&b, "\nFull sale (item %d): %d attempts, answers %v, accepted %d; p99 latency %.1f ms (all answers); "+
-			"invariants: %s.\n", s.ItemID, s.Attempts, s.Answers.ByOutcome, s.Accepted, s.Answers.Latency["all"].P99, verdict(s))
+		printf(&b, "\nFull sale (item %d): %d attempts, answers %s, accepted %d; p99 latency %.1f ms (all answers); "+
+			"202 -> PENDING_PAYMENT %s; pay answers %s; invariants: %s.\n", s.ItemID, s.Attempts, Counts(s.Answers.ByOutcome),
+			s.Accepted, s.Answers.Latency["all"].P99, s.AcceptedToPayable.Seconds(), PayAnswers(s.Paid), verdict(s))
 	}
 	for _, e := range r.Errors {
 		printf(&b, "\n- error: %s", e)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -52,6 +53,16 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultDeductAttempts
 	}
+	// Every order of a sale decrements the same row. Concurrent optimistic
+	// writers from one process would mostly lose to each other (N writers:
+	// ~1/N succeed per round, the rest re-read and pause); taking turns in
+	// the process keeps the optimistic check for writers of other processes
+	// and makes a version miss the exception here.
+	unlock, err := s.rows.lock(ctx, itemID)
+	if err != nil {
+		return Order{}, false, err
+	}
+	defer unlock()
 	db := s.db.WithContext(ctx)
 	already := func() (Order, bool, error) {
 		row, err := orderRow(db, orderID)
@@ -134,6 +145,32 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			return Order{}, false, ctx.Err()
 		case <-time.After(pause):
 		}
+	}
+}
+
+// rowLocks serializes this process's writers of one stock row; waiting
+// respects the caller's context.
+type rowLocks struct {
+	mu    sync.Mutex
+	items map[int64]chan struct{}
+}
+
+func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
+	l.mu.Lock()
+	if l.items == nil {
+		l.items = map[int64]chan struct{}{}
+	}
+	ch, ok := l.items[itemID]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		l.items[itemID] = ch
+	}
+	l.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

@@ -24,7 +24,8 @@ var (
 
 // Store wraps a gorm connection pool.
 type Store struct {
-	db *gorm.DB
+	db   *gorm.DB
+	rows rowLocks // one stock-row writer per item in this process
 }
 
 // Open connects and pings the database.

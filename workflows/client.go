@@ -58,9 +58,8 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 			SearchUserID.ValueSet(m.UserID),
 			SearchOrderStatus.ValueSet(string(order.StatusQueued)),
 		),
-		Memo: map[string]any{MemoBuyer: m.UserID, MemoItem: m.ItemID},
 	}
-	in := Input{OrderID: m.OrderID, ItemID: m.ItemID, UserID: m.UserID, ReservedAt: m.ReservedAt}
+	in := Input{OrderID: m.OrderID, ItemID: m.ItemID, UserID: m.UserID, ReservedAt: m.ReservedAt, Version: SagaVersion}
 	_, err := c.c.ExecuteWorkflow(ctx, opts, WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {

@@ -17,7 +17,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-var testIn = Input{OrderID: "01TESTORDER", ItemID: 42, UserID: 1001, ReservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+var testIn = Input{OrderID: "01TESTORDER", ItemID: 42, UserID: 1001, ReservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Version: SagaVersion}
 
 const testWindow = 900 // seconds
 

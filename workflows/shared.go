@@ -55,10 +55,11 @@ const (
 	MemoReason = "reason" // upserted by sagas of the first version when the order fails or is cancelled
 )
 
-// changeDoorPayment is the workflow version (workflow.GetVersion) at which the
-// payment is judged at the door and the saga follows the order row: version 1
-// runs OrderSaga, DefaultVersion the first saga (orderSagaV1).
-const changeDoorPayment = "door-payment"
+// SagaVersion is the version of OrderSaga that new starts ask for
+// (Input.Version): 2 judges the payment at the door and follows the order
+// row; inputs without a version (0) are sagas of the first version, which
+// replay and finish with orderSagaV1.
+const SagaVersion = 2
 
 // Input starts one saga: the queue message of the order.
 type Input struct {
@@ -66,6 +67,8 @@ type Input struct {
 	ItemID     int64     `json:"item_id"`
 	UserID     int64     `json:"user_id"`
 	ReservedAt time.Time `json:"reserved_at"`
+	// Version selects the saga's code (SagaVersion for new starts).
+	Version int `json:"version,omitempty"`
 }
 
 // Error types (temporal.ApplicationError.Type) the saga and its client use.

@@ -14,6 +14,8 @@
 //	undersell               a buyer was told SOLD_OUT while fewer than S units were ever reserved
 //	units_sold              live orders != accepted orders - released accepted orders
 //	lost_order              an accepted order with no row in seckill_order (or still QUEUED) after the drain
+//	failed_order            an accepted order that ended FAILED: the buyer got a 202 and is owed an order, so a
+//	                        FAILED one is a broken promise, whatever the cause (an outage, a lost Redis write)
 //	phantom_order           an order row or reservation no buyer was given a 202 for
 //	duplicate_buyer         a buyer holding (or told about) more than one order for the item
 //	stock_row               stock row + live orders != S
@@ -52,6 +54,7 @@ const (
 	Undersell             = "undersell"
 	UnitsSold             = "units_sold"
 	LostOrder             = "lost_order"
+	FailedOrder           = "failed_order"
 	PhantomOrder          = "phantom_order"
 	DuplicateBuyer        = "duplicate_buyer"
 	StockRow              = "stock_row"
@@ -280,7 +283,7 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 
 	// units sold: every accepted order is live or released, so live = accepted - released.
 	var accReleased, accLive int64
-	var lost []string
+	var lost, failed []string
 	for id := range acc {
 		r, ok := byID[id]
 		switch {
@@ -288,9 +291,15 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 			lost = append(lost, id)
 		case released(r.Status):
 			accReleased++
+			if r.Status == order.StatusFailed {
+				failed = append(failed, id)
+			}
 		default:
 			accLive++
 		}
+	}
+	if len(failed) > 0 {
+		add(FailedOrder, int64(len(failed)), "accepted orders (202) that ended FAILED, e.g. %s", sample(failed))
 	}
 	if want := int64(len(acc)) - accReleased; liveN != want {
 		add(UnitsSold, liveN-want, "%d units sold (PENDING_PAYMENT+PAID), want %d = %d accepted - %d released (min(S=%d, buyers with 202) when nothing was released)",

@@ -175,6 +175,18 @@ func TestCleanSaleHasNoViolations(t *testing.T) {
 	}
 }
 
+// An order whose saga failed (a dependency blinked for too long) is
+// compensated cleanly, and still a broken promise: the buyer had a 202.
+func TestCatchesFailedOrder(t *testing.T) {
+	s := newSale(t, 3)
+	id := s.buy(1)
+	s.buy(2)
+	s.cancel(id, true)
+	s.exec("UPDATE seckill_order SET status = 'FAILED', reason = 'RETRIES_EXHAUSTED: Notify' WHERE order_id = ?", id)
+	s.wf.set(id, "Failed")
+	wantOnly(t, s.check(false, false), invariant.FailedOrder, 1)
+}
+
 func TestCatchesPendingAfterTimeout(t *testing.T) {
 	s := newSale(t, 3)
 	s.buy(1)

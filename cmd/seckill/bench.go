@@ -222,6 +222,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 		duration   time.Duration
 		sagaOrders int
 		luaUnits   int64
+		latency    int
 		skipFull   bool
 		doc        string
 	)
@@ -258,7 +259,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			}
 			full := f.sale()
 			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, Load: f.load(), HTTPDuration: duration,
-				SagaOrders: sagaOrders, LuaUnits: luaUnits, Full: full, SkipFull: skipFull, Temporal: tc,
+				SagaOrders: sagaOrders, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
 				Progress: cmd.ErrOrStderr(), Log: a.log}
 			rep := s.Run(ctx, d)
 			bench.PrintRatios(cmd.OutOrStdout(), rep)
@@ -293,6 +294,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each fixed-duration HTTP measurement")
 	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 4000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
 	cmd.Flags().Int64Var(&luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
+	cmd.Flags().IntVar(&latency, "latency-units", 1500, "units of stage 3b's sale (buyer-facing latency, every order paid; 0 leaves it out)")
 	cmd.Flags().BoolVar(&skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
 	cmd.Flags().StringVar(&doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")
 	return cmd
