@@ -417,7 +417,7 @@ func WriteSaleHTML(path string, r *SaleReport) error {
 	}
 	data := map[string]any{"R": r, "Rows": rows, "PayAnswers": PayAnswers(r.Paid),
 		"PayLatency": r.PayLatency["all"].Seconds(),
-		"Timeline": timelineChart(r.Answers, r.OrdersPerSecond), "Latency": latencyChart(r.Answers),
+		"Timeline":   timelineChart(r.Answers, r.OrdersPerSecond), "Latency": latencyChart(r.Answers),
 		"Statuses": statusChart(r.OrdersByStatus), "Payable": payableChart(r)}
 	if r.Invariants != nil {
 		data["Orders"], data["Workflows"] = Counts(r.Invariants.OrdersByStatus), Counts(r.Invariants.WorkflowsByStatus)

@@ -13,7 +13,6 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-
 // Forward steps (PersistOrder, DecrementStock, Notify) are LOCAL activities:
 // each is one short MySQL or Redis call on the hot path from message to
 // PENDING_PAYMENT, and a local activity runs inside the workflow task, with no
@@ -73,7 +72,7 @@ type sagaV1 struct {
 }
 
 // orderSagaV1 is the saga as it ran before the payment was judged at the
-// door (version DefaultVersion of changeDoorPayment): kept unchanged so that
+// door (inputs without Input.Version): kept unchanged so that
 // sagas started by it replay and finish. It turns one reserved order into a PENDING_PAYMENT order, waits for
 // payment and ends PAID, or CANCELLED or FAILED with everything undone.
 func orderSagaV1(ctx workflow.Context, in Input) (order.View, error) {

@@ -28,7 +28,7 @@ const (
 	// support staff may send it too).
 	SignalCancel = "cancel"
 	// UpdatePay and UpdateCancel are how sagas started before the door
-	// (changeDoorPayment DefaultVersion) take a pay or cancel.
+	// (inputs without Input.Version) take a pay or cancel.
 	UpdatePay    = "pay"
 	UpdateCancel = "cancel"
 	// QueryStatus returns the order view as the saga sees it.
@@ -48,12 +48,10 @@ var (
 	SearchOrderStatus = temporal.NewSearchAttributeKeyKeyword("SeckillOrderStatus")
 )
 
-// Memo keys set at start: the buyer and the item, readable in the UI.
-const (
-	MemoBuyer  = "buyer"
-	MemoItem   = "item"
-	MemoReason = "reason" // upserted by sagas of the first version when the order fails or is cancelled
-)
+// MemoReason is upserted by sagas of the first version when the order fails
+// or is cancelled; the current saga keeps the reason in the order row and its
+// result.
+const MemoReason = "reason"
 
 // SagaVersion is the version of OrderSaga that new starts ask for
 // (Input.Version): 2 judges the payment at the door and follows the order

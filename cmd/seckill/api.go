@@ -100,7 +100,7 @@ func runAPI(ctx context.Context, a *app) error {
 	}
 	srv := api.New(cfg.API, api.Deps{
 		Items: db, Orders: db, Stock: stk,
-		Actions: payment.New(db, stk, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped, payment.Options{}, log),
+		Actions:  payment.New(db, stk, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped, payment.Options{}, log),
 		Verifier: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
 		Relay: rel, Checks: checks, Log: log,
 	}, api.Options{})
