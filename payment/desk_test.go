@@ -1,0 +1,159 @@
+package payment_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
+)
+
+// fakeOrders answers RecordPayment/RecordCancel with a fixed row.
+type fakeOrders struct {
+	row     store.Order
+	changed bool
+	err     error
+}
+
+func (f *fakeOrders) RecordPayment(context.Context, string, int64, time.Time) (store.Order, bool, error) {
+	return f.row, f.changed, f.err
+}
+
+func (f *fakeOrders) RecordCancel(context.Context, string, int64, time.Time) (store.Order, bool, error) {
+	return f.row, f.changed, f.err
+}
+
+type fakeStatuses struct {
+	mu  sync.Mutex
+	got []order.View
+}
+
+func (f *fakeStatuses) PublishStatus(_ context.Context, v order.View) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, v)
+	return nil
+}
+
+type fakeSagas struct {
+	signals chan string
+	update  func(ctx context.Context) (order.View, error)
+}
+
+func (f *fakeSagas) Signal(_ context.Context, orderID, name string) error {
+	f.signals <- name + " " + orderID
+	return nil
+}
+func (f *fakeSagas) Pay(ctx context.Context, _ string) (order.View, error)    { return f.update(ctx) }
+func (f *fakeSagas) Cancel(ctx context.Context, _ string) (order.View, error) { return f.update(ctx) }
+
+type count struct{ n atomic.Int64 }
+
+func (c *count) Inc() { c.n.Add(1) }
+
+func newDesk(o *fakeOrders, st *fakeStatuses, sg *fakeSagas, opts payment.Options) (*payment.Desk, *count) {
+	skipped := &count{}
+	return payment.New(o, st, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
+		slog.New(slog.NewTextHandler(io.Discard, nil))), skipped
+}
+
+func payBy() *time.Time { t := time.Now().Add(time.Minute); return &t }
+
+// A recorded pay is published and wakes the saga once; a repeated pay of a
+// PAID order wakes nothing.
+func TestPayRecordsPublishesAndWakesOnce(t *testing.T) {
+	row := store.Order{OrderID: "O1", UserID: 7, ItemID: 1, Status: order.StatusPaid, PayBy: payBy()}
+	o, st, sg := &fakeOrders{row: row, changed: true}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 4)}
+	d, _ := newDesk(o, st, sg, payment.Options{})
+	v, err := d.Pay(context.Background(), "O1", 7, time.Now())
+	if err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("pay: %+v %v", v, err)
+	}
+	select {
+	case got := <-sg.signals:
+		if got != workflows.SignalPay+" O1" {
+			t.Fatalf("signal %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("saga not woken")
+	}
+	o.changed = false
+	if v, err := d.Pay(context.Background(), "O1", 7, time.Now()); err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("second pay: %+v %v", v, err)
+	}
+	st.mu.Lock()
+	published := len(st.got)
+	st.mu.Unlock()
+	if published != 1 || len(sg.signals) != 0 {
+		t.Fatalf("published %d times, %d extra signals; want 1 and 0", published, len(sg.signals))
+	}
+}
+
+// Refusals and unknown orders are passed on as the API maps them.
+func TestPayErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    *fakeOrders
+		want error
+	}{
+		{"not found", &fakeOrders{err: store.ErrNotFound}, order.ErrNotFound},
+		{"late", &fakeOrders{row: store.Order{Status: order.StatusPendingPayment, PayBy: payBy()}, err: order.ErrNotPayable}, order.ErrNotPayable},
+		{"closed", &fakeOrders{row: store.Order{Status: order.StatusCancelled}, err: order.ErrNotPayable}, order.ErrNotPayable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _ := newDesk(tc.o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
+			if _, err := d.Pay(context.Background(), "O1", 7, time.Now()); !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// An order of a first-version saga (no deadline) is paid through the saga's
+// update; past the bounded wait the answer is ErrPending (HTTP 202), not a hang.
+func TestLegacyPayIsBounded(t *testing.T) {
+	o := &fakeOrders{row: store.Order{OrderID: "O2", Status: order.StatusPendingPayment}, err: order.ErrNotPayable}
+	sg := &fakeSagas{signals: make(chan string, 1), update: func(ctx context.Context) (order.View, error) {
+		<-ctx.Done() // a Temporal server far behind
+		return order.View{}, ctx.Err()
+	}}
+	d, _ := newDesk(o, &fakeStatuses{}, sg, payment.Options{Wait: 50 * time.Millisecond})
+	start := time.Now()
+	v, err := d.Pay(context.Background(), "O2", 7, time.Now())
+	if !errors.Is(err, payment.ErrPending) || v.Status != order.StatusPendingPayment {
+		t.Fatalf("legacy pay: %+v %v, want ErrPending with the order", v, err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("legacy pay took %s", el)
+	}
+	sg.update = func(context.Context) (order.View, error) { return order.View{OrderID: "O2", Status: order.StatusPaid}, nil }
+	if v, err := d.Pay(context.Background(), "O2", 7, time.Now()); err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("legacy pay answered: %+v %v", v, err)
+	}
+}
+
+// Wakes are bounded: past MaxWakes in flight they are skipped and counted.
+func TestWakesBounded(t *testing.T) {
+	row := store.Order{OrderID: "O3", Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled, PayBy: payBy()}
+	sg := &fakeSagas{signals: make(chan string)} // nobody receives: every wake stays in flight
+	d, skipped := newDesk(&fakeOrders{row: row, changed: true}, &fakeStatuses{}, sg, payment.Options{MaxWakes: 2})
+	for range 5 {
+		if _, err := d.Cancel(context.Background(), "O3", 7, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := skipped.n.Load(); n != 3 {
+		t.Fatalf("%d wakes skipped, want 3", n)
+	}
+	for range 2 {
+		<-sg.signals
+	}
+}
