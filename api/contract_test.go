@@ -362,6 +362,24 @@ func TestRateLimits(t *testing.T) {
 			t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
 		}
 	})
+	// Answers the instance gives from memory (sold out, not started, ended)
+	// cost nothing downstream and take no global token; the reservation does.
+	t.Run("global guards the reservation only", func(t *testing.T) {
+		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.GlobalRPS, c.GlobalBurst = 0.01, 1 })
+		sold := h.activeItem(1)
+		later := h.newItem(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", sold), h.buyer(1), nil), http.StatusAccepted, "")
+		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", sold), h.buyer(2), nil), http.StatusGone, "SOLD_OUT")
+		for u := int64(3); u < 23; u++ {
+			expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", sold), h.buyer(u), nil), http.StatusGone, "SOLD_OUT")
+			expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", later), h.buyer(u), nil), http.StatusForbidden, "SALE_NOT_STARTED")
+		}
+		// The global bucket (burst 1) paid for the one reservation above and
+		// for nothing else (the unit was the last: the item is flagged sold
+		// out in memory): the next reservation attempt finds it empty.
+		other := h.activeItem(5)
+		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", other), h.buyer(30), nil), http.StatusTooManyRequests, "RATE_LIMITED")
+	})
 	t.Run("ip", func(t *testing.T) {
 		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.IPRPS, c.IPBurst = 1, 3 })
 		item := h.activeItem(100)
@@ -640,7 +658,12 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 		return sagas, nil
 	}
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
-		d.Actions = payment.New(d.Items.(*store.Store), d.Stock, get, skipped, payment.Options{}, slog.Default())
+		desk := payment.New(d.Items.(*store.Store), d.Stock, get, skipped, payment.Options{WakeRate: 1000}, slog.Default())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); desk.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		d.Actions = desk
 	})
 	return h, skipped
 }

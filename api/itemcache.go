@@ -63,17 +63,26 @@ func (c *itemCache) put(it store.Item) *cachedItem {
 	return ci
 }
 
-// get returns the cached item or ErrItemNotFound.
-func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
+// peek answers from memory only: the cached item, or ErrItemNotFound for an
+// id remembered as missing, or (nil, nil) when only MySQL can tell.
+func (c *itemCache) peek(id int64) (*cachedItem, error) {
 	c.mu.RLock()
 	ci, ok := c.byID[id]
 	missUntil, missed := c.misses[id]
 	c.mu.RUnlock()
-	if ok {
+	switch {
+	case ok:
 		return ci, nil
-	}
-	if missed && time.Now().Before(missUntil) {
+	case missed && time.Now().Before(missUntil):
 		return nil, ErrItemNotFound
+	}
+	return nil, nil
+}
+
+// get returns the cached item or ErrItemNotFound, loading a miss from MySQL.
+func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
+	if ci, err := c.peek(id); ci != nil || err != nil {
+		return ci, err
 	}
 	v, err, _ := c.sf.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		// Shared by every waiter: not bound to the first caller's request.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -147,7 +150,15 @@ const baselineStarters = 32
 // polling: no long polls compete with the server's work). It measures from the
 // first start to the last completion. Nothing of the saga's settings is
 // copied: the baseline must not share our overheads.
-func WorkflowBaseline(ctx context.Context, c client.Client, taskQueue string, n int) (WorkflowResult, error) {
+func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string, n int) (WorkflowResult, error) {
+	// A client of its own with the SDK's defaults (only a quiet logger): not
+	// the pipeline's tuned one.
+	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.Address, Namespace: cfg.Namespace,
+		Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+	if err != nil {
+		return WorkflowResult{}, fmt.Errorf("dial temporal for the baseline: %w", err)
+	}
+	defer c.Close()
 	var done atomic.Int64
 	finished := make(chan struct{})
 	w := worker.New(c, taskQueue, worker.Options{})

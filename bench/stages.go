@@ -196,7 +196,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities, default worker, eager start, no result polling)",
 			"workflows", s.SagaOrders, "task_queue", tq)
 		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		wf, err = WorkflowBaseline(bctx, s.Temporal, tq, s.SagaOrders)
+		wf, err = WorkflowBaseline(bctx, s.Cfg.Temporal, tq, s.SagaOrders)
 		cancel()
 		if err != nil {
 			fail("stage 3 baseline", err)

@@ -100,6 +100,11 @@ type Temporal struct {
 	Namespace string `env:"NAMESPACE" envDefault:"default"`
 	TaskQueue string `env:"TASK_QUEUE" envDefault:"seckill-orders"`
 	UIURL     string `env:"UI_URL" envDefault:"http://127.0.0.1:8233"`
+	// Compression of gRPC requests to the frontend: "none" or "gzip" (the
+	// SDK's default). On loopback or a LAN gzip only burns CPU on both ends
+	// (on a 2-core box shared with the dev server it is several % of the
+	// server's work); across a WAN (Temporal Cloud) choose gzip.
+	Compression string `env:"COMPRESSION" envDefault:"none"`
 }
 
 // API is the buyer-facing HTTP server.
@@ -137,6 +142,11 @@ type API struct {
 	// on 2 cores, 50 ms (batches of ~200) took its share from ~50 % to ~15 %
 	// of a core against 10 ms (batches of ~40).
 	RelayLinger time.Duration `env:"RELAY_LINGER" envDefault:"50ms"`
+	// WakeRate paces, per instance, the signals that wake a saga after a pay
+	// or cancel was recorded at the door (payment.Options.WakeRate): each
+	// costs the Temporal server a workflow task, which during a sale belongs
+	// to new orders first. A saga not woken yet finds the row at its deadline.
+	WakeRate float64 `env:"WAKE_RATE" envDefault:"25"`
 	// RelayFlushTimeout bounds the outbox flush at shutdown.
 	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
 	// RelayDiscover is how often the relay re-reads the item list.

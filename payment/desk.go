@@ -4,8 +4,9 @@
 // and the deadline (pay_by) against the moment the API received the request.
 // The row is the decision; the saga follows it. The desk then publishes the
 // new status for GET and the event stream, and wakes the saga in the
-// background (a signal), so a slow or unreachable Temporal server never makes
-// a buyer wait; a saga that is not woken finds the row at its deadline.
+// background (a signal, paced so that wakes never crowd out new orders on the
+// Temporal server), so a slow or unreachable Temporal server never makes a
+// buyer wait; a saga that is not woken finds the row at its deadline.
 package payment
 
 import (
@@ -14,6 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
@@ -56,14 +59,23 @@ var ErrPending = errors.New("order action still in progress")
 type Options struct {
 	// Wait bounds an answer that depends on a first-version saga.
 	Wait time.Duration
-	// WakeTimeout bounds one background wake signal.
+	// WakeTimeout bounds one wake signal.
 	WakeTimeout time.Duration
-	// MaxWakes bounds the wakes in flight; past it a wake is skipped (the
-	// saga still finds the row at its deadline) and counted.
-	MaxWakes int
+	// WakeRate paces the wakes (signals per second): a woken saga costs the
+	// Temporal server a workflow task, and during a sale that capacity
+	// belongs to new orders' first tasks. The payment is already recorded,
+	// so a wake is never urgent. 0: DefaultWakeRate.
+	WakeRate float64
+	// MaxQueued bounds the wakes waiting for their turn; past it a wake is
+	// skipped (the saga finds the order row at its deadline) and counted.
+	MaxQueued int
 }
 
-// Desk takes buyers' pays and cancels. Safe for concurrent use.
+// DefaultWakeRate is the default pace of wakes per API instance.
+const DefaultWakeRate = 25
+
+// Desk takes buyers' pays and cancels. Safe for concurrent use; Run sends
+// the wakes.
 type Desk struct {
 	orders   Orders
 	statuses Statuses
@@ -71,8 +83,10 @@ type Desk struct {
 	skipped  Counter
 	opts     Options
 	log      *slog.Logger
-	wakes    chan struct{}
+	wakes    chan wake
 }
+
+type wake struct{ orderID, signal string }
 
 // New returns a desk. sagas returns the saga client, or an error while
 // Temporal is not reachable (wakes are then skipped). skipped counts wakes
@@ -84,11 +98,45 @@ func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped 
 	if opts.WakeTimeout <= 0 {
 		opts.WakeTimeout = 10 * time.Second
 	}
-	if opts.MaxWakes <= 0 {
-		opts.MaxWakes = 512
+	if opts.WakeRate <= 0 {
+		opts.WakeRate = DefaultWakeRate
+	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = 100_000
 	}
 	return &Desk{orders: orders, statuses: statuses, sagas: sagas, skipped: skipped, opts: opts,
-		log: log.With("component", "payment"), wakes: make(chan struct{}, opts.MaxWakes)}
+		log: log.With("component", "payment"), wakes: make(chan wake, opts.MaxQueued)}
+}
+
+// Run sends the queued wakes at Options.WakeRate until ctx ends; what is
+// still queued then is left to the sagas' deadlines.
+func (d *Desk) Run(ctx context.Context) {
+	lim := rate.NewLimiter(rate.Limit(d.opts.WakeRate), max(1, int(d.opts.WakeRate)))
+	for {
+		var w wake
+		select {
+		case <-ctx.Done():
+			return
+		case w = <-d.wakes:
+		}
+		if lim.Wait(ctx) != nil {
+			return
+		}
+		d.send(ctx, w)
+	}
+}
+
+func (d *Desk) send(ctx context.Context, w wake) {
+	sagas, err := d.sagas()
+	if err == nil {
+		sctx, cancel := context.WithTimeout(ctx, d.opts.WakeTimeout)
+		err = sagas.Signal(sctx, w.orderID, w.signal)
+		cancel()
+	}
+	if err != nil && !errors.Is(err, order.ErrNotFound) {
+		d.skipped.Inc()
+		d.log.Warn("saga not woken; it finds the order row at its deadline", "order_id", w.orderID, "signal", w.signal, "err", err)
+	}
 }
 
 // Pay records the buyer's payment of an order received at receivedAt and
@@ -132,27 +180,13 @@ func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err err
 	return v, nil
 }
 
-// wake signals the saga in the background, bounded in number and time.
+// wake queues the saga's wake; Run sends it.
 func (d *Desk) wake(orderID, signal string) {
 	select {
-	case d.wakes <- struct{}{}:
+	case d.wakes <- wake{orderID: orderID, signal: signal}:
 	default:
 		d.skipped.Inc()
-		return
 	}
-	go func() {
-		defer func() { <-d.wakes }()
-		sagas, err := d.sagas()
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), d.opts.WakeTimeout)
-			err = sagas.Signal(ctx, orderID, signal)
-			cancel()
-		}
-		if err != nil && !errors.Is(err, order.ErrNotFound) {
-			d.skipped.Inc()
-			d.log.Warn("saga not woken; it finds the order row at its deadline", "order_id", orderID, "signal", signal, "err", err)
-		}
-	}()
 }
 
 // legacy hands the action to a saga started before pay_by existed, waiting

@@ -59,10 +59,15 @@ type count struct{ n atomic.Int64 }
 
 func (c *count) Inc() { c.n.Add(1) }
 
-func newDesk(o *fakeOrders, st *fakeStatuses, sg *fakeSagas, opts payment.Options) (*payment.Desk, *count) {
+func newDesk(t *testing.T, o *fakeOrders, st *fakeStatuses, sg *fakeSagas, opts payment.Options) (*payment.Desk, *count) {
 	skipped := &count{}
-	return payment.New(o, st, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
-		slog.New(slog.NewTextHandler(io.Discard, nil))), skipped
+	d := payment.New(o, st, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d, skipped
 }
 
 func payBy() *time.Time { t := time.Now().Add(time.Minute); return &t }
@@ -72,7 +77,7 @@ func payBy() *time.Time { t := time.Now().Add(time.Minute); return &t }
 func TestPayRecordsPublishesAndWakesOnce(t *testing.T) {
 	row := store.Order{OrderID: "O1", UserID: 7, ItemID: 1, Status: order.StatusPaid, PayBy: payBy()}
 	o, st, sg := &fakeOrders{row: row, changed: true}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 4)}
-	d, _ := newDesk(o, st, sg, payment.Options{})
+	d, _ := newDesk(t, o, st, sg, payment.Options{})
 	v, err := d.Pay(context.Background(), "O1", 7, time.Now())
 	if err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("pay: %+v %v", v, err)
@@ -109,7 +114,7 @@ func TestPayErrors(t *testing.T) {
 		{"closed", &fakeOrders{row: store.Order{Status: order.StatusCancelled}, err: order.ErrNotPayable}, order.ErrNotPayable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, _ := newDesk(tc.o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
+			d, _ := newDesk(t, tc.o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
 			if _, err := d.Pay(context.Background(), "O1", 7, time.Now()); !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
@@ -125,7 +130,7 @@ func TestLegacyPayIsBounded(t *testing.T) {
 		<-ctx.Done() // a Temporal server far behind
 		return order.View{}, ctx.Err()
 	}}
-	d, _ := newDesk(o, &fakeStatuses{}, sg, payment.Options{Wait: 50 * time.Millisecond})
+	d, _ := newDesk(t, o, &fakeStatuses{}, sg, payment.Options{Wait: 50 * time.Millisecond})
 	start := time.Now()
 	v, err := d.Pay(context.Background(), "O2", 7, time.Now())
 	if !errors.Is(err, payment.ErrPending) || v.Status != order.StatusPendingPayment {
@@ -134,26 +139,40 @@ func TestLegacyPayIsBounded(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("legacy pay took %s", el)
 	}
-	sg.update = func(context.Context) (order.View, error) { return order.View{OrderID: "O2", Status: order.StatusPaid}, nil }
+	sg.update = func(context.Context) (order.View, error) {
+		return order.View{OrderID: "O2", Status: order.StatusPaid}, nil
+	}
 	if v, err := d.Pay(context.Background(), "O2", 7, time.Now()); err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("legacy pay answered: %+v %v", v, err)
 	}
 }
 
-// Wakes are bounded: past MaxWakes in flight they are skipped and counted.
-func TestWakesBounded(t *testing.T) {
+// Wakes are queued and paced; past MaxQueued they are skipped and counted.
+func TestWakesPacedAndBounded(t *testing.T) {
 	row := store.Order{OrderID: "O3", Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled, PayBy: payBy()}
-	sg := &fakeSagas{signals: make(chan string)} // nobody receives: every wake stays in flight
-	d, skipped := newDesk(&fakeOrders{row: row, changed: true}, &fakeStatuses{}, sg, payment.Options{MaxWakes: 2})
-	for range 5 {
+	sg := &fakeSagas{signals: make(chan string, 100)}
+	// One wake a minute after the first: the first is sent at once.
+	d, skipped := newDesk(t, &fakeOrders{row: row, changed: true}, &fakeStatuses{}, sg, payment.Options{WakeRate: 1.0 / 60, MaxQueued: 2})
+	cancel := func() {
 		if _, err := d.Cancel(context.Background(), "O3", 7, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := skipped.n.Load(); n != 3 {
-		t.Fatalf("%d wakes skipped, want 3", n)
+	cancel()
+	select {
+	case <-sg.signals:
+	case <-time.After(5 * time.Second):
+		t.Fatal("first wake not sent")
 	}
-	for range 2 {
-		<-sg.signals
+	// Five more: the dispatcher may hold one while it waits for the pacer,
+	// the queue holds two, the rest are skipped; none is sent yet.
+	for range 5 {
+		cancel()
+	}
+	if n := skipped.n.Load(); n < 2 || n > 3 {
+		t.Fatalf("%d wakes skipped, want 2 or 3 of 5", n)
+	}
+	if len(sg.signals) != 0 {
+		t.Fatalf("%d wakes sent past the pace", len(sg.signals))
 	}
 }

@@ -86,7 +86,11 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
 	p.desk = payment.New(p.st, p.stk, func() (payment.Sagas, error) { return p.orders, nil },
-		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{}, p.log)
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, p.log)
+	deskCtx, stopDesk := context.WithCancel(context.Background())
+	deskDone := make(chan struct{})
+	go func() { defer close(deskDone); p.desk.Run(deskCtx) }()
+	t.Cleanup(func() { stopDesk(); <-deskDone })
 	if !o.noWorker {
 		p.startWorker()
 	}

@@ -98,9 +98,10 @@ func runAPI(ctx context.Context, a *app) error {
 			cfg.RocketMQ.Broker)...),
 		"temporal": tc.check,
 	}
+	desk := payment.New(db, stk, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,
+		payment.Options{WakeRate: cfg.API.WakeRate}, log)
 	srv := api.New(cfg.API, api.Deps{
-		Items: db, Orders: db, Stock: stk,
-		Actions:  payment.New(db, stk, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped, payment.Options{}, log),
+		Items: db, Orders: db, Stock: stk, Actions: desk,
 		Verifier: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
 		Relay: rel, Checks: checks, Log: log,
 	}, api.Options{})
@@ -116,6 +117,7 @@ func runAPI(ctx context.Context, a *app) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { rel.Run(relayCtx) })
 	wg.Go(func() { srv.Run(bgCtx) })
+	wg.Go(func() { desk.Run(bgCtx) })
 
 	if cfg.API.PprofAddr != "" {
 		stopPprof, err := servePprof(cfg.API.PprofAddr, log)

@@ -14,11 +14,20 @@ import (
 
 // Dial connects to Temporal and checks the connection before returning.
 func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger) (client.Client, error) {
-	c, err := client.DialContext(ctx, client.Options{
+	opts := client.Options{
 		HostPort:  cfg.Address,
 		Namespace: cfg.Namespace,
 		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
-	})
+	}
+	switch cfg.Compression {
+	case "none":
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	case "", "gzip":
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
+	default:
+		return nil, fmt.Errorf("SECKILL_TEMPORAL_COMPRESSION=%q: want none or gzip", cfg.Compression)
+	}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dial temporal at %s (namespace %s): %w", cfg.Address, cfg.Namespace, err)
 	}

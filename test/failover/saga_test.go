@@ -101,7 +101,11 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	)
 	orders := workflows.NewClient(tc, taskQueue)
 	desk := payment.New(st, stk, func() (payment.Sagas, error) { return orders, nil },
-		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{}, log)
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
+	deskCtx, stopDesk := context.WithCancel(context.Background())
+	deskDone := make(chan struct{})
+	go func() { defer close(deskDone); desk.Run(deskCtx) }()
+	t.Cleanup(func() { stopDesk(); <-deskDone })
 	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: stk, tc: tc, orders: orders, desk: desk,
 		producer: producer, item: it, logs: filepath.Join(dir, "worker.log"), cfg: cfg}
 }
