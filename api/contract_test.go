@@ -626,7 +626,6 @@ func TestEventsStream(t *testing.T) {
 // fakeSagas records the wakes the payment desk sends.
 type fakeSagas struct {
 	signals chan string // "<signal> <order id>"
-	down    bool
 }
 
 func (f *fakeSagas) Signal(_ context.Context, orderID, name string) error {
