@@ -133,7 +133,7 @@ func TestUpdateDocReplacesOnlyTheBlock(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	s := string(b)
 	if strings.Contains(s, "old") || !strings.HasPrefix(s, "intro\n") || !strings.HasSuffix(s, "outro\n") ||
-		!strings.Contains(s, "| 1 | x | 80.0 req/s | 100.0 req/s | 0.80 |") {
+		!strings.Contains(s, "| 1 | x | 80.00 req/s | 100.0 req/s | 0.80 |") {
 		t.Fatalf("doc after update:\n%s", s)
 	}
 }
