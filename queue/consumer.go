@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
@@ -28,9 +29,18 @@ type ConsumerOptions struct {
 
 // Consumer is a started push consumer.
 type Consumer struct {
-	c     rocketmq.PushConsumer
-	group string
+	c       rocketmq.PushConsumer
+	group   string
+	started time.Time
 }
+
+// settleAfterStart is how long Close lets a just-started consumer live:
+// Start spawns a rebalance goroutine that reads the client's state without a
+// lock while Shutdown writes it (a data race inside rocketmq-client-go, seen
+// under -race when a consumer is closed within ~0.1 s of its start). The
+// rebalance is over within milliseconds; only very short-lived consumers
+// (tests) ever wait here.
+const settleAfterStart = time.Second
 
 // NewConsumer subscribes h to opts.Topic and starts consuming. The topic must
 // exist (scripts/stack creates it; EnsureTopic does for tests).
@@ -72,8 +82,11 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	if err := c.Start(); err != nil {
 		return nil, fmt.Errorf("start consumer %s on %s: %w", opts.Group, opts.Topic, err)
 	}
-	return &Consumer{c: c, group: opts.Group}, nil
+	return &Consumer{c: c, group: opts.Group, started: time.Now()}, nil
 }
 
 // Close stops consuming and commits offsets.
-func (c *Consumer) Close() error { return c.c.Shutdown() }
+func (c *Consumer) Close() error {
+	time.Sleep(time.Until(c.started.Add(settleAfterStart)))
+	return c.c.Shutdown()
+}

@@ -140,27 +140,40 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = CloseResult{}
 		var row Order
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_id = ?", o.OrderID).Take(&row).Error
-		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
+		err := lockOrder(tx, o.OrderID, &row)
+		if errors.Is(err, gorm.ErrRecordNotFound) {
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			row = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason,
 				CreatedAt: now, UpdatedAt: now}
-			err := tx.Omit("id").Create(&row).Error
-			if isDuplicate(err) {
-				// Another order id holds the buyer's (user_id, item_id): no
-				// row for this one. Insert failures do not abort a MySQL
-				// transaction, so the restore below still runs.
-				row.Status, out.Recorded = c.Status, false
-			} else if err != nil {
-				return fmt.Errorf("insert closed order %s: %w", o.OrderID, err)
-			} else {
-				out.Recorded = true
+			ierr := tx.Omit("id").Create(&row).Error
+			switch {
+			case ierr == nil:
+				out.Order, out.Recorded = row, true
+				restored, err := restoreDeduction(tx, o.OrderID)
+				out.Restored = restored
+				return err
+			case !isDuplicate(ierr):
+				return fmt.Errorf("insert closed order %s: %w", o.OrderID, ierr)
 			}
-		case err != nil:
+			// Either this order's own row was committed meanwhile (a
+			// PersistOrder whose insert landed late: close that row), or
+			// another order id holds the buyer's (user_id, item_id). An
+			// insert failure does not abort a MySQL transaction.
+			err = lockOrder(tx, o.OrderID, &row)
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
+				restored, err := restoreDeduction(tx, o.OrderID)
+				out.Restored = restored
+				return err
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("read order %s: %w", o.OrderID, err)
+		}
+		out.Recorded = true
+		switch {
 		case row.Status == order.StatusPaid:
-			out.Order, out.Recorded = row, true
+			out.Order = row
 			return nil
 		case !row.Status.Final():
 			if c.AfterDeadline > 0 && row.PayBy != nil {
@@ -175,9 +188,7 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", c.Status, c.Reason, row.ID).Error; err != nil {
 				return fmt.Errorf("close order %s: %w", o.OrderID, err)
 			}
-			row.Status, row.Reason, out.Recorded = c.Status, c.Reason, true
-		default:
-			out.Recorded = true
+			row.Status, row.Reason = c.Status, c.Reason
 		}
 		out.Order = row
 		restored, err := restoreDeduction(tx, o.OrderID)
@@ -191,6 +202,11 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 		out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	}
 	return out, nil
+}
+
+// lockOrder reads one order by order id with a row lock (inside tx).
+func lockOrder(tx *gorm.DB, orderID string, row *Order) error {
+	return tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_id = ?", orderID).Take(row).Error
 }
 
 // orderRow reads one order by order id with db (a pool or a transaction).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,5 +239,53 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 	}
 	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
 		t.Fatalf("stock row %+v after a refused deduct, want 1", s)
+	}
+}
+
+// A close racing the saga's own late insert of the row never leaves the row
+// open: either the close finds (and closes) the row, or the insert finds the
+// closed one. Deadlocks between the two are retried, as the activities are.
+func TestCloseRacingALateInsertLeavesNoOpenRow(t *testing.T) {
+	t.Parallel()
+	st, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	retry := func(f func() error) error {
+		var err error
+		for range 20 {
+			if err = f(); err == nil || !strings.Contains(err.Error(), "Deadlock") {
+				return err
+			}
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	for i := range 60 {
+		o := store.Order{OrderID: fmt.Sprintf("R%02d", i), UserID: int64(100 + i), ItemID: 9}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := retry(func() error { _, err := st.CreateQueuedOrder(ctx, o); return err }); err != nil {
+				t.Errorf("insert %s: %v", o.OrderID, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			err := retry(func() error {
+				res, err := st.CloseOrder(ctx, o, store.Closing{Status: order.StatusFailed, Reason: "X"})
+				if err == nil && !res.Recorded {
+					return fmt.Errorf("close of %s not recorded", o.OrderID)
+				}
+				return err
+			})
+			if err != nil {
+				t.Errorf("close %s: %v", o.OrderID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	var open int64
+	st.DB().Model(&store.Order{}).Where("item_id = 9 AND status <> ?", order.StatusFailed).Count(&open)
+	if open != 0 {
+		t.Fatalf("%d rows left open after racing closes", open)
 	}
 }

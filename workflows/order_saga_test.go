@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,9 +323,9 @@ func TestOrderSagaOrderClosedElsewhere(t *testing.T) {
 func TestOrderSagaOutagesOnlyDelay(t *testing.T) {
 	env, c := newEnv(t)
 	down := errors.New("dial tcp 127.0.0.1:3306: connect: connection refused")
-	var persists, deducts int
+	var persists, deducts atomic.Int64
 	env.OnActivity(acts.PersistOrder, mock.Anything, testRef).Return(func(context.Context, activities.OrderRef) (activities.PersistResult, error) {
-		if persists++; persists <= 3 {
+		if persists.Add(1) <= 3 {
 			return activities.PersistResult{}, down
 		}
 		return activities.PersistResult{Order: view(order.StatusQueued, ""), PaymentTimeoutSeconds: testWindow}, nil
@@ -333,7 +334,7 @@ func TestOrderSagaOutagesOnlyDelay(t *testing.T) {
 	// step continues as a regular activity and still succeeds. (The test
 	// environment caps "unlimited" retries of a regular activity at 10.)
 	env.OnActivity(acts.DecrementStock, mock.Anything, testDeduct).Return(func(context.Context, activities.DeductInput) (order.View, error) {
-		if deducts++; deducts <= 13 {
+		if deducts.Add(1) <= 13 {
 			return order.View{}, down
 		}
 		return view(order.StatusPendingPayment, ""), nil
@@ -348,8 +349,8 @@ func TestOrderSagaOutagesOnlyDelay(t *testing.T) {
 	if res := result(t, env); res.Status != order.StatusPaid {
 		t.Fatalf("result %+v", res)
 	}
-	if persists < 4 || deducts != 14 {
-		t.Fatalf("PersistOrder ran %d times, DecrementStock %d; want ≥ 4 and 14", persists, deducts)
+	if persists.Load() < 4 || deducts.Load() != 14 {
+		t.Fatalf("PersistOrder ran %d times, DecrementStock %d; want ≥ 4 and 14", persists.Load(), deducts.Load())
 	}
 	env.AssertExpectations(t)
 }
@@ -358,9 +359,9 @@ func TestOrderSagaOutagesOnlyDelay(t *testing.T) {
 func TestOrderSagaCompensationRetriedUntilItSucceeds(t *testing.T) {
 	env, c := newEnv(t)
 	mockForward(env, c)
-	var closes int
+	var closes atomic.Int64
 	env.OnActivity(comp.CloseOrder, mock.Anything, mock.Anything).Return(func(_ context.Context, in compensation.CloseInput) (compensation.CloseResult, error) {
-		if closes++; closes <= 16 {
+		if closes.Add(1) <= 16 {
 			return compensation.CloseResult{}, errors.New("mysql down")
 		}
 		return compensation.CloseResult{Order: view(order.StatusCancelled, in.Reason), Restored: true, Recorded: true}, nil
@@ -371,8 +372,8 @@ func TestOrderSagaCompensationRetriedUntilItSucceeds(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if res := result(t, env); res.Status != order.StatusCancelled || closes != 17 {
-		t.Fatalf("result %+v after %d CloseOrder calls", res, closes)
+	if res := result(t, env); res.Status != order.StatusCancelled || closes.Load() != 17 {
+		t.Fatalf("result %+v after %d CloseOrder calls", res, closes.Load())
 	}
 	env.AssertExpectations(t)
 }
