@@ -815,3 +815,106 @@ func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {
 		t.Fatalf("stream %q", b)
 	}
 }
+
+// Every authenticated route is charged to the principal's limiter.
+func TestAuthenticatedRoutesAreCharged(t *testing.T) {
+	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.BuyerRPS, c.BuyerBurst = 0.01, 3 })
+	item := h.activeItem(5)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(61), nil)
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(61), nil), http.StatusOK, "")
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(61), nil), http.StatusOK, "")
+	r = h.do("GET", "/api/v1/orders/"+id, h.buyer(61), nil)
+	expect(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+	expect(t, h.do("GET", "/api/v1/orders/"+id+"/events", h.buyer(61), nil), http.StatusTooManyRequests, "RATE_LIMITED")
+	expect(t, h.do("POST", "/api/v1/orders/"+id+"/pay", h.buyer(61), nil), http.StatusTooManyRequests, "RATE_LIMITED")
+}
+
+// A buyer cannot open event streams without limit: past the cap, 429.
+func TestEventStreamsCapped(t *testing.T) {
+	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.StreamsPerBuyer = 1 })
+	item := h.activeItem(5)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(71), nil)
+	id := r.json(t)["order_id"].(string)
+	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+h.buyer(71))
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	// The first stream is open once its first event arrived.
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "event: status") {
+		t.Fatalf("first stream: %q %v", line, err)
+	}
+	expect(t, h.do("GET", "/api/v1/orders/"+id+"/events", h.buyer(71), nil), http.StatusTooManyRequests, "RATE_LIMITED")
+	// Another buyer is not affected by this buyer's cap.
+	r2 := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(72), nil)
+	id2 := r2.json(t)["order_id"].(string)
+	req2, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id2+"/events", nil)
+	req2.Header.Set("Authorization", "Bearer "+h.buyer(72))
+	res2, err := h.ts.Client().Do(req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res2.Body.Close()
+	if res2.StatusCode != http.StatusOK {
+		t.Fatalf("other buyer's stream: %d", res2.StatusCode)
+	}
+}
+
+// Behind a trusted load balancer the client address comes from
+// X-Forwarded-For; from anyone else the header is ignored.
+func TestTrustedProxies(t *testing.T) {
+	get := func(h *harness, item int64, xff string) response {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/items/%d", h.ts.URL, item), nil)
+		req.Header.Set("X-Forwarded-For", xff)
+		res, err := h.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return response{status: res.StatusCode, header: res.Header, body: body}
+	}
+	trusted := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+		c.IPRPS, c.IPBurst, c.TrustedProxies = 0.01, 1, []string{"127.0.0.1/32", "::1/128"}
+	})
+	item := trusted.activeItem(1)
+	expect(t, get(trusted, item, "198.51.100.1"), http.StatusOK, "")
+	expect(t, get(trusted, item, "198.51.100.2"), http.StatusOK, "") // another client: its own bucket
+	expect(t, get(trusted, item, "198.51.100.1"), http.StatusTooManyRequests, "RATE_LIMITED")
+
+	untrusted := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.IPRPS, c.IPBurst = 0.01, 1 })
+	item = untrusted.activeItem(1)
+	expect(t, get(untrusted, item, "198.51.100.1"), http.StatusOK, "")
+	// A forged header buys no fresh bucket: the peer address counts.
+	expect(t, get(untrusted, item, "198.51.100.2"), http.StatusTooManyRequests, "RATE_LIMITED")
+}
+
+// /readyz evaluates its checks at most once a second and names what is down
+// without internal details (addresses, errors).
+func TestReadyzCachedAndDiscreet(t *testing.T) {
+	var calls atomic.Int64
+	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Checks = map[string]api.Check{
+			"redis":    func(context.Context) error { calls.Add(1); return nil },
+			"rocketmq": api.TCPCheck("127.0.0.1:1"),
+		}
+	})
+	for range 10 {
+		r := h.do("GET", "/readyz", "", nil)
+		expect(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+		if strings.Contains(string(r.body), "127.0.0.1") || strings.Contains(string(r.body), "refused") {
+			t.Fatalf("readyz leaks details: %s", r.body)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("checks evaluated %d times for 10 probes within a second, want 1", n)
+	}
+}

@@ -69,6 +69,10 @@ func badRequest(msg string) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: ErrBadRequest.Code, Message: msg}
 }
 
+// tooManyStreams refuses an event stream past the open-stream caps.
+var tooManyStreams = &Error{Status: http.StatusTooManyRequests, Code: ErrRateLimited.Code,
+	Message: "too many open event streams; close one or poll GET /api/v1/orders/:orderId", RetryAfter: 5 * time.Second}
+
 func alreadyPurchased(orderID string) *Error {
 	return &Error{Status: http.StatusConflict, Code: "ALREADY_PURCHASED",
 		Message: "you already have an order for this item", OrderID: orderID}

@@ -18,33 +18,31 @@ func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// GET /readyz: every dependency answered within a second. A 503 names the
-// ones that did not.
+// readyTTL is how long a readiness result is reused: /readyz is public, and
+// each evaluation dials every dependency; reusing it keeps probes (and
+// anyone hammering them) from multiplying that work.
+const readyTTL = time.Second
+
+// readiness is the last evaluation of the checks.
+type readiness struct {
+	mu   sync.Mutex
+	at   time.Time
+	down []string // names of the failing checks, sorted
+}
+
+// GET /readyz: every dependency answered within a second (evaluated at most
+// once per readyTTL). A 503 names the dependencies that did not, and nothing
+// more: the reasons (addresses, errors) go to the log.
 func (s *Server) readyz(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
-	defer cancel()
-	var (
-		mu     sync.Mutex
-		wg     sync.WaitGroup
-		checks = make(map[string]string, len(s.deps.Checks))
-		down   []string
-	)
-	for name, check := range s.deps.Checks {
-		wg.Go(func() {
-			err := check(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				checks[name] = "down: " + err.Error()
-				down = append(down, name)
-				return
-			}
-			checks[name] = "ok"
-		})
+	down := s.readyDown(c.Request.Context())
+	checks := make(map[string]string, len(s.deps.Checks))
+	for name := range s.deps.Checks {
+		checks[name] = "ok"
 	}
-	wg.Wait()
+	for _, name := range down {
+		checks[name] = "down"
+	}
 	if len(down) > 0 {
-		sort.Strings(down)
 		c.JSON(http.StatusServiceUnavailable, gin.H{
 			"error":  errorObject{Code: ErrUnavailable.Code, Message: "not ready: " + strings.Join(down, ", ") + " down"},
 			"checks": checks,
@@ -52,6 +50,38 @@ func (s *Server) readyz(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": checks})
+}
+
+// readyDown evaluates the checks, or reuses an evaluation younger than
+// readyTTL; concurrent callers share one evaluation.
+func (s *Server) readyDown(ctx context.Context) []string {
+	r := &s.ready
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.at.IsZero() && time.Since(r.at) < readyTTL {
+		return r.down
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		down []string
+	)
+	for name, check := range s.deps.Checks {
+		wg.Go(func() {
+			if err := check(ctx); err != nil {
+				s.log.Warn("readiness check failed", "check", name, "err", err)
+				mu.Lock()
+				down = append(down, name)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sort.Strings(down)
+	r.at, r.down = time.Now(), down
+	return down
 }
 
 // TCPCheck is a readiness probe that dials every address.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -41,5 +42,32 @@ func TestParseID(t *testing.T) {
 		if _, ok := parseID(s); ok {
 			t.Fatalf("parseID(%q) accepted", s)
 		}
+	}
+}
+
+// IPv6 clients are keyed by their /64: rotating addresses inside it gives no
+// fresh bucket; IPv4 addresses stay as they are.
+func TestIPKeyGroupsIPv6By64(t *testing.T) {
+	a, b := ipKey("2001:db8:1:2:aaaa::1"), ipKey("2001:db8:1:2:ffff:1:2:3")
+	if a != b || a != "2001:db8:1:2::/64" {
+		t.Fatalf("keys %q and %q, want one /64", a, b)
+	}
+	if ipKey("2001:db8:1:3::1") == a {
+		t.Fatal("another /64 shares the key")
+	}
+	if ipKey("203.0.113.7") != "203.0.113.7" || ipKey("::ffff:203.0.113.7") != "::ffff:203.0.113.7" || ipKey("junk") != "junk" {
+		t.Fatal("IPv4 or unparsable addresses changed")
+	}
+}
+
+// The per-IP limiters stay within their cap whatever the addresses.
+func TestIPLimitersBounded(t *testing.T) {
+	k := newKeyedLimiters[string](1, 1, time.Hour, 1024)
+	now := time.Now()
+	for i := range 100_000 {
+		k.allow(ipKey(fmt.Sprintf("2001:db8:%x:%x::1", i>>16, i&0xffff)), now)
+	}
+	if n := k.size(); n > 1024 {
+		t.Fatalf("%d limiters kept, cap 1024", n)
 	}
 }

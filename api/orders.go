@@ -157,10 +157,16 @@ func (s *Server) events(c *gin.Context) {
 	// Subscribe before reading the current view so no change falls between.
 	ch, unsubscribe := s.hub.subscribe(c.Param("orderId"))
 	defer unsubscribe()
-	_, v, ok := s.visibleOrder(c)
+	p, v, ok := s.visibleOrder(c)
 	if !ok {
 		return
 	}
+	release, ok := s.streams.acquire(p.UserID, max(s.cfg.StreamsPerBuyer, 1), max(s.cfg.StreamsMax, 1))
+	if !ok {
+		s.fail(c, tooManyStreams)
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.EventsMax)
 	defer cancel()
 	rc := http.NewResponseController(c.Writer)

@@ -18,8 +18,9 @@ import (
 // The checks run from cheapest to dearest, and this is the one place that
 // orders them:
 //
-//  1. route and item id, token and role (no I/O);
-//  2. the buyer's own limiter: what stops one buyer's flood, on every answer;
+//  1. route and item id, token (no I/O);
+//  2. the buyer's own limiter (charged by authenticate, on every
+//     authenticated route): what stops one buyer's flood; then the role;
 //  3. answers from this instance's memory: unknown item (remembered misses),
 //     sale not started, sale ended, sold out. They cost nothing downstream,
 //     so they are not charged to the global limiter;
@@ -32,15 +33,11 @@ func (s *Server) purchase(c *gin.Context) {
 		s.fail(c, badRequest("itemId: must be a positive integer"))
 		return
 	}
-	p, ok := s.requireRole(c, auth.RoleBuyer)
+	p, ok := s.requireRole(c, auth.RoleBuyer) // charges the buyer's limiter
 	if !ok {
 		return
 	}
 	now := s.now()
-	if ok, retry := s.buyers.allow(p.UserID, now); !ok {
-		s.fail(c, rateLimited(retry))
-		return
-	}
 	ci, err := s.items.peek(itemID)
 	if err == nil && ci != nil {
 		err = early(ci, now)

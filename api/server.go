@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +94,8 @@ type Server struct {
 	ips      *keyedLimiters[string]
 	engine   *gin.Engine
 	now      func() time.Time
+	ready    readiness
+	streams  streamCounts
 }
 
 var ginModeOnce sync.Once
@@ -118,7 +121,7 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 		hub:    newHub(),
 		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
 		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
-		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, max(cfg.IPLimiterMaxKeys, 1)),
 		now:    time.Now,
 	}
 	var onNew func(int64)
@@ -139,7 +142,11 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 func (s *Server) routes() *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	_ = e.SetTrustedProxies(nil) // ClientIP is the peer address; no header spoofing
+	// The client address is the peer's, unless the peer is one of the
+	// configured load balancers: then it comes from X-Forwarded-For, and
+	// from no other header.
+	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
+	_ = e.SetTrustedProxies(s.cfg.TrustedProxies) // validated at config load
 	e.Use(s.recovery())
 	if s.metrics != nil {
 		e.Use(s.metrics.middleware())
@@ -180,14 +187,21 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 	}
 }
 
-// authenticate returns the request's verified principal. A request without
-// a valid token is charged to its client IP's limiter (so token guessing is
-// rate limited too) and answered 401, or 429 once that limiter is empty.
+// authenticate returns the request's verified principal, charged to its own
+// limiter (429 once it is empty). A request without a valid token is charged
+// to its client IP's limiter (so token guessing is rate limited too) and
+// answered 401, or 429 once that limiter is empty.
 func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		p, err := s.verifier.Verify(strings.TrimSpace(h[7:]))
 		if err == nil {
+			// Every authenticated route is charged to the principal's own
+			// limiter: one valid token cannot hammer MySQL or Temporal.
+			if ok, retry := s.buyers.allow(limiterKey(p), s.now()); !ok {
+				s.fail(c, rateLimited(retry))
+				return p, false
+			}
 			return p, true
 		}
 	}
@@ -214,11 +228,35 @@ func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bo
 // allowIP applies the per-IP limiter of unauthenticated traffic; it answers
 // 429 itself when the IP is over its limit.
 func (s *Server) allowIP(c *gin.Context) bool {
-	ok, retry := s.ips.allow(c.ClientIP(), s.now())
+	ok, retry := s.ips.allow(ipKey(c.ClientIP()), s.now())
 	if !ok {
 		s.fail(c, rateLimited(retry))
 	}
 	return ok
+}
+
+// limiterKey is a principal's key in the per-principal limiters: buyers by
+// their id, other roles by the negated id (admin 1 is not buyer 1).
+func limiterKey(p auth.Principal) int64 {
+	if p.Role == auth.RoleBuyer {
+		return p.UserID
+	}
+	return -p.UserID
+}
+
+// ipKey is the per-IP limiter's key of a client address: an IPv4 address as
+// it is, an IPv6 address by its /64 (one subscriber's network: a client
+// rotating addresses inside it gets no fresh bucket).
+func ipKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || ip.Is4() || ip.Is4In6() {
+		return addr
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
 }
 
 // Run keeps the per-instance state fresh until ctx ends: it loads the items,

@@ -5,9 +5,11 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -38,8 +40,38 @@ type Config struct {
 	Temporal Temporal `envPrefix:"TEMPORAL_"`
 	API      API      `envPrefix:"API_"`
 	Worker   Worker   `envPrefix:"WORKER_"`
-	// JWTSecret signs and verifies buyer and admin tokens (HS256).
+	// JWTSecret signs and verifies buyer and admin tokens (HS256). Its
+	// default is the well-known DevJWTSecret: `seckill api` refuses to start
+	// with it (or with any secret under 32 bytes) unless Dev is on.
 	JWTSecret Secret `env:"JWT_SECRET" envDefault:"seckill-dev-secret-change-me"`
+	// Dev is the development switch (SECKILL_DEV=1): it lets `seckill api`
+	// run with the development JWT secret. `make run`, the tests, the bench
+	// and docker-compose turn it on; nothing else should.
+	Dev bool `env:"DEV"`
+}
+
+// DevJWTSecret is the default JWT secret, published in this repository:
+// anyone can mint admin tokens with it.
+const DevJWTSecret = "seckill-dev-secret-change-me"
+
+// MinJWTSecretBytes is the shortest JWT secret the API accepts outside
+// development (HS256 wants at least the hash's 32 bytes).
+const MinJWTSecretBytes = 32
+
+// CheckAPISecret refuses a JWT secret an attacker could know or guess,
+// unless the development switch is on.
+func (c Config) CheckAPISecret() error {
+	if c.Dev {
+		return nil
+	}
+	switch secret := c.JWTSecret.Value(); {
+	case secret == DevJWTSecret:
+		return fmt.Errorf("SECKILL_JWT_SECRET is the published development secret: set a random secret of at least %d bytes "+
+			"(e.g. openssl rand -hex 32), or SECKILL_DEV=1 on a development machine", MinJWTSecretBytes)
+	case len(secret) < MinJWTSecretBytes:
+		return fmt.Errorf("SECKILL_JWT_SECRET is %d bytes: use at least %d (e.g. openssl rand -hex 32)", len(secret), MinJWTSecretBytes)
+	}
+	return nil
 }
 
 // Log configures log/slog.
@@ -127,6 +159,19 @@ type API struct {
 	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
 	LimiterIdleTTL  time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
 	LimiterMaxKeys  int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
+	// IPLimiterMaxKeys bounds the per-IP limiters (unauthenticated traffic;
+	// IPv6 clients are keyed by their /64): at most this many are kept, the
+	// oldest-looking ones evicted first, so memory is bounded whatever the
+	// clients' addresses.
+	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000"`
+	// TrustedProxies are the CIDRs of load balancers in front of the API:
+	// only from those peers is the client address taken from
+	// X-Forwarded-For. Empty: the peer address, no header is believed.
+	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
+	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
+	// of one buyer and of the instance; past them a stream is 429.
+	StreamsPerBuyer int `env:"STREAMS_PER_BUYER" envDefault:"4"`
+	StreamsMax      int `env:"STREAMS_MAX" envDefault:"10000"`
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
 	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"512"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
@@ -199,13 +244,81 @@ type Worker struct {
 	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s"`
 }
 
-// Load parses the environment once. Unknown fields keep their defaults.
+// Load parses the environment once and validates it: a bad value stops the
+// process at start, naming the variable. Unknown fields keep their defaults.
 func Load() (Config, error) {
 	var c Config
 	if err := env.ParseWithOptions(&c, env.Options{Prefix: "SECKILL_"}); err != nil {
 		return Config{}, fmt.Errorf("parse SECKILL_* environment: %w", err)
 	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
 	return c, nil
+}
+
+// Validate checks the values every role relies on, naming the variable of
+// the first bad one.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("SECKILL_%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	hostPort := func(name, v string) {
+		if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+			bad(name, "%q is not host:port", v)
+		}
+	}
+	positive := func(name string, v float64) {
+		if v <= 0 {
+			bad(name, "must be positive, got %v", v)
+		}
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("LOG_LEVEL", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	switch strings.ToLower(c.Log.Format) {
+	case "text", "json":
+	default:
+		bad("LOG_FORMAT", "%q: want text or json", c.Log.Format)
+	}
+	hostPort("REDIS_ADDR", c.Redis.Addr)
+	positive("REDIS_POOL_SIZE", float64(c.Redis.PoolSize))
+	if c.MySQL.Port <= 0 || c.MySQL.Port > 65535 {
+		bad("MYSQL_PORT", "%d is not a port", c.MySQL.Port)
+	}
+	positive("MYSQL_MAX_OPEN_CONNS", float64(c.MySQL.MaxOpenConns))
+	if len(c.RocketMQ.NameServers) == 0 {
+		bad("ROCKETMQ_NAMESRV", "at least one name server")
+	}
+	for _, ns := range c.RocketMQ.NameServers {
+		hostPort("ROCKETMQ_NAMESRV", ns)
+	}
+	hostPort("TEMPORAL_ADDRESS", c.Temporal.Address)
+	switch c.Temporal.Compression {
+	case "none", "gzip":
+	default:
+		bad("TEMPORAL_COMPRESSION", "%q: want none or gzip", c.Temporal.Compression)
+	}
+	hostPort("API_ADDR", c.API.Addr)
+	positive("API_GLOBAL_RPS", c.API.GlobalRPS)
+	positive("API_BUYER_RPS", c.API.BuyerRPS)
+	positive("API_IP_RPS", c.API.IPRPS)
+	positive("API_WAKE_RATE", c.API.WakeRate)
+	positive("API_LIMITER_MAX_KEYS", float64(c.API.LimiterMaxKeys))
+	positive("API_IP_LIMITER_MAX_KEYS", float64(c.API.IPLimiterMaxKeys))
+	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))
+	positive("API_STREAMS_MAX", float64(c.API.StreamsMax))
+	for _, cidr := range c.API.TrustedProxies {
+		if _, _, err := net.ParseCIDR(strings.TrimSpace(cidr)); err != nil {
+			bad("API_TRUSTED_PROXIES", "%q is not a CIDR", cidr)
+		}
+	}
+	positive("WORKER_CONSUME_WORKERS", float64(c.Worker.ConsumeWorkers))
+	hostPort("WORKER_METRICS_ADDR", c.Worker.MetricsAddr)
+	return errors.Join(errs...)
 }
 
 // String prints the configuration as JSON with every secret masked.

@@ -42,3 +42,47 @@ func TestBadValueIsAnError(t *testing.T) {
 		t.Fatal("want an error for a non-numeric port")
 	}
 }
+
+// A bad value stops the process at start and names its variable.
+func TestValidateNamesTheVariable(t *testing.T) {
+	for name, value := range map[string]string{
+		"SECKILL_REDIS_ADDR":              "no-port",
+		"SECKILL_LOG_LEVEL":               "loud",
+		"SECKILL_API_TRUSTED_PROXIES":     "10.0.0.0/8,not-a-cidr",
+		"SECKILL_API_WAKE_RATE":           "0",
+		"SECKILL_TEMPORAL_COMPRESSION":    "zstd",
+		"SECKILL_WORKER_CONSUME_WORKERS":  "-1",
+		"SECKILL_API_STREAMS_PER_BUYER":   "0",
+		"SECKILL_API_IP_LIMITER_MAX_KEYS": "0",
+		"SECKILL_ROCKETMQ_NAMESRV":        "127.0.0.1:9876,nameserver",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			_, err := Load()
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("err %v, want one naming %s", err, name)
+			}
+		})
+	}
+}
+
+// The API refuses the published development secret and short secrets,
+// unless the development switch is on.
+func TestCheckAPISecret(t *testing.T) {
+	c := Config{JWTSecret: DevJWTSecret}
+	if err := c.CheckAPISecret(); err == nil || !strings.Contains(err.Error(), "SECKILL_JWT_SECRET") {
+		t.Fatalf("default secret accepted: %v", err)
+	}
+	c.JWTSecret = "short-secret"
+	if err := c.CheckAPISecret(); err == nil {
+		t.Fatal("short secret accepted")
+	}
+	c.JWTSecret = Secret(strings.Repeat("k", MinJWTSecretBytes))
+	if err := c.CheckAPISecret(); err != nil {
+		t.Fatalf("32-byte secret refused: %v", err)
+	}
+	c = Config{JWTSecret: DevJWTSecret, Dev: true}
+	if err := c.CheckAPISecret(); err != nil {
+		t.Fatalf("dev switch ignored: %v", err)
+	}
+}

@@ -43,6 +43,9 @@ func newAPICmd(a *app) *cobra.Command {
 // background loops, flush the outbox, close the clients.
 func runAPI(ctx context.Context, a *app) error {
 	cfg, log := a.cfg, a.log
+	if err := cfg.CheckAPISecret(); err != nil {
+		return err
+	}
 	log.Info("starting api", "config", cfg.String())
 	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 

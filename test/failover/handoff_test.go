@@ -33,7 +33,7 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-const handoffSecret = "failover-test-secret"
+const handoffSecret = "failover-test-secret-of-32-bytes!"
 
 // handoffEnv is one sale on a private slice of the stack, served by child
 // `seckill api` processes.
