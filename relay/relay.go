@@ -202,16 +202,19 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
 	w := &itemWorker{r: r, item: itemID, log: log}
 	backoff := newBackoff(r.opts.MaxBackoff)
-	for ctx.Err() == nil {
-		if err := r.st.EnsureOutboxGroup(ctx, itemID, r.opts.Group); err != nil {
-			if ctx.Err() == nil {
-				log.Warn("outbox group", "err", err)
+	ensureGroup := func() {
+		for ctx.Err() == nil {
+			if err := r.st.EnsureOutboxGroup(ctx, itemID, r.opts.Group); err != nil {
+				if ctx.Err() == nil {
+					log.Warn("outbox group", "err", err)
+				}
+				backoff.wait(ctx)
+				continue
 			}
-			backoff.wait(ctx)
-			continue
+			return
 		}
-		break
 	}
+	ensureGroup()
 	// What a previous life of this consumer name received and did not ack.
 	pendingFirst := true
 	lastClaim := time.Time{}
@@ -238,6 +241,15 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if stock.IsNoGroup(err) {
+				// The stream was re-created without the group (Redis lost
+				// it): make the group again, from the first entry, or every
+				// later order would wait here until a restart.
+				log.Warn("outbox group missing; creating it again", "err", err)
+				ensureGroup()
+				pendingFirst = true
+				continue
 			}
 			log.Warn("read outbox", "err", err)
 			backoff.wait(ctx)

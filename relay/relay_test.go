@@ -297,3 +297,24 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 		t.Fatalf("outbox still has %d entries", n)
 	}
 }
+
+// The outbox stream is lost (Redis restarted without its data, a key deleted)
+// and re-created by the next reservation without the relay's group: the relay
+// makes the group again and publishes what follows, without a restart.
+func TestRelayRecoversFromALostGroup(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 1, 100); err != nil {
+		t.Fatal(err)
+	}
+	pub := newFakePub()
+	start(t, relay.New(s, pub, items{1}, opts("a"), nil, nil))
+	reserve(t, s, 1, 1, 5)
+	publishedOnce(t, pub, 5, 10*time.Second, "5 messages before the loss")
+	if err := rdb.Del(ctx, s.ItemKeys(1).Outbox).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, s, 1, 100, 5) // XADD re-creates the stream, without any group
+	publishedOnce(t, pub, 10, 10*time.Second, "5 more after the loss")
+}

@@ -95,6 +95,11 @@ func (s *Store) EnsureOutboxGroup(ctx context.Context, itemID int64, group strin
 	return nil
 }
 
+// IsNoGroup reports whether err says the outbox stream has no such consumer
+// group: the stream was lost and re-created (Redis restarted without its
+// data, a failover, a key deleted by hand). EnsureOutboxGroup makes it again.
+func IsNoGroup(err error) bool { return err != nil && strings.Contains(err.Error(), "NOGROUP") }
+
 // ReadOutbox delivers up to count entries to consumer. With pending true it
 // returns the entries already delivered to this consumer and not yet acked
 // (what a previous life of the same consumer left); otherwise new entries,

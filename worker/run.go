@@ -28,7 +28,8 @@ import (
 // Run assembles the roles cfg.Worker enables (Consumer: the order and
 // dead-letter consumers; Temporal: the saga worker), serves /metrics, and
 // blocks until ctx ends; then it stops taking messages first, lets the
-// Temporal worker finish its tasks, and closes the connections.
+// Temporal worker finish its tasks, stops /metrics and closes the
+// connections, and returns what went wrong on the way.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
@@ -61,12 +62,31 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	metrics := NewMetrics()
 
 	var consumers []*queue.Consumer
+	var w sdkworker.Worker
 	gate := NewGate()
 	metrics.ObserveGate(gate)
-	defer func() {
-		gate.Close() // held messages are not acknowledged: they come back later
+	// Teardown, in this order: take no more messages (held ones are not
+	// acknowledged and come back later; a start in flight finishes or its
+	// message is redelivered, and a redelivered start is a no-op by workflow
+	// ID), then let the Temporal worker finish its tasks, then (deferred
+	// above) close the connections.
+	teardown := func() error {
+		gate.Close()
+		var errs []error
 		for _, c := range consumers {
-			_ = c.Close()
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close consumer: %w", err))
+			}
+		}
+		if w != nil {
+			w.Stop()
+		}
+		return errors.Join(errs...)
+	}
+	stopped := false
+	defer func() {
+		if !stopped { // a start-up error
+			_ = teardown()
 		}
 	}()
 	if cfg.Worker.Temporal {
@@ -75,12 +95,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			// (10,000) keeps every parked saga of a full sale in memory.
 			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
 		}
-		w := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units),
+		tw := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units),
 			compensation.New(st, units, metrics.PhantomUnits))
-		if err := w.Start(); err != nil {
+		if err := tw.Start(); err != nil {
 			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
 		}
-		defer w.Stop()
+		w = tw
 		log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
 	}
 	if cfg.Worker.Consumer {
@@ -117,7 +137,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return shutdown(srv, log)
+			log.Info("worker stopping: consumers first, then the Temporal worker")
+			stopped = true
+			err := teardown()
+			return errors.Join(err, shutdown(srv))
 		case err := <-srvErr:
 			return fmt.Errorf("metrics server: %w", err)
 		case sig := <-hold:
@@ -132,11 +155,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 }
 
-func shutdown(srv *http.Server, log *slog.Logger) error {
-	log.Info("worker stopping")
+// shutdown stops the metrics server (last: it reports until the end).
+func shutdown(srv *http.Server) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics server shutdown: %w", err)
+	}
 	return nil
 }
 

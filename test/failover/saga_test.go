@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,6 +305,56 @@ func TestSagaWorkerKilledMidSaga(t *testing.T) {
 	}
 	e.waitAll(ms, 2*time.Minute, "PAID or CANCELLED", final)
 	e.checkUnits(ms, units)
+}
+
+// The worker is stopped with SIGTERM while messages stream in: it stops taking
+// messages before it stops its Temporal worker, exits cleanly, and a new
+// worker finishes the rest. No order is lost, none gets a second saga, row or
+// unit.
+func TestSagaWorkerGracefulStopMidStream(t *testing.T) {
+	requireEnabled(t)
+	const units, n = 80, 60
+	e := newSagaEnv(t, units, time.Hour)
+	w := e.startWorker("worker-1")
+	var ms []order.Message
+	for i := range n / 3 {
+		ms = append(ms, e.buy(int64(100+i)))
+	}
+	// Stop once the first orders are through, with the rest in flight: the
+	// other two thirds are published while the worker shuts down.
+	for e.status(ms[0].OrderID) == "" {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for i := n / 3; i < n; i++ {
+		ms = append(ms, e.buy(int64(100+i)))
+	}
+	select {
+	case <-w.done:
+		if w.err != nil {
+			t.Fatalf("worker exit after SIGTERM: %v", w.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker still running 30 s after SIGTERM")
+	}
+	e.startWorker("worker-2")
+	e.waitAll(ms, 2*time.Minute, "pending", pending)
+	ctx := context.Background()
+	for _, m := range ms {
+		resp, err := e.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.cfg.Temporal.Namespace,
+			Query: fmt.Sprintf("WorkflowId = '%s'", workflows.WorkflowID(m.OrderID))})
+		if err != nil || len(resp.GetExecutions()) != 1 {
+			t.Fatalf("order %s: %d sagas (%v)", m.OrderID, len(resp.GetExecutions()), err)
+		}
+	}
+	var rows int64
+	e.st.DB().Model(&store.Order{}).Where("item_id = ?", e.item.ID).Count(&rows)
+	row, err := e.st.GetStock(ctx, e.item.ID)
+	if err != nil || rows != n || row.Stock != units-n {
+		t.Fatalf("%d rows, stock row %+v (%v); want %d rows and %d left", rows, row, err, n, units-n)
+	}
 }
 
 // Temporal is stopped for 30 s while order messages arrive: the consumer does
