@@ -157,8 +157,8 @@ type API struct {
 	IPRPS       float64 `env:"IP_RPS" envDefault:"50"`
 	IPBurst     int     `env:"IP_BURST" envDefault:"100"`
 	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
-	LimiterIdleTTL  time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
-	LimiterMaxKeys  int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
+	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
+	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
 	// IPLimiterMaxKeys bounds the per-IP limiters (unauthenticated traffic;
 	// IPv6 clients are keyed by their /64): at most this many are kept, the
 	// oldest-looking ones evicted first, so memory is bounded whatever the
@@ -170,8 +170,8 @@ type API struct {
 	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
 	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
 	// of one buyer and of the instance; past them a stream is 429.
-	StreamsPerBuyer int `env:"STREAMS_PER_BUYER" envDefault:"4"`
-	StreamsMax      int `env:"STREAMS_MAX" envDefault:"10000"`
+	StreamsPerBuyer int           `env:"STREAMS_PER_BUYER" envDefault:"4"`
+	StreamsMax      int           `env:"STREAMS_MAX" envDefault:"10000"`
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
 	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"512"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
