@@ -50,6 +50,9 @@ type FlashSale struct {
 	// released): the stampede then measures the purchase path alone, and
 	// the sagas per second count from the release.
 	HoldSagas func(hold bool) error
+	// MeterPIDs, when set, are the processes whose CPU the stampede is
+	// charged with (SaleReport.StampedeCPU).
+	MeterPIDs map[string]int
 	Progress  io.Writer
 	Log       *slog.Logger
 }
@@ -101,6 +104,9 @@ type SaleReport struct {
 	// accepted orders were in each status (QUEUED = accepted, no saga row
 	// past QUEUED yet).
 	OrdersByStatus map[string][]int64 `json:"orders_by_status_timeline"`
+	// StampedeCPU is the CPU-µs per answer of each metered process during
+	// the stampede, and their "total".
+	StampedeCPU map[string]float64 `json:"stampede_cpu_us_per_answer,omitempty"`
 }
 
 // PayableBoundsS are the upper bounds (seconds) of the 202 -> PENDING_PAYMENT
@@ -300,7 +306,14 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	}
 	sale := Sale{BaseURL: f.APIURL, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
 		Units: f.Units, Progress: f.Progress}
+	var meter *CPUMeter
+	if f.MeterPIDs != nil {
+		meter = StartCPU(f.MeterPIDs)
+	}
 	res := sale.Run(ctx)
+	if meter != nil {
+		rep.StampedeCPU = meter.PerAnswer(res.Summary.Total)
+	}
 	rep.Answers, rep.Attempts, rep.Retries, rep.GaveUp, rep.ClientErrors = res.Summary, res.Attempts, res.Retries, res.GaveUp, res.ClientErrors
 	rep.Accepted, rep.AcceptedPerSec, rep.SoldOutAfterS = len(res.Accepted), res.AcceptedPerSecond, res.SoldOutAfter.Seconds()
 	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter)

@@ -26,6 +26,7 @@ type Stages struct {
 	Cfg     config.Config
 	APIURL  string
 	BareURL string // where `seckill bench baseline-http` listens
+	BarePID int    // its process, for the CPU it costs per answer
 	Load    Load
 	// HTTPDuration is how long each fixed-duration HTTP measurement lasts.
 	HTTPDuration time.Duration
@@ -76,6 +77,30 @@ func ratio(stage, figure string, pipeline, baseline float64, unit string, target
 		r.Met = r.Ratio >= target
 	}
 	return r
+}
+
+// cpuRatio compares the CPU-µs per answer of a stage (every process charged:
+// API, Redis, broker, load generator) with bare gin's (server and load
+// generator); lower is better, within target times the baseline.
+func cpuRatio(stage, figure string, pipeline, baseline map[string]float64, target float64) Ratio {
+	r := Ratio{Stage: stage, Figure: figure, Pipeline: pipeline["total"], Baseline: baseline["total"], Unit: "µs",
+		Target: fmt.Sprintf("<= %.3gx", target), Note: cpuNote(pipeline)}
+	if r.Baseline > 0 {
+		r.Ratio = r.Pipeline / r.Baseline
+		r.Met = r.Pipeline > 0 && r.Ratio <= target
+	}
+	return r
+}
+
+// cpuNote lists a stage's CPU-µs per answer by process.
+func cpuNote(per map[string]float64) string {
+	var parts []string
+	for _, k := range sortedKeys(per) {
+		if k != "total" {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, per[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // drainBound is the saga issue's bound on draining n accepted orders: 1.25 x
@@ -135,25 +160,35 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	// Stage 1: bare gin vs sold-out rejections.
 	settle("stage 1 baseline")
 	log.Info("stage 1 baseline: bare gin", "url", s.BareURL, "load", s.Load.String(), "duration", s.HTTPDuration)
+	bareMeter := StartCPU(map[string]int{"server": s.BarePID, "load generator": os.Getpid()})
 	bare := Fixed(ctx, s.Load, s.HTTPDuration, "bare gin", s.Progress, func(i uint64, t *vegeta.Target) {
 		t.Method, t.URL, t.Header = http.MethodPost, s.BareURL+BarePath, header(buyers[i%uint64(len(buyers))].Token)
 	})
+	bareCPU := bareMeter.PerAnswer(bare.Total)
 	bareRate := rate(bare, "200")
 	rep.Details["bare_gin"] = bare
+	rep.Details["cpu_us_per_answer_bare_gin"] = bareCPU
+	pipelinePIDs := StackPIDs()
+	pipelinePIDs["api"] = s.Full.APIPID
 	soldRate := 0.0
+	var soldCPU map[string]float64
 	if it, err := s.soldOutItem(ctx, secret, buyers[0]); err != nil {
 		fail("stage 1", err)
 	} else {
 		settle("stage 1 pipeline")
 		log.Info("stage 1 pipeline: purchases of a sold-out item", "item", it)
 		url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(s.APIURL, "/"), it)
+		meter := StartCPU(pipelinePIDs)
 		sold := Fixed(ctx, s.Load, s.HTTPDuration, "sold out", s.Progress, func(i uint64, t *vegeta.Target) {
 			t.Method, t.URL, t.Header = http.MethodPost, url, header(buyers[1+i%uint64(len(buyers)-1)].Token)
 		})
+		soldCPU = meter.PerAnswer(sold.Total)
 		soldRate = rate(sold, "410")
 		rep.Details["sold_out"] = sold
+		rep.Details["cpu_us_per_answer_sold_out"] = soldCPU
 	}
-	rep.Ratios = append(rep.Ratios, ratio("1", "sold-out rejections/s vs bare gin", soldRate, bareRate, "req/s", 0.8, ""))
+	rep.Ratios = append(rep.Ratios, ratio("1", "sold-out rejections/s vs bare gin", soldRate, bareRate, "req/s", 0.8, ""),
+		cpuRatio("1", "CPU-µs per sold-out answer vs bare gin", soldCPU, bareCPU, 1.25))
 
 	// Stage 2 baseline: the reservation script directly.
 	settle("stage 2 baseline")
@@ -171,17 +206,18 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	fs := FlashSale{APIURL: s.APIURL, Units: int64(s.SagaOrders), Buyers: s.SagaOrders,
 		FirstBuyer: 1_000_000_000 + base*100 + int64(len(buyers)) + 1, Load: s.Load, MaxAttempts: 20,
 		Lead: 2 * time.Second, PaymentTimeout: 24 * time.Hour, DrainTimeout: 15 * time.Minute, JWTSecret: secret,
-		HoldSagas: holdWorker(s.Full.WorkerPID), Progress: s.Progress, Log: log}
+		HoldSagas: holdWorker(s.Full.WorkerPID), MeterPIDs: pipelinePIDs, Progress: s.Progress, Log: log}
 	rep.Settings["stage2_sagas_held"] = fs.HoldSagas != nil
 	if fs.HoldSagas == nil {
 		log.Warn("no --worker-pid: stage 2 runs while the worker starts sagas")
 	}
 	var acceptedRate, sagaRate float64
+	var acceptedCPU map[string]float64
 	sr, err := fs.Run(ctx, d)
 	if err != nil {
 		fail("stages 2-3", err)
 	} else {
-		acceptedRate = sr.AcceptedPerSec
+		acceptedRate, acceptedCPU = sr.AcceptedPerSec, sr.StampedeCPU
 		sagaRate = sr.SagasPerSec
 		rep.Details["purchases_and_sagas"] = sr
 		if sr.Invariants != nil && !sr.Invariants.OK() {
@@ -229,6 +265,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	floor := min(bareRate, lua.PerSecond)
 	rep.Ratios = append(rep.Ratios, ratio("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRate, floor, "req/s", 0.5,
 		fmt.Sprintf("bare %.0f/s, direct Lua %.0f/s", bareRate, lua.PerSecond)))
+	rep.Ratios = append(rep.Ratios, cpuRatio("2", "CPU-µs per accepted purchase vs bare gin's per answer", acceptedCPU, bareCPU, 2))
 	rep.Ratios = append(rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8,
 		"baseline: default worker, eager start, no result polling"))
 	if latency != nil {

@@ -160,8 +160,8 @@ type API struct {
 	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
 	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
 	// IPLimiterMaxKeys bounds the per-IP limiters (unauthenticated traffic;
-	// IPv6 clients are keyed by their /64): at most this many are kept, the
-	// oldest-looking ones evicted first, so memory is bounded whatever the
+	// IPv6 clients are keyed by their /64): at most this many are kept (a
+	// full shard evicts an arbitrary one), so memory is bounded whatever the
 	// clients' addresses.
 	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000"`
 	// TrustedProxies are the CIDRs of load balancers in front of the API:

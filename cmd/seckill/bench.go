@@ -258,7 +258,10 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 				return err
 			}
 			full := f.sale()
-			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, Load: f.load(), HTTPDuration: duration,
+			if full.APIPID == 0 {
+				full.APIPID = bench.FindPID("api")
+			}
+			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: duration,
 				SagaOrders: sagaOrders, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
 				Progress: cmd.ErrOrStderr(), Log: a.log}
 			rep := s.Run(ctx, d)
