@@ -14,7 +14,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/seckill/seckill/bench/invariant"
+	"github.com/seckill/seckill/invariant"
 )
 
 // Buyer is one simulated buyer.

@@ -20,7 +20,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/bench/invariant"
+	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )

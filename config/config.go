@@ -33,13 +33,14 @@ func (s Secret) Value() string { return string(s) }
 
 // Config is the whole configuration; each role uses the sections it needs.
 type Config struct {
-	Log      Log      `envPrefix:"LOG_"`
-	Redis    Redis    `envPrefix:"REDIS_"`
-	MySQL    MySQL    `envPrefix:"MYSQL_"`
-	RocketMQ RocketMQ `envPrefix:"ROCKETMQ_"`
-	Temporal Temporal `envPrefix:"TEMPORAL_"`
-	API      API      `envPrefix:"API_"`
-	Worker   Worker   `envPrefix:"WORKER_"`
+	Log       Log       `envPrefix:"LOG_"`
+	Redis     Redis     `envPrefix:"REDIS_"`
+	MySQL     MySQL     `envPrefix:"MYSQL_"`
+	RocketMQ  RocketMQ  `envPrefix:"ROCKETMQ_"`
+	Temporal  Temporal  `envPrefix:"TEMPORAL_"`
+	API       API       `envPrefix:"API_"`
+	Worker    Worker    `envPrefix:"WORKER_"`
+	Reconcile Reconcile `envPrefix:"RECONCILE_"`
 	// JWTSecret signs and verifies buyer and admin tokens (HS256). Its
 	// default is the well-known DevJWTSecret: `seckill api` refuses to start
 	// with it (or with any secret under 32 bytes) unless Dev is on.
@@ -242,6 +243,20 @@ type Worker struct {
 	EagerStart bool `env:"EAGER_START" envDefault:"true"`
 	// StartTimeout bounds one saga start; past it the message is redelivered.
 	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s"`
+}
+
+// Reconcile is the worker's periodic drift check (seckill reconcile).
+type Reconcile struct {
+	// Interval between runs (0: off). Each run checks the items whose sale
+	// is live or ended within Since.
+	Interval time.Duration `env:"INTERVAL" envDefault:"1m"`
+	Since    time.Duration `env:"SINCE" envDefault:"2h"`
+	// Grace is how old a reservation or QUEUED order must be before its
+	// missing pieces count as drift.
+	Grace time.Duration `env:"GRACE" envDefault:"2m"`
+	// Repair makes the periodic run repair what has one safe answer (off:
+	// it reports, logs and exports seckill_reconcile_drift).
+	Repair bool `env:"REPAIR" envDefault:"false"`
 }
 
 // Load parses the environment once and validates it: a bad value stops the

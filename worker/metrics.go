@@ -19,6 +19,10 @@ type Metrics struct {
 	// PhantomUnits counts reservations retired because the stock row never
 	// had their unit (STOCK_EXHAUSTED).
 	PhantomUnits prometheus.Counter
+	// Drift is the unrepaired drift the last reconcile run found, by kind;
+	// Repairs counts what reconcile runs repaired.
+	Drift   *prometheus.GaugeVec
+	Repairs *prometheus.CounterVec
 }
 
 // NewMetrics creates and registers the worker's metrics.
@@ -49,8 +53,16 @@ func NewMetrics() *Metrics {
 			Name: "seckill_worker_phantom_units_retired_total",
 			Help: "Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit.",
 		}),
+		Drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "seckill_reconcile_drift",
+			Help: "Drift between Redis, MySQL and Temporal left unrepaired by the last reconcile run, by kind.",
+		}, []string{"kind"}),
+		Repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_reconcile_repairs_total",
+			Help: "Drift repaired by reconcile runs, by kind.",
+		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits,
+	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits, m.Drift, m.Repairs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

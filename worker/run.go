@@ -19,7 +19,9 @@ import (
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -123,6 +125,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		consumers = append(consumers, d)
 		log.Info("order consumer running", "topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.ConsumerGroup,
 			"dead_letter_topic", DeadLetterTopic(cfg.RocketMQ.ConsumerGroup), "dead_letter_group", cfg.Worker.DLQGroup)
+	}
+
+	if cfg.Worker.Temporal && cfg.Reconcile.Interval > 0 {
+		r := reconcile.New(st.DB(), units, workflows.NewClient(tc, cfg.Temporal.TaskQueue),
+			invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}, cfg.Reconcile.Grace, log)
+		rctx, stopReconcile := context.WithCancel(ctx)
+		defer stopReconcile()
+		go RunReconcile(rctx, r, cfg.Reconcile, metrics, log)
+		log.Info("reconcile running", "interval", cfg.Reconcile.Interval, "repair", cfg.Reconcile.Repair)
 	}
 
 	srv := &http.Server{Handler: metricsMux(metrics), ReadHeaderTimeout: 5 * time.Second}

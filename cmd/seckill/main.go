@@ -56,7 +56,7 @@ func newRoot() *cobra.Command {
 }
 
 // subcommands are registered by each role's file in this package.
-var subcommands = []func(*app) *cobra.Command{newMigrateCmd, newConfigCmd, newWorkerCmd, newAPICmd, newTokenCmd, newBenchCmd}
+var subcommands = []func(*app) *cobra.Command{newMigrateCmd, newConfigCmd, newWorkerCmd, newAPICmd, newTokenCmd, newBenchCmd, newReconcileCmd}
 
 func newLogger(cfg config.Log, w interface{ Write([]byte) (int, error) }) *slog.Logger {
 	var level slog.Level

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/bench/invariant"
+	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"

@@ -1,5 +1,5 @@
-// Package invariant checks, after a flash sale, that the pipeline kept its
-// promises. It reads the three systems directly — MySQL (item, stock,
+// Package invariant checks that the pipeline kept its promises for an item
+// (after a flash sale: the bench; any time: seckill reconcile). It reads the three systems directly — MySQL (item, stock,
 // seckill_order, stock_deduction), Redis (the item's stock_left, reservations
 // and buyer marks) and Temporal (the item's order workflows, found by the
 // SeckillItemId search attribute) — and compares them with what the load

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/bench/invariant"
+	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"

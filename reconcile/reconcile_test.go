@@ -1,0 +1,202 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/worker"
+	"github.com/seckill/seckill/workflows"
+)
+
+type counter struct{}
+
+func (counter) Inc() {}
+
+// Each kind of drift is planted on the real services; reconcile finds it,
+// --repair fixes it, and a second run finds nothing. A clean item reports
+// nothing.
+func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs MySQL, Redis and Temporal (scripts/stack up)")
+	}
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, _ := testenv.MySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	stk := stock.New(rdb, prefix)
+	cfg := testenv.Config(t)
+	tc, err := temporalx.Dial(ctx, cfg.Temporal, log)
+	if err != nil {
+		t.Fatalf("Temporal (scripts/stack up): %v", err)
+	}
+	t.Cleanup(tc.Close)
+	tq := testenv.Name(t, "saga")
+	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, stk), compensation.New(st, stk, counter{}))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	t.Cleanup(func() { terminate(tc, cfg.Temporal.Namespace, tq) })
+	sagas := workflows.NewClient(tc, tq)
+	lister := invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}
+	r := reconcile.New(st.DB(), stk, sagas, lister, 0, log)
+
+	const units = 10
+	it, err := st.CreateItem(ctx, store.Item{Name: "reconcile", PriceCents: 1, StockTotal: units,
+		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stk.Load(ctx, it.ID, units); err != nil {
+		t.Fatal(err)
+	}
+	reserve := func(user int64) order.Message {
+		m := order.Message{OrderID: order.NewID(), ItemID: it.ID, UserID: user, ReservedAt: time.Now().UTC()}
+		if _, err := stk.Reserve(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// A clean order: reserved, its saga PENDING_PAYMENT.
+	clean := reserve(1)
+	if err := sagas.Start(ctx, clean); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, st, clean.OrderID, order.StatusPendingPayment)
+	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox) // the relay's job, done
+	if rep := run(t, r, it.ID, false); len(rep.Findings) != 0 {
+		t.Fatalf("clean item reported %+v", rep.Findings)
+	}
+
+	// 1. lost handoff: reserved, its outbox entry gone before any relay saw it.
+	lost := reserve(2)
+	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox)
+	// 2. a saga running for an order cancelled at the door, never woken.
+	running := reserve(3)
+	if err := sagas.Start(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, st, running.OrderID, order.StatusPendingPayment)
+	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox)
+	if _, _, err := st.RecordCancel(ctx, running.OrderID, running.UserID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// 3. a final order whose unit Redis still holds (its saga is gone).
+	held := reserve(4)
+	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox)
+	if _, err := st.CloseOrder(ctx, store.Order{OrderID: held.OrderID, UserID: 4, ItemID: it.ID},
+		store.Closing{Status: order.StatusCancelled, Reason: order.ReasonPaymentTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	// 4. a live order whose Redis reservation was lost (Redis failover).
+	live := reserve(5)
+	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox)
+	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: live.OrderID, UserID: 5, ItemID: it.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.DeductStock(ctx, live.OrderID, it.ID, time.Hour, 0); err != nil {
+		t.Fatal(err)
+	}
+	rdb.HDel(ctx, stk.ItemKeys(it.ID).Orders, live.OrderID)
+	// 5. stock_left bumped by hand.
+	rdb.IncrBy(ctx, stk.ItemKeys(it.ID).Stock, 3)
+
+	found := run(t, r, it.ID, false)
+	for _, kind := range []string{reconcile.LostHandoff, reconcile.SagaForFinalOrder, reconcile.FinalUnitHeld,
+		reconcile.PaidUnitOnSale, reconcile.RedisStock} {
+		if !has(found, kind) {
+			t.Errorf("drift %s not found; report %+v", kind, found.Findings)
+		}
+	}
+	if found.Remaining() == 0 {
+		t.Fatal("nothing remains without --repair")
+	}
+	repaired := run(t, r, it.ID, true)
+	if n := repaired.Remaining(); n != 0 {
+		t.Fatalf("%d findings not repaired: %+v", n, repaired.Findings)
+	}
+	// The repairs land: the lost order gets its saga and row, the running saga
+	// closes; then nothing is left.
+	waitStatus(t, st, lost.OrderID, order.StatusPendingPayment)
+	deadline := time.Now().Add(30 * time.Second)
+	var again reconcile.Report
+	for {
+		again = run(t, r, it.ID, false)
+		if len(again.Findings) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(again.Findings) != 0 {
+		t.Fatalf("second run still finds %+v", again.Findings)
+	}
+	// Units: live = clean, lost, live -> 3 held; stock_left = 7.
+	if n, _ := stk.Left(ctx, it.ID); n != units-3 {
+		t.Fatalf("stock_left %d, want %d", n, units-3)
+	}
+}
+
+func run(t *testing.T, r *reconcile.Reconciler, item int64, repair bool) reconcile.Report {
+	t.Helper()
+	rep, err := r.Run(context.Background(), []int64{item}, repair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func has(rep reconcile.Report, kind string) bool {
+	for _, f := range rep.Findings {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func waitStatus(t *testing.T, st *store.Store, orderID string, want order.Status) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o, err := st.FindOrder(context.Background(), orderID)
+		if err == nil && o.Status == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s: %q %v, want %s", orderID, o.Status, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// terminate ends the sagas the test left on its private task queue.
+func terminate(tc interface {
+	ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	TerminateWorkflow(context.Context, string, string, string, ...interface{}) error
+}, namespace, tq string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
+		Query: fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", tq)})
+	if err != nil {
+		return
+	}
+	for _, e := range resp.GetExecutions() {
+		_ = tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
+	}
+}

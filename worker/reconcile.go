@@ -1,0 +1,58 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/reconcile"
+)
+
+// Reconciler is the drift check the worker runs periodically
+// (reconcile.Reconciler).
+type Reconciler interface {
+	ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error)
+	Run(ctx context.Context, items []int64, repair bool) (reconcile.Report, error)
+}
+
+var _ Reconciler = (*reconcile.Reconciler)(nil)
+
+// RunReconcile checks the active items every cfg.Interval until ctx ends and
+// exports what it found (seckill_reconcile_drift, _repairs_total).
+func RunReconcile(ctx context.Context, r Reconciler, cfg config.Reconcile, m *Metrics, log *slog.Logger) {
+	if cfg.Interval <= 0 {
+		return
+	}
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		items, err := r.ActiveItems(ctx, time.Now(), cfg.Since)
+		if err != nil {
+			log.Warn("reconcile: list items", "err", err)
+			continue
+		}
+		rep, err := r.Run(ctx, items, cfg.Repair)
+		if err != nil {
+			log.Warn("reconcile", "err", err)
+			continue
+		}
+		drift := map[string]float64{}
+		for _, f := range rep.Findings {
+			if f.Repaired {
+				m.Repairs.WithLabelValues(f.Kind).Inc()
+			} else {
+				drift[f.Kind]++
+			}
+		}
+		m.Drift.Reset()
+		for _, kind := range reconcile.Kinds {
+			m.Drift.WithLabelValues(kind).Set(drift[kind])
+		}
+	}
+}
