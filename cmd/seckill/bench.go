@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/bench"
-	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )

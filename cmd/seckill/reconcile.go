@@ -82,4 +82,3 @@ func printReconcile(w interface{ Write([]byte) (int, error) }, rep reconcile.Rep
 	}
 	_ = tw.Flush()
 }
-
