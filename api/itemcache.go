@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"errors"
 	"fmt"
@@ -160,4 +162,25 @@ func (c *itemCache) refresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// stockLeftDesc is the per-item gauge the item cache exports.
+var stockLeftDesc = prometheus.NewDesc("seckill_stock_left",
+	"Units not reserved in Redis, per item, as this API instance last read them (every SECKILL_API_ITEM_REFRESH).",
+	[]string{"item_id"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c *itemCache) Describe(ch chan<- *prometheus.Desc) { ch <- stockLeftDesc }
+
+// Collect exports stock_left of the cached items whose sale has started
+// and whose figure is known.
+func (c *itemCache) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for id, ci := range c.byID {
+		if n := ci.left.Load(); n >= 0 && !now.Before(ci.it.StartAt) {
+			ch <- prometheus.MustNewConstMetric(stockLeftDesc, prometheus.GaugeValue, float64(n), strconv.FormatInt(id, 10))
+		}
+	}
 }

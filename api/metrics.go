@@ -33,6 +33,10 @@ type Metrics struct {
 	rejectedBy sync.Map // error code -> prometheus.Counter
 }
 
+// Register adds a collector of this instance's state (the item cache's
+// stock_left) to the registry.
+func (m *Metrics) Register(c prometheus.Collector) { m.reg.MustRegister(c) }
+
 // NewMetrics registers the API and relay series (and the Go runtime's) on reg.
 func NewMetrics(reg *prometheus.Registry) *Metrics {
 	m := &Metrics{

@@ -129,6 +129,9 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 		onNew = deps.Relay.Watch
 	}
 	s.items = newItemCache(deps.Items, deps.Stock, cfg.ItemRefresh, onNew)
+	if deps.Metrics != nil {
+		deps.Metrics.Register(s.items)
+	}
 	s.engine = s.routes()
 	return s
 }

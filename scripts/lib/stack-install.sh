@@ -56,6 +56,11 @@ ensure_mariadb_installed() {
   apt_install mariadb-server mariadb-client
 }
 
+ensure_prometheus_installed() {
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return 0
+  apt_install prometheus
+}
+
 ensure_java() {
   command -v java >/dev/null || apt_install openjdk-17-jre-headless
 }

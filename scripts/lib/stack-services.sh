@@ -3,7 +3,7 @@
 # launch, healthy (fast check), ready (full check after a start), prepare (idempotent setup), timeout.
 
 # shellcheck disable=SC2034 # used by scripts/stack
-SERVICES=(redis mariadb rocketmq-namesrv rocketmq-broker temporal)
+SERVICES=(redis mariadb rocketmq-namesrv rocketmq-broker temporal prometheus)
 
 REDIS_PORT=${SECKILL_REDIS_PORT:-6379}
 MYSQL_PORT=${SECKILL_MYSQL_PORT:-3306}
@@ -14,6 +14,7 @@ NAMESRV_PORT=${SECKILL_ROCKETMQ_NAMESRV_PORT:-9876}
 BROKER_PORT=${SECKILL_ROCKETMQ_BROKER_PORT:-10911}
 TEMPORAL_PORT=${SECKILL_TEMPORAL_PORT:-7233}
 TEMPORAL_UI_PORT=${SECKILL_TEMPORAL_UI_PORT:-8233}
+PROMETHEUS_PORT=${SECKILL_PROMETHEUS_PORT:-9090}
 TEMPORAL_NAMESPACE=default
 TEMPORAL_SEARCH_ATTRIBUTES=(SeckillItemId=Int SeckillUserId=Int SeckillOrderStatus=Keyword)
 # Dynamic config of the dev server: a saga's activities (MarkPaid, the
@@ -42,6 +43,7 @@ svc_pattern() {
     rocketmq-namesrv) echo org.apache.rocketmq.namesrv.NamesrvStartup ;;
     rocketmq-broker) echo org.apache.rocketmq.broker.BrokerStartup ;;
     temporal) echo "temporal server start-dev" ;;
+    prometheus) echo "prometheus --config.file=$REPO/deploy/prometheus/prometheus.yml" ;;
   esac
 }
 svc_ports() {
@@ -52,6 +54,7 @@ svc_ports() {
     # 10911 clients, 10909 = listenPort-2 (fast/VIP channel), 10912 = listenPort+1 (HA)
     rocketmq-broker) echo "$BROKER_PORT $((BROKER_PORT - 2)) $((BROKER_PORT + 1))" ;;
     temporal) echo "$TEMPORAL_PORT $TEMPORAL_UI_PORT" ;;
+    prometheus) echo "$PROMETHEUS_PORT" ;;
   esac
 }
 svc_port() { local p; p=$(svc_ports "$1"); echo "${p%% *}"; }
@@ -269,3 +272,17 @@ ready_temporal() {
   for sa in "${TEMPORAL_SEARCH_ATTRIBUTES[@]}"; do grep -q "${sa%%=*}" <<<"$list" || return 1; done
 }
 prepare_temporal() { :; }
+
+# ================================================================= prometheus
+# Scrapes the API (8080) and the worker (9091) with deploy/prometheus/, the
+# alert rules included; its UI: http://127.0.0.1:9090 (Alerts, Rules).
+install_prometheus() { ensure_prometheus_installed; }
+launch_prometheus() {
+  mkdir -p "$STACK_DIR/prometheus"
+  launch prometheus "$(log_file prometheus)" prometheus --config.file="$REPO/deploy/prometheus/prometheus.yml" \
+    --storage.tsdb.path="$STACK_DIR/prometheus" --storage.tsdb.retention.time=2d \
+    --web.listen-address="127.0.0.1:$PROMETHEUS_PORT"
+}
+healthy_prometheus() { curl -sf -o /dev/null --max-time 3 "http://127.0.0.1:$PROMETHEUS_PORT/-/healthy"; }
+ready_prometheus() { curl -sf -o /dev/null --max-time 3 "http://127.0.0.1:$PROMETHEUS_PORT/-/ready"; }
+prepare_prometheus() { :; }
