@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -35,16 +36,21 @@ type StatusPublisher interface {
 
 var _ OrderStore = (*store.Store)(nil)
 
+// Observer is told how long each order took from its 202 (the order id's
+// timestamp) to PENDING_PAYMENT (a Prometheus histogram).
+type Observer interface{ Observe(seconds float64) }
+
 // Activities are the forward steps; the workflow refers to them through a
 // typed nil pointer and the worker registers one with real dependencies.
 type Activities struct {
-	orders OrderStore
-	status StatusPublisher
+	orders  OrderStore
+	status  StatusPublisher
+	payable Observer
 }
 
-// New returns the forward steps.
-func New(orders OrderStore, status StatusPublisher) *Activities {
-	return &Activities{orders: orders, status: status}
+// New returns the forward steps. payable observes 202 -> PENDING_PAYMENT.
+func New(orders OrderStore, status StatusPublisher, payable Observer) *Activities {
+	return &Activities{orders: orders, status: status, payable: payable}
 }
 
 // OrderRef names an order and what it is for.
@@ -125,6 +131,8 @@ func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.
 	}
 	if !deducted {
 		activity.GetLogger(ctx).Info("stock already deducted for this order", "order_id", in.OrderID)
+	} else if id, err := ulid.Parse(in.OrderID); err == nil && a.payable != nil {
+		a.payable.Observe(time.Since(ulid.Time(id.Time())).Seconds())
 	}
 	return row.View(), nil
 }

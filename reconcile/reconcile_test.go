@@ -46,7 +46,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	}
 	t.Cleanup(tc.Close)
 	tq := testenv.Name(t, "saga")
-	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, stk), compensation.New(st, stk, counter{}))
+	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, stk, nil), compensation.New(st, stk, counter{}))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

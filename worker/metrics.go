@@ -23,6 +23,8 @@ type Metrics struct {
 	// Repairs counts what reconcile runs repaired.
 	Drift   *prometheus.GaugeVec
 	Repairs *prometheus.CounterVec
+	// Payable is the time from an order's 202 to PENDING_PAYMENT.
+	Payable prometheus.Histogram
 }
 
 // NewMetrics creates and registers the worker's metrics.
@@ -62,7 +64,12 @@ func NewMetrics() *Metrics {
 			Help: "Drift repaired by reconcile runs, by kind.",
 		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits, m.Drift, m.Repairs,
+	m.Payable = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "seckill_order_payable_seconds",
+		Help:    "Time from an order's 202 (its id's timestamp) to PENDING_PAYMENT (its stock-row unit taken).",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
+	})
+	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits, m.Drift, m.Repairs, m.Payable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			// (10,000) keeps every parked saga of a full sale in memory.
 			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
 		}
-		tw := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units),
+		tw := NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, units, metrics.Payable),
 			compensation.New(st, units, metrics.PhantomUnits))
 		if err := tw.Start(); err != nil {
 			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
