@@ -1,6 +1,6 @@
 // Package invariant checks that the pipeline kept its promises for an item
-// (after a flash sale: the bench; any time: seckill reconcile). It reads the three systems directly — MySQL (item, stock,
-// seckill_order, stock_deduction), Redis (the item's stock_left, reservations
+// (after a flash sale: the bench; any time: seckill reconcile). It reads the
+// three systems directly — MySQL (item, stock, seckill_order, stock_deduction), Redis (the item's stock_left, reservations
 // and buyer marks) and Temporal (the item's order workflows, found by the
 // SeckillItemId search attribute) — and compares them with what the load
 // generator was told (the orders that got 202).
@@ -26,7 +26,8 @@
 //	released_live_order     a live order whose Redis reservation is gone (its unit could be sold twice)
 //	pending_after_timeout   an order still PENDING_PAYMENT after every payment window closed
 //	workflow_missing        an accepted order with no workflow
-//	workflow_stuck          a running workflow whose order is not waiting for payment
+//	workflow_stuck          a running workflow whose order is not waiting for payment (a saga of an order paid or
+//	                        cancelled at the door may run until its deadline + grace + 1 min: it waits for its wake)
 //	workflow_uncompensated  a failed, terminated or timed-out workflow whose order still holds its unit
 package invariant
 
@@ -40,6 +41,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
@@ -164,6 +166,7 @@ type orderRow struct {
 	OrderID string
 	UserID  int64
 	Status  order.Status
+	PayBy   *time.Time
 }
 
 type deductionRow struct {
@@ -197,7 +200,7 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 		return rep, fmt.Errorf("read stock row of item %d: %w", in.ItemID, err)
 	}
 	var rows []orderRow
-	if err := db.Raw("SELECT order_id, user_id, status FROM seckill_order WHERE item_id = ?", in.ItemID).
+	if err := db.Raw("SELECT order_id, user_id, status, pay_by FROM seckill_order WHERE item_id = ?", in.ItemID).
 		Scan(&rows).Error; err != nil {
 		return rep, fmt.Errorf("read orders of item %d: %w", in.ItemID, err)
 	}
@@ -446,7 +449,11 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 			_, holds := resvUser[w.OrderID]
 			switch w.Status {
 			case "Running":
-				if !ok || r.Status != order.StatusPendingPayment || in.AfterTimeouts {
+				// A saga whose order was paid or cancelled at the door runs
+				// until its (paced) wake or, at the latest, its timer at
+				// pay_by + grace: not stuck before that.
+				waking := ok && r.Status.Final() && r.PayBy != nil && time.Now().Before(r.PayBy.Add(order.PayGrace+time.Minute))
+				if !waking && (!ok || r.Status != order.StatusPendingPayment || in.AfterTimeouts) {
 					stuck = append(stuck, w.WorkflowID)
 				}
 			case "Completed", "ContinuedAsNew":
