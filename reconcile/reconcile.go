@@ -32,8 +32,8 @@ const (
 	// SagaForFinalOrder: a saga still running for an order whose row is
 	// final. Repair: wake it (it follows the row).
 	SagaForFinalOrder = "saga_running_for_final_order"
-	// RedisStock: Redis stock_left is not S minus the units held (live
-	// reservations and live orders in MySQL). Repair: set it to that.
+	// RedisStock: Redis stock_left is not what MySQL leaves on sale: the
+	// stock row minus the reservations not deducted yet. Repair: set it.
 	RedisStock = "redis_stock"
 	// StockRow: the MySQL stock row is not S minus the unrestored
 	// deductions. Reported only: MySQL's own record needs an engineer.
@@ -163,9 +163,11 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 	if err := db.Raw("SELECT stock FROM stock WHERE item_id = ?", itemID).Scan(&stockRow).Error; err != nil {
 		return nil, fmt.Errorf("stock row of item %d: %w", itemID, err)
 	}
-	if err := db.Raw("SELECT COUNT(*) FROM stock_deduction WHERE item_id = ? AND restored = FALSE", itemID).Scan(&unrestored).Error; err != nil {
+	var deducted []string
+	if err := db.Raw("SELECT order_id FROM stock_deduction WHERE item_id = ? AND restored = FALSE", itemID).Scan(&deducted).Error; err != nil {
 		return nil, fmt.Errorf("deductions of item %d: %w", itemID, err)
 	}
+	unrestored = int64(len(deducted))
 	var rows []row
 	if err := db.Raw("SELECT order_id, user_id, status, reason, created_at FROM seckill_order WHERE item_id = ?", itemID).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("orders of item %d: %w", itemID, err)
@@ -318,7 +320,7 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 			stockRow, total, unrestored, total-unrestored), Action: "report only: MySQL is the ground truth; ask an engineer"})
 	}
 	// Redis stock_left against the units held.
-	f, err := r.redisStock(ctx, itemID, total, rows, repair)
+	f, err := r.redisStock(ctx, itemID, stockRow, deducted, repair)
 	if err != nil {
 		return nil, err
 	}
@@ -331,45 +333,38 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 	return out, nil
 }
 
-// fixStock sets stock_left to S minus the units held: the live reservations
-// plus the live MySQL orders Redis does not hold (ARGV[2..]), counted inside
-// the script so that concurrent reservations and releases cannot slip in
-// between. It returns the old and the new value.
-var fixStock = redis.NewScript(`
-local held = redis.call('HLEN', KEYS[2])
-for i = 2, #ARGV do
-  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then held = held + 1 end
+// stockScript compares stock_left with what MySQL, the ground truth for
+// units sold, leaves on sale: the stock row (ARGV[2]) minus the live
+// reservations whose order has not taken its unit from the row yet (every
+// reservation but those of the orders named in ARGV[3..], which hold an
+// unrestored deduction). Counted inside the script, so concurrent
+// reservations and releases cannot slip in between; with ARGV[1] = "1" it
+// also sets stock_left. It returns the old and the wanted value.
+var stockScript = redis.NewScript(`
+local deducted = {}
+for i = 3, #ARGV do deducted[ARGV[i]] = true end
+local pending = 0
+for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if not deducted[id] then pending = pending + 1 end
 end
-local want = tonumber(ARGV[1]) - held
+local want = tonumber(ARGV[2]) - pending
 if want < 0 then want = 0 end
 local old = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if old ~= want then redis.call('SET', KEYS[1], want) end
+if ARGV[1] == '1' and old ~= want then redis.call('SET', KEYS[1], want) end
 return {old, want}
 `)
 
-var checkStock = redis.NewScript(`
-local held = redis.call('HLEN', KEYS[2])
-for i = 2, #ARGV do
-  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then held = held + 1 end
-end
-local want = tonumber(ARGV[1]) - held
-if want < 0 then want = 0 end
-return {tonumber(redis.call('GET', KEYS[1]) or '-1'), want}
-`)
-
-func (r *Reconciler) redisStock(ctx context.Context, itemID, total int64, rows []row, repair bool) (*Finding, error) {
+func (r *Reconciler) redisStock(ctx context.Context, itemID, stockRow int64, deducted []string, repair bool) (*Finding, error) {
 	keys := r.units.ItemKeys(itemID)
-	args := []any{total}
-	for _, o := range rows {
-		if o.Status == order.StatusPendingPayment || o.Status == order.StatusPaid {
-			args = append(args, o.OrderID)
-		}
-	}
-	script := checkStock
+	flag := "0"
 	if repair {
-		script = fixStock
+		flag = "1"
 	}
-	v, err := script.Run(ctx, r.units.Client(), []string{keys.Stock, keys.Orders}, args...).Int64Slice()
+	args := []any{flag, stockRow}
+	for _, id := range deducted {
+		args = append(args, id)
+	}
+	v, err := stockScript.Run(ctx, r.units.Client(), []string{keys.Stock, keys.Orders}, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("stock_left of item %d: %w", itemID, err)
 	}
@@ -377,7 +372,7 @@ func (r *Reconciler) redisStock(ctx context.Context, itemID, total int64, rows [
 	if oldLeft == want {
 		return nil, nil
 	}
-	f := &Finding{Kind: RedisStock, Detail: fmt.Sprintf("stock_left %d, want %d (S %d minus the units held)", oldLeft, want, total)}
+	f := &Finding{Kind: RedisStock, Detail: fmt.Sprintf("stock_left %d, want %d (the stock row %d minus the reservations not deducted yet)", oldLeft, want, stockRow)}
 	if repair {
 		f.Repaired, f.Action = true, fmt.Sprintf("stock_left set to %d", want)
 		if want > oldLeft {
