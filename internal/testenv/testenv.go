@@ -41,11 +41,22 @@ func Suffix() string {
 	return hex.EncodeToString(b)
 }
 
+// Integration skips t under -short: it needs the real services
+// (scripts/stack up). `go test -short ./...` runs every unit test with no
+// service reachable; `make test` runs everything.
+func Integration(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the real services (scripts/stack up); skipped with -short")
+	}
+}
+
 // MySQL creates a fresh database named seckill_t_<random>, applies the
 // migrations and returns a Store on it and its config. The database is dropped
 // when the test ends.
 func MySQL(t testing.TB) (*store.Store, config.MySQL) {
 	t.Helper()
+	Integration(t)
 	cfg := Config(t).MySQL
 	name := "seckill_t_" + Suffix()
 	admin, err := gorm.Open(mysql.Open(cfg.DSN()), &gorm.Config{Logger: logger.Discard})
@@ -83,6 +94,7 @@ func MySQL(t testing.TB) (*store.Store, config.MySQL) {
 // this test; every key under the prefix is deleted when the test ends.
 func Redis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
+	Integration(t)
 	cfg := Config(t).Redis
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr, Password: cfg.Password.Value(), DB: cfg.DB, PoolSize: 128})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

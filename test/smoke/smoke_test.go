@@ -81,6 +81,7 @@ func TestMySQLMigrationsAndGorm(t *testing.T) {
 }
 
 func TestRocketMQProduceConsume(t *testing.T) {
+	testenv.Integration(t)
 	cfg := testenv.Config(t).RocketMQ
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -143,6 +144,7 @@ func smokeWorkflow(ctx workflow.Context, name string) (string, error) {
 }
 
 func TestTemporalWorkflowVisibleInUI(t *testing.T) {
+	testenv.Integration(t)
 	cfg := testenv.Config(t).Temporal
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
