@@ -219,7 +219,7 @@ type Worker struct {
 	Temporal       bool `env:"TEMPORAL" envDefault:"true"`
 	ConsumeWorkers int  `env:"CONSUME_WORKERS" envDefault:"32"`
 	// MaxConcurrentActivities and friends size the Temporal worker.
-	MaxConcurrentActivities      int    `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64"`
+	MaxConcurrentActivities int `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64"`
 	// Workflow-task slots decide whether an eager start is taken: with
 	// every slot busy (a wave of timeouts and wakes), a new order's first
 	// task goes through the task queue and waits behind them. 512 (with 8
