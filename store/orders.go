@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -137,6 +138,10 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	}
 	c.Reason = clip(c.Reason, 512)
 	var out CloseResult
+	// READ COMMITTED: a locking read of a missing row takes no gap lock, so
+	// concurrent closes and inserts of neighbouring order ids cannot wait on
+	// each other's gaps (under REPEATABLE READ they did, up to the lock wait
+	// timeout). The row lock on an existing row is the same.
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = CloseResult{}
 		var row Order
@@ -194,7 +199,7 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 		restored, err := restoreDeduction(tx, o.OrderID)
 		out.Restored = restored
 		return err
-	})
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return CloseResult{}, err
 	}
