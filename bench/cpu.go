@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -39,30 +38,15 @@ func procCPUSeconds(pid int) (float64, error) {
 // findProcess returns the pid of the first process whose command line
 // contains every one of parts (0 if none).
 func findProcess(parts ...string) int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	self := os.Getpid()
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile(d + "/cmdline")
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(b), "\x00", " ")
-		ok := true
+	return scanProcs(func(args []string) bool {
+		cmd := strings.Join(args, " ")
 		for _, p := range parts {
 			if !strings.Contains(cmd, p) {
-				ok = false
-				break
+				return false
 			}
 		}
-		if ok {
-			return pid
-		}
-	}
-	return 0
+		return true
+	})
 }
 
 // StackPIDs finds the processes whose CPU a stage is charged with besides

@@ -16,6 +16,14 @@ import (
 // FindPID returns the pid of a running `seckill <role>` process (0 if none):
 // argv[0] ends in "seckill" and argv[1] is the role.
 func FindPID(role string) int {
+	return scanProcs(func(args []string) bool {
+		return len(args) >= 2 && filepath.Base(args[0]) == "seckill" && args[1] == role
+	})
+}
+
+// scanProcs returns the pid of the first other process whose argv matches
+// (0 if none).
+func scanProcs(match func(args []string) bool) int {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	self := os.Getpid()
 	for _, d := range dirs {
@@ -24,11 +32,10 @@ func FindPID(role string) int {
 			continue
 		}
 		b, err := os.ReadFile(d + "/cmdline")
-		if err != nil {
+		if err != nil || len(b) == 0 {
 			continue
 		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) >= 2 && filepath.Base(args[0]) == "seckill" && args[1] == role {
+		if match(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
 			return pid
 		}
 	}
