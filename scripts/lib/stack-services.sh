@@ -43,7 +43,7 @@ svc_pattern() {
     rocketmq-namesrv) echo org.apache.rocketmq.namesrv.NamesrvStartup ;;
     rocketmq-broker) echo org.apache.rocketmq.broker.BrokerStartup ;;
     temporal) echo "temporal server start-dev" ;;
-    prometheus) echo "prometheus --config.file=$REPO/deploy/prometheus/prometheus.yml" ;;
+    prometheus) echo "prometheus --config.file=" ;;
   esac
 }
 svc_ports() {
