@@ -33,8 +33,12 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	db, err := gorm.Open(mysql.Open(cfg.DSN()), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
-		PrepareStmt:            true,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
+		// No prepared-statement cache: gorm prepares on a pool connection, also
+		// inside a transaction, so transactions holding row locks could wait for
+		// a connection held by statements waiting on those locks (seen as 50 s
+		// lock wait timeouts in the racing-close test under -race).
+		PrepareStmt: false,
+		NowFunc:     func() time.Time { return time.Now().UTC() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open mysql %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
