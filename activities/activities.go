@@ -29,7 +29,7 @@ type OrderStore interface {
 	SetOrderPaid(ctx context.Context, orderID string) (store.Order, error)
 }
 
-// StatusPublisher publishes an order's status for the API (stock.Store).
+// StatusPublisher publishes an order's status for the API (orderstatus.Board).
 type StatusPublisher interface {
 	PublishStatus(ctx context.Context, v order.View) error
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -231,7 +231,7 @@ func TestGetItemAndWarmup(t *testing.T) {
 	expect(t, h.do("POST", "/api/v1/items/424242/warmup", h.admin, nil), http.StatusNotFound, "ITEM_NOT_FOUND")
 
 	// Warmup loads an item whose stock is missing from Redis.
-	if err := h.stk.Client().Del(ctx, h.stk.ItemKeys(id).Stock).Err(); err != nil {
+	if err := h.rdb.Del(ctx, h.stk.ItemKeys(id).Stock).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r = h.do("POST", fmt.Sprintf("/api/v1/items/%d/warmup", id), h.admin, nil)
@@ -325,8 +325,8 @@ func TestSoldOutFlagClearsByRefreshWithoutEvent(t *testing.T) {
 	expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusGone, "SOLD_OUT")
 	// Put a unit back without publishing the stock event (a lost message).
 	k := h.stk.ItemKeys(item)
-	h.stk.Client().HDel(ctx, k.Orders, r.json(t)["order_id"].(string))
-	h.stk.Client().Incr(ctx, k.Stock)
+	h.rdb.HDel(ctx, k.Orders, r.json(t)["order_id"].(string))
+	h.rdb.Incr(ctx, k.Stock)
 	deadline := time.Now().Add(2 * time.Second)
 	for h.do("POST", path, h.buyer(3), nil).status != http.StatusAccepted {
 		if time.Now().After(deadline) {
@@ -399,18 +399,17 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestRedisDownIs503AndReservesNothing(t *testing.T) {
-	var real *stock.Store
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
-		real = d.Stock
 		// Nothing listens on port 1.
 		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = down.Close() })
-		d.Stock = stock.New(down, "seckill_t_down")
+		downUnits := stock.New(down, "seckill_t_down")
 		if testenv.Config(t).Redis.AutoPipeline {
-			if err := d.Stock.UseAutoPipeline(down); err != nil {
+			if err := downUnits.UseAutoPipeline(); err != nil {
 				t.Fatal(err)
 			}
 		}
+		d.Units, d.Views = downUnits, orderstatus.New(down, "seckill_t_down")
 	})
 	// Create the item in MySQL directly (the API cannot load Redis).
 	it, err := h.db.CreateItem(context.Background(), store.Item{Name: "x", PriceCents: 1, StockTotal: 5,
@@ -420,7 +419,7 @@ func TestRedisDownIs503AndReservesNothing(t *testing.T) {
 	}
 	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", it.ID), h.buyer(1), nil)
 	expect(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
-	if n, _ := real.Client().Keys(context.Background(), "seckill_t_down*").Result(); len(n) != 0 {
+	if n, _ := h.rdb.Keys(context.Background(), "seckill_t_down*").Result(); len(n) != 0 {
 		t.Fatalf("keys written while redis was down: %v", n)
 	}
 	// Admin create answers 503 too, naming the warmup.
@@ -527,10 +526,10 @@ func TestGetOrderOwnershipAndFallback(t *testing.T) {
 
 	// The saga's status wins over QUEUED, and MarkQueued never overwrites it.
 	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
-	if err := h.stk.PublishStatus(ctx, v); err != nil {
+	if err := h.views.PublishStatus(ctx, v); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.stk.MarkQueued(ctx, order.View{OrderID: id, Status: order.StatusQueued, UserID: 11}); err != nil {
+	if err := h.views.MarkQueued(ctx, order.View{OrderID: id, Status: order.StatusQueued, UserID: 11}); err != nil {
 		t.Fatal(err)
 	}
 	if s := h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil).json(t)["status"]; s != "PENDING_PAYMENT" {
@@ -605,14 +604,14 @@ func TestEventsStream(t *testing.T) {
 	}
 	v := first
 	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
-	if err := h.stk.PublishStatus(ctx, v); err != nil {
+	if err := h.views.PublishStatus(ctx, v); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := next(); got.Status != order.StatusPendingPayment {
 		t.Fatalf("second event %+v", got)
 	}
 	v.Status, v.UpdatedAt = order.StatusPaid, time.Now().UTC()
-	if err := h.stk.PublishStatus(ctx, v); err != nil {
+	if err := h.views.PublishStatus(ctx, v); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := next(); got.Status != order.StatusPaid {
@@ -657,7 +656,7 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 		return sagas, nil
 	}
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
-		desk := payment.New(d.Items.(*store.Store), d.Stock, get, skipped, payment.Options{WakeRate: 1000}, slog.Default())
+		desk := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); desk.Run(ctx) }()
@@ -682,7 +681,7 @@ func (h *harness) pendingOrder(t *testing.T, item, buyer int64, window time.Dura
 	if err != nil || row.Status != order.StatusPendingPayment || row.PayBy == nil {
 		t.Fatalf("deduct: %+v %v", row, err)
 	}
-	if err := h.stk.PublishStatus(ctx, row.View()); err != nil { // the saga's Notify
+	if err := h.views.PublishStatus(ctx, row.View()); err != nil { // the saga's Notify
 		t.Fatal(err)
 	}
 	return row.View()
@@ -805,7 +804,7 @@ func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {
 	go func() {
 		time.Sleep(2500 * time.Millisecond) // past both server timeouts
 		v := order.View{OrderID: id, UserID: 41, ItemID: item, Status: order.StatusFailed, Reason: "test", UpdatedAt: time.Now().UTC()}
-		_ = h.stk.PublishStatus(context.Background(), v)
+		_ = h.views.PublishStatus(context.Background(), v)
 	}()
 	b, err := io.ReadAll(res.Body) // ends when the stream ends after FAILED
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,8 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -30,6 +33,9 @@ type harness struct {
 	ts    *httptest.Server
 	db    *store.Store
 	stk   *stock.Store
+	views *orderstatus.Board
+	ob    *outbox.Stream
+	rdb   redis.UniversalClient
 	cfg   config.API
 	admin string
 }
@@ -52,14 +58,15 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	rdb, prefix := testenv.Redis(t)
 	stk := stock.New(rdb, prefix)
 	if testenv.Config(t).Redis.AutoPipeline { // as `seckill api` does
-		if err := stk.UseAutoPipeline(rdb); err != nil {
+		if err := stk.UseAutoPipeline(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	views := orderstatus.New(rdb, prefix)
 	cfg := testAPIConfig(t)
 	deps := api.Deps{
-		Items: db, Orders: db, Stock: stk, Verifier: auth.NewVerifier(testSecret),
-		Metrics: api.NewMetrics(prometheus.NewRegistry()),
+		Items: db, Orders: db, Units: stk, Views: views, Tokens: auth.NewVerifier(testSecret),
+		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
 	o := api.Options{EventsPoll: 500 * time.Millisecond}
 	for _, opt := range opts {
@@ -78,7 +85,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		cancel()
 		<-done
 	})
-	h := &harness{t: t, srv: srv, ts: ts, db: db, stk: deps.Stock, cfg: cfg}
+	h := &harness{t: t, srv: srv, ts: ts, db: db, stk: stk, views: views, ob: outbox.New(rdb, prefix), rdb: rdb, cfg: cfg}
 	h.admin = h.token(1, auth.RoleAdmin)
 	return h
 }

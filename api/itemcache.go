@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -31,7 +30,7 @@ type cachedItem struct {
 // hammer the database.
 type itemCache struct {
 	items   ItemStore
-	st      *stock.Store
+	st      Units
 	missTTL time.Duration
 	onNew   func(int64)
 
@@ -41,7 +40,7 @@ type itemCache struct {
 	sf     singleflight.Group
 }
 
-func newItemCache(items ItemStore, st *stock.Store, missTTL time.Duration, onNew func(int64)) *itemCache {
+func newItemCache(items ItemStore, st Units, missTTL time.Duration, onNew func(int64)) *itemCache {
 	if onNew == nil {
 		onNew = func(int64) {}
 	}

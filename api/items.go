@@ -218,7 +218,7 @@ func (s *Server) createItem(c *gin.Context) {
 		return
 	}
 	ci := s.items.put(created)
-	if _, err := s.stock.Load(ctx, created.ID, created.StockTotal); err != nil {
+	if _, err := s.units.Load(ctx, created.ID, created.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", created.ID, "err", err)
 		s.fail(c, &Error{Status: http.StatusServiceUnavailable, Code: ErrUnavailable.Code,
 			Message: fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", created.ID, created.ID)})
@@ -231,7 +231,7 @@ func (s *Server) createItem(c *gin.Context) {
 // liveLeft reads stock_left from Redis, falling back to the cached value
 // when Redis cannot answer.
 func (s *Server) liveLeft(c *gin.Context, ci *cachedItem) int64 {
-	n, err := s.stock.Left(c.Request.Context(), ci.it.ID)
+	n, err := s.units.Left(c.Request.Context(), ci.it.ID)
 	switch {
 	case err == nil:
 		ci.left.Store(n)
@@ -280,7 +280,7 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if _, err := s.stock.Load(c.Request.Context(), id, ci.it.StockTotal); err != nil {
+	if _, err := s.units.Load(c.Request.Context(), id, ci.it.StockTotal); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -19,7 +19,7 @@ import (
 // lookupOrder returns the latest view of an order: the status the saga (or
 // the purchase, for QUEUED) stored in Redis, else the database row.
 func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, error) {
-	v, ok, err := s.stock.Status(ctx, orderID)
+	v, ok, err := s.views.Status(ctx, orderID)
 	if err == nil && ok && !s.stale(v) {
 		return v, nil
 	}
@@ -263,17 +263,8 @@ func (h *hub) subscribe(orderID string) (<-chan order.View, func()) {
 	}
 }
 
-// publishRaw delivers an order view (JSON, as the saga published it) to its
-// waiting streams. A stream whose buffer is full misses it and catches up at
-// its next poll.
-func (h *hub) publishRaw(payload string) {
-	var v order.View
-	if json.Unmarshal([]byte(payload), &v) != nil || v.OrderID == "" {
-		return
-	}
-	h.publish(v)
-}
-
+// publish delivers an order view to its waiting streams. A stream whose
+// buffer is full misses it and catches up at its next poll.
 func (h *hub) publish(v order.View) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -63,7 +63,7 @@ func (s *Server) purchase(c *gin.Context) {
 
 	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC()}
 	// The reservation and the order's QUEUED status in one round trip.
-	left, err := s.stock.ReserveQueued(ctx, msg, queuedView(msg))
+	left, err := s.units.ReserveQueued(ctx, msg, queuedView(msg))
 	if err != nil {
 		var already *stock.AlreadyReservedError
 		switch {
@@ -115,7 +115,7 @@ func queuedView(msg order.Message) order.View {
 func (s *Server) markQueued(ctx context.Context, msg order.Message) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if err := s.stock.MarkQueued(ctx, queuedView(msg)); err != nil {
+	if err := s.views.MarkQueued(ctx, queuedView(msg)); err != nil {
 		// The unit is reserved and in the outbox; only GET order is blind
 		// until the saga publishes the next status.
 		s.log.Warn("order reserved but QUEUED status not stored", "order_id", msg.OrderID, "err", err)
@@ -127,7 +127,7 @@ func (s *Server) markQueued(ctx context.Context, msg order.Message) {
 func (s *Server) reservedAnyway(ctx context.Context, msg order.Message) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
 	defer cancel()
-	id, ok, err := s.stock.BuyerOrder(ctx, msg.ItemID, msg.UserID)
+	id, ok, err := s.units.BuyerOrder(ctx, msg.ItemID, msg.UserID)
 	return err == nil && ok && id == msg.OrderID
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -46,6 +45,33 @@ type OrderActions interface {
 	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 }
 
+// Units is the live stock in Redis (stock.Store).
+type Units interface {
+	Load(ctx context.Context, itemID, units int64) (bool, error)
+	Left(ctx context.Context, itemID int64) (int64, error)
+	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
+	// ReserveQueued takes the buyer's unit and stores the order's QUEUED
+	// view in one round trip (errors: stock.ErrSoldOut, stock.ErrNotLoaded,
+	// *stock.AlreadyReservedError).
+	ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error)
+	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
+	// WatchUnitsBack calls fn for every unit given back, until ctx ends.
+	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
+}
+
+// Views are the orders' latest views in Redis (orderstatus.Board).
+type Views interface {
+	MarkQueued(ctx context.Context, v order.View) error
+	Status(ctx context.Context, orderID string) (order.View, bool, error)
+	// Watch calls fn with every published view, until ctx ends.
+	Watch(ctx context.Context, fn func(order.View))
+}
+
+// Tokens verifies bearer tokens (auth.Verifier).
+type Tokens interface {
+	Verify(token string) (auth.Principal, error)
+}
+
 // Watcher learns about items as soon as the API does (relay.Relay).
 type Watcher interface {
 	Watch(itemID int64)
@@ -54,18 +80,33 @@ type Watcher interface {
 // Check is one readiness probe; it must respect ctx's deadline.
 type Check func(ctx context.Context) error
 
-// Deps are what the server is built from. Actions may be nil (pay and cancel
-// then answer 503); Relay and Checks are optional.
+// Deps are what the server is built from. Items, Orders, Units, Views,
+// Tokens, Metrics and Log are required (New panics without them). Actions may
+// be nil (pay and cancel then answer 503); Relay and Checks are optional.
 type Deps struct {
-	Items    ItemStore
-	Orders   OrderReader
-	Stock    *stock.Store
-	Actions  OrderActions
-	Verifier *auth.Verifier
-	Metrics  *Metrics
-	Relay    Watcher
-	Checks   map[string]Check
-	Log      *slog.Logger
+	Items   ItemStore
+	Orders  OrderReader
+	Units   Units
+	Views   Views
+	Actions OrderActions
+	Tokens  Tokens
+	Metrics *Metrics
+	Relay   Watcher
+	Checks  map[string]Check
+	Log     *slog.Logger
+}
+
+// check panics naming the first missing required dependency: a server
+// without one would fail on the first request that needs it instead.
+func (d Deps) check() {
+	for name, missing := range map[string]bool{
+		"Items": d.Items == nil, "Orders": d.Orders == nil, "Units": d.Units == nil, "Views": d.Views == nil,
+		"Tokens": d.Tokens == nil, "Metrics": d.Metrics == nil, "Log": d.Log == nil,
+	} {
+		if missing {
+			panic("api.New: Deps." + name + " is required")
+		}
+	}
 }
 
 // Options are the tunables that are not in config.API.
@@ -85,8 +126,9 @@ type Server struct {
 	deps     Deps
 	log      *slog.Logger
 	metrics  *Metrics
-	stock    *stock.Store
-	verifier *auth.Verifier
+	units    Units
+	views    Views
+	tokens   Tokens
 	items    *itemCache
 	hub      *hub
 	global   *rate.Limiter
@@ -98,14 +140,10 @@ type Server struct {
 	streams  streamCounts
 }
 
-var ginModeOnce sync.Once
-
-// New builds the server and its routes.
+// New builds the server and its routes. gin's mode is the process's
+// business: main sets it (gin.SetMode) before calling New.
 func New(cfg config.API, deps Deps, opts Options) *Server {
-	ginModeOnce.Do(func() { gin.SetMode(gin.ReleaseMode) })
-	if deps.Log == nil {
-		deps.Log = slog.Default()
-	}
+	deps.check()
 	if opts.EventsPoll <= 0 {
 		opts.EventsPoll = 5 * time.Second
 	}
@@ -117,7 +155,7 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 	}
 	s := &Server{
 		cfg: cfg, opts: opts, deps: deps, log: deps.Log.With("component", "api"),
-		metrics: deps.Metrics, stock: deps.Stock, verifier: deps.Verifier,
+		metrics: deps.Metrics, units: deps.Units, views: deps.Views, tokens: deps.Tokens,
 		hub:    newHub(),
 		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
 		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
@@ -128,10 +166,8 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 	if deps.Relay != nil {
 		onNew = deps.Relay.Watch
 	}
-	s.items = newItemCache(deps.Items, deps.Stock, cfg.ItemRefresh, onNew)
-	if deps.Metrics != nil {
-		deps.Metrics.Register(s.items)
-	}
+	s.items = newItemCache(deps.Items, deps.Units, cfg.ItemRefresh, onNew)
+	deps.Metrics.Register(s.items)
 	s.engine = s.routes()
 	return s
 }
@@ -197,7 +233,7 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		p, err := s.verifier.Verify(strings.TrimSpace(h[7:]))
+		p, err := s.tokens.Verify(strings.TrimSpace(h[7:]))
 		if err == nil {
 			// Every authenticated route is charged to the principal's own
 			// limiter: one valid token cannot hammer MySQL or Temporal.
@@ -271,7 +307,11 @@ func (s *Server) Run(ctx context.Context) {
 		s.log.Warn("load items", "err", err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { s.listen(ctx) })
+	// Pub/sub: units given back clear the sold-out flags; published views
+	// reach the event streams. What is lost during a reconnect the periodic
+	// refreshes and the streams' polls catch up.
+	wg.Go(func() { s.units.WatchUnitsBack(ctx, s.items.unitBack) })
+	wg.Go(func() { s.views.Watch(ctx, s.hub.publish) })
 	wg.Go(func() {
 		t := time.NewTicker(s.cfg.ItemRefresh)
 		defer t.Stop()
@@ -296,35 +336,6 @@ func (s *Server) Run(ctx context.Context) {
 		}
 	})
 	wg.Wait()
-}
-
-// listen relays the Redis pub/sub channels to the item cache and the event
-// streams. go-redis resubscribes after a reconnect; what is lost meanwhile is
-// caught up by the periodic refreshes.
-func (s *Server) listen(ctx context.Context) {
-	rdb := s.stock.Client()
-	orderCh, stockCh := s.stock.OrderEventsChannel(), s.stock.StockEventsChannel()
-	ps := rdb.Subscribe(ctx, orderCh, stockCh)
-	defer func() { _ = ps.Close() }()
-	ch := ps.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			switch m.Channel {
-			case stockCh:
-				if id, ok := parseID(m.Payload); ok {
-					s.items.unitBack(id)
-				}
-			case orderCh:
-				s.hub.publishRaw(m.Payload)
-			}
-		}
-	}
 }
 
 // parseID parses a positive decimal int64 id.

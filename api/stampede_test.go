@@ -47,12 +47,16 @@ func TestStampede(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = producer.Close() })
 
-	var rel *relay.Relay
+	// The relay reads the harness's outbox, known once the harness is built;
+	// the server learns of items through it from the start.
+	var watch lateWatcher
+	var metrics *api.Metrics
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
-		rel = relay.New(d.Stock, producer, itemIDs{d.Items}, relay.Options{Consumer: "stampede",
-			Discover: 200 * time.Millisecond}, d.Metrics, nil)
-		d.Relay = rel
+		d.Relay, metrics = &watch, d.Metrics
 	})
+	rel := relay.New(h.ob, producer, itemEnds{h.db}, relay.Options{Consumer: "stampede",
+		Discover: 200 * time.Millisecond}, metrics, testenv.Logger(t))
+	watch.set(rel)
 	rctx, stopRelay := context.WithCancel(context.Background())
 	relayDone := make(chan struct{})
 	go func() { rel.Run(rctx); close(relayDone) }()
@@ -98,7 +102,7 @@ func TestStampede(t *testing.T) {
 	go func() {
 		defer close(watchDone)
 		for watchCtx.Err() == nil {
-			if n, err := h.stk.Client().Get(watchCtx, stockKey).Int64(); err == nil && n < minLeft.Load() {
+			if n, err := h.rdb.Get(watchCtx, stockKey).Int64(); err == nil && n < minLeft.Load() {
 				minLeft.Store(n)
 			}
 		}
@@ -182,7 +186,7 @@ func TestStampede(t *testing.T) {
 		t.Fatalf("redis stock went down to %d", minLeft.Load())
 	}
 	k := h.stk.ItemKeys(item)
-	if n := h.stk.Client().HLen(ctx, k.Buyers).Val(); n != units {
+	if n := h.rdb.HLen(ctx, k.Buyers).Val(); n != units {
 		t.Fatalf("%d buyer marks, want %d", n, units)
 	}
 
@@ -203,22 +207,43 @@ func TestStampede(t *testing.T) {
 			t.Fatalf("order %s has %d messages", id, messages[id])
 		}
 	}
-	if n, _ := h.stk.OutboxLen(ctx, item); n != 0 {
+	if n, _ := h.ob.Len(ctx, item); n != 0 {
 		t.Fatalf("outbox still holds %d entries", n)
 	}
 }
 
-// itemIDs adapts the harness's item store to relay.ItemLister.
-type itemIDs struct{ items api.ItemStore }
+// itemEnds adapts the harness's item store to relay.ItemLister.
+type itemEnds struct{ items api.ItemStore }
 
-func (i itemIDs) ListItemIDs(ctx context.Context) ([]int64, error) {
+func (i itemEnds) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
 	its, err := i.items.ListItems(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]int64, len(its))
-	for k, it := range its {
-		ids[k] = it.ID
+	ends := make(map[int64]time.Time, len(its))
+	for _, it := range its {
+		ends[it.ID] = it.EndAt
 	}
-	return ids, nil
+	return ends, nil
+}
+
+// lateWatcher forwards to a relay set after the server was built.
+type lateWatcher struct {
+	mu sync.Mutex
+	w  api.Watcher
+}
+
+func (l *lateWatcher) set(w api.Watcher) {
+	l.mu.Lock()
+	l.w = w
+	l.mu.Unlock()
+}
+
+func (l *lateWatcher) Watch(itemID int64) {
+	l.mu.Lock()
+	w := l.w
+	l.mu.Unlock()
+	if w != nil {
+		w.Watch(itemID)
+	}
 }

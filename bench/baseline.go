@@ -31,10 +31,9 @@ var bareBody = []byte(`{"error":{"code":"SOLD_OUT","message":"sold out"}}`)
 // BarePath is the bare endpoint's route.
 const BarePath = "/bench/fixed"
 
-// BareGin is the HTTP ceiling of the machine: gin in release mode, no
-// middleware at all, one route that writes a fixed JSON body.
+// BareGin is the HTTP ceiling of the machine: gin (release mode, set by
+// main), no middleware at all, one route that writes a fixed JSON body.
 func BareGin() http.Handler {
-	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	h := func(c *gin.Context) { c.Data(http.StatusOK, "application/json; charset=utf-8", bareBody) }
 	e.POST(BarePath, h)

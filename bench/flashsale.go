@@ -245,7 +245,7 @@ func WaitReady(ctx context.Context, url string, within time.Duration) error {
 func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	log := f.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	rep := &SaleReport{Kind: "flash-sale", At: time.Now().UTC(), Machine: ThisMachine(), Paid: map[string]int64{},
 		Config: map[string]any{"api_url": f.APIURL, "units": f.Units, "buyers": f.Buyers, "load": f.Load.String(),
@@ -544,7 +544,7 @@ func (w *watcher) countByStatus(ctx context.Context) map[string]int64 {
 		rowsN += r.N
 	}
 	if w.stock != nil {
-		if marks, err := w.stock.Client().HLen(ctx, w.stock.ItemKeys(w.item).Buyers).Result(); err == nil && marks > rowsN {
+		if marks, err := w.stock.BuyerCount(ctx, w.item); err == nil && marks > rowsN {
 			out["QUEUED"] += marks - rowsN
 		}
 	}

@@ -135,7 +135,7 @@ func limit(stage, figure string, value, max float64, unit string) Ratio {
 func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	log := s.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	rep := &StagesReport{Kind: "stages", At: time.Now().UTC(), Machine: ThisMachine(), Load: s.Load,
 		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(),

@@ -28,12 +28,10 @@ type Store interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 }
 
-// Units is the Redis side: the reserved unit and the published status
-// (stock.Store).
+// Units is the Redis side: the reserved unit (stock.Store).
 type Units interface {
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
-	PublishStatus(ctx context.Context, v order.View) error
 }
 
 // Counter counts retired phantom units (a Prometheus counter).

@@ -83,9 +83,17 @@ type Log struct {
 
 // Redis is the stock and reservation store.
 type Redis struct {
-	Addr     string `env:"ADDR" envDefault:"127.0.0.1:6379"`
-	Password Secret `env:"PASSWORD"`
-	DB       int    `env:"DB" envDefault:"0"`
+	Addr string `env:"ADDR" envDefault:"127.0.0.1:6379"`
+	// Addrs, when set, replaces Addr: two or more addresses (the seed nodes
+	// of a Redis Cluster) give a cluster client; one keeps the plain client
+	// unless Cluster is on (a cluster behind one configuration endpoint).
+	Addrs   []string `env:"ADDRS" envSeparator:","`
+	Cluster bool     `env:"CLUSTER"`
+	// MasterName, when set, is the Sentinel master's name and Addrs (or
+	// Addr) the Sentinels: a failover client.
+	MasterName string `env:"SENTINEL_MASTER"`
+	Password   Secret `env:"PASSWORD"`
+	DB         int    `env:"DB" envDefault:"0"`
 	PoolSize int    `env:"POOL_SIZE" envDefault:"64"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
@@ -95,6 +103,14 @@ type Redis struct {
 	// marks the API experimental; the API's tests (Redis down included) run
 	// with this setting, and false restores one pipeline per purchase.
 	AutoPipeline bool `env:"AUTO_PIPELINE" envDefault:"true"`
+}
+
+// Addresses are the Redis addresses to dial: Addrs when set, else Addr.
+func (r Redis) Addresses() []string {
+	if len(r.Addrs) > 0 {
+		return r.Addrs
+	}
+	return []string{r.Addr}
 }
 
 // MySQL is the system of record (MariaDB in the local stack).
@@ -138,6 +154,17 @@ type Temporal struct {
 	// (on a 2-core box shared with the dev server it is several % of the
 	// server's work); across a WAN (Temporal Cloud) choose gzip.
 	Compression string `env:"COMPRESSION" envDefault:"none"`
+	// TLS to the frontend (Temporal Cloud, a cluster with mTLS). TLS turns
+	// it on with the system roots; TLSCA replaces them; TLSCert and TLSKey
+	// (PEM files) are the client certificate of mTLS; TLSServerName
+	// overrides the name checked in the server's certificate.
+	TLS           bool   `env:"TLS"`
+	TLSCert       string `env:"TLS_CERT"`
+	TLSKey        string `env:"TLS_KEY"`
+	TLSCA         string `env:"TLS_CA"`
+	TLSServerName string `env:"TLS_SERVER_NAME"`
+	// APIKey authenticates to Temporal Cloud with an API key (implies TLS).
+	APIKey Secret `env:"API_KEY"`
 }
 
 // API is the buyer-facing HTTP server.
@@ -195,6 +222,13 @@ type API struct {
 	WakeRate float64 `env:"WAKE_RATE" envDefault:"25"`
 	// RelayFlushTimeout bounds the outbox flush at shutdown.
 	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
+	// RelayPoolSize is the relay's own Redis pool (per node on a cluster):
+	// one blocking reader per item on sale plus its acks. Readers of items
+	// whose sale closed retire once their outbox is empty.
+	RelayPoolSize int `env:"RELAY_POOL_SIZE" envDefault:"128"`
+	// RelayRetireAfter is how long after an item's sale ended its relay
+	// reader keeps going (then it stops once the outbox is empty).
+	RelayRetireAfter time.Duration `env:"RELAY_RETIRE_AFTER" envDefault:"1m"`
 	// RelayDiscover is how often the relay re-reads the item list.
 	RelayDiscover time.Duration `env:"RELAY_DISCOVER" envDefault:"5s"`
 	// Instance names this API instance (its outbox consumer); empty means
@@ -305,6 +339,9 @@ func (c Config) Validate() error {
 		bad("LOG_FORMAT", "%q: want text or json", c.Log.Format)
 	}
 	hostPort("REDIS_ADDR", c.Redis.Addr)
+	for _, a := range c.Redis.Addrs {
+		hostPort("REDIS_ADDRS", a)
+	}
 	positive("REDIS_POOL_SIZE", float64(c.Redis.PoolSize))
 	if c.MySQL.Port <= 0 || c.MySQL.Port > 65535 {
 		bad("MYSQL_PORT", "%d is not a port", c.MySQL.Port)
@@ -317,6 +354,9 @@ func (c Config) Validate() error {
 		hostPort("ROCKETMQ_NAMESRV", ns)
 	}
 	hostPort("TEMPORAL_ADDRESS", c.Temporal.Address)
+	if (c.Temporal.TLSCert == "") != (c.Temporal.TLSKey == "") {
+		bad("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
+	}
 	switch c.Temporal.Compression {
 	case "none", "gzip":
 	default:
@@ -330,6 +370,7 @@ func (c Config) Validate() error {
 	positive("API_LIMITER_MAX_KEYS", float64(c.API.LimiterMaxKeys))
 	positive("API_IP_LIMITER_MAX_KEYS", float64(c.API.IPLimiterMaxKeys))
 	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))
+	positive("API_RELAY_POOL_SIZE", float64(c.API.RelayPoolSize))
 	positive("API_STREAMS_MAX", float64(c.API.StreamsMax))
 	for _, cidr := range c.API.TrustedProxies {
 		if _, _, err := net.ParseCIDR(strings.TrimSpace(cidr)); err != nil {

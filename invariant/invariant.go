@@ -33,21 +33,16 @@ package invariant
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/stock"
 )
 
 // Violation names.
@@ -91,11 +86,18 @@ type WorkflowLister interface {
 	ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error)
 }
 
+// Units is the Redis side (stock.Store).
+type Units interface {
+	Left(ctx context.Context, itemID int64) (int64, error)
+	Reservations(ctx context.Context, itemID int64) (map[string]order.Message, error)
+	BuyerMarks(ctx context.Context, itemID int64) (map[int64]string, error)
+}
+
 // Deps are the systems the checker reads. Workflows may be nil: the Temporal
 // checks are then skipped and the report says so.
 type Deps struct {
 	DB        *gorm.DB
-	Stock     *stock.Store
+	Stock     Units
 	Workflows WorkflowLister
 }
 
@@ -211,28 +213,22 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 	}
 
 	// Redis.
-	keys := d.Stock.ItemKeys(in.ItemID)
-	rdb := d.Stock.Client()
 	left, err := d.Stock.Left(ctx, in.ItemID)
 	if err != nil {
 		return rep, err
 	}
 	rep.RedisLeft = left
-	resv, err := rdb.HGetAll(ctx, keys.Orders).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return rep, fmt.Errorf("read reservations of item %d: %w", in.ItemID, err)
+	resv, err := d.Stock.Reservations(ctx, in.ItemID)
+	if err != nil {
+		return rep, err
 	}
-	marks, err := rdb.HGetAll(ctx, keys.Buyers).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return rep, fmt.Errorf("read buyer marks of item %d: %w", in.ItemID, err)
+	marks, err := d.Stock.BuyerMarks(ctx, in.ItemID)
+	if err != nil {
+		return rep, err
 	}
 	rep.RedisReservations, rep.RedisBuyers = int64(len(resv)), int64(len(marks))
 	resvUser := make(map[string]int64, len(resv)) // order id -> buyer
-	for id, body := range resv {
-		var m order.Message
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			return rep, fmt.Errorf("decode reservation %s: %w", id, err)
-		}
+	for id, m := range resv {
 		resvUser[id] = m.UserID
 	}
 
@@ -353,7 +349,7 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 	var dupUsers []string
 	for u, ids := range orderIDsOf {
 		extra := int64(len(ids) - 1)
-		if mark, ok := marks[strconv.FormatInt(u, 10)]; ok && !ids[mark] {
+		if mark, ok := marks[u]; ok && !ids[mark] {
 			extra++ // the mark names an order we never saw: the buyer still has two
 		}
 		if extra > 0 {

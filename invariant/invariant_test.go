@@ -2,6 +2,7 @@ package invariant_test
 
 import (
 	"context"
+	"github.com/redis/go-redis/v9"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ type sale struct {
 	ctx      context.Context
 	st       *store.Store
 	stock    *stock.Store
+	rdb      redis.UniversalClient
 	wf       *fakeWorkflows
 	item     int64
 	accepted []invariant.Accepted
@@ -58,7 +60,7 @@ func newSale(t *testing.T, units int64) *sale {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &sale{t: t, ctx: ctx, st: st, stock: stock.New(rdb, prefix), item: it.ID,
+	s := &sale{t: t, ctx: ctx, st: st, stock: stock.New(rdb, prefix), rdb: rdb, item: it.ID,
 		wf: &fakeWorkflows{wfs: map[string]invariant.Workflow{}}}
 	if _, err := s.stock.Load(ctx, it.ID, units); err != nil {
 		t.Fatal(err)
@@ -204,7 +206,7 @@ func TestCatchesOversell(t *testing.T) {
 	if rep := s.check(false, true); !rep.OK() {
 		t.Fatalf("before planting: %v", rep.Violations)
 	}
-	rdb, k := s.stock.Client(), s.stock.ItemKeys(s.item)
+	rdb, k := s.rdb, s.stock.ItemKeys(s.item)
 	m := order.Message{OrderID: order.NewID(), ItemID: s.item, UserID: 6, ReservedAt: time.Now().UTC()}
 	rdb.Decr(s.ctx, k.Stock)
 	rdb.HSet(s.ctx, k.Buyers, "6", m.OrderID)
@@ -229,7 +231,7 @@ func TestCatchesDuplicateOrder(t *testing.T) {
 	for u := int64(1); u <= 4; u++ {
 		s.buy(u)
 	}
-	rdb, k := s.stock.Client(), s.stock.ItemKeys(s.item)
+	rdb, k := s.rdb, s.stock.ItemKeys(s.item)
 	second := order.Message{OrderID: order.NewID(), ItemID: s.item, UserID: 3, ReservedAt: time.Now().UTC()}
 	rdb.Decr(s.ctx, k.Stock)
 	rdb.HSet(s.ctx, k.Orders, second.OrderID, second.Encode())

@@ -29,7 +29,7 @@ type Orders interface {
 	RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ store.Order, changed bool, _ error)
 }
 
-// Statuses publishes an order's view for the API instances (stock.Store).
+// Statuses publishes an order's view for the API instances (orderstatus.Board).
 type Statuses interface {
 	PublishStatus(ctx context.Context, v order.View) error
 }

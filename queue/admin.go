@@ -36,7 +36,6 @@ func DeleteTopic(ctx context.Context, nameServers []string, brokerAddr, topic st
 
 // withAdmin runs f with an admin client on the name servers, closed after.
 func withAdmin(nameServers []string, f func(admin.Admin) error) error {
-	quiet()
 	a, err := admin.NewAdmin(admin.WithResolver(resolver(nameServers)))
 	if err != nil {
 		return fmt.Errorf("new rocketmq admin: %w", err)

@@ -45,7 +45,6 @@ const settleAfterStart = time.Second
 // NewConsumer subscribes h to opts.Topic and starts consuming. The topic must
 // exist (scripts/stack creates it; EnsureTopic does for tests).
 func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
-	quiet()
 	o := []consumer.Option{
 		consumer.WithNsResolver(resolver(opts.NameServers)),
 		consumer.WithGroupName(opts.Group),

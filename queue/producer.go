@@ -22,7 +22,6 @@ type Producer struct {
 
 // NewProducer starts a producer in cfg.ProducerGroup for cfg.Topic.
 func NewProducer(cfg config.RocketMQ) (*Producer, error) {
-	quiet()
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(resolver(cfg.NameServers)),
 		producer.WithGroupName(cfg.ProducerGroup),

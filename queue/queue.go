@@ -7,20 +7,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 )
 
-var quietOnce sync.Once
-
-// quiet turns the client's own chatty logger down to warnings. The logger is
-// global to the client library, so this is done once per process.
-func quiet() {
-	quietOnce.Do(func() { rlog.SetLogLevel("warn") })
-}
+// SetClientLogLevel sets the RocketMQ client library's own logger (global to
+// the library, chatty at its default "info"); main calls it once with "warn".
+func SetClientLogLevel(level string) { rlog.SetLogLevel(level) }
 
 var instanceSeq atomic.Int64
 

@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/workflows"
 )
@@ -91,22 +91,30 @@ type Sagas interface {
 
 // Units is the Redis side (stock.Store).
 type Units interface {
-	ItemKeys(itemID int64) stock.Keys
-	Client() redis.UniversalClient
+	Reservations(ctx context.Context, itemID int64) (map[string]order.Message, error)
+	Restore(ctx context.Context, m order.Message) error
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
-	StockEventsChannel() string
+	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error)
+	AnnounceUnitBack(ctx context.Context, itemID int64) error
+}
+
+// Backlog is what waits in the items' outboxes (outbox.Stream).
+type Backlog interface {
+	OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error)
 }
 
 var (
-	_ Sagas = (*workflows.Client)(nil)
-	_ Units = (*stock.Store)(nil)
+	_ Sagas   = (*workflows.Client)(nil)
+	_ Units   = (*stock.Store)(nil)
+	_ Backlog = (*outbox.Stream)(nil)
 )
 
 // Reconciler compares and repairs.
 type Reconciler struct {
 	db        *gorm.DB
 	units     Units
+	backlog   Backlog
 	sagas     Sagas
 	workflows invariant.WorkflowLister
 	grace     time.Duration
@@ -116,8 +124,9 @@ type Reconciler struct {
 // New returns a reconciler. grace is how old a reservation or a QUEUED order
 // must be before its missing pieces count as drift (the pipeline's own
 // latency must not look like loss).
-func New(db *gorm.DB, units Units, sagas Sagas, wf invariant.WorkflowLister, grace time.Duration, log *slog.Logger) *Reconciler {
-	return &Reconciler{db: db, units: units, sagas: sagas, workflows: wf, grace: grace, log: log.With("component", "reconcile")}
+func New(db *gorm.DB, units Units, backlog Backlog, sagas Sagas, wf invariant.WorkflowLister, grace time.Duration, log *slog.Logger) *Reconciler {
+	return &Reconciler{db: db, units: units, backlog: backlog, sagas: sagas, workflows: wf, grace: grace,
+		log: log.With("component", "reconcile")}
 }
 
 // ActiveItems lists the items whose sale is live or ended within since.
@@ -176,20 +185,13 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 	for _, o := range rows {
 		byID[o.OrderID] = o
 	}
-	keys, rdb := r.units.ItemKeys(itemID), r.units.Client()
-	resv, err := rdb.HGetAll(ctx, keys.Orders).Result()
+	resv, err := r.units.Reservations(ctx, itemID)
 	if err != nil {
-		return nil, fmt.Errorf("reservations of item %d: %w", itemID, err)
+		return nil, err
 	}
-	outbox := map[string]bool{}
-	entries, err := rdb.XRange(ctx, keys.Outbox, "-", "+").Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("outbox of item %d: %w", itemID, err)
-	}
-	for _, e := range entries {
-		if id, ok := e.Values["order_id"].(string); ok {
-			outbox[id] = true
-		}
+	queued, err := r.backlog.OrderIDs(ctx, itemID)
+	if err != nil {
+		return nil, err
 	}
 	running, sagas := map[string]bool{}, map[string]bool{}
 	if r.workflows != nil {
@@ -233,15 +235,10 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 		f := Finding{Kind: PaidUnitOnSale, OrderID: o.OrderID, Detail: fmt.Sprintf("%s in MySQL, no Redis reservation", o.Status)}
 		if repair {
 			m := order.Message{OrderID: o.OrderID, ItemID: itemID, UserID: o.UserID, ReservedAt: o.CreatedAt.UTC()}
-			_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				p.HSetNX(ctx, keys.Orders, o.OrderID, m.Encode())
-				p.HSetNX(ctx, keys.Buyers, fmt.Sprint(o.UserID), o.OrderID)
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("restore reservation %s: %w", o.OrderID, err)
+			if err := r.units.Restore(ctx, m); err != nil {
+				return nil, err
 			}
-			resv[o.OrderID] = string(m.Encode())
+			resv[o.OrderID] = m
 			f.Repaired, f.Action, stockChanged = true, "reservation and buyer mark put back", true
 		}
 		add(f)
@@ -272,12 +269,11 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 		add(f)
 	}
 	// Reservations that never reached a saga.
-	for id, body := range resv {
-		if _, ok := byID[id]; ok || outbox[id] || sagas[id] {
+	for id, m := range resv {
+		if _, ok := byID[id]; ok || queued[id] || sagas[id] {
 			continue
 		}
-		m, err := order.DecodeMessage([]byte(body))
-		if err != nil || !old(id, m.ReservedAt) {
+		if !old(id, m.ReservedAt) {
 			continue
 		}
 		f := Finding{Kind: LostHandoff, OrderID: id, Detail: "reserved in Redis; no outbox entry, no order row, no saga"}
@@ -333,42 +329,11 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 	return out, nil
 }
 
-// stockScript compares stock_left with what MySQL, the ground truth for
-// units sold, leaves on sale: the stock row (ARGV[2]) minus the live
-// reservations whose order has not taken its unit from the row yet (every
-// reservation but those of the orders named in ARGV[3..], which hold an
-// unrestored deduction). Counted inside the script, so concurrent
-// reservations and releases cannot slip in between; with ARGV[1] = "1" it
-// also sets stock_left. It returns the old and the wanted value.
-var stockScript = redis.NewScript(`
-local deducted = {}
-for i = 3, #ARGV do deducted[ARGV[i]] = true end
-local pending = 0
-for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
-  if not deducted[id] then pending = pending + 1 end
-end
-local want = tonumber(ARGV[2]) - pending
-if want < 0 then want = 0 end
-local old = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if ARGV[1] == '1' and old ~= want then redis.call('SET', KEYS[1], want) end
-return {old, want}
-`)
-
 func (r *Reconciler) redisStock(ctx context.Context, itemID, stockRow int64, deducted []string, repair bool) (*Finding, error) {
-	keys := r.units.ItemKeys(itemID)
-	flag := "0"
-	if repair {
-		flag = "1"
-	}
-	args := []any{flag, stockRow}
-	for _, id := range deducted {
-		args = append(args, id)
-	}
-	v, err := stockScript.Run(ctx, r.units.Client(), []string{keys.Stock, keys.Orders}, args...).Int64Slice()
+	oldLeft, want, err := r.units.Recount(ctx, itemID, stockRow, deducted, repair)
 	if err != nil {
-		return nil, fmt.Errorf("stock_left of item %d: %w", itemID, err)
+		return nil, err
 	}
-	oldLeft, want := v[0], v[1]
 	if oldLeft == want {
 		return nil, nil
 	}
@@ -376,7 +341,7 @@ func (r *Reconciler) redisStock(ctx context.Context, itemID, stockRow int64, ded
 	if repair {
 		f.Repaired, f.Action = true, fmt.Sprintf("stock_left set to %d", want)
 		if want > oldLeft {
-			_ = r.units.Client().Publish(ctx, r.units.StockEventsChannel(), itemID).Err() // sold-out flags clear
+			_ = r.units.AnnounceUnitBack(ctx, itemID) // sold-out flags clear
 		}
 	}
 	return f, nil

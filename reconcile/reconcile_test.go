@@ -16,6 +16,8 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -46,7 +48,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	}
 	t.Cleanup(tc.Close)
 	tq := testenv.Name(t, "saga")
-	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, stk, nil), compensation.New(st, stk, counter{}))
+	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, orderstatus.New(rdb, prefix), nil), compensation.New(st, stk, counter{}))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	t.Cleanup(func() { terminate(tc, cfg.Temporal.Namespace, tq) })
 	sagas := workflows.NewClient(tc, tq)
 	lister := invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}
-	r := reconcile.New(st.DB(), stk, sagas, lister, 0, log)
+	r := reconcile.New(st.DB(), stk, outbox.New(rdb, prefix), sagas, lister, 0, log)
 
 	const units = 10
 	// Item ids unique across test databases: Temporal's SeckillItemId is global.

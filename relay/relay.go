@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/outbox"
 )
 
 // Publisher sends one order message and returns once the broker stored it
@@ -30,9 +30,10 @@ type BatchPublisher interface {
 	PublishOrders(ctx context.Context, ms []order.Message) error
 }
 
-// ItemLister names the items whose outboxes the relay watches (store.Store).
+// ItemLister names the items whose outboxes the relay watches, with the end
+// of each one's sale (store.Store).
 type ItemLister interface {
-	ListItemIDs(ctx context.Context) ([]int64, error)
+	ListItemEnds(ctx context.Context) (map[int64]time.Time, error)
 }
 
 // Metrics receives the relay's counters; nil methods are not allowed, use
@@ -70,52 +71,83 @@ type Options struct {
 	// acked): Parallel, or Parallel x SendBatch with a BatchPublisher.
 	Parallel int
 	// SendBatch is how many entries one batch send carries at most (with a
-	// BatchPublisher); 1 sends one message per request. Default 64.
+	// BatchPublisher); 1 sends one message per request. Default 256.
 	SendBatch int
 	// MaxBackoff caps the wait between failed sends.
 	MaxBackoff time.Duration
+	// RetireAfter is how long after an item's sale ended its reader keeps
+	// going; then, once its outbox is empty, the reader stops (a relay that
+	// kept one blocking reader per item ever sold would tie up a Redis
+	// connection each). A closed item with a backlog (the broker was down at
+	// the end) is read until the backlog is gone. Default 1 minute.
+	RetireAfter time.Duration
 	// Linger is how long the relay waits after a read that found fewer than
 	// Batch entries before it reads again, so that the next send carries a
 	// fuller batch. It adds at most this much to the handoff. 0: no wait.
 	Linger time.Duration
 }
 
+// DefaultOptions are the values a zero field of Options takes: the same as
+// config.API's relay defaults (a test in cmd/seckill holds them equal).
+// Linger has none: zero means no wait.
+func DefaultOptions() Options {
+	return Options{Group: "relay", Consumer: "relay", Batch: 512, ClaimAfter: 10 * time.Second,
+		Discover: 5 * time.Second, Block: time.Second, FlushTimeout: 10 * time.Second, Parallel: 2,
+		SendBatch: 256, MaxBackoff: 5 * time.Second, RetireAfter: time.Minute}
+}
+
 func (o *Options) defaults() {
+	d := DefaultOptions()
 	if o.Group == "" {
-		o.Group = "relay"
+		o.Group = d.Group
 	}
 	if o.Consumer == "" {
-		o.Consumer = "relay"
+		o.Consumer = d.Consumer
 	}
 	if o.Batch <= 0 {
-		o.Batch = 64
+		o.Batch = d.Batch
 	}
 	if o.ClaimAfter <= 0 {
-		o.ClaimAfter = 10 * time.Second
+		o.ClaimAfter = d.ClaimAfter
 	}
 	if o.Discover <= 0 {
-		o.Discover = 5 * time.Second
+		o.Discover = d.Discover
 	}
 	if o.Block <= 0 {
-		o.Block = time.Second
+		o.Block = d.Block
 	}
 	if o.FlushTimeout <= 0 {
-		o.FlushTimeout = 10 * time.Second
+		o.FlushTimeout = d.FlushTimeout
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 4
+		o.Parallel = d.Parallel
 	}
 	if o.SendBatch <= 0 {
-		o.SendBatch = 64
+		o.SendBatch = d.SendBatch
 	}
 	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 5 * time.Second
+		o.MaxBackoff = d.MaxBackoff
+	}
+	if o.RetireAfter <= 0 {
+		o.RetireAfter = d.RetireAfter
 	}
 }
 
+// Outbox is the items' outbox streams (outbox.Stream).
+type Outbox interface {
+	EnsureGroup(ctx context.Context, itemID int64, group string) error
+	Read(ctx context.Context, itemID int64, group, consumer string, count int64, block time.Duration, pending bool) ([]outbox.Entry, error)
+	Claim(ctx context.Context, itemID int64, group, consumer string, minIdle time.Duration, count int64) ([]outbox.Entry, error)
+	Touch(ctx context.Context, itemID int64, group, consumer string, ids ...string) error
+	Ack(ctx context.Context, itemID int64, group string, ids ...string) error
+	Len(ctx context.Context, itemID int64) (int64, error)
+}
+
+var _ Outbox = (*outbox.Stream)(nil)
+
 // Relay publishes the outboxes of all known items, one goroutine per item.
 type Relay struct {
-	st    *stock.Store
+	st    Outbox
 	pub   Publisher
 	items ItemLister
 	opts  Options
@@ -124,20 +156,22 @@ type Relay struct {
 
 	mu      sync.Mutex
 	watched map[int64]bool
+	ends    map[int64]time.Time // sale end per item, from the last discovery
 	wake    chan int64
+	now     func() time.Time
 }
 
 // New returns a relay; call Run to start it.
-func New(st *stock.Store, pub Publisher, items ItemLister, opts Options, m Metrics, log *slog.Logger) *Relay {
+func New(st Outbox, pub Publisher, items ItemLister, opts Options, m Metrics, log *slog.Logger) *Relay {
 	opts.defaults()
 	if m == nil {
 		m = NopMetrics{}
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{st: st, pub: pub, items: items, opts: opts, m: m, log: log.With("component", "relay"),
-		watched: make(map[int64]bool), wake: make(chan int64, 64)}
+		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64), now: time.Now}
 }
 
 // Watch makes the relay watch an item's outbox now rather than at the next
@@ -169,15 +203,28 @@ func (r *Relay) Run(ctx context.Context) {
 		wg.Go(func() { r.runItem(ctx, id) })
 	}
 	discover := func() {
-		ids, err := r.items.ListItemIDs(ctx)
+		ends, err := r.items.ListItemEnds(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("list items", "err", err)
 			}
 			return
 		}
-		for _, id := range ids {
-			start(id)
+		r.mu.Lock()
+		r.ends = ends
+		r.mu.Unlock()
+		for id := range ends {
+			if !r.closed(id) {
+				start(id)
+				continue
+			}
+			// A closed item gets a reader only for a backlog left behind.
+			if r.isWatched(id) {
+				continue
+			}
+			if n, err := r.st.Len(ctx, id); err == nil && n > 0 {
+				start(id)
+			}
 		}
 	}
 	discover()
@@ -197,6 +244,34 @@ loop:
 	wg.Wait()
 }
 
+// closed reports whether the item's sale ended more than RetireAfter ago.
+func (r *Relay) closed(itemID int64) bool {
+	r.mu.Lock()
+	end, ok := r.ends[itemID]
+	r.mu.Unlock()
+	return ok && r.now().Sub(end) > r.opts.RetireAfter
+}
+
+func (r *Relay) isWatched(itemID int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watched[itemID]
+}
+
+// retire stops watching an item whose reader ends.
+func (r *Relay) retire(itemID int64) {
+	r.mu.Lock()
+	delete(r.watched, itemID)
+	r.mu.Unlock()
+}
+
+// Watching returns how many items have a reader now.
+func (r *Relay) Watching() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.watched)
+}
+
 // runItem relays one item's outbox.
 func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
@@ -204,7 +279,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	backoff := newBackoff(r.opts.MaxBackoff)
 	ensureGroup := func() {
 		for ctx.Err() == nil {
-			if err := r.st.EnsureOutboxGroup(ctx, itemID, r.opts.Group); err != nil {
+			if err := r.st.EnsureGroup(ctx, itemID, r.opts.Group); err != nil {
 				if ctx.Err() == nil {
 					log.Warn("outbox group", "err", err)
 				}
@@ -219,16 +294,16 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	pendingFirst := true
 	lastClaim := time.Time{}
 	for ctx.Err() == nil {
-		var entries []stock.OutboxEntry
+		var entries []outbox.Entry
 		var err error
 		switch {
 		case pendingFirst:
-			entries, err = r.st.ReadOutbox(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, 0, true)
+			entries, err = r.st.Read(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, 0, true)
 			if err == nil && len(entries) == 0 {
 				pendingFirst = false
 			}
 		case time.Since(lastClaim) >= r.opts.ClaimAfter/2:
-			entries, err = r.st.ClaimOutbox(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.ClaimAfter, r.opts.Batch)
+			entries, err = r.st.Claim(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.ClaimAfter, r.opts.Batch)
 			if err == nil && len(entries) < int(r.opts.Batch) {
 				lastClaim = time.Now()
 			}
@@ -236,13 +311,13 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 				log.Info("claimed outbox entries left by another instance", "entries", len(entries))
 			}
 		default:
-			entries, err = r.st.ReadOutbox(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, r.opts.Block, false)
+			entries, err = r.st.Read(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, r.opts.Block, false)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			if stock.IsNoGroup(err) {
+			if outbox.IsNoGroup(err) {
 				// The stream was re-created without the group (Redis lost
 				// it): make the group again, from the first entry, or every
 				// later order would wait here until a restart.
@@ -258,6 +333,13 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 		backoff.reset()
 		if len(entries) > 0 {
 			w.deliver(ctx, entries)
+		} else if !pendingFirst && r.closed(itemID) {
+			if n, err := r.st.Len(ctx, itemID); err == nil && n == 0 {
+				log.Info("sale closed and outbox empty: reader retired")
+				r.m.Backlog(itemID, 0)
+				r.retire(itemID)
+				return
+			}
 		}
 		r.reportBacklog(ctx, itemID)
 		if r.opts.Linger > 0 && len(entries) > 0 && len(entries) < int(r.opts.Batch) {
@@ -268,7 +350,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 }
 
 func (r *Relay) reportBacklog(ctx context.Context, itemID int64) {
-	if n, err := r.st.OutboxLen(ctx, itemID); err == nil {
+	if n, err := r.st.Len(ctx, itemID); err == nil {
 		r.m.Backlog(itemID, n)
 	}
 }
@@ -281,7 +363,7 @@ type itemWorker struct {
 
 // deliver publishes entries until each is sent and acknowledged, or ctx
 // ends (they then stay pending for the flush, a restart or another instance).
-func (w *itemWorker) deliver(ctx context.Context, entries []stock.OutboxEntry) {
+func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 	backoff := newBackoff(w.r.opts.MaxBackoff)
 	lastTouch := time.Now()
 	for len(entries) > 0 {
@@ -297,7 +379,7 @@ func (w *itemWorker) deliver(ctx context.Context, entries []stock.OutboxEntry) {
 			for i, e := range entries {
 				ids[i] = e.ID
 			}
-			if err := w.r.st.TouchOutbox(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, ids...); err != nil {
+			if err := w.r.st.Touch(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, ids...); err != nil {
 				w.log.Warn("touch outbox entries", "err", err)
 			}
 			lastTouch = time.Now()
@@ -308,7 +390,7 @@ func (w *itemWorker) deliver(ctx context.Context, entries []stock.OutboxEntry) {
 // sendAll sends entries concurrently and returns those that failed. Each
 // send is acknowledged right after it succeeded, so a failure elsewhere in
 // the batch never causes a resend of a delivered message.
-func (w *itemWorker) sendAll(ctx context.Context, entries []stock.OutboxEntry) []stock.OutboxEntry {
+func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
 	if bp, ok := w.r.pub.(BatchPublisher); ok && w.r.opts.SendBatch > 1 && len(entries) > 1 {
 		return w.sendBatches(ctx, bp, entries)
 	}
@@ -318,11 +400,11 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []stock.OutboxEntry) [
 // sendBatches sends entries in chunks of up to SendBatch, up to Parallel
 // chunks at once; each chunk is one request to the broker and one
 // acknowledgement in Redis. It returns the entries of the chunks that failed.
-func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries []stock.OutboxEntry) []stock.OutboxEntry {
+func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries []outbox.Entry) []outbox.Entry {
 	type chunk struct {
 		ids  []string
 		msgs []order.Message
-		src  []stock.OutboxEntry
+		src  []outbox.Entry
 	}
 	// Few big batches: the broker's cost is mostly per request, not per
 	// message. Parallel sends only when a read holds more than one batch.
@@ -347,7 +429,7 @@ func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries
 	if len(cur.ids) > 0 {
 		chunks = append(chunks, cur)
 	}
-	return w.fanOut(len(chunks), func(i int) (int, []stock.OutboxEntry) {
+	return w.fanOut(len(chunks), func(i int) (int, []outbox.Entry) {
 		c := chunks[i]
 		if err := bp.PublishOrders(ctx, c.msgs); err != nil {
 			w.r.m.PublishFailed()
@@ -363,10 +445,10 @@ func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries
 
 // fanOut runs send for units 0..n-1, Parallel at once, counts what was
 // published and returns the entries that failed.
-func (w *itemWorker) fanOut(n int, send func(i int) (sent int, failed []stock.OutboxEntry)) []stock.OutboxEntry {
+func (w *itemWorker) fanOut(n int, send func(i int) (sent int, failed []outbox.Entry)) []outbox.Entry {
 	var (
 		mu     sync.Mutex
-		failed []stock.OutboxEntry
+		failed []outbox.Entry
 		wg     sync.WaitGroup
 		sem    = make(chan struct{}, w.r.opts.Parallel)
 		sent   int
@@ -406,8 +488,8 @@ func (w *itemWorker) ackPublished(ctx context.Context, ids []string, firstOrderI
 }
 
 // sendSingles sends one message per request, Parallel at once.
-func (w *itemWorker) sendSingles(ctx context.Context, entries []stock.OutboxEntry) []stock.OutboxEntry {
-	return w.fanOut(len(entries), func(i int) (int, []stock.OutboxEntry) {
+func (w *itemWorker) sendSingles(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
+	return w.fanOut(len(entries), func(i int) (int, []outbox.Entry) {
 		if w.sendOne(ctx, entries[i]) {
 			return 1, nil
 		}
@@ -417,7 +499,7 @@ func (w *itemWorker) sendSingles(ctx context.Context, entries []stock.OutboxEntr
 
 // sendOne reports whether the entry is done (published and acknowledged, or
 // undecodable and dropped).
-func (w *itemWorker) sendOne(ctx context.Context, e stock.OutboxEntry) bool {
+func (w *itemWorker) sendOne(ctx context.Context, e outbox.Entry) bool {
 	m, err := e.Message()
 	if err != nil {
 		// Cannot happen for entries the reserve script wrote; keeping it would
@@ -441,7 +523,7 @@ func (w *itemWorker) ack(ctx context.Context, ids ...string) bool {
 	// Not cancelled with the relay: a message that went out must be acked.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := w.r.st.AckOutbox(ctx, w.item, w.r.opts.Group, ids...); err != nil {
+	if err := w.r.st.Ack(ctx, w.item, w.r.opts.Group, ids...); err != nil {
 		w.log.Warn("ack outbox entries", "entries", len(ids), "first", ids[0], "err", err)
 		return false
 	}
@@ -456,7 +538,7 @@ func (w *itemWorker) flush() {
 	total := 0
 	for _, pending := range []bool{true, false} {
 		for ctx.Err() == nil {
-			entries, err := w.r.st.ReadOutbox(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, w.r.opts.Batch, 0, pending)
+			entries, err := w.r.st.Read(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, w.r.opts.Batch, 0, pending)
 			if err != nil || len(entries) == 0 {
 				break
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
 )
@@ -51,7 +52,14 @@ func (p *fakePub) counts() (distinct, total int, dups []string) {
 
 type items []int64
 
-func (i items) ListItemIDs(context.Context) ([]int64, error) { return i, nil }
+// ListItemEnds: every item's sale runs for another day.
+func (i items) ListItemEnds(context.Context) (map[int64]time.Time, error) {
+	ends := make(map[int64]time.Time, len(i))
+	for _, id := range i {
+		ends[id] = time.Now().Add(24 * time.Hour)
+	}
+	return ends, nil
+}
 
 type backlogMetrics struct {
 	relay.NopMetrics
@@ -122,6 +130,7 @@ func opts(consumer string) relay.Options {
 func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	for _, item := range []int64{1, 2} {
 		if _, err := s.Load(ctx, item, 100); err != nil {
@@ -130,7 +139,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 	}
 	pub := newFakePub()
 	pub.failRate = 0.3
-	start(t, relay.New(s, pub, items{1, 2}, opts("a"), nil, nil))
+	start(t, relay.New(ob, pub, items{1, 2}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 60)
 	reserve(t, s, 2, 1, 40)
 	publishedOnce(t, pub, 100, 10*time.Second, "100 messages")
@@ -138,7 +147,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 		t.Fatal("the fake never failed; the test proves nothing")
 	}
 	for _, item := range []int64{1, 2} {
-		if n, _ := s.OutboxLen(ctx, item); n != 0 {
+		if n, _ := ob.Len(ctx, item); n != 0 {
 			t.Fatalf("item %d outbox still has %d entries", item, n)
 		}
 	}
@@ -147,46 +156,49 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 7, 100); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, s, 7, 1, 10)
 	// An instance received the entries and died before publishing them.
-	if err := s.EnsureOutboxGroup(ctx, 7, "relay"); err != nil {
+	if err := ob.EnsureGroup(ctx, 7, "relay"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.ReadOutbox(ctx, 7, "relay", "dead", 100, 0, false)
+	got, err := ob.Read(ctx, 7, "relay", "dead", 100, 0, false)
 	if err != nil || len(got) != 10 {
 		t.Fatalf("dead consumer read %d (%v)", len(got), err)
 	}
 	pub := newFakePub()
-	start(t, relay.New(s, pub, items{7}, opts("alive"), nil, nil))
+	start(t, relay.New(ob, pub, items{7}, opts("alive"), nil, nil))
 	publishedOnce(t, pub, 10, 5*time.Second, "claimed entries")
 }
 
 func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 3, 100); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, s, 3, 1, 5)
-	_ = s.EnsureOutboxGroup(ctx, 3, "relay")
-	if got, _ := s.ReadOutbox(ctx, 3, "relay", "same-name", 100, 0, false); len(got) != 5 {
+	_ = ob.EnsureGroup(ctx, 3, "relay")
+	if got, _ := ob.Read(ctx, 3, "relay", "same-name", 100, 0, false); len(got) != 5 {
 		t.Fatal("setup")
 	}
 	pub := newFakePub()
 	o := opts("same-name")
 	o.ClaimAfter = time.Hour // only the pending re-read can find them
-	start(t, relay.New(s, pub, items{3}, o, nil, nil))
+	start(t, relay.New(ob, pub, items{3}, o, nil, nil))
 	waitFor(t, 5*time.Second, "own pending entries", func() bool { d, _, _ := pub.counts(); return d == 5 })
 }
 
 func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 5, 100); err != nil {
 		t.Fatal(err)
@@ -194,7 +206,7 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 	pub := newFakePub()
 	pub.down.Store(true)
 	m := &backlogMetrics{}
-	start(t, relay.New(s, pub, items{5}, opts("a"), m, nil))
+	start(t, relay.New(ob, pub, items{5}, opts("a"), m, nil))
 	reserve(t, s, 5, 1, 30)
 	time.Sleep(time.Second)
 	if d, _, _ := pub.counts(); d != 0 {
@@ -210,6 +222,7 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 9, 100); err != nil {
 		t.Fatal(err)
@@ -217,10 +230,10 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 	reserve(t, s, 9, 1, 8)
 	pubA := newFakePub()
 	pubA.down.Store(true)
-	start(t, relay.New(s, pubA, items{9}, opts("a"), nil, nil))
+	start(t, relay.New(ob, pubA, items{9}, opts("a"), nil, nil))
 	waitFor(t, 5*time.Second, "A to take the entries", func() bool { return pubA.failures.Load() >= 8 })
 	pubB := newFakePub()
-	start(t, relay.New(s, pubB, items{9}, opts("b"), nil, nil))
+	start(t, relay.New(ob, pubB, items{9}, opts("b"), nil, nil))
 	time.Sleep(1500 * time.Millisecond) // > 3 x ClaimAfter
 	if d, _, _ := pubB.counts(); d != 0 {
 		t.Fatalf("B claimed %d entries from a live relay", d)
@@ -232,6 +245,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 func TestRelayFlushesOnShutdown(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 4, 100); err != nil {
 		t.Fatal(err)
@@ -239,7 +253,7 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 	pub := newFakePub()
 	o := opts("a")
 	o.Block = 5 * time.Second // the loop is parked in a long read when stopped
-	stop := start(t, relay.New(s, pub, items{4}, o, nil, nil))
+	stop := start(t, relay.New(ob, pub, items{4}, o, nil, nil))
 	time.Sleep(300 * time.Millisecond)
 	ids := reserve(t, s, 4, 1, 20)
 	stop()
@@ -275,6 +289,7 @@ func (p *batchPub) PublishOrders(ctx context.Context, ms []order.Message) error 
 func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 1, 1000); err != nil {
 		t.Fatal(err)
@@ -284,7 +299,7 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	pub.failRate = 0.3
 	o := opts("a")
 	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
-	start(t, relay.New(s, pub, items{1}, o, nil, nil))
+	start(t, relay.New(ob, pub, items{1}, o, nil, nil))
 	reserve(t, s, 1, 301, 200)
 	publishedOnce(t, pub.fakePub, 500, 10*time.Second, "500 messages")
 	if pub.failures.Load() == 0 {
@@ -293,7 +308,7 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	if pub.largest.Load() < 2 || pub.largest.Load() > 32 || pub.batches.Load() >= 500 {
 		t.Fatalf("batches %d, largest %d: want batched sends of at most 32", pub.batches.Load(), pub.largest.Load())
 	}
-	if n, _ := s.OutboxLen(ctx, 1); n != 0 {
+	if n, _ := ob.Len(ctx, 1); n != 0 {
 		t.Fatalf("outbox still has %d entries", n)
 	}
 }
@@ -304,12 +319,13 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 func TestRelayRecoversFromALostGroup(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 1, 100); err != nil {
 		t.Fatal(err)
 	}
 	pub := newFakePub()
-	start(t, relay.New(s, pub, items{1}, opts("a"), nil, nil))
+	start(t, relay.New(ob, pub, items{1}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 5)
 	publishedOnce(t, pub, 5, 10*time.Second, "5 messages before the loss")
 	if err := rdb.Del(ctx, s.ItemKeys(1).Outbox).Err(); err != nil {

@@ -1,7 +1,7 @@
 // Package stock keeps the live flash-sale stock in Redis: the atomic
 // reservation (one unit per buyer, never below zero, the order appended to the
 // item's outbox stream in the same script), its release by compensation, and
-// the order status that the saga publishes for the API.
+// the reads and repairs the reconciler and the invariant checker need.
 //
 // Every key of one item shares the hash tag {itemID}, so the scripts run
 // unchanged on Redis Cluster:
@@ -9,10 +9,13 @@
 //	P:{42}:stock   string  units not reserved (stock_left)
 //	P:{42}:buyers  hash    user id -> order id; the buyer's mark, never removed
 //	P:{42}:orders  hash    order id -> reservation JSON; removed on release
-//	P:{42}:outbox  stream  reservations waiting to be published to RocketMQ
-//	P:order:<id>   string  latest order view JSON published by the saga
+//	P:{42}:outbox  stream  reservations waiting to be published (package outbox)
+//	P:events:stock channel the id of an item whenever a unit comes back
 //
-// P is the configured key prefix ("seckill").
+// P is the configured key prefix ("seckill"). The outbox stream is written
+// here (by the reserve script, atomically with the unit) and read, claimed
+// and acknowledged by package outbox; the order's view (package orderstatus)
+// is written here once, with the reservation, in the same round trip.
 package stock
 
 import (
@@ -26,7 +29,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
 )
 
 // Reservation outcomes other than success.
@@ -67,8 +72,8 @@ type Store struct {
 // concurrent purchases share one write and one read instead of a round trip
 // each, which is what a purchase stampede costs on a small machine. Order
 // per caller is kept (one ordered stream).
-func (s *Store) UseAutoPipeline(c *redis.Client) error {
-	ap, err := c.AutoPipeline()
+func (s *Store) UseAutoPipeline() error {
+	ap, err := s.rdb.AutoPipeline()
 	if err != nil {
 		return fmt.Errorf("redis autopipeline: %w", err)
 	}
@@ -78,28 +83,47 @@ func (s *Store) UseAutoPipeline(c *redis.Client) error {
 
 // New returns a Store whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Store {
+	if rdb == nil {
+		panic("stock.New: nil redis client")
+	}
 	return &Store{rdb: rdb, prefix: prefix}
 }
 
 // Keys of one item.
 type Keys struct{ Stock, Buyers, Orders, Outbox string }
 
-// ItemKeys returns the keys of an item.
-func (s *Store) ItemKeys(itemID int64) Keys {
-	tag := s.prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:"
+// ItemKeys returns the keys of an item under prefix; they share the hash tag
+// {itemID}, so one item's keys live in one cluster slot.
+func ItemKeys(prefix string, itemID int64) Keys {
+	tag := prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:"
 	return Keys{Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders", Outbox: tag + "outbox"}
 }
 
-// OrderEventsChannel carries every order view the saga publishes.
-func (s *Store) OrderEventsChannel() string { return s.prefix + ":events:order" }
+// ItemKeys returns the keys of an item.
+func (s *Store) ItemKeys(itemID int64) Keys { return ItemKeys(s.prefix, itemID) }
 
 // StockEventsChannel carries the id of an item whenever a unit comes back.
 func (s *Store) StockEventsChannel() string { return s.prefix + ":events:stock" }
 
-func (s *Store) orderKey(orderID string) string { return s.prefix + ":order:" + orderID }
+// WatchUnitsBack calls fn with the item id of every unit that comes back
+// (released, or stock_left raised by a repair) until ctx ends: each API
+// instance clears its sold-out flag. Messages lost during a reconnect are
+// caught up by the API's periodic stock refresh.
+func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
+	redisx.Listen(ctx, s.rdb, s.StockEventsChannel(), func(payload string) {
+		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
+			fn(id)
+		}
+	})
+}
 
-// Client exposes the Redis client (the outbox relay and tests use it).
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
+// AnnounceUnitBack tells every API instance that item has units again.
+func (s *Store) AnnounceUnitBack(ctx context.Context, itemID int64) error {
+	if err := s.rdb.Publish(ctx, s.StockEventsChannel(), itemID).Err(); err != nil {
+		return fmt.Errorf("announce units of item %d: %w", itemID, err)
+	}
+	return nil
+}
 
 // Load sets an item's stock to units unless it is already there: warm-up never
 // overwrites live stock. It reports whether it set the value.
@@ -121,6 +145,38 @@ func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 		return 0, fmt.Errorf("read stock of item %d: %w", itemID, err)
 	}
 	return n, nil
+}
+
+// LeftMany returns the units left of several items in one round trip; an
+// item whose stock is not loaded is absent from the map.
+func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error) {
+	if len(itemIDs) == 0 {
+		return map[int64]int64{}, nil
+	}
+	keys := make([]string, len(itemIDs))
+	for i, id := range itemIDs {
+		keys[i] = s.ItemKeys(id).Stock
+	}
+	// One MGET per item, pipelined: keys of different items live in
+	// different hash slots, which a cluster MGET would refuse.
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read stock of %d items: %w", len(itemIDs), err)
+	}
+	out := make(map[int64]int64, len(itemIDs))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err == nil {
+			out[itemIDs[i]] = n
+		}
+	}
+	return out, nil
 }
 
 // Reserve takes one unit for the buyer in one atomic script: the buyer must
@@ -162,10 +218,12 @@ func reserveReply(r order.Message, cmd *redis.Cmd) (int64, error) {
 	return 0, fmt.Errorf("reserve: unexpected code %d", code)
 }
 
-// ReserveQueued is Reserve and MarkQueued in one round trip: the reserve
-// script and the SET NX of the order's QUEUED view go to Redis in one
-// pipeline (the order key is in another hash slot than the item's keys, so it
-// cannot be written by the script itself). The view is stored only if the
+// ReserveQueued is Reserve and orderstatus's MarkQueued in one round trip:
+// the reserve script and the SET NX of the order's QUEUED view go to Redis in
+// one pipeline. This is why it spans two packages: the order key belongs to
+// orderstatus and lives in another hash slot than the item's keys, so the
+// script cannot write it, yet a purchase must not pay a second round trip
+// for it. The view is stored only if the
 // script took the unit: when it did not (sold out, already reserved, not
 // loaded) the view written by the pipeline is deleted again; the order id is
 // fresh, so nothing else has written that key. On any other error the caller
@@ -192,7 +250,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 		}
 		// A failed SET NX only leaves GET order blind until the saga
 		// publishes the next status.
-		_ = s.ap.SetNX(ctx, s.orderKey(r.OrderID), b, StatusTTL).Err()
+		_ = s.ap.SetNX(ctx, orderstatus.Key(s.prefix, r.OrderID), b, orderstatus.TTL).Err()
 		return left, nil
 	}
 	var res *redis.Cmd
@@ -201,7 +259,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 	// until the saga publishes the next status, as with MarkQueued.
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		res = reserveScript.EvalSha(ctx, p, keys, args...)
-		p.SetNX(ctx, s.orderKey(r.OrderID), b, StatusTTL)
+		p.SetNX(ctx, orderstatus.Key(s.prefix, r.OrderID), b, orderstatus.TTL)
 		return nil
 	})
 	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
@@ -216,7 +274,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 		// Not reserved: drop the view (best effort; it names an order that
 		// no one was told about).
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
-		_ = s.rdb.Del(dctx, s.orderKey(r.OrderID)).Err()
+		_ = s.rdb.Del(dctx, orderstatus.Key(s.prefix, r.OrderID)).Err()
 		cancel()
 		return 0, err
 	}
@@ -278,40 +336,105 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 	return id, true, nil
 }
 
-// StatusTTL is how long a published order status stays in Redis; the database
-// stays the record after that.
-const StatusTTL = 7 * 24 * time.Hour
-
-// PublishStatus stores the order's latest view and announces it on
-// OrderEventsChannel. Publishing the same view twice is harmless.
-func (s *Store) PublishStatus(ctx context.Context, v order.View) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode order view: %w", err)
+// Reservations returns the item's live reservations by order id.
+func (s *Store) Reservations(ctx context.Context, itemID int64) (map[string]order.Message, error) {
+	all, err := s.rdb.HGetAll(ctx, s.ItemKeys(itemID).Orders).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read reservations of item %d: %w", itemID, err)
 	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, s.orderKey(v.OrderID), b, StatusTTL)
-		p.Publish(ctx, s.OrderEventsChannel(), b)
+	out := make(map[string]order.Message, len(all))
+	for id, body := range all {
+		m, err := order.DecodeMessage([]byte(body))
+		if err != nil {
+			return nil, fmt.Errorf("reservation %s of item %d: %w", id, itemID, err)
+		}
+		out[id] = m
+	}
+	return out, nil
+}
+
+// BuyerMarks returns the item's buyer marks: user id -> order id.
+func (s *Store) BuyerMarks(ctx context.Context, itemID int64) (map[int64]string, error) {
+	all, err := s.rdb.HGetAll(ctx, s.ItemKeys(itemID).Buyers).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read buyer marks of item %d: %w", itemID, err)
+	}
+	out := make(map[int64]string, len(all))
+	for u, id := range all {
+		uid, err := strconv.ParseInt(u, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("buyer mark %q of item %d: %w", u, itemID, err)
+		}
+		out[uid] = id
+	}
+	return out, nil
+}
+
+// BuyerCount returns how many buyers hold a mark for the item.
+func (s *Store) BuyerCount(ctx context.Context, itemID int64) (int64, error) {
+	n, err := s.rdb.HLen(ctx, s.ItemKeys(itemID).Buyers).Result()
+	if err != nil {
+		return 0, fmt.Errorf("count buyer marks of item %d: %w", itemID, err)
+	}
+	return n, nil
+}
+
+// Restore puts back the reservation and the buyer mark of an order MySQL
+// holds a unit for (a Redis that lost them): each only if absent, in one
+// transaction (one item's keys, one slot). stock_left is not touched: the
+// reconciler recounts it afterwards (Recount).
+func (s *Store) Restore(ctx context.Context, m order.Message) error {
+	k := s.ItemKeys(m.ItemID)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSetNX(ctx, k.Orders, m.OrderID, m.Encode())
+		p.HSetNX(ctx, k.Buyers, strconv.FormatInt(m.UserID, 10), m.OrderID)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("publish status of order %s: %w", v.OrderID, err)
+		return fmt.Errorf("restore reservation %s: %w", m.OrderID, err)
 	}
 	return nil
 }
 
-// Status returns the latest published view of an order, if any.
-func (s *Store) Status(ctx context.Context, orderID string) (order.View, bool, error) {
-	b, err := s.rdb.Get(ctx, s.orderKey(orderID)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return order.View{}, false, nil
+// recountScript computes the stock_left an item should have: the stock row's
+// value minus the reservations not deducted in MySQL yet (ARGV[3..] are the
+// order ids with an unrestored deduction). Counted inside the script, so
+// concurrent reservations and releases cannot slip in between; with ARGV[1] =
+// "1" it also sets stock_left. It returns the old and the wanted value.
+var recountScript = redis.NewScript(`
+local deducted = {}
+for i = 3, #ARGV do deducted[ARGV[i]] = true end
+local pending = 0
+for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if not deducted[id] then pending = pending + 1 end
+end
+local want = tonumber(ARGV[2]) - pending
+if want < 0 then want = 0 end
+local old = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if ARGV[1] == '1' and old ~= want then redis.call('SET', KEYS[1], want) end
+return {old, want}
+`)
+
+// Recount compares stock_left with what the stock row says it should be
+// (stockRow minus the live reservations not in deducted) and, with set, fixes
+// it. It returns the old value (-1 when not loaded) and the wanted one.
+func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error) {
+	k := s.ItemKeys(itemID)
+	flag := "0"
+	if set {
+		flag = "1"
 	}
+	args := make([]any, 0, 2+len(deducted))
+	args = append(args, flag, stockRow)
+	for _, id := range deducted {
+		args = append(args, id)
+	}
+	v, err := recountScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders}, args...).Int64Slice()
 	if err != nil {
-		return order.View{}, false, fmt.Errorf("read status of order %s: %w", orderID, err)
+		return 0, 0, fmt.Errorf("recount stock_left of item %d: %w", itemID, err)
 	}
-	var v order.View
-	if err := json.Unmarshal(b, &v); err != nil {
-		return order.View{}, false, fmt.Errorf("decode status of order %s: %w", orderID, err)
+	if len(v) != 2 {
+		return 0, 0, fmt.Errorf("recount stock_left of item %d: unexpected reply %v", itemID, v)
 	}
-	return v, true, nil
+	return v[0], v[1], nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
 )
 
@@ -144,33 +144,6 @@ func TestReserveStampede(t *testing.T) {
 	t.Logf("won=%d sold_out=%d duplicate=%d", won.Load(), soldOut.Load(), dup.Load())
 }
 
-func TestStatusPublish(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
-	s := stock.New(rdb, prefix)
-	ctx := context.Background()
-	sub := rdb.Subscribe(ctx, s.OrderEventsChannel())
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v := order.View{OrderID: order.NewID(), ItemID: 3, UserID: 4, Status: order.StatusPendingPayment}
-	if err := s.PublishStatus(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	got, ok, err := s.Status(ctx, v.OrderID)
-	if err != nil || !ok || got.Status != order.StatusPendingPayment {
-		t.Fatalf("status: %+v %v %v", got, ok, err)
-	}
-	select {
-	case m := <-sub.Channel():
-		if want := strconv.Quote(v.OrderID); !strings.Contains(m.Payload, want) {
-			t.Fatalf("event %q lacks %s", m.Payload, want)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("no order event")
-	}
-}
-
 // TestReserveQueued: the reservation and the QUEUED view in one round trip
 // (plain pipeline, autopipeline, and after Redis lost its script cache); a
 // refused reservation leaves no view behind.
@@ -180,7 +153,7 @@ func TestReserveQueued(t *testing.T) {
 			rdb, prefix := testenv.Redis(t)
 			s := stock.New(rdb, prefix)
 			if auto {
-				if err := s.UseAutoPipeline(rdb); err != nil {
+				if err := s.UseAutoPipeline(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -198,7 +171,7 @@ func TestReserveQueued(t *testing.T) {
 			if left, err := s.ReserveQueued(ctx, a, view(a)); err != nil || left != 1 {
 				t.Fatalf("reserve: left=%d err=%v", left, err)
 			}
-			if v, ok, err := s.Status(ctx, a.OrderID); err != nil || !ok || v.Status != order.StatusQueued {
+			if v, ok, err := orderstatus.New(rdb, prefix).Status(ctx, a.OrderID); err != nil || !ok || v.Status != order.StatusQueued {
 				t.Fatalf("QUEUED view: %+v %v %v", v, ok, err)
 			}
 			again := msg(1, 10)
@@ -219,7 +192,7 @@ func TestReserveQueued(t *testing.T) {
 				t.Fatalf("want sold out, got %v", err)
 			}
 			for _, m := range []order.Message{again, late} {
-				if _, ok, _ := s.Status(ctx, m.OrderID); ok {
+				if _, ok, _ := orderstatus.New(rdb, prefix).Status(ctx, m.OrderID); ok {
 					t.Fatalf("refused order %s left a view", m.OrderID)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -61,11 +62,19 @@ func (s *Store) GetStock(ctx context.Context, itemID int64) (Stock, error) {
 	return st, nil
 }
 
-// ListItemIDs returns the ids of every item (the outbox relay watches their streams).
-func (s *Store) ListItemIDs(ctx context.Context) ([]int64, error) {
-	var ids []int64
-	if err := s.db.WithContext(ctx).Model(&Item{}).Order("id").Pluck("id", &ids).Error; err != nil {
-		return nil, fmt.Errorf("list item ids: %w", err)
+// ListItemEnds returns every item's id with the end of its sale (the relay's
+// discovery: readers of closed items retire).
+func (s *Store) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
+	var rows []struct {
+		ID    int64     `gorm:"column:id"`
+		EndAt time.Time `gorm:"column:end_at"`
 	}
-	return ids, nil
+	if err := s.db.WithContext(ctx).Model(&Item{}).Select("id", "end_at").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list item ends: %w", err)
+	}
+	out := make(map[int64]time.Time, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.EndAt
+	}
+	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
@@ -40,6 +41,7 @@ type pipeline struct {
 	cfg      config.Config
 	st       *store.Store
 	stk      *stock.Store
+	views    *orderstatus.Board
 	tc       client.Client
 	orders   *workflows.Client
 	desk     *payment.Desk
@@ -67,6 +69,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	rdb, prefix := testenv.Redis(t)
 	p.cfg.Redis.KeyPrefix = prefix
 	p.stk = stock.New(rdb, prefix)
+	p.views = orderstatus.New(rdb, prefix)
 	p.cfg.RocketMQ.Topic = testenv.Name(t, "orders")
 	p.cfg.RocketMQ.ConsumerGroup = testenv.Name(t, "consumer")
 	p.cfg.RocketMQ.ProducerGroup = testenv.Name(t, "producer")
@@ -85,7 +88,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Cleanup(p.terminateLeftovers)
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
-	p.desk = payment.New(p.st, p.stk, func() (payment.Sagas, error) { return p.orders, nil },
+	p.desk = payment.New(p.st, p.views, func() (payment.Sagas, error) { return p.orders, nil },
 		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, p.log)
 	deskCtx, stopDesk := context.WithCancel(context.Background())
 	deskDone := make(chan struct{})
@@ -132,7 +135,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 
 func (p *pipeline) startWorker() {
 	w := worker.NewTemporalWorker(p.tc, p.cfg.Temporal.TaskQueue, p.cfg.Worker,
-		activities.New(p.st, p.stk, p.metrics.Payable), compensation.New(p.st, p.stk, p.metrics.PhantomUnits))
+		activities.New(p.st, p.views, p.metrics.Payable), compensation.New(p.st, p.stk, p.metrics.PhantomUnits))
 	if err := w.Start(); err != nil {
 		p.t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestSagaPaid(t *testing.T) {
 	if d, err := p.st.Deduction(ctx, m.OrderID); err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v", d, err)
 	}
-	if v, ok, _ := p.stk.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPendingPayment {
+	if v, ok, _ := p.views.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPendingPayment {
 		t.Fatalf("published status %+v %v", v, ok)
 	}
 	if v, err := p.orders.Status(ctx, m.OrderID); err != nil || v.Status != order.StatusPendingPayment {
@@ -47,7 +47,7 @@ func TestSagaPaid(t *testing.T) {
 		t.Fatalf("pay: %+v %v", v, err)
 	}
 	p.waitStatus(m.OrderID, order.StatusPaid, 10*time.Second)
-	if v, ok, _ := p.stk.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPaid {
+	if v, ok, _ := p.views.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPaid {
 		t.Fatalf("published status %+v", v)
 	}
 	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
@@ -103,7 +103,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	if n := p.redisLeft(it.ID); n != 1 {
 		t.Fatalf("redis stock_left %d after timeout, want 1", n)
 	}
-	if v, _, _ := p.stk.Status(ctx, a.OrderID); v.Status != order.StatusCancelled {
+	if v, _, _ := p.views.Status(ctx, a.OrderID); v.Status != order.StatusCancelled {
 		t.Fatalf("published status %+v", v)
 	}
 	_, err := p.pay(a)
@@ -147,7 +147,7 @@ func TestSagaBuyerCancel(t *testing.T) {
 	if n := p.redisLeft(it.ID); n != 2 {
 		t.Fatalf("redis stock_left %d, want 2", n)
 	}
-	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusCancelled {
+	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusCancelled {
 		t.Fatalf("published status %+v", v)
 	}
 	_, err = p.pay(m)
@@ -281,7 +281,7 @@ func TestSagaStockExhausted(t *testing.T) {
 	if n := counter(p.metrics.PhantomUnits); n != 1 {
 		t.Fatalf("phantom units metric %v, want 1", n)
 	}
-	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
+	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
 		t.Fatalf("published status %+v", v)
 	}
 	p.saveHistory(m.OrderID, "stock_exhausted")
@@ -345,7 +345,7 @@ func TestSagaDuplicateBuyer(t *testing.T) {
 	if st := p.waitWorkflowClosed(m.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		t.Fatalf("saga %s, want FAILED", st)
 	}
-	if v, _, _ := p.stk.Status(ctx, m.OrderID); v.Status != order.StatusFailed || !strings.HasPrefix(v.Reason, "DUPLICATE_ORDER") {
+	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusFailed || !strings.HasPrefix(v.Reason, "DUPLICATE_ORDER") {
 		t.Fatalf("published status %+v", v)
 	}
 	if n := p.redisLeft(it.ID); n != 3 {

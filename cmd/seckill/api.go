@@ -12,18 +12,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
-	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -49,23 +50,30 @@ func runAPI(ctx context.Context, a *app) error {
 	log.Info("starting api", "config", cfg.String())
 	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 
-	db, err := store.Open(ctx, cfg.MySQL)
+	d := newDeps(cfg, log)
+	defer d.close()
+	db, err := d.mysql(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = db.Close() }()
-
-	rdb := redis.NewClient(&redis.Options{
-		Addr: cfg.Redis.Addr, Password: cfg.Redis.Password.Value(), DB: cfg.Redis.DB,
-		PoolSize: cfg.Redis.PoolSize, DialTimeout: 2 * time.Second,
-		ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
-	})
-	defer func() { _ = rdb.Close() }()
-	stk := stock.New(rdb, cfg.Redis.KeyPrefix)
+	// Buyers' requests must not hang on a stalled Redis: 2 s bounds. Not
+	// pinged: the API starts (and answers what it can) while Redis is down.
+	rdb, err := d.redis(ctx, redisx.Options{Timeout: 2 * time.Second, Name: "seckill-api"}, false)
+	if err != nil {
+		return err
+	}
+	units := stock.New(rdb, cfg.Redis.KeyPrefix)
 	if cfg.Redis.AutoPipeline {
-		if err := stk.UseAutoPipeline(rdb); err != nil {
+		if err := units.UseAutoPipeline(); err != nil {
 			return err
 		}
+	}
+	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
+	// The relay has its own client: one blocking reader per watched item
+	// must not take the connections GET order and purchases wait for.
+	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.RelayPoolSize, Name: "seckill-relay"}, false)
+	if err != nil {
+		return err
 	}
 
 	producer, err := queue.NewProducer(cfg.RocketMQ)
@@ -80,10 +88,10 @@ func runAPI(ctx context.Context, a *app) error {
 		host, _ := os.Hostname()
 		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	rel := relay.New(stk, producer, db, relay.Options{
+	rel := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, relay.Options{
 		Consumer: instance, Batch: int64(cfg.API.RelayBatch), ClaimAfter: cfg.API.RelayClaimAfter,
 		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout, Parallel: cfg.API.RelayParallel,
-		SendBatch: cfg.API.RelaySendBatch, Linger: cfg.API.RelayLinger,
+		SendBatch: cfg.API.RelaySendBatch, Linger: cfg.API.RelayLinger, RetireAfter: cfg.API.RelayRetireAfter,
 	}, metrics, log)
 
 	// Temporal is only needed for pay and cancel: the API serves purchases
@@ -95,17 +103,17 @@ func runAPI(ctx context.Context, a *app) error {
 	defer tc.close()
 
 	checks := map[string]api.Check{
-		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
 		"mysql": db.Ping,
 		"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...),
 			cfg.RocketMQ.Broker)...),
 		"temporal": tc.check,
 	}
-	desk := payment.New(db, stk, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,
+	desk := payment.New(db, views, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
 	srv := api.New(cfg.API, api.Deps{
-		Items: db, Orders: db, Stock: stk, Actions: desk,
-		Verifier: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
+		Items: db, Orders: db, Units: units, Views: views, Actions: desk,
+		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
 		Relay: rel, Checks: checks, Log: log,
 	}, api.Options{})
 

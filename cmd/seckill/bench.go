@@ -9,15 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/bench"
-	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
-	"github.com/seckill/seckill/store"
 )
 
 // benchFlags are the settings `bench` and `bench stages` share.
@@ -71,33 +70,37 @@ func (f *benchFlags) sale() bench.FlashSale {
 		APIPID: f.apiPID, WorkerPID: f.workerPID}
 }
 
-// benchDeps opens MySQL, Redis and (unless disabled) Temporal for the checks.
-func (a *app) benchDeps(ctx context.Context, noTemporal bool) (bench.Deps, client.Client, func(), error) {
-	st, err := store.Open(ctx, a.cfg.MySQL)
+// checkDeps are what the bench and reconcile commands read: MySQL, Redis
+// and (unless disabled) Temporal.
+type checkDeps struct {
+	bench.Deps
+	temporal client.Client // nil when disabled
+	outbox   *outbox.Stream
+	close    func()
+}
+
+// openCheckDeps opens MySQL, Redis and (unless noTemporal) Temporal.
+func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (checkDeps, error) {
+	d := newDeps(a.cfg, a.log)
+	st, err := d.mysql(ctx)
 	if err != nil {
-		return bench.Deps{}, nil, nil, err
+		return checkDeps{}, err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: a.cfg.Redis.Addr, Password: a.cfg.Redis.Password.Value(),
-		DB: a.cfg.Redis.DB, PoolSize: 16})
-	closers := []func(){func() { _ = st.Close() }, func() { _ = rdb.Close() }}
-	d := bench.Deps{Store: st, Stock: stock.New(rdb, a.cfg.Redis.KeyPrefix)}
-	var tc client.Client
+	rdb, err := d.redis(ctx, redisx.Options{PoolSize: 16, Name: "seckill-check"}, true)
+	if err != nil {
+		d.close()
+		return checkDeps{}, err
+	}
+	c := checkDeps{Deps: bench.Deps{Store: st, Stock: stock.New(rdb, a.cfg.Redis.KeyPrefix)},
+		outbox: outbox.New(rdb, a.cfg.Redis.KeyPrefix), close: d.close}
 	if !noTemporal {
-		tc, err = temporalx.Dial(ctx, a.cfg.Temporal, a.log)
-		if err != nil {
-			for _, c := range closers {
-				c()
-			}
-			return bench.Deps{}, nil, nil, err
+		if c.temporal, err = d.temporal(ctx); err != nil {
+			d.close()
+			return checkDeps{}, err
 		}
-		closers = append(closers, tc.Close)
-		d.Workflows = invariant.TemporalLister{Client: tc, Namespace: a.cfg.Temporal.Namespace}
+		c.Workflows = invariant.TemporalLister{Client: c.temporal, Namespace: a.cfg.Temporal.Namespace}
 	}
-	return d, tc, func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}, nil
+	return c, nil
 }
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -112,11 +115,12 @@ func newBenchCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			d, _, closeDeps, err := a.benchDeps(ctx, f.noTemporal)
+			c, err := a.openCheckDeps(ctx, f.noTemporal)
 			if err != nil {
 				return err
 			}
-			defer closeDeps()
+			defer c.close()
+			d := c.Deps
 			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
 				return err
 			}
@@ -186,11 +190,12 @@ func newBenchCheckCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			d, _, closeDeps, err := a.benchDeps(ctx, noTemporal)
+			c, err := a.openCheckDeps(ctx, noTemporal)
 			if err != nil {
 				return err
 			}
-			defer closeDeps()
+			defer c.close()
+			d := c.Deps
 			var acc []invariant.Accepted
 			if err := d.Store.DB().WithContext(ctx).Raw("SELECT order_id, user_id FROM seckill_order WHERE item_id = ?", item).
 				Scan(&acc).Error; err != nil {
@@ -236,11 +241,12 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			d, tc, closeDeps, err := a.benchDeps(ctx, f.noTemporal)
+			c, err := a.openCheckDeps(ctx, f.noTemporal)
 			if err != nil {
 				return err
 			}
-			defer closeDeps()
+			defer c.close()
+			d, tc := c.Deps, c.temporal
 			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
 				return err
 			}

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gin-gonic/gin"
 	"github.com/spf13/cobra"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/queue"
 )
 
 // app is what every subcommand gets: the parsed config and the logger.
@@ -45,7 +47,12 @@ func newRoot() *cobra.Command {
 			}
 			a.cfg = cfg
 			a.log = newLogger(cfg.Log, cmd.ErrOrStderr())
+			// Process-wide settings of libraries, here and nowhere else:
+			// third-party code logging through slog's default, gin's mode,
+			// the RocketMQ client's own (chatty) logger.
 			slog.SetDefault(a.log)
+			gin.SetMode(gin.ReleaseMode)
+			queue.SetClientLogLevel("warn")
 			return nil
 		},
 	}

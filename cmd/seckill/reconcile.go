@@ -31,12 +31,13 @@ func newReconcileCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			d, tc, closeDeps, err := a.benchDeps(ctx, false)
+			c, err := a.openCheckDeps(ctx, false)
 			if err != nil {
 				return err
 			}
-			defer closeDeps()
-			r := reconcile.New(d.Store.DB(), d.Stock, workflows.NewClient(tc, a.cfg.Temporal.TaskQueue), d.Workflows, grace, a.log)
+			defer c.close()
+			r := reconcile.New(c.Store.DB(), c.Stock, c.outbox, workflows.NewClient(c.temporal, a.cfg.Temporal.TaskQueue),
+				c.Workflows, grace, a.log)
 			if len(items) == 0 {
 				if items, err = r.ActiveItems(ctx, time.Now(), since); err != nil {
 					return err

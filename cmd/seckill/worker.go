@@ -1,9 +1,32 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
+	"github.com/spf13/cobra"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/redisx"
+	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/worker"
+	"github.com/seckill/seckill/workflows"
 )
 
 func newWorkerCmd(a *app) *cobra.Command {
@@ -23,10 +46,158 @@ func newWorkerCmd(a *app) *cobra.Command {
 			}
 			a.log.Info("seckill worker starting", "consumer", cfg.Worker.Consumer, "temporal", cfg.Worker.Temporal)
 			setMemoryLimit("worker", cfg.Worker.MemoryLimitMB, a.log)
-			return worker.Run(cmd.Context(), cfg, a.log)
+			return runWorker(cmd.Context(), cfg, a.log)
 		},
 	}
 	cmd.Flags().BoolVar(&consumer, "consumer", true, "run the RocketMQ order and dead-letter consumers")
 	cmd.Flags().BoolVar(&temporal, "temporal", true, "run the Temporal worker for OrderSaga")
 	return cmd
+}
+
+// runWorker assembles the roles cfg.Worker enables (Consumer: the order and
+// dead-letter consumers; Temporal: the saga worker), serves /metrics, and
+// blocks until ctx ends; then it stops taking messages first, lets the
+// Temporal worker finish its tasks, stops /metrics and closes the
+// connections, and returns what went wrong on the way.
+func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
+		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
+	}
+	// SIGUSR1 holds the order consumer (no saga starts; messages wait in
+	// the worker's buffer, then in the broker), SIGUSR2 releases it: an
+	// operator's lever while Temporal is being worked on, and how `make
+	// bench` keeps sagas out of the purchase stage. Caught from the start:
+	// the default action of SIGUSR1 is to exit.
+	hold := make(chan os.Signal, 4)
+	signal.Notify(hold, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(hold)
+	d := newDeps(cfg, log)
+	defer d.close()
+	tc, err := d.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := d.mysql(ctx)
+	if err != nil {
+		return err
+	}
+	rdb, err := d.redis(ctx, redisx.Options{Name: "seckill-worker"}, true)
+	if err != nil {
+		return err
+	}
+	units := stock.New(rdb, cfg.Redis.KeyPrefix)
+	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
+	metrics := worker.NewMetrics()
+
+	var consumers []*queue.Consumer
+	var w sdkworker.Worker
+	gate := worker.NewGate()
+	metrics.ObserveGate(gate)
+	// Teardown, in this order: take no more messages (held ones are not
+	// acknowledged and come back later; a start in flight finishes or its
+	// message is redelivered, and a redelivered start is a no-op by workflow
+	// ID), then let the Temporal worker finish its tasks, then (deferred
+	// above) close the connections.
+	teardown := func() error {
+		gate.Close()
+		var errs []error
+		for _, c := range consumers {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close consumer: %w", err))
+			}
+		}
+		if w != nil {
+			w.Stop()
+		}
+		return errors.Join(errs...)
+	}
+	stopped := false
+	defer func() {
+		if !stopped { // a start-up error
+			_ = teardown()
+		}
+	}()
+	if cfg.Worker.Temporal {
+		if cfg.Worker.StickyCacheSize > 0 {
+			// Process-wide; must precede the first worker. The SDK's default
+			// (10,000) keeps every parked saga of a full sale in memory.
+			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
+		}
+		tw := worker.NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, views, metrics.Payable),
+			compensation.New(st, units, metrics.PhantomUnits))
+		if err := tw.Start(); err != nil {
+			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
+		}
+		w = tw
+		log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
+	}
+	if cfg.Worker.Consumer {
+		starter := workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
+		// From the first offset: a consumer group's very first start would
+		// otherwise begin at the end of the topic and skip every order sent
+		// before it. Re-reading retained messages is harmless: a start of an
+		// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
+		c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true,
+			gate.Handler(worker.OrderHandler(starter, metrics, log, cfg.Worker.StartTimeout)))
+		if err != nil {
+			return err
+		}
+		consumers = append(consumers, c)
+		dlq, err := worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup,
+			worker.DeadLetterHandlerFunc(starter, metrics, log, cfg.Worker.StartTimeout))
+		if err != nil {
+			return err
+		}
+		consumers = append(consumers, dlq)
+		log.Info("order consumer running", "topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.ConsumerGroup,
+			"dead_letter_topic", worker.DeadLetterTopic(cfg.RocketMQ.ConsumerGroup), "dead_letter_group", cfg.Worker.DLQGroup)
+	}
+
+	if cfg.Worker.Temporal && cfg.Reconcile.Interval > 0 {
+		r := reconcile.New(st.DB(), units, outbox.New(rdb, cfg.Redis.KeyPrefix), workflows.NewClient(tc, cfg.Temporal.TaskQueue),
+			invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}, cfg.Reconcile.Grace, log)
+		rctx, stopReconcile := context.WithCancel(ctx)
+		defer stopReconcile()
+		go worker.RunReconcile(rctx, r, cfg.Reconcile, metrics, log)
+		log.Info("reconcile running", "interval", cfg.Reconcile.Interval, "repair", cfg.Reconcile.Repair)
+	}
+
+	srv := &http.Server{Handler: worker.MetricsHandler(metrics), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", cfg.Worker.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener %s: %w", cfg.Worker.MetricsAddr, err)
+	}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(ln) }()
+	log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("worker stopping: consumers first, then the Temporal worker")
+			stopped = true
+			err := teardown()
+			return errors.Join(err, shutdownHTTP(srv))
+		case err := <-srvErr:
+			return fmt.Errorf("metrics server: %w", err)
+		case sig := <-hold:
+			on := sig == syscall.SIGUSR1
+			if on {
+				gate.Hold()
+			} else {
+				gate.Release()
+			}
+			log.Info("order consumer", "held", on)
+		}
+	}
+}
+
+// shutdownHTTP stops the metrics server (last: it reports until the end).
+func shutdownHTTP(srv *http.Server) error {
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics server shutdown: %w", err)
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +124,11 @@ func Name(t testing.TB, base string) string {
 		s = s[:40]
 	}
 	return fmt.Sprintf("%s-%s-%s", base, strings.ToLower(s), Suffix())
+}
+
+// Logger is the logger integration tests hand to the code under test:
+// warnings and errors to stderr (not t.Log: background goroutines may still
+// log after the test returned).
+func Logger(testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

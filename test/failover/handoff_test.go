@@ -28,6 +28,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -42,6 +43,7 @@ type handoffEnv struct {
 	bin    string
 	env    []string
 	stk    *stock.Store
+	ob     *outbox.Stream
 	rdb    *redis.Client
 	rmq    config.RocketMQ
 	itemID int64
@@ -83,7 +85,7 @@ func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 		"SECKILL_API_RELAY_CLAIM_AFTER=2s", "SECKILL_API_RELAY_DISCOVER=500ms",
 		"SECKILL_LOG_LEVEL=info",
 	)
-	return &handoffEnv{t: t, bin: bin, env: env, stk: stk, rdb: rdb, rmq: rmq, itemID: it.ID,
+	return &handoffEnv{t: t, bin: bin, env: env, stk: stk, ob: outbox.New(rdb, prefix), rdb: rdb, rmq: rmq, itemID: it.ID,
 		logs: filepath.Join(dir, "api.log")}
 }
 
@@ -301,7 +303,7 @@ func (e *handoffEnv) verify(reserved map[string]bool, got map[string]int, allowD
 }
 
 func (e *handoffEnv) outboxLen(ctx context.Context) int64 {
-	n, _ := e.stk.OutboxLen(ctx, e.itemID)
+	n, _ := e.ob.Len(ctx, e.itemID)
 	return n
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
@@ -43,6 +44,7 @@ type sagaEnv struct {
 	env      []string
 	st       *store.Store
 	stk      *stock.Store
+	views    *orderstatus.Board
 	tc       client.Client
 	orders   *workflows.Client
 	desk     *payment.Desk
@@ -101,13 +103,13 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 		"SECKILL_LOG_LEVEL=info",
 	)
 	orders := workflows.NewClient(tc, taskQueue)
-	desk := payment.New(st, stk, func() (payment.Sagas, error) { return orders, nil },
+	desk := payment.New(st, orderstatus.New(rdb, prefix), func() (payment.Sagas, error) { return orders, nil },
 		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
 	deskCtx, stopDesk := context.WithCancel(context.Background())
 	deskDone := make(chan struct{})
 	go func() { defer close(deskDone); desk.Run(deskCtx) }()
 	t.Cleanup(func() { stopDesk(); <-deskDone })
-	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: stk, tc: tc, orders: orders, desk: desk,
+	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: stk, views: orderstatus.New(rdb, prefix), tc: tc, orders: orders, desk: desk,
 		producer: producer, item: it, logs: filepath.Join(dir, "worker.log"), cfg: cfg}
 }
 
@@ -144,7 +146,7 @@ func (e *sagaEnv) status(orderID string) order.Status {
 // published the same status; "" before that.
 func (e *sagaEnv) settled(orderID string) order.Status {
 	s := e.status(orderID)
-	v, ok, err := e.stk.Status(context.Background(), orderID)
+	v, ok, err := e.views.Status(context.Background(), orderID)
 	if !s.Final() || err != nil || !ok || v.Status != s {
 		return ""
 	}

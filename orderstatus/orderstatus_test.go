@@ -1,0 +1,65 @@
+package orderstatus_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
+)
+
+// A published view is stored, readable, and reaches a watcher; MarkQueued
+// never overwrites a later view.
+func TestPublishStatusWatchAndMarkQueued(t *testing.T) {
+	testenv.Integration(t)
+	rdb, prefix := testenv.Redis(t)
+	b := orderstatus.New(rdb, prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan order.View, 16)
+	done := make(chan struct{})
+	go func() { defer close(done); b.Watch(ctx, func(v order.View) { got <- v }) }()
+	defer func() { cancel(); <-done }()
+
+	v := order.View{OrderID: order.NewID(), ItemID: 3, UserID: 4, Status: order.StatusPendingPayment}
+	// The subscription starts asynchronously: publish until the watcher
+	// hears it (a positive signal, no sleep).
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		if err := b.PublishStatus(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case w := <-got:
+			if w.OrderID != v.OrderID || w.Status != v.Status {
+				t.Fatalf("watched %+v, want %+v", w, v)
+			}
+			break wait
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the watcher never heard the published view")
+		}
+	}
+	s, ok, err := b.Status(ctx, v.OrderID)
+	if err != nil || !ok || s.Status != order.StatusPendingPayment {
+		t.Fatalf("status: %+v %v %v", s, ok, err)
+	}
+	// QUEUED after PENDING_PAYMENT: the later view stays.
+	if err := b.MarkQueued(ctx, order.View{OrderID: v.OrderID, Status: order.StatusQueued}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := b.Status(ctx, v.OrderID); s.Status != order.StatusPendingPayment {
+		t.Fatalf("MarkQueued overwrote a later view: %s", s.Status)
+	}
+	if _, ok, err := b.Status(ctx, order.NewID()); ok || err != nil {
+		t.Fatalf("unknown order: ok=%v err=%v", ok, err)
+	}
+	if ttl := rdb.TTL(ctx, orderstatus.Key(prefix, v.OrderID)).Val(); ttl <= 0 || ttl > orderstatus.TTL {
+		t.Fatalf("view TTL %v, want (0, %v]", ttl, orderstatus.TTL)
+	}
+}

@@ -1,0 +1,177 @@
+// Package outbox reads the items' outbox streams for the relay: the
+// reservations the reserve script (package stock) appended atomically with
+// their unit, waiting to be published to RocketMQ. One consumer group per
+// deployment; each relay instance is a consumer; entries of an instance that
+// died are claimed by another; an entry is acknowledged and deleted once the
+// broker took it, so a stream's length is its unpublished backlog.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+)
+
+// Stream is the outbox of every item under one key prefix.
+type Stream struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// New returns the outbox streams whose keys start with prefix.
+func New(rdb redis.UniversalClient, prefix string) *Stream {
+	if rdb == nil {
+		panic("outbox.New: nil redis client")
+	}
+	return &Stream{rdb: rdb, prefix: prefix}
+}
+
+// key is the item's stream, under the item's hash tag (stock.ItemKeys).
+func (s *Stream) key(itemID int64) string { return stock.ItemKeys(s.prefix, itemID).Outbox }
+
+// OrderIDs returns the order ids of every entry in the item's stream,
+// delivered or not (the reconciler's view of what is still on its way).
+func (s *Stream) OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error) {
+	msgs, err := s.rdb.XRange(ctx, s.key(itemID), "-", "+").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("outbox of item %d: %w", itemID, err)
+	}
+	out := make(map[string]bool, len(msgs))
+	for _, e := range toEntries(msgs) {
+		out[e.OrderID] = true
+	}
+	return out, nil
+}
+
+// Entry is one reservation waiting in an item's outbox stream.
+type Entry struct {
+	ID      string // stream entry id
+	OrderID string
+	Body    []byte // the order.Message JSON written by the reserve script
+}
+
+// Message decodes the entry's body.
+func (e Entry) Message() (order.Message, error) { return order.DecodeMessage(e.Body) }
+
+func toEntries(msgs []redis.XMessage) []Entry {
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		e := Entry{ID: m.ID}
+		if v, ok := m.Values["order_id"].(string); ok {
+			e.OrderID = v
+		}
+		if v, ok := m.Values["body"].(string); ok {
+			e.Body = []byte(v)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// EnsureGroup creates the consumer group on the item's outbox stream,
+// reading from the first entry (and creating the stream if needed). An
+// existing group is left as it is.
+func (s *Stream) EnsureGroup(ctx context.Context, itemID int64, group string) error {
+	err := s.rdb.XGroupCreateMkStream(ctx, s.key(itemID), group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create outbox group %s for item %d: %w", group, itemID, err)
+	}
+	return nil
+}
+
+// IsNoGroup reports whether err says the outbox stream has no such consumer
+// group: the stream was lost and re-created (Redis restarted without its
+// data, a failover, a key deleted by hand). EnsureGroup makes it again.
+func IsNoGroup(err error) bool { return err != nil && strings.Contains(err.Error(), "NOGROUP") }
+
+// Read delivers up to count entries to consumer. With pending true it
+// returns the entries already delivered to this consumer and not yet acked
+// (what a previous life of the same consumer left); otherwise new entries,
+// waiting up to block for one (0: do not wait).
+func (s *Stream) Read(ctx context.Context, itemID int64, group, consumer string, count int64, block time.Duration, pending bool) ([]Entry, error) {
+	id := ">"
+	if pending {
+		id = "0"
+	}
+	args := &redis.XReadGroupArgs{
+		Group: group, Consumer: consumer, Streams: []string{s.key(itemID), id},
+		Count: count, Block: block,
+	}
+	if block <= 0 {
+		args.Block = -1 // go-redis: negative means no BLOCK argument
+	}
+	res, err := s.rdb.XReadGroup(ctx, args).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read outbox of item %d: %w", itemID, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return toEntries(res[0].Messages), nil
+}
+
+// Claim takes over up to count entries that another consumer received
+// and left unacknowledged for at least minIdle (an instance that died).
+func (s *Stream) Claim(ctx context.Context, itemID int64, group, consumer string, minIdle time.Duration, count int64) ([]Entry, error) {
+	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: s.key(itemID), Group: group, Consumer: consumer,
+		MinIdle: minIdle, Start: "0-0", Count: count,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox of item %d: %w", itemID, err)
+	}
+	return toEntries(msgs), nil
+}
+
+// Touch resets the idle time of entries this consumer still works on
+// (a send retried while the broker is down), so that other instances do not
+// claim them from a live relay.
+func (s *Stream) Touch(ctx context.Context, itemID int64, group, consumer string, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.rdb.XClaimJustID(ctx, &redis.XClaimArgs{
+		Stream: s.key(itemID), Group: group, Consumer: consumer, MinIdle: 0, Messages: ids,
+	}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("touch outbox entries of item %d: %w", itemID, err)
+	}
+	return nil
+}
+
+// Ack acknowledges published entries and deletes them from the stream,
+// in one transaction, so the stream length is the unpublished backlog.
+func (s *Stream) Ack(ctx context.Context, itemID int64, group string, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	key := s.key(itemID)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAck(ctx, key, group, ids...)
+		p.XDel(ctx, key, ids...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ack outbox entries of item %d: %w", itemID, err)
+	}
+	return nil
+}
+
+// Len returns the number of entries not yet published (delivered or not).
+func (s *Stream) Len(ctx context.Context, itemID int64) (int64, error) {
+	n, err := s.rdb.XLen(ctx, s.key(itemID)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("outbox length of item %d: %w", itemID, err)
+	}
+	return n, nil
+}
