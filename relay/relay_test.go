@@ -334,3 +334,42 @@ func TestRelayRecoversFromALostGroup(t *testing.T) {
 	reserve(t, s, 1, 100, 5) // XADD re-creates the stream, without any group
 	publishedOnce(t, pub, 10, 10*time.Second, "5 more after the loss")
 }
+
+// endedItems: sales that ended an hour ago.
+type endedItems []int64
+
+func (i endedItems) ListItemEnds(context.Context) (map[int64]time.Time, error) {
+	ends := make(map[int64]time.Time, len(i))
+	for _, id := range i {
+		ends[id] = time.Now().Add(-time.Hour)
+	}
+	return ends, nil
+}
+
+// Readers of closed items retire once their outbox is empty, and a closed
+// item's leftover backlog still gets a reader that publishes it first.
+func TestRelayRetiresReadersOfClosedItems(t *testing.T) {
+	testenv.Integration(t)
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ob := outbox.New(rdb, prefix)
+	ctx := context.Background()
+	for _, item := range []int64{21, 22} {
+		if _, err := s.Load(ctx, item, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve(t, s, 22, 1, 7) // item 22 closed with a backlog
+	pub := newFakePub()
+	r := relay.New(ob, pub, endedItems{21, 22}, opts("a"), nil, nil)
+	start(t, r)
+	publishedOnce(t, pub, 7, 10*time.Second, "the closed item's backlog")
+	waitFor(t, 10*time.Second, "every reader retired", func() bool { return r.Watching() == 0 })
+	if n, _ := ob.Len(ctx, 22); n != 0 {
+		t.Fatalf("outbox of the closed item holds %d entries", n)
+	}
+	// A buyer of a closed item is refused at the door; still, an entry that
+	// appears later (a repair) gets a reader again at the next discovery.
+	reserve(t, s, 21, 1, 1)
+	publishedOnce(t, pub, 8, 10*time.Second, "a late entry of a closed item")
+}
