@@ -24,8 +24,8 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 )
 
 // Error is an HTTP error answer. Every error a handler returns is turned
@@ -61,7 +62,7 @@ var (
 	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
 	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
-	ErrOrderNotPayable  = newError(http.StatusConflict, "ORDER_NOT_PAYABLE", "the order is not pending payment")
+	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
 )
 
 // badRequest names what is wrong with the request.
@@ -118,8 +119,10 @@ func toError(err error) *Error {
 		return ErrUnavailable // stock not in Redis: nothing can be reserved now
 	case errors.Is(err, auth.ErrInvalidToken):
 		return ErrUnauthorized
-	case errors.Is(err, order.ErrNotFound):
+	case errors.Is(err, order.ErrNotFound): // store.ErrOrderNotFound too
 		return ErrOrderNotFound
+	case errors.Is(err, store.ErrItemNotFound):
+		return ErrItemNotFound
 	case errors.Is(err, order.ErrNotPayable):
 		return ErrOrderNotPayable
 	case errors.As(err, &tooLarge):

@@ -90,7 +90,7 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		it, err := c.items.GetItem(lctx, id)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrItemNotFound) {
 			c.mu.Lock()
 			if len(c.misses) >= 10_000 {
 				clear(c.misses)

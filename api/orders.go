@@ -13,7 +13,6 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
-	"github.com/seckill/seckill/store"
 )
 
 // lookupOrder returns the latest view of an order: the status the saga (or
@@ -41,10 +40,8 @@ func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, e
 		return o.View(), nil
 	case ok:
 		return v, nil // a stale view is better than none (no row yet, or MySQL down)
-	case errors.Is(dbErr, store.ErrNotFound) && err != nil:
+	case errors.Is(dbErr, order.ErrNotFound) && err != nil:
 		return order.View{}, err // Redis down and no row: cannot tell
-	case errors.Is(dbErr, store.ErrNotFound):
-		return order.View{}, ErrOrderNotFound
 	}
 	return order.View{}, dbErr
 }

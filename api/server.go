@@ -121,23 +121,23 @@ type Options struct {
 // Server holds the handlers' dependencies and the per-instance state (item
 // cache, limiters, event fan-out).
 type Server struct {
-	cfg      config.API
-	opts     Options
-	deps     Deps
-	log      *slog.Logger
-	metrics  *Metrics
-	units    Units
-	views    Views
-	tokens   Tokens
-	items    *itemCache
-	hub      *hub
-	global   *rate.Limiter
-	buyers   *keyedLimiters[int64]
-	ips      *keyedLimiters[string]
-	engine   *gin.Engine
-	now      func() time.Time
-	ready    readiness
-	streams  streamCounts
+	cfg     config.API
+	opts    Options
+	deps    Deps
+	log     *slog.Logger
+	metrics *Metrics
+	units   Units
+	views   Views
+	tokens  Tokens
+	items   *itemCache
+	hub     *hub
+	global  *rate.Limiter
+	buyers  *keyedLimiters[int64]
+	ips     *keyedLimiters[string]
+	engine  *gin.Engine
+	now     func() time.Time
+	ready   readiness
+	streams streamCounts
 }
 
 // New builds the server and its routes. gin's mode is the process's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -464,12 +465,12 @@ func (w *watcher) poll(ctx context.Context) {
 	var rows []row
 	db := w.db.DB().WithContext(ctx)
 	// Rows may commit out of id order: look back a little and dedupe.
-	if err := db.Raw("SELECT id, order_id, user_id, status, pay_by FROM seckill_order WHERE item_id = ? AND id > ? AND status <> 'QUEUED' ORDER BY id",
-		w.item, w.lastID-2000).Scan(&rows).Error; err != nil {
+	if err := db.Raw("SELECT id, order_id, user_id, status, pay_by FROM seckill_order WHERE item_id = ? AND id > ? AND status <> ? ORDER BY id",
+		w.item, w.lastID-2000, order.StatusQueued).Scan(&rows).Error; err != nil {
 		return
 	}
 	var pending int64
-	if err := db.Raw("SELECT COUNT(*) FROM seckill_order WHERE item_id = ? AND status IN ('PENDING_PAYMENT', 'QUEUED')", w.item).
+	if err := db.Raw("SELECT COUNT(*) FROM seckill_order WHERE item_id = ? AND status IN (?, ?)", w.item, order.StatusPendingPayment, order.StatusQueued).
 		Scan(&pending).Error; err != nil {
 		return
 	}

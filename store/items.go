@@ -32,7 +32,7 @@ func (s *Store) GetItem(ctx context.Context, id int64) (Item, error) {
 	var it Item
 	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&it).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Item{}, fmt.Errorf("item %d: %w", id, ErrNotFound)
+		return Item{}, fmt.Errorf("item %d: %w", id, ErrItemNotFound)
 	}
 	if err != nil {
 		return Item{}, fmt.Errorf("get item %d: %w", id, err)

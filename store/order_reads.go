@@ -14,7 +14,7 @@ func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
 	var o Order
 	err := s.db.WithContext(ctx).Where("order_id = ?", orderID).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Order{}, fmt.Errorf("order %s: %w", orderID, ErrNotFound)
+		return Order{}, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
 	}
 	if err != nil {
 		return Order{}, fmt.Errorf("find order %s: %w", orderID, err)

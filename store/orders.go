@@ -92,7 +92,7 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 		return Order{}, false, err
 	}
 	if o.UserID != userID {
-		return Order{}, false, fmt.Errorf("order %s: %w", orderID, ErrNotFound)
+		return Order{}, false, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
 	}
 	changed := res.RowsAffected == 1
 	if o.Status == status && (changed || status == order.StatusPaid) {
@@ -219,7 +219,7 @@ func orderRow(db *gorm.DB, orderID string) (Order, error) {
 	var o Order
 	err := db.Where("order_id = ?", orderID).Take(&o).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Order{}, fmt.Errorf("order %s: %w", orderID, ErrNotFound)
+		return Order{}, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
 	}
 	if err != nil {
 		return Order{}, fmt.Errorf("read order %s: %w", orderID, err)

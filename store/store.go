@@ -14,12 +14,18 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
 )
 
 // Errors callers map to their own outcomes.
+// ErrItemNotFound and ErrOrderNotFound say which entity is missing; both
+// match ErrNotFound, and ErrOrderNotFound also matches order.ErrNotFound (the
+// vocabulary the API maps to ORDER_NOT_FOUND).
 var (
-	ErrNotFound  = errors.New("not found")
-	ErrDuplicate = errors.New("duplicate")
+	ErrNotFound      = errors.New("not found")
+	ErrItemNotFound  = fmt.Errorf("item %w", ErrNotFound)
+	ErrOrderNotFound = fmt.Errorf("%w (%w)", order.ErrNotFound, ErrNotFound)
+	ErrDuplicate     = errors.New("duplicate")
 )
 
 // Store wraps a gorm connection pool.

@@ -59,7 +59,7 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 			SearchOrderStatus.ValueSet(string(order.StatusQueued)),
 		),
 	}
-	in := Input{OrderID: m.OrderID, ItemID: m.ItemID, UserID: m.UserID, ReservedAt: m.ReservedAt, Version: SagaVersion}
+	in := Input{Message: m, Version: SagaVersion}
 	_, err := c.c.ExecuteWorkflow(ctx, opts, WorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {

@@ -18,7 +18,8 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-var testIn = Input{OrderID: "01TESTORDER", ItemID: 42, UserID: 1001, ReservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Version: SagaVersion}
+var testIn = Input{Message: order.Message{OrderID: "01TESTORDER", ItemID: 42, UserID: 1001,
+	ReservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, Version: SagaVersion}
 
 const testWindow = 900 // seconds
 

@@ -5,7 +5,6 @@
 package workflows
 
 import (
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -61,10 +60,9 @@ const SagaVersion = 2
 
 // Input starts one saga: the queue message of the order.
 type Input struct {
-	OrderID    string    `json:"order_id"`
-	ItemID     int64     `json:"item_id"`
-	UserID     int64     `json:"user_id"`
-	ReservedAt time.Time `json:"reserved_at"`
+	// Message is the order as the API reserved it; embedded, so the JSON
+	// is the message's fields plus version (the histories replay as before).
+	order.Message
 	// Version selects the saga's code (SagaVersion for new starts).
 	Version int `json:"version,omitempty"`
 }
