@@ -43,7 +43,7 @@ func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 		for range 3 {
 			go func() { done <- h(ctx, &primitive.MessageExt{}) }()
 		}
-		synctest.Wait() // all three are blocked: at the gate, or done had their answer
+		synctest.Wait()       // all three are blocked: at the gate, or done had their answer
 		time.Sleep(time.Hour) // the bubble's clock: a hold has no timeout
 		synctest.Wait()
 		if n := len(done); n != 0 {

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -46,7 +48,11 @@ type pipeline struct {
 	producer *queue.Producer
 	metrics  *worker.Metrics
 	log      *slog.Logger
+	arrived  atomic.Int64 // deliveries handed to the consumer's handler, before any gate
 }
+
+// consumeGoroutines is how many deliveries the order consumer handles at once.
+const consumeGoroutines = 8
 
 type pipelineOptions struct {
 	starter      worker.Starter // nil: the real workflows.Client
@@ -104,7 +110,9 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		if o.gate != nil {
 			h = o.gate.Handler(h)
 		}
-		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, 8, true, h)
+		gated := h
+		h = func(ctx context.Context, m *primitive.MessageExt) error { p.arrived.Add(1); return gated(ctx, m) }
+		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, consumeGoroutines, true, h)
 		if err == nil || i == 20 {
 			break
 		}
