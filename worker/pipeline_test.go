@@ -88,7 +88,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		t.Fatalf("Temporal (run scripts/stack up): %v", err)
 	}
 	t.Cleanup(p.tc.Close)
-	t.Cleanup(p.terminateLeftovers)
+	t.Cleanup(func() { testenv.TerminateLeftovers(p.tc, p.cfg.Temporal.Namespace, p.cfg.Temporal.TaskQueue) })
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
 	p.desk = payment.New(p.st, p.stk, func() (payment.Sagas, error) { return p.orders, nil },
@@ -337,22 +337,4 @@ func counter(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
-}
-
-// terminateLeftovers ends sagas a test left waiting on its private task
-// queue, which no worker will serve again (their database and Redis keys are
-// gone): the dev server should not accumulate open workflows.
-func (p *pipeline) terminateLeftovers() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	q := fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", p.cfg.Temporal.TaskQueue)
-	for range 20 {
-		resp, err := p.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: p.cfg.Temporal.Namespace, Query: q, PageSize: 1000})
-		if err != nil || len(resp.GetExecutions()) == 0 {
-			return
-		}
-		for _, e := range resp.GetExecutions() {
-			_ = p.tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
-		}
-	}
 }
