@@ -51,10 +51,11 @@ func TestStampede(t *testing.T) {
 	// the server learns of items through it from the start.
 	var watch lateWatcher
 	var metrics *api.Metrics
+	sends := &countingPublisher{Producer: producer}
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
 		d.Relay, metrics = &watch, d.Metrics
 	})
-	rel := relay.New(h.ob, producer, itemEnds{h.db}, relay.Options{Consumer: "stampede",
+	rel := relay.New(h.ob, sends, itemEnds{h.db}, relay.Options{Consumer: "stampede",
 		Discover: 200 * time.Millisecond}, metrics, testenv.Logger(t))
 	watch.set(rel)
 	rctx, stopRelay := context.WithCancel(context.Background())
@@ -190,12 +191,23 @@ func TestStampede(t *testing.T) {
 		t.Fatalf("%d buyer marks, want %d", n, units)
 	}
 
-	// Exactly one message per reserved unit reaches the topic.
+	// Exactly one message per reserved unit reaches the topic. Once the
+	// units arrived, the relay is stopped: what it sent is then final, and
+	// the consumer having received all of it is the barrier after which no
+	// duplicate can still be on its way.
 	deadline := time.Now().Add(90 * time.Second)
 	for total.Load() < units && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second) // let any duplicate arrive
+	stopRelay()
+	<-relayDone
+	sent := sends.total()
+	for total.Load() < sent && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sent != units {
+		t.Fatalf("the relay sent %d messages, want %d", sent, units)
+	}
 	msgMu.Lock()
 	defer msgMu.Unlock()
 	t.Logf("%d messages on the topic %v after the sale began", total.Load(), time.Since(began).Round(time.Millisecond))
@@ -211,6 +223,30 @@ func TestStampede(t *testing.T) {
 		t.Fatalf("outbox still holds %d entries", n)
 	}
 }
+
+// countingPublisher counts the messages the broker accepted from the relay.
+type countingPublisher struct {
+	*queue.Producer
+	n atomic.Int64
+}
+
+func (p *countingPublisher) PublishOrder(ctx context.Context, m order.Message) error {
+	err := p.Producer.PublishOrder(ctx, m)
+	if err == nil {
+		p.n.Add(1)
+	}
+	return err
+}
+
+func (p *countingPublisher) PublishOrders(ctx context.Context, ms []order.Message) error {
+	err := p.Producer.PublishOrders(ctx, ms)
+	if err == nil {
+		p.n.Add(int64(len(ms)))
+	}
+	return err
+}
+
+func (p *countingPublisher) total() int64 { return p.n.Load() }
 
 // itemEnds adapts the harness's item store to relay.ItemLister.
 type itemEnds struct{ items api.ItemStore }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/proc"
 )
 
 // Stages measures each pipeline stage against its own baseline in one run,
@@ -453,45 +453,13 @@ func UpdateDoc(path string, r *StagesReport) error {
 }
 
 // Child is a subprocess the bench started (the bare gin server).
-type Child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+type Child = proc.Child
 
-// StartChild runs this executable with args, output to logPath.
+// StartChild runs this executable with args, output to logPath. Stop it with
+// StopChild.
 func StartChild(args []string, logPath string) (*Child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	c := &Child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); _ = f.Close(); close(c.done) }()
-	return c, nil
+	return proc.Start(proc.Spec{Args: args, Log: logPath})
 }
 
-// PID is the child's process id.
-func (c *Child) PID() int { return c.cmd.Process.Pid }
-
-// Stop asks the child to stop (SIGTERM) and kills it after five seconds.
-func (c *Child) Stop() {
-	if c == nil {
-		return
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
+// StopChild asks the child to stop (SIGTERM) and kills it after five seconds.
+func StopChild(c *Child) { c.Stop(5 * time.Second) }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -300,9 +301,17 @@ type Reconcile struct {
 
 // Load parses the environment once and validates it: a bad value stops the
 // process at start, naming the variable. Unknown fields keep their defaults.
-func Load() (Config, error) {
+func Load() (Config, error) { return LoadFrom(env.ToMap(os.Environ())) }
+
+// LoadFrom is Load on the given variables instead of the process
+// environment (tests pass their own, so the machine's SECKILL_* cannot leak
+// in). A nil map is an empty environment: every field keeps its default.
+func LoadFrom(environ map[string]string) (Config, error) {
+	if environ == nil {
+		environ = map[string]string{} // nil would make env fall back to os.Environ
+	}
 	var c Config
-	if err := env.ParseWithOptions(&c, env.Options{Prefix: "SECKILL_"}); err != nil {
+	if err := env.ParseWithOptions(&c, env.Options{Prefix: "SECKILL_", Environment: environ}); err != nil {
 		return Config{}, fmt.Errorf("parse SECKILL_* environment: %w", err)
 	}
 	if err := c.Validate(); err != nil {

@@ -1,12 +1,17 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
 
+// Every test parses an explicit environment: the machine's SECKILL_* (the
+// stack's `scripts/stack env`, a developer's shell) must not change what a
+// test sees.
+
 func TestDefaultsMatchLocalStack(t *testing.T) {
-	c, err := Load()
+	c, err := LoadFrom(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,10 +22,11 @@ func TestDefaultsMatchLocalStack(t *testing.T) {
 }
 
 func TestEnvOverridesAndSecretsMasked(t *testing.T) {
-	t.Setenv("SECKILL_MYSQL_PASSWORD", "hunter2")
-	t.Setenv("SECKILL_JWT_SECRET", "topsecret")
-	t.Setenv("SECKILL_ROCKETMQ_NAMESRV", "10.0.0.1:9876,10.0.0.2:9876")
-	c, err := Load()
+	c, err := LoadFrom(map[string]string{
+		"SECKILL_MYSQL_PASSWORD":   "hunter2",
+		"SECKILL_JWT_SECRET":       "topsecret",
+		"SECKILL_ROCKETMQ_NAMESRV": "10.0.0.1:9876,10.0.0.2:9876",
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +43,7 @@ func TestEnvOverridesAndSecretsMasked(t *testing.T) {
 }
 
 func TestBadValueIsAnError(t *testing.T) {
-	t.Setenv("SECKILL_MYSQL_PORT", "not-a-port")
-	if _, err := Load(); err == nil {
+	if _, err := LoadFrom(map[string]string{"SECKILL_MYSQL_PORT": "not-a-port"}); err == nil {
 		t.Fatal("want an error for a non-numeric port")
 	}
 }
@@ -57,12 +62,32 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		"SECKILL_ROCKETMQ_NAMESRV":        "127.0.0.1:9876,nameserver",
 	} {
 		t.Run(name, func(t *testing.T) {
-			t.Setenv(name, value)
-			_, err := Load()
+			_, err := LoadFrom(map[string]string{name: value})
 			if err == nil || !strings.Contains(err.Error(), name) {
 				t.Fatalf("err %v, want one naming %s", err, name)
 			}
 		})
+	}
+}
+
+// Load reads the process environment, and only the SECKILL_* variables.
+func TestLoadReadsTheProcessEnvironment(t *testing.T) {
+	// A clean slate: the machine's SECKILL_* are unset for this test (t.Setenv
+	// restores them afterwards).
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SECKILL_") {
+			t.Setenv(k, "")
+			_ = os.Unsetenv(k)
+		}
+	}
+	t.Setenv("SECKILL_REDIS_ADDR", "10.1.2.3:6380")
+	t.Setenv("REDIS_ADDR", "10.9.9.9:1") // no prefix: not ours
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.Addr != "10.1.2.3:6380" {
+		t.Fatalf("redis addr %q, want the SECKILL_REDIS_ADDR value", c.Redis.Addr)
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
-
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/internal/temporalx"
@@ -53,7 +51,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	t.Cleanup(func() { terminate(tc, cfg.Temporal.Namespace, tq) })
+	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, tq) })
 	sagas := workflows.NewClient(tc, tq)
 	lister := invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}
 	r := reconcile.New(st.DB(), stk, outbox.New(rdb, prefix), sagas, lister, 0, log)
@@ -192,22 +190,5 @@ func waitStatus(t *testing.T, st *store.Store, orderID string, want order.Status
 			t.Fatalf("order %s: %q %v, want %s", orderID, o.Status, err, want)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// terminate ends the sagas the test left on its private task queue.
-func terminate(tc interface {
-	ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
-	TerminateWorkflow(context.Context, string, string, string, ...interface{}) error
-}, namespace, tq string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
-		Query: fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", tq)})
-	if err != nil {
-		return
-	}
-	for _, e := range resp.GetExecutions() {
-		_ = tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
 	}
 }

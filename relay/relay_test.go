@@ -63,10 +63,12 @@ func (i items) ListItemEnds(context.Context) (map[int64]time.Time, error) {
 
 type backlogMetrics struct {
 	relay.NopMetrics
-	peak atomic.Int64
+	peak    atomic.Int64
+	reports atomic.Int64 // one per round of an item loop, and per retry
 }
 
 func (m *backlogMetrics) Backlog(_ int64, n int64) {
+	m.reports.Add(1)
 	for {
 		p := m.peak.Load()
 		if n <= p || m.peak.CompareAndSwap(p, n) {
@@ -110,12 +112,24 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// publishedOnce waits until the fake has n distinct orders, gives late
-// duplicates a moment to arrive, and fails unless each was sent exactly once.
-func publishedOnce(t *testing.T, p *fakePub, n int, within time.Duration, what string) {
+// publishedOnce waits until the fake has n distinct orders and the items'
+// outboxes are empty, and fails unless each order was sent exactly once. An
+// empty outbox is the barrier: every entry is acknowledged and deleted, so no
+// relay can read or claim it again, and a relay sends an entry before it
+// acknowledges it, so any duplicate has been counted by then.
+func publishedOnce(t *testing.T, p *fakePub, ob *outbox.Stream, its []int64, n int, within time.Duration, what string) {
 	t.Helper()
-	waitFor(t, within, what, func() bool { d, _, _ := p.counts(); return d == n })
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, within, what, func() bool {
+		if d, _, _ := p.counts(); d != n {
+			return false
+		}
+		for _, item := range its {
+			if left, err := ob.Len(context.Background(), item); err != nil || left != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	if d, total, dups := p.counts(); d != n || total != n {
 		t.Fatalf("%s: distinct %d total %d (want %d each), duplicates %v", what, d, total, n, dups)
 	}
@@ -142,7 +156,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 	start(t, relay.New(ob, pub, items{1, 2}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 60)
 	reserve(t, s, 2, 1, 40)
-	publishedOnce(t, pub, 100, 10*time.Second, "100 messages")
+	publishedOnce(t, pub, ob, items{1, 2}, 100, 10*time.Second, "100 messages")
 	if pub.failures.Load() == 0 {
 		t.Fatal("the fake never failed; the test proves nothing")
 	}
@@ -172,7 +186,7 @@ func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
 	}
 	pub := newFakePub()
 	start(t, relay.New(ob, pub, items{7}, opts("alive"), nil, nil))
-	publishedOnce(t, pub, 10, 5*time.Second, "claimed entries")
+	publishedOnce(t, pub, ob, items{7}, 10, 5*time.Second, "claimed entries")
 }
 
 func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
@@ -208,15 +222,13 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 	m := &backlogMetrics{}
 	start(t, relay.New(ob, pub, items{5}, opts("a"), m, nil))
 	reserve(t, s, 5, 1, 30)
-	time.Sleep(time.Second)
-	if d, _, _ := pub.counts(); d != 0 {
-		t.Fatalf("published %d while down", d)
-	}
+	// More failures than entries: the relay retried while the broker was
+	// down, and reported the whole backlog meanwhile.
+	waitFor(t, 10*time.Second, "retries and a backlog of 30 while down", func() bool {
+		return pub.failures.Load() > 30 && m.peak.Load() >= 30
+	})
 	pub.down.Store(false)
-	publishedOnce(t, pub, 30, 10*time.Second, "backlog drained")
-	if m.peak.Load() < 30 {
-		t.Fatalf("backlog peak %d, want 30", m.peak.Load())
-	}
+	publishedOnce(t, pub, ob, items{5}, 30, 10*time.Second, "backlog drained")
 }
 
 func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
@@ -232,14 +244,26 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 	pubA.down.Store(true)
 	start(t, relay.New(ob, pubA, items{9}, opts("a"), nil, nil))
 	waitFor(t, 5*time.Second, "A to take the entries", func() bool { return pubA.failures.Load() >= 8 })
+	// The control: one more entry, received by a dead instance after A took
+	// its eight (A, retrying them, reads nothing new). Once B has claimed it,
+	// B ran a claim pass in which A's entries, older, would have been idle
+	// past ClaimAfter too, had A not kept them fresh.
+	abandoned := reserve(t, s, 9, 100, 1)[0]
+	if got, err := ob.Read(ctx, 9, "relay", "dead", 100, 0, false); err != nil || len(got) != 1 || got[0].OrderID != abandoned {
+		t.Fatalf("dead consumer read %+v (%v), want only the control entry", got, err)
+	}
 	pubB := newFakePub()
 	start(t, relay.New(ob, pubB, items{9}, opts("b"), nil, nil))
-	time.Sleep(1500 * time.Millisecond) // > 3 x ClaimAfter
-	if d, _, _ := pubB.counts(); d != 0 {
-		t.Fatalf("B claimed %d entries from a live relay", d)
+	waitFor(t, 10*time.Second, "B to claim the dead instance's entry", func() bool {
+		pubB.mu.Lock()
+		defer pubB.mu.Unlock()
+		return pubB.sent[abandoned] > 0
+	})
+	if d, total, _ := pubB.counts(); d != 1 || total != 1 {
+		t.Fatalf("B published %d orders (%d sends), want only the dead instance's one: it claimed from a live relay", d, total)
 	}
 	pubA.down.Store(false)
-	publishedOnce(t, pubA, 8, 5*time.Second, "A to publish")
+	publishedOnce(t, pubA, ob, items{9}, 8, 5*time.Second, "A to publish")
 }
 
 func TestRelayFlushesOnShutdown(t *testing.T) {
@@ -253,8 +277,11 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 	pub := newFakePub()
 	o := opts("a")
 	o.Block = 5 * time.Second // the loop is parked in a long read when stopped
-	stop := start(t, relay.New(ob, pub, items{4}, o, nil, nil))
-	time.Sleep(300 * time.Millisecond)
+	m := &backlogMetrics{}
+	stop := start(t, relay.New(ob, pub, items{4}, o, m, nil))
+	// Two rounds reported (its own pending entries, then a claim pass): the
+	// item loop's next step is the long read.
+	waitFor(t, 5*time.Second, "the item loop's first rounds", func() bool { return m.reports.Load() >= 2 })
 	ids := reserve(t, s, 4, 1, 20)
 	stop()
 	if d, _, _ := pub.counts(); d != len(ids) {
@@ -301,7 +328,7 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
 	start(t, relay.New(ob, pub, items{1}, o, nil, nil))
 	reserve(t, s, 1, 301, 200)
-	publishedOnce(t, pub.fakePub, 500, 10*time.Second, "500 messages")
+	publishedOnce(t, pub.fakePub, ob, items{1}, 500, 10*time.Second, "500 messages")
 	if pub.failures.Load() == 0 {
 		t.Fatal("the fake never failed; the test proves nothing")
 	}
@@ -327,12 +354,12 @@ func TestRelayRecoversFromALostGroup(t *testing.T) {
 	pub := newFakePub()
 	start(t, relay.New(ob, pub, items{1}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 5)
-	publishedOnce(t, pub, 5, 10*time.Second, "5 messages before the loss")
+	publishedOnce(t, pub, ob, items{1}, 5, 10*time.Second, "5 messages before the loss")
 	if err := rdb.Del(ctx, s.ItemKeys(1).Outbox).Err(); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, s, 1, 100, 5) // XADD re-creates the stream, without any group
-	publishedOnce(t, pub, 10, 10*time.Second, "5 more after the loss")
+	publishedOnce(t, pub, ob, items{1}, 10, 10*time.Second, "5 more after the loss")
 }
 
 // endedItems: sales that ended an hour ago.
@@ -363,7 +390,7 @@ func TestRelayRetiresReadersOfClosedItems(t *testing.T) {
 	pub := newFakePub()
 	r := relay.New(ob, pub, endedItems{21, 22}, opts("a"), nil, nil)
 	start(t, r)
-	publishedOnce(t, pub, 7, 10*time.Second, "the closed item's backlog")
+	publishedOnce(t, pub, ob, []int64{21, 22}, 7, 10*time.Second, "the closed item's backlog")
 	waitFor(t, 10*time.Second, "every reader retired", func() bool { return r.Watching() == 0 })
 	if n, _ := ob.Len(ctx, 22); n != 0 {
 		t.Fatalf("outbox of the closed item holds %d entries", n)
@@ -371,5 +398,5 @@ func TestRelayRetiresReadersOfClosedItems(t *testing.T) {
 	// A buyer of a closed item is refused at the door; still, an entry that
 	// appears later (a repair) gets a reader again at the next discovery.
 	reserve(t, s, 21, 1, 1)
-	publishedOnce(t, pub, 8, 10*time.Second, "a late entry of a closed item")
+	publishedOnce(t, pub, ob, []int64{21, 22}, 8, 10*time.Second, "a late entry of a closed item")
 }

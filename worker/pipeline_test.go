@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -48,7 +50,11 @@ type pipeline struct {
 	producer *queue.Producer
 	metrics  *worker.Metrics
 	log      *slog.Logger
+	arrived  atomic.Int64 // deliveries handed to the consumer's handler, before any gate
 }
+
+// consumeGoroutines is how many deliveries the order consumer handles at once.
+const consumeGoroutines = 8
 
 type pipelineOptions struct {
 	starter      worker.Starter // nil: the real workflows.Client
@@ -85,7 +91,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		t.Fatalf("Temporal (run scripts/stack up): %v", err)
 	}
 	t.Cleanup(p.tc.Close)
-	t.Cleanup(p.terminateLeftovers)
+	t.Cleanup(func() { testenv.TerminateLeftovers(p.tc, p.cfg.Temporal.Namespace, p.cfg.Temporal.TaskQueue) })
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
 	p.desk = payment.New(p.st, p.views, func() (payment.Sagas, error) { return p.orders, nil },
@@ -107,7 +113,9 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		if o.gate != nil {
 			h = o.gate.Handler(h)
 		}
-		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, 8, true, h)
+		gated := h
+		h = func(ctx context.Context, m *primitive.MessageExt) error { p.arrived.Add(1); return gated(ctx, m) }
+		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, consumeGoroutines, true, h)
 		if err == nil || i == 20 {
 			break
 		}
@@ -332,22 +340,4 @@ func counter(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
-}
-
-// terminateLeftovers ends sagas a test left waiting on its private task
-// queue, which no worker will serve again (their database and Redis keys are
-// gone): the dev server should not accumulate open workflows.
-func (p *pipeline) terminateLeftovers() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	q := fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", p.cfg.Temporal.TaskQueue)
-	for range 20 {
-		resp, err := p.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: p.cfg.Temporal.Namespace, Query: q, PageSize: 1000})
-		if err != nil || len(resp.GetExecutions()) == 0 {
-			return
-		}
-		for _, e := range resp.GetExecutions() {
-			_ = p.tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
-		}
-	}
 }

@@ -211,7 +211,9 @@ func TestSagaDuplicateMessage(t *testing.T) {
 
 // A held consumer starts no saga and loses no message: while held, the
 // orders stay unknown to MySQL and Temporal; once released, every one of
-// them reaches PENDING_PAYMENT exactly once.
+// them reaches PENDING_PAYMENT exactly once. The check while held comes once
+// every consumer goroutine holds a delivery at the gate: a gate that let
+// them through would have started sagas by then.
 func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	t.Parallel()
 	gate := worker.NewGate()
@@ -222,7 +224,13 @@ func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	for u := int64(0); u < 12; u++ {
 		ms = append(ms, p.buy(it.ID, 7001+u))
 	}
-	time.Sleep(3 * time.Second) // long enough for the consumer to have pulled them
+	deadline := time.Now().Add(60 * time.Second)
+	for p.arrived.Load() < consumeGoroutines && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := p.arrived.Load(); n < consumeGoroutines {
+		t.Fatalf("%d deliveries reached the gate, want %d (every consumer goroutine)", n, consumeGoroutines)
+	}
 	if n := counter(p.metrics.SagaStarts); n != 0 {
 		t.Fatalf("%v sagas started while held, want 0", n)
 	}
@@ -237,7 +245,7 @@ func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 		t.Fatalf("%d orders after release, want %d", n, len(ms))
 	}
 	want := 20 - int64(len(ms))
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	s := p.stockRow(it.ID)
 	for s.Stock != want && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)

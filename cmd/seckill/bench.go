@@ -258,7 +258,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer child.Stop()
+			defer bench.StopChild(child)
 			bareURL := "http://" + bareAddr
 			if err := bench.WaitReady(ctx, bareURL+"/healthz", 10*time.Second); err != nil {
 				return err

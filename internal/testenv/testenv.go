@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -131,4 +133,33 @@ func Name(t testing.TB, base string) string {
 // log after the test returned).
 func Logger(testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// Workflows is the part of a Temporal client TerminateLeftovers needs
+// (client.Client).
+type Workflows interface {
+	ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	TerminateWorkflow(ctx context.Context, workflowID, runID, reason string, details ...any) error
+}
+
+var _ Workflows = client.Client(nil)
+
+// TerminateLeftovers ends the sagas a test left running on its private task
+// queue, which no worker will serve again (their database and Redis keys are
+// gone): the dev server should not accumulate open workflows. Register it
+// with t.Cleanup. Visibility answers a page at a time and lags behind the
+// terminations, so it lists again until nothing runs (at most 20 rounds).
+func TerminateLeftovers(tc Workflows, namespace, taskQueue string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q := fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", taskQueue)
+	for range 20 {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace, Query: q, PageSize: 1000})
+		if err != nil || len(resp.GetExecutions()) == 0 {
+			return
+		}
+		for _, e := range resp.GetExecutions() {
+			_ = tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
+		}
+	}
 }

@@ -6,15 +6,15 @@
 package failover_test
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
+
+	"github.com/seckill/seckill/internal/proc"
 )
 
 func requireEnabled(t *testing.T) {
@@ -76,33 +76,19 @@ func freeAddr(t *testing.T) string {
 }
 
 // child is a `seckill` role run as a child process the test can kill -9.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process exited; err is then set
-	err  error
-}
+type child struct{ *proc.Child }
 
 // startChild runs `bin role` with env, appending its output to logPath under
 // a banner line. When the test ends the child is killed, and on failure the
 // tail of its log is printed.
 func startChild(t *testing.T, bin, logPath, banner string, env []string, role string) *child {
 	t.Helper()
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	c, err := proc.Start(proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Append: true, Banner: banner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = fmt.Fprintf(logf, "==== %s\n", banner)
-	cmd := exec.Command(bin, role)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { c.err = cmd.Wait(); _ = logf.Close(); close(c.done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
+		_ = c.Kill()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			if len(b) > 20000 {
@@ -111,14 +97,13 @@ func startChild(t *testing.T, bin, logPath, banner string, env []string, role st
 			t.Logf("%s log (tail):\n%s", role, b)
 		}
 	})
-	return c
+	return &child{c}
 }
 
 // kill9 kills the child with SIGKILL and waits for it to be gone.
 func (c *child) kill9(t *testing.T) {
 	t.Helper()
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-c.done
 }

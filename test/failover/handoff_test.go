@@ -110,8 +110,8 @@ func (e *handoffEnv) startAPI(name string) *apiProc {
 			}
 		}
 		select {
-		case <-p.done:
-			e.t.Fatalf("api %s exited at start: %v", name, p.err)
+		case <-p.Done():
+			e.t.Fatalf("api %s exited at start: %v", name, p.Err())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -356,11 +356,11 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 	}
 
 	// Graceful stop of the survivor: SIGTERM, and it exits cleanly.
-	_ = second.cmd.Process.Signal(syscall.SIGTERM)
+	_ = second.Signal(syscall.SIGTERM)
 	select {
-	case <-second.done:
-		if second.err != nil {
-			t.Fatalf("api exited with %v after SIGTERM", second.err)
+	case <-second.Done():
+		if second.Err() != nil {
+			t.Fatalf("api exited with %v after SIGTERM", second.Err())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("api did not stop within 30s of SIGTERM")

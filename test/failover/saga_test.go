@@ -87,7 +87,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 		t.Fatalf("Temporal: %v", err)
 	}
 	t.Cleanup(tc.Close)
-	t.Cleanup(func() { sagaTerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
+	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
 	producer, err := queue.NewProducer(rmq)
 	if err != nil {
 		t.Fatal(err)
@@ -327,16 +327,16 @@ func TestSagaWorkerGracefulStopMidStream(t *testing.T) {
 	for e.status(ms[0].OrderID) == "" {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := w.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	for i := n / 3; i < n; i++ {
 		ms = append(ms, e.buy(int64(100+i)))
 	}
 	select {
-	case <-w.done:
-		if w.err != nil {
-			t.Fatalf("worker exit after SIGTERM: %v", w.err)
+	case <-w.Done():
+		if w.Err() != nil {
+			t.Fatalf("worker exit after SIGTERM: %v", w.Err())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("worker still running 30 s after SIGTERM")
@@ -485,20 +485,5 @@ func outageSale(t *testing.T, service string, down time.Duration) {
 	t.Logf("orders by status: %v", rep.OrdersByStatus)
 	if !rep.OK() {
 		t.Fatalf("invariant violations after a %s outage: %v", service, rep.Violations)
-	}
-}
-
-// sagaTerminateLeftovers ends sagas a failed run left on its private task
-// queue, which no worker will serve again.
-func sagaTerminateLeftovers(tc client.Client, namespace, taskQueue string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
-		Query: fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", taskQueue), PageSize: 1000})
-	if err != nil {
-		return
-	}
-	for _, e := range resp.GetExecutions() {
-		_ = tc.TerminateWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), "test finished")
 	}
 }
