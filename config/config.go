@@ -135,7 +135,10 @@ func (m MySQL) DSN() string {
 // RocketMQ is the order queue between the API and the saga.
 type RocketMQ struct {
 	NameServers   []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:","`
-	Broker        string   `env:"BROKER" envDefault:"127.0.0.1:10911"`
+	// Brokers are the brokers' addresses (a comma list), used to create
+	// topics (on every one of them) and by /readyz; producers and consumers
+	// find brokers through the name servers.
+	Brokers       []string `env:"BROKER" envDefault:"127.0.0.1:10911" envSeparator:","`
 	Topic         string   `env:"TOPIC" envDefault:"seckill-orders"`
 	ProducerGroup string   `env:"PRODUCER_GROUP" envDefault:"seckill-api"`
 	ConsumerGroup string   `env:"CONSUMER_GROUP" envDefault:"seckill-order-consumer"`
@@ -361,6 +364,12 @@ func (c Config) Validate() error {
 	}
 	for _, ns := range c.RocketMQ.NameServers {
 		hostPort("ROCKETMQ_NAMESRV", ns)
+	}
+	if len(c.RocketMQ.Brokers) == 0 {
+		bad("ROCKETMQ_BROKER", "at least one broker")
+	}
+	for _, b := range c.RocketMQ.Brokers {
+		hostPort("ROCKETMQ_BROKER", b)
 	}
 	hostPort("TEMPORAL_ADDRESS", c.Temporal.Address)
 	if (c.Temporal.TLSCert == "") != (c.Temporal.TLSKey == "") {

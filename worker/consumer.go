@@ -103,7 +103,7 @@ func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, h q
 // broker uses for dead letters.
 func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, h queue.Handler) (*queue.Consumer, error) {
 	topic := DeadLetterTopic(cfg.ConsumerGroup)
-	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Broker, topic, 1); err != nil {
+	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1); err != nil {
 		return nil, err
 	}
 	var c *queue.Consumer

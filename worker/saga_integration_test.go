@@ -406,7 +406,7 @@ func TestDeadLetterTopicMadeReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = a.Close() }()
-	if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(p.cfg.RocketMQ.Broker),
+	if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(p.cfg.RocketMQ.Brokers[0]),
 		admin.WithReadQueueNums(1), admin.WithWriteQueueNums(1), admin.WithPerm(2)); err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func runAPI(ctx context.Context, a *app) error {
 		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
 		"mysql": db.Ping,
 		"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...),
-			cfg.RocketMQ.Broker)...),
+			cfg.RocketMQ.Brokers...)...),
 		"temporal": tc.check,
 	}
 	desk := payment.New(db, views, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,

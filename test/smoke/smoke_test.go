@@ -86,8 +86,8 @@ func TestRocketMQProduceConsume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	topic := testenv.Name(t, "smoke")
-	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Broker, topic, 1); err != nil {
-		t.Fatalf("RocketMQ at %v/%s: %v", cfg.NameServers, cfg.Broker, err)
+	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1); err != nil {
+		t.Fatalf("RocketMQ at %v/%s: %v", cfg.NameServers, cfg.Brokers, err)
 	}
 	cfg.Topic = topic
 	cfg.ProducerGroup = testenv.Name(t, "smoke-producer")
