@@ -24,6 +24,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/migrations"
 	"github.com/seckill/seckill/store"
 )
@@ -94,24 +95,33 @@ func MySQL(t testing.TB) (*store.Store, config.MySQL) {
 	return st, cfg
 }
 
-// Redis returns a client on the stack's Redis and a key prefix private to
-// this test; every key under the prefix is deleted when the test ends.
-func Redis(t testing.TB) (*redis.Client, string) {
+// Redis returns a client on the stack's Redis (plain or cluster, as the
+// roles open it from SECKILL_REDIS_*) and a key prefix private to this test;
+// every key under the prefix is deleted when the test ends.
+func Redis(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
 	Integration(t)
 	cfg := Config(t).Redis
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr, Password: cfg.Password.Value(), DB: cfg.DB, PoolSize: 128})
+	rdb := redisx.Open(cfg, redisx.Options{PoolSize: 128, Name: "seckill-test"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatalf("Redis at %s is not reachable (run scripts/stack up): %v", cfg.Addr, err)
+	if err := redisx.Ping(ctx, rdb); err != nil {
+		t.Fatalf("%s is not reachable (run scripts/stack up): %v", redisx.Describe(cfg), err)
 	}
 	prefix := "seckill_t_" + Suffix()
 	t.Cleanup(func() {
 		ctx := context.Background()
-		iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			_ = rdb.Del(ctx, iter.Val()).Err()
+		clean := func(ctx context.Context, c redis.UniversalClient) error {
+			iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+			for iter.Next(ctx) {
+				_ = c.Del(ctx, iter.Val()).Err()
+			}
+			return nil
+		}
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return clean(ctx, c) })
+		} else {
+			_ = clean(ctx, rdb)
 		}
 		_ = rdb.Close()
 	})

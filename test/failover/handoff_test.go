@@ -44,7 +44,7 @@ type handoffEnv struct {
 	env    []string
 	stk    *stock.Store
 	ob     *outbox.Stream
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	rmq    config.RocketMQ
 	itemID int64
 	logs   string
