@@ -409,6 +409,9 @@ func TestRedisDownIs503AndReservesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if testenv.Config(t).Redis.BatchReserve {
+			downUnits.UseBatching()
+		}
 		d.Units, d.Views = downUnits, orderstatus.New(down, "seckill_t_down")
 	})
 	// Create the item in MySQL directly (the API cannot load Redis).

@@ -62,6 +62,9 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 			t.Fatal(err)
 		}
 	}
+	if testenv.Config(t).Redis.BatchReserve {
+		stk.UseBatching()
+	}
 	views := orderstatus.New(rdb, prefix)
 	cfg := testAPIConfig(t)
 	deps := api.Deps{

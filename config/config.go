@@ -104,6 +104,12 @@ type Redis struct {
 	// marks the API experimental; the API's tests (Redis down included) run
 	// with this setting, and false restores one pipeline per purchase.
 	AutoPipeline bool `env:"AUTO_PIPELINE" envDefault:"true"`
+	// BatchReserve reserves the concurrent purchases of one item with one
+	// script call per batch (up to 64) instead of one each: the script's
+	// fixed cost is shared. Measured with BenchmarkReserveQueued (stock):
+	// less CPU per reservation in Redis and in the API than autopipelining
+	// alone. Takes precedence over AutoPipeline for reservations.
+	BatchReserve bool `env:"BATCH_RESERVE" envDefault:"true"`
 }
 
 // Addresses are the Redis addresses to dial: Addrs when set, else Addr.

@@ -65,6 +65,8 @@ type Store struct {
 	// ap, when set, carries ReserveQueued's commands: concurrent callers'
 	// commands are coalesced into shared pipelines (see UseAutoPipeline).
 	ap redis.Cmdable
+	// batch, when set, carries ReserveQueued (see UseBatching).
+	batch *batcher
 }
 
 // UseAutoPipeline makes ReserveQueued send its commands through go-redis's
@@ -230,6 +232,9 @@ func reserveReply(r order.Message, cmd *redis.Cmd) (int64, error) {
 // learns nothing about the reservation and must find out (BuyerOrder), as
 // with Reserve; the view, if stored, is then correct only if it did reserve.
 func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error) {
+	if s.batch != nil {
+		return s.reserveBatched(ctx, r, v)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return 0, fmt.Errorf("encode order view: %w", err)

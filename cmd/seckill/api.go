@@ -68,6 +68,9 @@ func runAPI(ctx context.Context, a *app) error {
 			return err
 		}
 	}
+	if cfg.Redis.BatchReserve {
+		units.UseBatching()
+	}
 	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
 	// The relay has its own client: one blocking reader per watched item
 	// must not take the connections GET order and purchases wait for.

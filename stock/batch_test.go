@@ -1,0 +1,146 @@
+package stock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/stock"
+)
+
+// Batched reservations keep every rule under a stampede: never below zero,
+// one unit per buyer (a buyer racing himself inside one batch included), one
+// outbox entry and one QUEUED view per unit taken.
+func TestBatchedReserveStampede(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	s.UseBatching()
+	ctx := context.Background()
+	const item, units, buyers = 11, 300, 400
+	if _, err := s.Load(ctx, item, units); err != nil {
+		t.Fatal(err)
+	}
+	var won, soldOut, dup atomic.Int64
+	var mu sync.Mutex
+	winners := map[int64]string{}
+	var wg sync.WaitGroup
+	for g := 0; g < 2*buyers; g++ { // every buyer tries twice, concurrently
+		user := int64(g%buyers + 1)
+		wg.Go(func() {
+			m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: user, ReservedAt: time.Now().UTC()}
+			_, err := s.ReserveQueued(ctx, m, order.View{OrderID: m.OrderID, ItemID: item, UserID: user, Status: order.StatusQueued})
+			var already *stock.AlreadyReservedError
+			switch {
+			case err == nil:
+				won.Add(1)
+				mu.Lock()
+				if prev, ok := winners[user]; ok {
+					t.Errorf("buyer %d won twice: %s and %s", user, prev, m.OrderID)
+				}
+				winners[user] = m.OrderID
+				mu.Unlock()
+			case errors.Is(err, stock.ErrSoldOut):
+				soldOut.Add(1)
+			case errors.As(err, &already):
+				dup.Add(1)
+			default:
+				t.Errorf("reserve: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != units {
+		t.Fatalf("won %d, want %d (sold out %d, duplicate %d)", won.Load(), units, soldOut.Load(), dup.Load())
+	}
+	if left, _ := s.Left(ctx, item); left != 0 {
+		t.Fatalf("stock_left %d, want 0", left)
+	}
+	k := s.ItemKeys(item)
+	if n := rdb.XLen(ctx, k.Outbox).Val(); n != units {
+		t.Fatalf("%d outbox entries, want %d", n, units)
+	}
+	views := orderstatus.New(rdb, prefix)
+	for user, id := range winners {
+		if v, ok, err := views.Status(ctx, id); err != nil || !ok || v.Status != order.StatusQueued || v.UserID != user {
+			t.Fatalf("view of %s: %+v %v %v", id, v, ok, err)
+		}
+	}
+}
+
+// BenchmarkReserveQueued compares one script call per purchase (plain and
+// autopipelined) with one per batch of concurrent purchases, reporting the
+// CPU of this process and of Redis per reservation.
+func BenchmarkReserveQueued(b *testing.B) {
+	for _, mode := range []string{"plain", "autopipeline", "batch"} {
+		b.Run(mode, func(b *testing.B) {
+			rdb, prefix := testenv.Redis(b)
+			s := stock.New(rdb, prefix)
+			switch mode {
+			case "autopipeline":
+				if err := s.UseAutoPipeline(); err != nil {
+					b.Fatal(err)
+				}
+			case "batch":
+				s.UseBatching()
+			}
+			ctx := context.Background()
+			const item = 1
+			if _, err := s.Load(ctx, item, int64(b.N)+1); err != nil {
+				b.Fatal(err)
+			}
+			var user atomic.Int64
+			redis0, self0 := redisCPU(b, rdb), selfCPU()
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					u := user.Add(1)
+					m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: u, ReservedAt: time.Now().UTC()}
+					if _, err := s.ReserveQueued(ctx, m, order.View{OrderID: m.OrderID, ItemID: item, UserID: u, Status: order.StatusQueued}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			n := float64(b.N)
+			b.ReportMetric((redisCPU(b, rdb)-redis0)/n, "redis-cpu-µs/op")
+			b.ReportMetric((selfCPU()-self0)/n, "client-cpu-µs/op")
+		})
+	}
+}
+
+// redisCPU is Redis's own CPU time so far, in µs (INFO cpu).
+func redisCPU(b *testing.B, rdb redis.UniversalClient) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return total * 1e6
+}
+
+// selfCPU is this process's CPU time so far, in µs.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
