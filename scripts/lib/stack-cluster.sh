@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2153 # TEMPORAL_BIN & co. come from stack-install.sh
 # The "cluster" profile of scripts/stack (--profile cluster): sourced after stack-services.sh, it replaces the
 # service list and ports and adds the services the default profile does not have. Everything listens on ports
 # of its own, so it runs next to the default profile; STACK_DIR is already .stack/cluster here.
@@ -40,9 +40,6 @@ PG_PASSWORD=temporal
 PG_DIR="$STACK_DIR/postgres"
 TEMPORAL_DIR="$STACK_DIR/temporal"
 TEMPORAL_UI_DIR_STATE="$STACK_DIR/temporal-ui"
-TEMPORAL_SERVER_BIN="$TEMPORAL_SERVER_DIR/bin/temporal-server"
-TEMPORAL_SQL_TOOL="$TEMPORAL_SERVER_DIR/bin/temporal-sql-tool"
-TEMPORAL_UI_BIN="$TEMPORAL_UI_DIR/bin/temporal-ui-server"
 # same behaviour as the default profile's dev server (eager activities; eager workflow start and the
 # search attribute / persistence QPS settings the Temporal CLI dev server applies itself)
 TEMPORAL_DYNAMIC_CONFIG+=(system.enableEagerWorkflowStart=true system.forceSearchAttributesCacheRefreshOnRead=true

@@ -163,6 +163,9 @@ TEMPORAL_SERVER_VERSION=1.29.1
 TEMPORAL_UI_VERSION=2.42.1
 TEMPORAL_SERVER_DIR="$CACHE/temporal-server-$TEMPORAL_SERVER_VERSION"
 TEMPORAL_UI_DIR="$CACHE/temporal-ui-$TEMPORAL_UI_VERSION"
+TEMPORAL_SERVER_BIN="$TEMPORAL_SERVER_DIR/bin/temporal-server"
+TEMPORAL_SQL_TOOL="$TEMPORAL_SERVER_DIR/bin/temporal-sql-tool"
+TEMPORAL_UI_BIN="$TEMPORAL_UI_DIR/bin/temporal-ui-server"
 # the server's schema files and config template are copied next to the binaries: the install does not
 # depend on the Go module cache staying around
 temporal_server_files() { # MODULE_DIR DEST
@@ -171,10 +174,12 @@ temporal_server_files() { # MODULE_DIR DEST
     chmod -R u+w "$2/schema" "$2/config"
 }
 ensure_temporal_server_installed() {
+  [[ -x $TEMPORAL_SERVER_BIN && -x $TEMPORAL_SQL_TOOL ]] && return 0
   GO_BUILD_HOOK=temporal_server_files go_module_build "$TEMPORAL_SERVER_DIR" go.temporal.io/server \
     "v$TEMPORAL_SERVER_VERSION" cmd/server=temporal-server cmd/tools/sql=temporal-sql-tool
 }
 ensure_temporal_ui_installed() {
+  [[ -x $TEMPORAL_UI_BIN ]] && return 0
   go_module_build "$TEMPORAL_UI_DIR" github.com/temporalio/ui-server/v2 "v$TEMPORAL_UI_VERSION" \
     cmd/server=temporal-ui-server
 }
