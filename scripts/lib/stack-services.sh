@@ -197,7 +197,7 @@ prepare_rocketmq-namesrv() {
   local b
   for b in "${BROKER_SERVICES[@]}"; do
     live_pid "$b" >/dev/null || continue
-    log "rocketmq-namesrv: waiting for the running broker $b to register again..."
+    log "rocketmq-namesrv: waiting for the running broker${b#rocketmq-broker} to register again..."
     BROKER_LAST_ADMIN=0
     wait_until rocketmq-namesrv "$(live_pid rocketmq-namesrv)" 60 ready_rocketmq-broker "$b"
   done
