@@ -101,6 +101,7 @@ svc_stop_timeout() {
 }
 # postgres: SIGINT is its "fast" shutdown (SIGTERM would wait for every client to disconnect)
 svc_stop_signal() { case $1 in postgres) echo INT ;; *) echo TERM ;; esac; }
+svc_parallel() { [[ $1 == redis-node || $1 == rocketmq-broker ]]; }
 
 background_installs() {
   if [[ " $* " == *" temporal-"* ]] &&

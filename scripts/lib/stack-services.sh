@@ -77,6 +77,8 @@ svc_group() {
   esac
 }
 svc_stop_signal() { echo TERM; }
+# svc_parallel KIND: services of KIND listed next to each other are launched together, then waited for
+svc_parallel() { return 1; }
 # background_installs SERVICE...: the Temporal CLI build is the longest install (minutes, mostly CPU): on a
 # fresh machine it runs in the background while the other services install and start; install_temporal then
 # waits on its lock.
