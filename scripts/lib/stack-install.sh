@@ -111,24 +111,42 @@ ensure_temporal_installed() {
   exec 8>&-
 }
 
+# progress PID MSG: wait for PID (a child), saying "MSG... <time so far>" every 30 s and once it is done;
+# returns its exit status.
+progress() {
+  local pid=$1 t0 n=0 rc=0
+  t0=$(now_ms)
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    ((++n % 30)) || log "$2... $(elapsed "$t0")"
+  done
+  wait "$pid" || rc=$?
+  if ((rc == 0)); then log "$2: done in $(elapsed "$t0")"; else log "$2: failed (exit $rc)"; fi
+  return $rc
+}
+
 # go_module_build DEST MODULE VERSION PKG=BIN...: build the main packages PKG (paths inside MODULE) at
 # VERSION into DEST/bin/BIN, in a scratch module of its own under $CACHE/gobuild (never the repo's go.mod).
 # Skipped when every BIN is present; DEST is filled as DEST.tmp and renamed only after all builds succeeded.
 # GO_BUILD_HOOK, when set, runs inside the scratch module with the module dir and DEST.tmp as arguments.
 go_module_build() {
   local dest=$1 mod=$2 ver=$3; shift 3
-  local pb missing=0
+  local pb missing=0 t0
   for pb in "$@"; do [[ -x $dest/bin/${pb#*=} ]] || missing=1; done
   ((missing)) || return 0
   command -v go >/dev/null || die "go not found: $mod is built from source (install Go first)"
   local name; name=$(basename "$dest")
   mkdir -p "$CACHE/logs" "$CACHE/gobuild/$name"
   exec 8>"$CACHE/.$name.lock"
-  flock -n 8 || { log "waiting for the build of $name running elsewhere (log: $CACHE/logs/$name-build.log)..."; flock 8; }
+  if ! flock -n 8; then
+    t0=$(now_ms)
+    log "waiting for the build of $name running elsewhere (log: $CACHE/logs/$name-build.log)..."
+    until flock -w 30 8; do log "  still building $name... $(elapsed "$t0")"; done
+  fi
   missing=0
   for pb in "$@"; do [[ -x $dest/bin/${pb#*=} ]] || missing=1; done
   if ((missing)); then
-    local src="$CACHE/gobuild/$name" tmp="$dest.tmp" blog="$CACHE/logs/$name-build.log" t0 t1 pkgs=() moddir
+    local src="$CACHE/gobuild/$name" tmp="$dest.tmp" blog="$CACHE/logs/$name-build.log" pkgs=() moddir
     t0=$(now_ms)
     rm -rf "$tmp" && mkdir -p "$tmp/bin"
     for pb in "$@"; do pkgs+=("$mod/${pb%%=*}@$ver"); done
@@ -137,12 +155,10 @@ go_module_build() {
       cd "$src" || exit 1
       export GOFLAGS="" GOWORK=off
       [[ -f go.mod ]] || go mod init "seckill-build/$name" || exit 1
-      go get "${pkgs[@]}" || exit 1
+      go get "${pkgs[@]}" & progress $! "  go get ${pkgs[*]}" >&3 || exit 1
       moddir=$(go list -m -f '{{.Dir}}' "$mod") || exit 1
       for pb in "$@"; do
-        t1=$(now_ms)
-        go build -mod=mod -o "$tmp/bin/${pb#*=}" "$mod/${pb%%=*}" || exit 1
-        printf '[stack]   %s built in %s\n' "${pb#*=}" "$(elapsed "$t1")" >&3
+        go build -mod=mod -o "$tmp/bin/${pb#*=}" "$mod/${pb%%=*}" & progress $! "  building ${pb#*=}" >&3 || exit 1
       done
       if [[ -n ${GO_BUILD_HOOK:-} ]]; then "$GO_BUILD_HOOK" "$moddir" "$tmp" || exit 1; fi
     ) 3>&1 >>"$blog" 2>&1 || { tail -n 20 "$blog" >&2; die "building $mod $ver failed, see $blog"; }
