@@ -208,7 +208,7 @@ temporal_sql() { # DB ARGS...
 # temporal_schema: databases temporal + temporal_visibility, created and brought to the schema version of
 # the built server (update-schema is idempotent; setup-schema only on a database without schema_version).
 temporal_schema() {
-  local db dir t0 slog="$STACK_DIR/logs/temporal-schema.log"
+  local db dir t0 slog="$STACK_DIR/logs/temporal-schema.log" shards="$TEMPORAL_DIR/history-shards"
   live_pid postgres >/dev/null ||
     die "temporal-server: postgres is not running (start it first: scripts/stack start --profile cluster postgres)"
   for db in temporal temporal_visibility; do
@@ -217,6 +217,7 @@ temporal_schema() {
     if ! pg_super -tAc "select 1 from pg_database where datname = '$db'" | grep -q 1; then
       log "temporal-server: creating database $db"
       temporal_sql "$db" create >>"$slog" 2>&1 || fail_schema "$db create"
+      if [[ $db == temporal ]]; then mkdir -p "$TEMPORAL_DIR" && echo "$TEMPORAL_HISTORY_SHARDS" >"$shards"; fi
     fi
     if ! PGPASSWORD=$PG_PASSWORD "$PG_BIN/psql" -X -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d "$db" -tAc \
       "select 1 from information_schema.tables where table_name = 'schema_version'" | grep -q 1; then
@@ -227,6 +228,11 @@ temporal_schema() {
       >>"$slog" 2>&1 || fail_schema "$db update-schema"
     log "temporal-server: schema of $db up to date ($(elapsed "$t0"))"
   done
+  # the shard count is fixed when the database is first used
+  if [[ -s $shards && $(<"$shards") != "$TEMPORAL_HISTORY_SHARDS" ]]; then
+    die "temporal-server: its database has $(<"$shards") history shards, SECKILL_CLUSTER_HISTORY_SHARDS=$TEMPORAL_HISTORY_SHARDS \
+needs a new one: scripts/stack down --profile cluster; rm -rf $PG_DIR $TEMPORAL_DIR"
+  fi
 }
 fail_schema() { tail -n 20 "$STACK_DIR/logs/temporal-schema.log" >&2; die "temporal-server: schema step '$1' failed"; }
 
