@@ -116,7 +116,7 @@ ensure_ports_free() {
     holder=$(port_holder "$p")
     if [[ -n $holder ]]; then
       die "$svc: port $p is already in use by another process, not started by this script: ${holder%; }
-[stack]        stop that process (or choose another port) and run 'scripts/stack up' again"
+[stack]        stop that process (or choose another port) and run '${STACK_CMD:-scripts/stack} up' again"
     fi
   done
 }

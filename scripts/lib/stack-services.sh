@@ -215,7 +215,7 @@ rmq_broker() {
 launch_rocketmq-broker() {
   local svc=${1:-rocketmq-broker}
   live_pid rocketmq-namesrv >/dev/null ||
-    die "$svc: the name server is not running (start it first: scripts/stack start rocketmq-namesrv)"
+    die "$svc: the name server is not running (start it first: ${STACK_CMD:-scripts/stack} start rocketmq-namesrv)"
   rmq_broker "$svc"
   local store=$B_STORE
   mkdir -p "$RMQ_DIR/home" "$RMQ_DIR/$B_ROLE" "$store"
