@@ -29,12 +29,15 @@ fuzz: ## run the purchase and item fuzz targets for a while
 	@go test -run=XXX -fuzz=FuzzPurchase -fuzztime=60s ./api/
 	@go test -run=XXX -fuzz=FuzzCreateItem -fuzztime=60s ./api/
 
+# PROFILE=cluster: the clustered stack (scripts/stack --profile cluster) instead of the default one
+STACK_PROFILE = $(if $(PROFILE),--profile $(PROFILE))
+
 stack-up: ## start Redis, MariaDB, RocketMQ and Temporal (installing what is missing)
-	@scripts/stack up
+	@scripts/stack up $(STACK_PROFILE)
 
 stack-down: ## stop `make run` roles and every service scripts/stack started
 	@scripts/run stop || true
-	@scripts/stack down
+	@scripts/stack down $(STACK_PROFILE)
 
 stack-status: ## one line per service
-	@scripts/stack status
+	@scripts/stack status $(STACK_PROFILE)

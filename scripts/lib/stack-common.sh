@@ -71,7 +71,8 @@ launch() {
   record_pid "$svc" "$LAUNCHED_PID" || { fail_with_log "$svc" "exited immediately"; }
 }
 
-# stop_service_process SERVICE: SIGTERM our recorded process, wait up to svc_stop_timeout s, then SIGKILL. Never by name.
+# stop_service_process SERVICE: SIGTERM (or the service's svc_stop_signal) our recorded process, wait up to
+# svc_stop_timeout s, then SIGKILL. Never by name.
 stop_service_process() {
   local svc=$1 pid t0 i
   if ! pid=$(live_pid "$svc"); then
@@ -79,14 +80,14 @@ stop_service_process() {
     return 0
   fi
   t0=$(now_ms)
-  kill -TERM "$pid" 2>/dev/null || true
+  kill -"$(svc_stop_signal "$svc")" "$pid" 2>/dev/null || true
   local limit; limit=$(svc_stop_timeout "$svc")
   for ((i = 0; i < limit * 10; i++)); do
     proc_alive "$pid" || break
     sleep 0.1
   done
   if proc_alive "$pid"; then
-    warn "$svc: pid $pid still running ${limit}s after SIGTERM, sending SIGKILL"
+    warn "$svc: pid $pid still running ${limit}s after SIG$(svc_stop_signal "$svc"), sending SIGKILL"
     kill -KILL "$pid" 2>/dev/null || true
     for ((i = 0; i < 50; i++)); do proc_alive "$pid" || break; sleep 0.1; done
   fi
@@ -115,7 +116,7 @@ ensure_ports_free() {
     holder=$(port_holder "$p")
     if [[ -n $holder ]]; then
       die "$svc: port $p is already in use by another process, not started by this script: ${holder%; }
-[stack]        stop that process (or choose another port) and run 'scripts/stack up' again"
+[stack]        stop that process (or choose another port) and run '${STACK_CMD:-scripts/stack} up' again"
     fi
   done
 }
@@ -140,17 +141,18 @@ fail_with_log() {
   exit 1
 }
 
-# wait_until SERVICE PID TIMEOUT_S CHECK_FN: poll CHECK_FN every 0.5 s until it succeeds; fail with the log
-# tail when the process dies or the time runs out.
+# wait_until SERVICE PID TIMEOUT_S CHECK_FN [ARG...]: poll CHECK_FN ARG... every 0.5 s until it succeeds; fail
+# with the log tail when the process dies or the time runs out.
 wait_until() {
   local svc=$1 pid=$2 limit=$3 check=$4 deadline
+  shift 4
   deadline=$(($(now_ms) + limit * 1000))
   while :; do
     if ! proc_alive "$pid"; then
       rm -f "$(pid_file "$svc")"
       fail_with_log "$svc" "process $pid exited before it was ready"
     fi
-    "$check" && return 0
+    "$check" "$@" && return 0
     (($(now_ms) < deadline)) || fail_with_log "$svc" "not ready after ${limit}s"
     sleep 0.5
   done

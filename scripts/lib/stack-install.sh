@@ -110,3 +110,92 @@ ensure_temporal_installed() {
   fi
   exec 8>&-
 }
+
+# progress PID MSG: wait for PID (a child), saying "MSG... <time so far>" every 30 s and once it is done;
+# returns its exit status.
+progress() {
+  local pid=$1 t0 n=0 rc=0
+  t0=$(now_ms)
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    ((++n % 30)) || log "$2... $(elapsed "$t0")"
+  done
+  wait "$pid" || rc=$?
+  if ((rc == 0)); then log "$2: done in $(elapsed "$t0")"; else log "$2: failed (exit $rc)"; fi
+  return $rc
+}
+
+# go_module_build DEST MODULE VERSION PKG=BIN...: build the main packages PKG (paths inside MODULE) at
+# VERSION into DEST/bin/BIN, in a scratch module of its own under $CACHE/gobuild (never the repo's go.mod).
+# Skipped when every BIN is present; DEST is filled as DEST.tmp and renamed only after all builds succeeded.
+# GO_BUILD_HOOK, when set, runs inside the scratch module with the module dir and DEST.tmp as arguments.
+go_module_build() {
+  local dest=$1 mod=$2 ver=$3; shift 3
+  local pb missing=0 t0
+  for pb in "$@"; do [[ -x $dest/bin/${pb#*=} ]] || missing=1; done
+  ((missing)) || return 0
+  command -v go >/dev/null || die "go not found: $mod is built from source (install Go first)"
+  local name; name=$(basename "$dest")
+  mkdir -p "$CACHE/logs" "$CACHE/gobuild/$name"
+  exec 8>"$CACHE/.$name.lock"
+  if ! flock -n 8; then
+    t0=$(now_ms)
+    log "waiting for the build of $name running elsewhere (log: $CACHE/logs/$name-build.log)..."
+    until flock -w 30 8; do log "  still building $name... $(elapsed "$t0")"; done
+  fi
+  missing=0
+  for pb in "$@"; do [[ -x $dest/bin/${pb#*=} ]] || missing=1; done
+  if ((missing)); then
+    local src="$CACHE/gobuild/$name" tmp="$dest.tmp" blog="$CACHE/logs/$name-build.log" pkgs=() moddir
+    t0=$(now_ms)
+    rm -rf "$tmp" && mkdir -p "$tmp/bin"
+    for pb in "$@"; do pkgs+=("$mod/${pb%%=*}@$ver"); done
+    log "building $mod $ver: ${*#*=} (a few minutes; log: $blog)"
+    (
+      cd "$src" || exit 1
+      export GOFLAGS="" GOWORK=off
+      [[ -f go.mod ]] || go mod init "seckill-build/$name" || exit 1
+      go get "${pkgs[@]}" & progress $! "  go get ${pkgs[*]}" >&3 || exit 1
+      moddir=$(go list -m -f '{{.Dir}}' "$mod") || exit 1
+      for pb in "$@"; do
+        go build -mod=mod -o "$tmp/bin/${pb#*=}" "$mod/${pb%%=*}" & progress $! "  building ${pb#*=}" >&3 || exit 1
+      done
+      if [[ -n ${GO_BUILD_HOOK:-} ]]; then "$GO_BUILD_HOOK" "$moddir" "$tmp" || exit 1; fi
+    ) 3>&1 >>"$blog" 2>&1 || { tail -n 20 "$blog" >&2; die "building $mod $ver failed, see $blog"; }
+    rm -rf "$dest" && mv "$tmp" "$dest"
+    log "$mod $ver ready in $dest in $(elapsed "$t0")"
+  fi
+  exec 8>&-
+}
+
+PG_VERSION=15
+PG_BIN=/usr/lib/postgresql/$PG_VERSION/bin
+ensure_postgres_installed() {
+  [[ -x $PG_BIN/postgres && -x $PG_BIN/initdb && -x $PG_BIN/pg_ctl && -x $PG_BIN/psql ]] && return 0
+  apt_install postgresql
+}
+
+TEMPORAL_SERVER_VERSION=1.29.1
+TEMPORAL_UI_VERSION=2.42.1
+TEMPORAL_SERVER_DIR="$CACHE/temporal-server-$TEMPORAL_SERVER_VERSION"
+TEMPORAL_UI_DIR="$CACHE/temporal-ui-$TEMPORAL_UI_VERSION"
+TEMPORAL_SERVER_BIN="$TEMPORAL_SERVER_DIR/bin/temporal-server"
+TEMPORAL_SQL_TOOL="$TEMPORAL_SERVER_DIR/bin/temporal-sql-tool"
+TEMPORAL_UI_BIN="$TEMPORAL_UI_DIR/bin/temporal-ui-server"
+# the server's schema files and config template are copied next to the binaries: the install does not
+# depend on the Go module cache staying around
+temporal_server_files() { # MODULE_DIR DEST
+  mkdir -p "$2/schema" "$2/config" &&
+    cp -r "$1/schema/postgresql" "$2/schema/" && cp "$1/config/development-postgres12.yaml" "$2/config/" &&
+    chmod -R u+w "$2/schema" "$2/config"
+}
+ensure_temporal_server_installed() {
+  [[ -x $TEMPORAL_SERVER_BIN && -x $TEMPORAL_SQL_TOOL ]] && return 0
+  GO_BUILD_HOOK=temporal_server_files go_module_build "$TEMPORAL_SERVER_DIR" go.temporal.io/server \
+    "v$TEMPORAL_SERVER_VERSION" cmd/server=temporal-server cmd/tools/sql=temporal-sql-tool
+}
+ensure_temporal_ui_installed() {
+  [[ -x $TEMPORAL_UI_BIN ]] && return 0
+  go_module_build "$TEMPORAL_UI_DIR" github.com/temporalio/ui-server/v2 "v$TEMPORAL_UI_VERSION" \
+    cmd/server=temporal-ui-server
+}

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
-# The five services. Each one has: svc_pattern (what its /proc cmdline contains), svc_port(s), install,
-# launch, healthy (fast check), ready (full check after a start), prepare (idempotent setup), timeout.
+# The services of the default profile. Each one has: svc_pattern (what its /proc cmdline contains),
+# svc_port(s), install, launch, healthy (fast check), ready (full check after a start), prepare (idempotent
+# setup), timeout. Those functions are called through svc_do with the service name as argument, so one set
+# of functions serves several instances of a kind (the cluster profile's redis-1..6, rocketmq-broker-a/b).
 
 # shellcheck disable=SC2034 # used by scripts/stack
 SERVICES=(redis mariadb rocketmq-namesrv rocketmq-broker temporal prometheus)
@@ -26,6 +28,8 @@ ROCKETMQ_BROKER_NAME=broker-a
 # topic:queues (read = write queues)
 ROCKETMQ_TOPICS=(seckill-orders:4 seckill-test:4 seckill-smoke:1)
 ROCKETMQ_GROUPS=(seckill-order-consumer)
+BROKER_SERVICES=(rocketmq-broker)
+REDIS_EXTRA_ARGS=()
 
 [[ $MYSQL_DATABASE =~ ^[A-Za-z0-9_]+$ ]] || die "SECKILL_MYSQL_DATABASE must be [A-Za-z0-9_]+"
 [[ $MYSQL_USER =~ ^[A-Za-z0-9_]+$ ]] || die "SECKILL_MYSQL_USER must be [A-Za-z0-9_]+"
@@ -58,6 +62,31 @@ svc_ports() {
   esac
 }
 svc_port() { local p; p=$(svc_ports "$1"); echo "${p%% *}"; }
+# svc_kind SERVICE: which set of install_/launch_/healthy_/... functions serves SERVICE
+svc_kind() { echo "$1"; }
+# svc_do ACTION SERVICE: run ACTION (install launch healthy ready prepare check) for SERVICE
+svc_do() { "${1}_$(svc_kind "$2")" "$2"; }
+# svc_group NAME: the services a group name or alias stands for (fails for unknown names)
+svc_group() {
+  case $1 in
+    rocketmq) echo rocketmq-namesrv rocketmq-broker ;;
+    namesrv) echo rocketmq-namesrv ;;
+    broker) echo rocketmq-broker ;;
+    mysql) echo mariadb ;;
+    *) return 1 ;;
+  esac
+}
+svc_stop_signal() { echo TERM; }
+# svc_parallel KIND: services of KIND listed next to each other are launched together, then waited for
+svc_parallel() { return 1; }
+# background_installs SERVICE...: the Temporal CLI build is the longest install (minutes, mostly CPU): on a
+# fresh machine it runs in the background while the other services install and start; install_temporal then
+# waits on its lock.
+background_installs() {
+  if [[ ! -x $TEMPORAL_BIN && " $* " == *" temporal "* ]]; then
+    (exec 9>&-; ensure_temporal_installed >/dev/null 2>&1 || true) &
+  fi
+}
 svc_timeout() { # seconds to become ready after a start
   case $1 in rocketmq-broker) echo 120 ;; *) echo 60 ;; esac
 }
@@ -67,13 +96,15 @@ svc_stop_timeout() { # seconds between SIGTERM and SIGKILL; the broker's shutdow
 
 # ================================================================= redis
 install_redis() { ensure_redis_installed; }
-launch_redis() {
-  mkdir -p "$STACK_DIR/redis"
-  launch redis "$(log_file redis)" redis-server --daemonize no --bind 127.0.0.1 --port "$REDIS_PORT" \
-    --dir "$STACK_DIR/redis" --appendonly yes --appendfsync everysec --save "" --logfile "" --protected-mode yes
+launch_redis() { # [SERVICE]: data in .stack/SERVICE
+  local svc=${1:-redis}
+  mkdir -p "$STACK_DIR/$svc"
+  launch "$svc" "$(log_file "$svc")" redis-server --daemonize no --bind 127.0.0.1 --port "$(svc_port "$svc")" \
+    --dir "$STACK_DIR/$svc" --appendonly yes --appendfsync everysec --save "" --logfile "" --protected-mode yes \
+    "${REDIS_EXTRA_ARGS[@]}"
 }
-healthy_redis() { [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]; }
-ready_redis() { healthy_redis; }
+healthy_redis() { [[ $(redis-cli -h 127.0.0.1 -p "$(svc_port "${1:-redis}")" ping 2>/dev/null) == PONG ]]; }
+ready_redis() { healthy_redis "$@"; }
 prepare_redis() { :; }
 
 # ================================================================= mariadb
@@ -165,25 +196,37 @@ ready_rocketmq-namesrv() { healthy_rocketmq-namesrv; }
 # a name server restarted under a running broker knows no routes until the broker's next registration
 # (registerNameServerPeriod, 10 s here): wait for it so clients started right after see the topics.
 prepare_rocketmq-namesrv() {
-  live_pid rocketmq-broker >/dev/null || return 0
-  log "rocketmq-namesrv: waiting for the running broker to register again..."
-  BROKER_LAST_ADMIN=0
-  wait_until rocketmq-namesrv "$(live_pid rocketmq-namesrv)" 60 ready_rocketmq-broker
+  local b
+  for b in "${BROKER_SERVICES[@]}"; do
+    live_pid "$b" >/dev/null || continue
+    log "rocketmq-namesrv: waiting for the running broker${b#rocketmq-broker} to register again..."
+    BROKER_LAST_ADMIN=0
+    wait_until rocketmq-namesrv "$(live_pid rocketmq-namesrv)" 60 ready_rocketmq-broker "$b"
+  done
+}
+
+# rmq_broker [SERVICE]: set the broker's B_NAME, B_PORT (client port), B_ROLE (its user.home under RMQ_DIR),
+# B_STORE and B_CONF.
+rmq_broker() {
+  B_NAME=$ROCKETMQ_BROKER_NAME B_PORT=$BROKER_PORT B_ROLE=broker
+  B_STORE="$RMQ_DIR/store" B_CONF="$RMQ_DIR/broker.conf"
 }
 
 launch_rocketmq-broker() {
+  local svc=${1:-rocketmq-broker}
   live_pid rocketmq-namesrv >/dev/null ||
-    die "rocketmq-broker: the name server is not running (start it first: scripts/stack start rocketmq-namesrv)"
-  local store="$RMQ_DIR/store"
-  mkdir -p "$RMQ_DIR/home" "$RMQ_DIR/broker" "$store"
-  cat >"$RMQ_DIR/broker.conf" <<CONF
+    die "$svc: the name server is not running (start it first: ${STACK_CMD:-scripts/stack} start rocketmq-namesrv)"
+  rmq_broker "$svc"
+  local store=$B_STORE
+  mkdir -p "$RMQ_DIR/home" "$RMQ_DIR/$B_ROLE" "$store"
+  cat >"$B_CONF" <<CONF
 brokerClusterName=$ROCKETMQ_CLUSTER
-brokerName=$ROCKETMQ_BROKER_NAME
+brokerName=$B_NAME
 brokerId=0
 brokerRole=ASYNC_MASTER
 namesrvAddr=127.0.0.1:$NAMESRV_PORT
 brokerIP1=127.0.0.1
-listenPort=$BROKER_PORT
+listenPort=$B_PORT
 bindAddress=127.0.0.1
 storePathRootDir=$store
 storePathCommitLog=$store/commitlog
@@ -208,27 +251,32 @@ transactionCheckInterval=10000
 transactionCheckMax=15
 CONF
   # shellcheck disable=SC2046
-  launch rocketmq-broker "$(log_file rocketmq-broker)" java $(rmq_java_opts broker 512m) \
-    -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.broker.BrokerStartup -c "$RMQ_DIR/broker.conf"
+  launch "$svc" "$(log_file "$svc")" java $(rmq_java_opts "$B_ROLE" 512m) \
+    -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.broker.BrokerStartup -c "$B_CONF"
 }
 healthy_rocketmq-broker() {
-  port_open "$BROKER_PORT" && grep -q "The broker\[.*boot success" "$(log_file rocketmq-broker)"
+  local svc=${1:-rocketmq-broker}
+  rmq_broker "$svc"
+  port_open "$B_PORT" && grep -q "The broker\[.*boot success" "$(log_file "$svc")"
 }
 BROKER_LAST_ADMIN=0
 ready_rocketmq-broker() {
-  healthy_rocketmq-broker || return 1
+  healthy_rocketmq-broker "$@" || return 1
   (($(now_ms) - BROKER_LAST_ADMIN > 3000)) || return 1   # mqadmin is a JVM: don't spin it
   BROKER_LAST_ADMIN=$(now_ms)
-  mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>/dev/null | grep -q "$ROCKETMQ_BROKER_NAME"
+  mqadmin clusterList -n "127.0.0.1:$NAMESRV_PORT" 2>/dev/null | grep -q "$B_NAME"
 }
 # rmq_prepared: topics and groups are persisted by the broker in its store's config files; reading those
 # avoids a JVM per 'up'. A fresh store has none, so setup runs again after the store was wiped.
+# Setup goes through the cluster (-c): every broker registered at that time gets the topics.
 rmq_prepared() {
-  local cfg="$RMQ_DIR/store/config" t g
+  local cfg="$B_STORE/config" t g
   for t in "${ROCKETMQ_TOPICS[@]}"; do grep -q "\"${t%%:*}\"" "$cfg/topics.json" 2>/dev/null || return 1; done
   for g in "${ROCKETMQ_GROUPS[@]}"; do grep -q "\"$g\"" "$cfg/subscriptionGroup.json" 2>/dev/null || return 1; done
 }
 prepare_rocketmq-broker() {
+  local svc=${1:-rocketmq-broker}
+  rmq_broker "$svc"
   rmq_prepared && return 0
   local ns="127.0.0.1:$NAMESRV_PORT" t g pids=() p rc=0 list missing=()
   for t in "${ROCKETMQ_TOPICS[@]}"; do
@@ -239,13 +287,13 @@ prepare_rocketmq-broker() {
     mqadmin updateSubGroup -n "$ns" -c "$ROCKETMQ_CLUSTER" -g "$g" >"$STACK_DIR/logs/mqadmin-$g.log" 2>&1 & pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  ((rc == 0)) || { tail -n 5 "$STACK_DIR"/logs/mqadmin-*.log >&2; die "rocketmq-broker: mqadmin topic/group setup failed"; }
-  list=$(mqadmin topicList -n "$ns" 2>/dev/null) || die "rocketmq-broker: mqadmin topicList failed"
+  ((rc == 0)) || { tail -n 5 "$STACK_DIR"/logs/mqadmin-*.log >&2; die "$svc: mqadmin topic/group setup failed"; }
+  list=$(mqadmin topicList -n "$ns" 2>/dev/null) || die "$svc: mqadmin topicList failed"
   for t in "${ROCKETMQ_TOPICS[@]}"; do grep -qx "${t%%:*}" <<<"$list" || missing+=("${t%%:*}"); done
-  ((${#missing[@]} == 0)) || die "rocketmq-broker: topics missing after setup: ${missing[*]}"
-  log "rocketmq-broker: topics ${ROCKETMQ_TOPICS[*]%%:*} and group(s) ${ROCKETMQ_GROUPS[*]} ready"
+  ((${#missing[@]} == 0)) || die "$svc: topics missing after setup: ${missing[*]}"
+  log "$svc: topics ${ROCKETMQ_TOPICS[*]%%:*} and group(s) ${ROCKETMQ_GROUPS[*]} ready"
 }
-check_rocketmq-broker() { prepare_rocketmq-broker; }
+check_rocketmq-broker() { prepare_rocketmq-broker "$@"; }
 
 # ================================================================= temporal
 install_temporal() { ensure_temporal_installed; }
