@@ -28,7 +28,11 @@ type Buyer struct {
 // error or SALE_NOT_STARTED after a short pause; 202, 409, 410 and
 // SALE_ENDED end the buyer's attempts).
 type Sale struct {
-	BaseURL     string
+	BaseURL string
+	// BaseURLs, when set, replaces BaseURL: several API instances behind no
+	// load balancer; attempt k of buyer i goes to BaseURLs[(i+k) % n], so a
+	// retry after an instance died goes to another.
+	BaseURLs    []string
 	ItemID      int64
 	Buyers      []Buyer
 	Load        Load
@@ -52,7 +56,10 @@ type SaleResult struct {
 	Retries           int64
 	GaveUp            int64 // buyers whose attempts ran out without a decisive answer
 	ClientErrors      int64 // attempts without any answer (timeouts, refused)
-	Start             time.Time
+	// Recovered counts orders learnt from a 409 ALREADY_PURCHASED after a
+	// retry (the 202 of the first attempt was lost).
+	Recovered int64
+	Start     time.Time
 }
 
 type buyerState struct {
@@ -64,7 +71,15 @@ type buyerState struct {
 // decisive answer or no attempts left.
 func (s Sale) Run(ctx context.Context) SaleResult {
 	maxAttempts := max(s.MaxAttempts, 1)
-	url := fmt.Sprintf("%s/api/v1/seckill/%d?b=", strings.TrimRight(s.BaseURL, "/"), s.ItemID)
+	bases := s.BaseURLs
+	if len(bases) == 0 {
+		bases = []string{s.BaseURL}
+	}
+	urls := make([]string, len(bases))
+	for k, b := range bases {
+		urls[k] = fmt.Sprintf("%s/api/v1/seckill/%d?b=", strings.TrimRight(b, "/"), s.ItemID)
+	}
+	const buyerParam = "?b="
 	headers := make([]http.Header, len(s.Buyers))
 	for i, b := range s.Buyers {
 		headers[i] = header(b.Token)
@@ -107,7 +122,7 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 		state[i].dispatched = time.Now()
 		mu.Unlock()
 		t.Method = http.MethodPost
-		t.URL = url + strconv.Itoa(i)
+		t.URL = urls[(i+state[i].attempt)%len(urls)] + strconv.Itoa(i)
 		t.Header = headers[i]
 		t.Body = nil
 		return nil
@@ -134,12 +149,13 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 		return fmt.Sprintf("accepted=%d/%d", accepted.Load(), s.Units)
 	})
 	var last202, first410 time.Time
+	seen := make(map[string]bool)
 	atk := s.Load.attacker()
 	for r := range atk.Attack(tr, s.Load.pacer(), 0, "sale") {
 		if r.Method == "" {
 			continue
 		}
-		i, err := strconv.Atoi(r.URL[len(url):])
+		i, err := strconv.Atoi(r.URL[strings.LastIndex(r.URL, buyerParam)+len(buyerParam):])
 		if err != nil || i < 0 || i >= len(s.Buyers) {
 			continue
 		}
@@ -158,6 +174,11 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 				OrderID string `json:"order_id"`
 			}
 			_ = json.Unmarshal(r.Body, &body)
+			if seen[body.OrderID] {
+				finish()
+				continue
+			}
+			seen[body.OrderID] = true
 			res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.OrderID, UserID: s.Buyers[i].ID})
 			if n := accepted.Add(1); n == s.Units && res.SoldOutAfter == 0 {
 				res.SoldOutAfter = end.Sub(res.Start)
@@ -165,6 +186,21 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 			last202 = end
 			finish()
 		case http.StatusGone, http.StatusConflict:
+			// ALREADY_PURCHASED after a retry: the first attempt reserved,
+			// its answer was lost (an instance died, a timeout). The buyer
+			// holds that order: count it.
+			var body struct {
+				Error struct {
+					OrderID string `json:"order_id"`
+				} `json:"error"`
+			}
+			if r.Code == http.StatusConflict && st.attempt > 1 && json.Unmarshal(r.Body, &body) == nil &&
+				body.Error.OrderID != "" && !seen[body.Error.OrderID] {
+				seen[body.Error.OrderID] = true
+				res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.Error.OrderID, UserID: s.Buyers[i].ID})
+				accepted.Add(1)
+				res.Recovered++
+			}
 			if r.Code == http.StatusGone {
 				res.SoldOutSeen = true
 				if first410.IsZero() {

@@ -28,7 +28,10 @@ import (
 
 // FlashSale is one flash sale against a running deployment.
 type FlashSale struct {
-	APIURL      string
+	APIURL string
+	// APIURLs, when set, are every API instance: purchases spread over them
+	// (Sale.BaseURLs) and pays go round robin; the item is created on APIURL.
+	APIURLs     []string
 	Units       int64
 	Buyers      int
 	FirstBuyer  int64 // buyer ids are FirstBuyer .. FirstBuyer+Buyers-1
@@ -56,6 +59,15 @@ type FlashSale struct {
 	MeterPIDs map[string]int
 	Progress  io.Writer
 	Log       *slog.Logger
+	// DuringStampede, when set, runs alongside the stampede (a fault
+	// injected while purchases flow); the sale waits for it before the drain.
+	DuringStampede func(ctx context.Context, itemID int64) error
+	// AfterStampede, when set, runs once the stampede is over, before the
+	// drain (a fault while the sagas run).
+	AfterStampede func(ctx context.Context, itemID int64) error
+	// BeforeCheck, when set, runs just before the invariant check (a
+	// repair, e.g. the reconciler after a fault that loses data).
+	BeforeCheck func(ctx context.Context, itemID int64) error
 }
 
 // Deps are the systems the sale reads directly (the invariant checks and
@@ -282,7 +294,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	w := &watcher{db: d.Store, stock: d.Stock, item: it.ID, start: start, window: f.PaymentTimeout,
-		payFraction: f.PayFraction, apiURL: f.APIURL, tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start)}
+		payFraction: f.PayFraction, apiURLs: urlsOr(f.APIURLs, f.APIURL), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start)}
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); w.run(watchCtx) }()
 
@@ -305,8 +317,14 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 			}
 		}()
 	}
-	sale := Sale{BaseURL: f.APIURL, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
+	sale := Sale{BaseURL: f.APIURL, BaseURLs: f.APIURLs, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
 		Units: f.Units, Progress: f.Progress}
+	faultErr := make(chan error, 1)
+	if f.DuringStampede != nil {
+		go func() { faultErr <- f.DuringStampede(ctx, it.ID) }()
+	} else {
+		faultErr <- nil
+	}
 	var meter *CPUMeter
 	if f.MeterPIDs != nil {
 		meter = StartCPU(f.MeterPIDs)
@@ -317,7 +335,16 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	}
 	rep.Answers, rep.Attempts, rep.Retries, rep.GaveUp, rep.ClientErrors = res.Summary, res.Attempts, res.Retries, res.GaveUp, res.ClientErrors
 	rep.Accepted, rep.AcceptedPerSec, rep.SoldOutAfterS = len(res.Accepted), res.AcceptedPerSecond, res.SoldOutAfter.Seconds()
-	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter)
+	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter,
+		"recovered_from_409", res.Recovered)
+	if err := <-faultErr; err != nil {
+		return rep, fmt.Errorf("fault during the stampede: %w", err)
+	}
+	if f.AfterStampede != nil {
+		if err := f.AfterStampede(ctx, it.ID); err != nil {
+			return rep, fmt.Errorf("fault after the stampede: %w", err)
+		}
+	}
 	sagasFrom := res.Start
 	if f.HoldSagas != nil {
 		sagasFrom, released = time.Now(), true
@@ -374,6 +401,11 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 
 	// Quiet now (every saga waits for payment or is over): check. A second
 	// look a moment later filters what the visibility index had not caught up with.
+	if f.BeforeCheck != nil {
+		if err := f.BeforeCheck(ctx, it.ID); err != nil {
+			return rep, fmt.Errorf("before the check: %w", err)
+		}
+	}
 	in := invariant.Input{ItemID: it.ID, Accepted: res.Accepted, AcceptedComplete: res.ClientErrors == 0,
 		SoldOutSeen: res.SoldOutSeen, AfterTimeouts: f.WaitTimeouts}
 	deps := invariant.Deps{DB: d.Store.DB(), Stock: d.Stock, Workflows: d.Workflows}
@@ -400,7 +432,7 @@ type watcher struct {
 	start       time.Time
 	window      time.Duration // the item's payment window
 	payFraction float64
-	apiURL      string
+	apiURLs     []string
 	tokens      map[int64]string
 	payRec      *Recorder
 
@@ -590,11 +622,12 @@ func (w *watcher) payer(ctx context.Context) {
 		if ctx.Err() != nil {
 			continue // the watch ended (interrupted or over): drop what is still queued
 		}
-		url := fmt.Sprintf("%s/api/v1/orders/%s/pay", strings.TrimRight(w.apiURL, "/"), j.orderID)
 		t0 := time.Now()
 		var code int
 		var err error
-		for try := 0; try < 3; try++ { // 503 means nothing happened: try again
+		for try := 0; try < 3; try++ { // 503 means nothing happened: try again (on the next instance)
+			base := w.apiURLs[(int(j.userID)+try)%len(w.apiURLs)]
+			url := fmt.Sprintf("%s/api/v1/orders/%s/pay", strings.TrimRight(base, "/"), j.orderID)
 			code, _, err = doJSON(context.Background(), http.MethodPost, url, w.tokens[j.userID], nil, nil)
 			if err == nil && code != http.StatusServiceUnavailable {
 				break
@@ -700,3 +733,11 @@ func drainProgress(ctx context.Context, out io.Writer, label string, w *watcher,
 
 // ErrViolations is returned when the invariant checks found something.
 var ErrViolations = errors.New("invariant violations")
+
+// urlsOr returns urls, or one when urls is empty.
+func urlsOr(urls []string, one string) []string {
+	if len(urls) > 0 {
+		return urls
+	}
+	return []string{one}
+}
