@@ -90,6 +90,7 @@ type SaleReport struct {
 	Retries         int64              `json:"retries"`
 	GaveUp          int64              `json:"gave_up"`
 	ClientErrors    int64              `json:"client_errors"`
+	Recovered       int64              `json:"recovered_from_409,omitempty"`
 	Accepted        int                `json:"accepted"`
 	AcceptedPerSec  float64            `json:"accepted_per_second"`
 	SoldOutAfterS   float64            `json:"sold_out_after_s"`
@@ -334,6 +335,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 		rep.StampedeCPU = meter.PerAnswer(res.Summary.Total)
 	}
 	rep.Answers, rep.Attempts, rep.Retries, rep.GaveUp, rep.ClientErrors = res.Summary, res.Attempts, res.Retries, res.GaveUp, res.ClientErrors
+	rep.Recovered = res.Recovered
 	rep.Accepted, rep.AcceptedPerSec, rep.SoldOutAfterS = len(res.Accepted), res.AcceptedPerSecond, res.SoldOutAfter.Seconds()
 	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter,
 		"recovered_from_409", res.Recovered)

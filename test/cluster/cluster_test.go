@@ -1,0 +1,467 @@
+// Package cluster_test runs the same binaries on the cluster profile
+// (scripts/stack up --profile cluster: the Temporal server on PostgreSQL, a
+// Redis Cluster of 3 masters + 3 replicas, a RocketMQ name server with two
+// brokers) with only configuration changed: two `seckill api` instances and
+// two `seckill worker` instances, flash sales across both APIs, and one fault
+// per sale — kill -9 of an API, of a worker, of a broker, of the Redis master
+// holding the item, and a restart of the Temporal server. Every sale ends
+// with the invariant checker's verdict (no unit oversold, no buyer with two
+// orders, no unit leaked, every accepted order accounted for).
+//
+// The tests stop and kill services of the cluster profile, so they run only
+// with SECKILL_CLUSTER=1 and the profile's environment (scripts/test does
+// both):
+//
+//	set -a; eval "$(scripts/stack env --profile cluster)"; set +a
+//	SECKILL_CLUSTER=1 SECKILL_DEV=1 go test -v -count=1 -timeout 30m ./test/cluster/
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+
+	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/workflows"
+)
+
+// env is one deployment on the cluster profile: a private MySQL database,
+// Redis key prefix, topic, groups and task queue, served by child processes.
+type env struct {
+	t         *testing.T
+	root, bin string
+	logs      string
+	base      []string // the children's environment
+	cfg       config.Config
+	st        *store.Store
+	rdb       redis.UniversalClient
+	prefix    string
+	stk       *stock.Store
+	tc        client.Client
+	taskQueue string
+
+	mu      sync.Mutex
+	apis    []*role
+	workers []*role
+}
+
+// role is one child process of the deployment.
+type role struct {
+	name, kind string
+	addr       string // API: its listen address
+	extra      []string
+	child      *proc.Child
+}
+
+func (r *role) url() string { return "http://" + r.addr }
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if os.Getenv("SECKILL_CLUSTER") != "1" {
+		t.Skip("kills services of the cluster profile: set SECKILL_CLUSTER=1 with its environment (see the package doc)")
+	}
+	testenv.Integration(t)
+	cfg := testenv.Config(t)
+	if len(cfg.Redis.Addrs) < 2 {
+		t.Fatalf("SECKILL_REDIS_ADDRS lists %d address(es): load the cluster profile's environment", len(cfg.Redis.Addrs))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := &env{t: t, root: repoRoot(t), cfg: cfg, logs: t.TempDir()}
+	e.bin = build(t, e.root)
+	var mcfg config.MySQL
+	e.st, mcfg = testenv.MySQL(t)
+	e.rdb, e.prefix = testenv.Redis(t)
+	e.stk = stock.New(e.rdb, e.prefix)
+	// Temporal's SeckillItemId is global: item ids unique across runs.
+	if err := e.st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
+		t.Fatal(err)
+	}
+	rmq := cfg.RocketMQ
+	rmq.Topic = testenv.Name(t, "orders")
+	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+		t.Fatalf("RocketMQ (scripts/stack up --profile cluster): %v", err)
+	}
+	e.taskQueue = testenv.Name(t, "saga")
+	tc, err := temporalx.Dial(ctx, cfg.Temporal, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Temporal: %v", err)
+	}
+	e.tc = tc
+	t.Cleanup(tc.Close)
+	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, e.taskQueue) })
+	e.base = append(os.Environ(),
+		"SECKILL_DEV=1",
+		"SECKILL_LOG_LEVEL=info",
+		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
+		"SECKILL_REDIS_KEY_PREFIX="+e.prefix,
+		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
+		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
+		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
+		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
+		"SECKILL_TEMPORAL_TASK_QUEUE="+e.taskQueue,
+		"SECKILL_RECONCILE_INTERVAL=0", // the test runs the reconciler itself, when it wants to
+		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
+	)
+	for i := 1; i <= 2; i++ {
+		api := &role{name: fmt.Sprintf("api-%d", i), kind: "api", addr: freeAddr(t)}
+		api.extra = []string{"SECKILL_API_ADDR=" + api.addr, "SECKILL_API_INSTANCE=" + api.name,
+			"SECKILL_API_RELAY_CLAIM_AFTER=5s"}
+		e.apis = append(e.apis, api)
+		w := &role{name: fmt.Sprintf("worker-%d", i), kind: "worker"}
+		w.extra = []string{"SECKILL_WORKER_METRICS_ADDR=" + freeAddr(t)}
+		e.workers = append(e.workers, w)
+	}
+	for _, r := range append(append([]*role{}, e.apis...), e.workers...) {
+		e.start(r)
+	}
+	for _, api := range e.apis {
+		if err := bench.WaitReady(ctx, api.url()+"/healthz", 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", api.name, err)
+		}
+	}
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, r := range append(append([]*role{}, e.apis...), e.workers...) {
+			if r.child != nil {
+				r.child.Stop(20 * time.Second)
+			}
+		}
+		if t.Failed() {
+			for _, r := range append(append([]*role{}, e.apis...), e.workers...) {
+				t.Logf("%s log (tail):\n%s", r.name, tail(filepath.Join(e.logs, r.name+".log"), 8000))
+			}
+		}
+	})
+	return e
+}
+
+// start runs (or runs again) a role's process.
+func (e *env) start(r *role) {
+	e.t.Helper()
+	c, err := proc.Start(proc.Spec{Path: e.bin, Args: []string{r.kind}, Env: append(append([]string{}, e.base...), r.extra...),
+		Log: filepath.Join(e.logs, r.name+".log"), Append: true, Banner: r.name + " " + time.Now().Format(time.RFC3339)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	r.child = c
+	e.mu.Unlock()
+	if r.kind == "api" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := bench.WaitReady(ctx, r.url()+"/healthz", 30*time.Second); err != nil {
+			e.t.Fatalf("%s: %v", r.name, err)
+		}
+	}
+}
+
+// kill9 kills a role's process with SIGKILL.
+func (e *env) kill9(r *role) {
+	e.t.Helper()
+	e.mu.Lock()
+	c := r.child
+	e.mu.Unlock()
+	if err := c.Kill(); err != nil {
+		e.t.Fatalf("kill -9 %s: %v", r.name, err)
+	}
+	e.t.Logf("%s killed (SIGKILL)", r.name)
+}
+
+// stack runs scripts/stack ARGS... --profile cluster.
+func (e *env) stack(args ...string) {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(e.root, "scripts", "stack"), append(args, "--profile", "cluster")...)
+	cmd.Dir = e.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("scripts/stack %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	e.t.Logf("scripts/stack %s: %s", strings.Join(args, " "), lastLine(out))
+}
+
+// sale is one flash sale across both APIs and both workers.
+type sale struct {
+	units  int64
+	fault  string
+	during func(ctx context.Context, itemID int64) error
+	after  func(ctx context.Context, itemID int64) error
+	repair bool // run the reconciler (repair) before the check
+	// attempts per buyer (503s during a failover are retried).
+	attempts int
+}
+
+// outcome is what the closing note reports per fault.
+type outcome struct {
+	Fault                                           string
+	Accepted, Paid, Cancelled, Failed               int64
+	Oversold, DuplicateBuyers, LeakedUnits, Lost    int64
+	Repaired                                        int
+	DrainS                                          float64
+	Violations                                      []string
+	RecoveredFrom409, ClientErrors, Retries, GaveUp int64
+}
+
+func (e *env) run(s sale) outcome {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	urls := []string{e.apis[0].url(), e.apis[1].url()}
+	repaired := 0
+	fs := bench.FlashSale{
+		APIURL: urls[0], APIURLs: urls, Units: s.units, Buyers: int(2 * s.units),
+		FirstBuyer: time.Now().Unix()%1_000_000*1000 + 1,
+		Load:       bench.Load{Connections: 32, Timeout: 10 * time.Second}, MaxAttempts: max(s.attempts, 20),
+		Lead: 3 * time.Second, PaymentTimeout: 20 * time.Second, PayFraction: 0.5, WaitTimeouts: true,
+		DrainTimeout: 8 * time.Minute, JWTSecret: []byte(config.DevJWTSecret),
+		APIPID: e.apis[0].child.PID(), WorkerPID: e.workers[0].child.PID(),
+		Log:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		DuringStampede: s.during, AfterStampede: s.after,
+	}
+	if s.repair {
+		fs.BeforeCheck = func(ctx context.Context, itemID int64) error {
+			r := reconcile.New(e.st.DB(), e.stk, outbox.New(e.rdb, e.prefix), workflows.NewClient(e.tc, e.taskQueue),
+				invariant.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}, 0, slog.New(slog.DiscardHandler))
+			for range 3 {
+				rep, err := r.Run(ctx, []int64{itemID}, true)
+				if err != nil {
+					return err
+				}
+				for _, f := range rep.Findings {
+					if f.Repaired {
+						repaired++
+						e.t.Logf("reconcile repaired %s %s: %s (%s)", f.Kind, f.OrderID, f.Detail, f.Action)
+					} else {
+						e.t.Logf("reconcile found %s %s: %s", f.Kind, f.OrderID, f.Detail)
+					}
+				}
+				if len(rep.Findings) == 0 {
+					return nil
+				}
+				time.Sleep(5 * time.Second) // let the repaired sagas and releases land, then look again
+			}
+			return nil
+		}
+	}
+	rep, err := fs.Run(ctx, bench.Deps{Store: e.st, Stock: e.stk,
+		Workflows: invariant.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}})
+	if err != nil {
+		e.t.Fatalf("%s: sale: %v", s.fault, err)
+	}
+	o := outcome{Fault: s.fault, Accepted: int64(rep.Accepted), Repaired: repaired, DrainS: rep.DrainAfterS,
+		ClientErrors: rep.ClientErrors, Retries: rep.Retries, GaveUp: rep.GaveUp, RecoveredFrom409: rep.Recovered}
+	if inv := rep.Invariants; inv != nil {
+		o.Paid, o.Cancelled, o.Failed = inv.OrdersByStatus["PAID"], inv.OrdersByStatus["CANCELLED"], inv.OrdersByStatus["FAILED"]
+		for _, v := range inv.Violations {
+			o.Violations = append(o.Violations, fmt.Sprintf("%s: %s", v.Name, v.Detail))
+			switch v.Name {
+			case invariant.Oversell:
+				o.Oversold++
+			case invariant.DuplicateBuyer:
+				o.DuplicateBuyers++
+			case invariant.LeakedUnit:
+				o.LeakedUnits++
+			case invariant.LostOrder:
+				o.Lost++
+			}
+		}
+	}
+	e.t.Logf("OUTCOME %+v", o)
+	if !rep.Drained {
+		e.t.Errorf("%s: not drained: %v", s.fault, rep.Notes)
+	}
+	if rep.Invariants == nil || !rep.Invariants.OK() {
+		e.t.Errorf("%s: invariant violations: %v", s.fault, o.Violations)
+	}
+	return o
+}
+
+// TestClusterSales: one clean sale of 1,000 units, then one sale per fault.
+// Each fault's role or service is back before the next sale.
+func TestClusterSales(t *testing.T) {
+	e := newEnv(t)
+	var outcomes []outcome
+	defer func() {
+		for _, o := range outcomes {
+			t.Logf("%-22s accepted %4d paid %4d cancelled %4d failed %d | oversold %d duplicate %d leaked %d lost %d | repaired %d | drain %.0f s | 409-recovered %d client errors %d",
+				o.Fault, o.Accepted, o.Paid, o.Cancelled, o.Failed, o.Oversold, o.DuplicateBuyers, o.LeakedUnits, o.Lost,
+				o.Repaired, o.DrainS, o.RecoveredFrom409, o.ClientErrors)
+		}
+	}()
+
+	outcomes = append(outcomes, e.run(sale{units: 1000, fault: "none (1,000 units)"}))
+
+	// kill -9 of an API while purchases flow: its unpublished outbox entries
+	// are claimed by the other instance's relay; its buyers retry there.
+	outcomes = append(outcomes, e.run(sale{units: 400, fault: "kill -9 api-1",
+		during: func(ctx context.Context, itemID int64) error {
+			e.waitReserved(ctx, itemID, 40)
+			e.kill9(e.apis[0])
+			return nil
+		},
+		after: func(ctx context.Context, itemID int64) error {
+			e.start(e.apis[0])
+			return nil
+		}}))
+
+	// kill -9 of a worker while sagas run: Temporal hands its tasks to the
+	// other worker; the broker redelivers what its consumer held.
+	outcomes = append(outcomes, e.run(sale{units: 400, fault: "kill -9 worker-1",
+		after: func(ctx context.Context, itemID int64) error {
+			e.waitPersisted(ctx, itemID, 40)
+			e.kill9(e.workers[0])
+			time.Sleep(10 * time.Second)
+			e.start(e.workers[0])
+			return nil
+		}}))
+
+	// kill -9 of broker-a as the sale starts: the relays' sends move to
+	// broker-b; broker-a comes back after the stampede with what it stored.
+	outcomes = append(outcomes, e.run(sale{units: 400, fault: "kill -9 rocketmq-broker-a",
+		during: func(ctx context.Context, itemID int64) error {
+			e.stack("kill", "rocketmq-broker-a")
+			return nil
+		},
+		after: func(ctx context.Context, itemID int64) error {
+			time.Sleep(5 * time.Second)
+			e.stack("start", "rocketmq-broker-a")
+			return nil
+		}}))
+
+	// kill -9 of the Redis master that holds the item: its replica is
+	// promoted; asynchronous replication may lose the last acknowledged
+	// reservations, which the reconciler finds and repairs.
+	var killed string
+	outcomes = append(outcomes, e.run(sale{units: 400, fault: "kill -9 redis master", attempts: 100, repair: true,
+		during: func(ctx context.Context, itemID int64) error {
+			e.waitReserved(ctx, itemID, 40)
+			killed = e.masterOf(ctx, e.stk.ItemKeys(itemID).Stock)
+			e.stack("kill", killed)
+			return nil
+		},
+		after: func(ctx context.Context, itemID int64) error {
+			e.stack("start", killed) // rejoins as a replica of the promoted one
+			return nil
+		}}))
+
+	// The Temporal server restarted while sagas run: its state is on
+	// PostgreSQL; workers and starters reconnect.
+	outcomes = append(outcomes, e.run(sale{units: 400, fault: "restart temporal-server",
+		after: func(ctx context.Context, itemID int64) error {
+			e.waitPersisted(ctx, itemID, 40)
+			e.stack("stop", "temporal-server")
+			time.Sleep(5 * time.Second)
+			e.stack("start", "temporal-server")
+			return nil
+		}}))
+}
+
+// waitReserved waits until n units of the item are reserved in Redis.
+func (e *env) waitReserved(ctx context.Context, itemID int64, n int64) {
+	key := e.stk.ItemKeys(itemID).Buyers
+	for ctx.Err() == nil {
+		if c, err := e.rdb.HLen(ctx, key).Result(); err == nil && c >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitPersisted waits until n orders of the item have a row.
+func (e *env) waitPersisted(ctx context.Context, itemID int64, n int64) {
+	for ctx.Err() == nil {
+		var c int64
+		if e.st.DB().WithContext(ctx).Raw("SELECT COUNT(*) FROM seckill_order WHERE item_id = ?", itemID).Scan(&c).Error == nil && c >= n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// masterOf names the cluster profile's service (redis-N, port 7000+N) of the
+// master that serves key's slot.
+func (e *env) masterOf(ctx context.Context, key string) string {
+	e.t.Helper()
+	cc, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		e.t.Fatal("not a cluster client")
+	}
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(node.Options().Addr)
+	var n int
+	if _, err := fmt.Sscanf(port, "70%02d", &n); err != nil || n < 1 || n > 6 {
+		e.t.Fatalf("master %s is not one of the profile's nodes", node.Options().Addr)
+	}
+	return fmt.Sprintf("redis-%d", n)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repo root not found from %s", file)
+	}
+	return root
+}
+
+// build compiles cmd/seckill into the test's temp dir.
+func build(t *testing.T, root string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "seckill")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/seckill")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
