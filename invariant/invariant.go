@@ -107,7 +107,8 @@ type Input struct {
 	// Accepted are the 202 answers the load generator received.
 	Accepted []Accepted
 	// AcceptedComplete says Accepted holds every 202 (no client timeouts, no
-	// other buyers): orders outside it are then phantoms.
+	// other buyers): orders outside it are then phantoms. Otherwise orders
+	// outside it are counted as accepted (their answers were lost).
 	AcceptedComplete bool
 	// SoldOutSeen says some buyer was answered 410 SOLD_OUT.
 	SoldOutSeen bool
@@ -142,7 +143,10 @@ type Report struct {
 	WorkflowsChecked  bool             `json:"workflows_checked"`
 	WorkflowsByStatus map[string]int64 `json:"workflows_by_status,omitempty"`
 	AfterTimeouts     bool             `json:"after_timeouts"`
-	Violations        []Violation      `json:"violations"`
+	// Unanswered counts orders whose 202 no buyer received (counted as
+	// accepted when Input.AcceptedComplete is false).
+	Unanswered int         `json:"unanswered,omitempty"`
+	Violations []Violation `json:"violations"`
 }
 
 // OK reports whether no invariant was broken.
@@ -257,6 +261,26 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 	for _, a := range in.Accepted {
 		acc[a.OrderID] = a.UserID
 	}
+	var unanswered int
+	if !in.AcceptedComplete {
+		// Some answers never reached the buyers (an instance killed mid
+		// request, client timeouts): an order row or a reservation exists
+		// only because a buyer's request reserved it, so it counts as
+		// accepted; its 202 was lost on the way.
+		for _, r := range rows {
+			if _, ok := acc[r.OrderID]; !ok {
+				acc[r.OrderID] = r.UserID
+				unanswered++
+			}
+		}
+		for id, u := range resvUser {
+			if _, ok := acc[id]; !ok {
+				acc[id] = u
+				unanswered++
+			}
+		}
+	}
+	rep.Unanswered = unanswered
 
 	// oversell: nothing may hold more units than exist, no counter below zero.
 	var over []string

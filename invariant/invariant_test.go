@@ -288,3 +288,29 @@ func TestCatchesLostOrderAndMissingWorkflow(t *testing.T) {
 		t.Fatal("missing workflow not caught")
 	}
 }
+
+// An order whose 202 never reached its buyer (an API instance killed mid
+// request) is accepted all the same when the client saw errors: selling out
+// is no undersell then. With every answer received, it is a phantom.
+func TestUnansweredOrderCountsWhenAnswersWereLost(t *testing.T) {
+	s := newSale(t, 3)
+	for u := int64(1); u <= 3; u++ {
+		s.buy(u)
+	}
+	s.accepted = s.accepted[:2] // the third buyer's 202 was lost
+	in := invariant.Input{ItemID: s.item, Accepted: s.accepted, AcceptedComplete: false, SoldOutSeen: true}
+	rep, err := invariant.Check(s.ctx, invariant.Deps{DB: s.st.DB(), Stock: s.stock, Workflows: s.wf}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.Unanswered != 1 {
+		t.Fatalf("lost answer: unanswered %d, violations %v; want 1 and none", rep.Unanswered, rep.Violations)
+	}
+	in.AcceptedComplete = true
+	if rep, err = invariant.Check(s.ctx, invariant.Deps{DB: s.st.DB(), Stock: s.stock, Workflows: s.wf}, in); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Has(invariant.PhantomOrder) || !rep.Has(invariant.Undersell) {
+		t.Fatalf("every answer received: want phantom_order and undersell, got %v", rep.Violations)
+	}
+}

@@ -219,7 +219,7 @@ type outcome struct {
 	Fault                                           string
 	Accepted, Paid, Cancelled, Failed               int64
 	Oversold, DuplicateBuyers, LeakedUnits, Lost    int64
-	Repaired                                        int
+	Repaired, Unanswered                            int
 	DrainS                                          float64
 	Violations                                      []string
 	RecoveredFrom409, ClientErrors, Retries, GaveUp int64
@@ -275,6 +275,7 @@ func (e *env) run(s sale) outcome {
 		ClientErrors: rep.ClientErrors, Retries: rep.Retries, GaveUp: rep.GaveUp, RecoveredFrom409: rep.Recovered}
 	if inv := rep.Invariants; inv != nil {
 		o.Paid, o.Cancelled, o.Failed = inv.OrdersByStatus["PAID"], inv.OrdersByStatus["CANCELLED"], inv.OrdersByStatus["FAILED"]
+		o.Unanswered = inv.Unanswered
 		for _, v := range inv.Violations {
 			o.Violations = append(o.Violations, fmt.Sprintf("%s: %s", v.Name, v.Detail))
 			switch v.Name {
@@ -306,9 +307,9 @@ func TestClusterSales(t *testing.T) {
 	var outcomes []outcome
 	defer func() {
 		for _, o := range outcomes {
-			t.Logf("%-22s accepted %4d paid %4d cancelled %4d failed %d | oversold %d duplicate %d leaked %d lost %d | repaired %d | drain %.0f s | 409-recovered %d client errors %d",
+			t.Logf("%-22s accepted %4d paid %4d cancelled %4d failed %d | oversold %d duplicate %d leaked %d lost %d | repaired %d | drain %.0f s | 202s lost %d, learnt from a 409 %d, client errors %d",
 				o.Fault, o.Accepted, o.Paid, o.Cancelled, o.Failed, o.Oversold, o.DuplicateBuyers, o.LeakedUnits, o.Lost,
-				o.Repaired, o.DrainS, o.RecoveredFrom409, o.ClientErrors)
+				o.Repaired, o.DrainS, o.Unanswered, o.RecoveredFrom409, o.ClientErrors)
 		}
 	}()
 
