@@ -28,6 +28,10 @@ type Metrics struct {
 	// were not sent (Temporal unreachable, too many in flight); the saga finds
 	// the order row at its deadline instead.
 	WakesSkipped prometheus.Counter
+	// ReplicaWaitShort counts reservation batches answered although fewer
+	// Redis replicas than SECKILL_REDIS_WAIT_REPLICAS acknowledged them in
+	// time (a failover now could lose them).
+	ReplicaWaitShort prometheus.Counter
 
 	routes     sync.Map // route template -> *routeSeries
 	rejectedBy sync.Map // error code -> prometheus.Counter
@@ -63,12 +67,16 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		pubFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_outbox_publish_failures_total", Help: "Failed sends of outbox entries (retried).",
 		}),
+		ReplicaWaitShort: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_redis_replica_wait_short_total",
+			Help: "Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS).",
+		}),
 		WakesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_saga_wakes_skipped_total",
 			Help: "Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.WakesSkipped,
+	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.WakesSkipped, m.ReplicaWaitShort,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

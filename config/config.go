@@ -110,6 +110,15 @@ type Redis struct {
 	// less CPU per reservation in Redis and in the API than autopipelining
 	// alone. Takes precedence over AutoPipeline for reservations.
 	BatchReserve bool `env:"BATCH_RESERVE" envDefault:"true"`
+	// WaitReplicas, when above 0, answers a batch of reservations only once
+	// that many replicas of the item's master hold it (Redis WAIT, at most
+	// WaitTimeout; past it the batch stands and
+	// seckill_redis_replica_wait_short_total counts it). Replication is
+	// asynchronous: without it a failover can promote a replica that lacks
+	// the last reservations buyers were told about. 0 for one Redis without
+	// replicas; 1 on a cluster with a replica per master. Needs BatchReserve.
+	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0"`
+	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
 
 // Addresses are the Redis addresses to dial: Addrs when set, else Addr.
@@ -361,6 +370,15 @@ func (c Config) Validate() error {
 		hostPort("REDIS_ADDRS", a)
 	}
 	positive("REDIS_POOL_SIZE", float64(c.Redis.PoolSize))
+	if c.Redis.WaitReplicas < 0 {
+		bad("REDIS_WAIT_REPLICAS", "must not be negative, got %d", c.Redis.WaitReplicas)
+	}
+	if c.Redis.WaitReplicas > 0 && !c.Redis.BatchReserve {
+		bad("REDIS_WAIT_REPLICAS", "needs SECKILL_REDIS_BATCH_RESERVE=true")
+	}
+	if c.Redis.WaitReplicas > 0 {
+		positive("REDIS_WAIT_TIMEOUT", c.Redis.WaitTimeout.Seconds())
+	}
 	if c.MySQL.Port <= 0 || c.MySQL.Port > 65535 {
 		bad("MYSQL_PORT", "%d is not a port", c.MySQL.Port)
 	}

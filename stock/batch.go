@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,6 +40,23 @@ type batchReq struct {
 	left int64
 	err  error
 	done chan struct{}
+}
+
+// replicaWait is the durability asked of a reservation (UseReplicaWait).
+type replicaWait struct {
+	replicas int
+	timeout  time.Duration
+	short    func() // called when fewer replicas acknowledged in time
+}
+
+// UseReplicaWait makes a batch of reservations wait, before its buyers are
+// answered, until replicas replicas hold it (WAIT), at most timeout. Redis
+// replication is asynchronous: without it a failover can promote a replica
+// that lacks the last acknowledged reservations. short, when not nil, is
+// called for each batch that timed out with fewer acknowledgements (the
+// reservations stand). Needs UseBatching.
+func (s *Store) UseReplicaWait(replicas int, timeout time.Duration, short func()) {
+	s.wait = replicaWait{replicas: replicas, timeout: timeout, short: short}
 }
 
 // UseBatching makes ReserveQueued reserve through one script call per batch
@@ -118,8 +136,7 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	}
 	// Not bound to any one buyer's request: the batch is everybody's.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	res := reserveBatchScript.Run(ctx, s.rdb, keys, args...)
-	vals, err := res.Slice()
+	vals, err := s.runBatchScript(ctx, k.Stock, keys, args)
 	if err == nil && len(vals) != 2*len(batch) {
 		err = fmt.Errorf("reserve batch: %d values for %d buyers", len(vals), len(batch))
 	}
@@ -160,5 +177,68 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	}
 	for _, r := range batch {
 		close(r.done)
+	}
+}
+
+// runBatchScript runs the batch script. With UseReplicaWait it runs it on
+// the item's master together with WAIT on the same connection, so the buyers
+// are answered only once that many replicas hold their reservations (or the
+// wait timed out: then the reservations stand, and the shortfall is counted).
+func (s *Store) runBatchScript(ctx context.Context, key string, keys []string, args []any) ([]any, error) {
+	if s.wait.replicas <= 0 {
+		return reserveBatchScript.Run(ctx, s.rdb, keys, args...).Slice()
+	}
+	node, err := s.masterFor(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	run := func(eval bool) (*redis.Cmd, *redis.IntCmd, error) {
+		var res *redis.Cmd
+		var acks *redis.IntCmd
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if eval {
+				res = reserveBatchScript.Eval(ctx, p, keys, args...)
+			} else {
+				res = reserveBatchScript.EvalSha(ctx, p, keys, args...)
+			}
+			acks = redis.NewIntCmd(ctx, "wait", s.wait.replicas, s.wait.timeout.Milliseconds())
+			_ = p.Process(ctx, acks)
+			return nil
+		})
+		return res, acks, err
+	}
+	res, acks, err := run(false)
+	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
+		res, acks, err = run(true)
+	}
+	if err := res.Err(); err != nil {
+		s.reloadOnMoved(ctx, err)
+		return nil, err
+	}
+	if err == nil {
+		if n, werr := acks.Result(); werr == nil && n < int64(s.wait.replicas) && s.wait.short != nil {
+			s.wait.short()
+		}
+	}
+	return res.Slice()
+}
+
+// masterFor returns the client of the node that owns key: the cluster's
+// master of its slot, or the one client.
+func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("replica wait: unsupported redis client %T", s.rdb)
+}
+
+// reloadOnMoved refreshes the cluster's slot map after a node answered
+// MOVED or could not be reached (a failover moved the slot).
+func (s *Store) reloadOnMoved(ctx context.Context, err error) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok && err != nil {
+		cc.ReloadState(ctx)
 	}
 }

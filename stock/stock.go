@@ -67,6 +67,7 @@ type Store struct {
 	ap redis.Cmdable
 	// batch, when set, carries ReserveQueued (see UseBatching).
 	batch *batcher
+	wait  replicaWait
 }
 
 // UseAutoPipeline makes ReserveQueued send its commands through go-redis's

@@ -71,6 +71,10 @@ func runAPI(ctx context.Context, a *app) error {
 	if cfg.Redis.BatchReserve {
 		units.UseBatching()
 	}
+	metrics := api.NewMetrics(prometheus.NewRegistry())
+	if cfg.Redis.WaitReplicas > 0 {
+		units.UseReplicaWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout, metrics.ReplicaWaitShort.Inc)
+	}
 	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
 	// The relay has its own client: one blocking reader per watched item
 	// must not take the connections GET order and purchases wait for.
@@ -85,7 +89,6 @@ func runAPI(ctx context.Context, a *app) error {
 	}
 	defer func() { _ = producer.Close() }()
 
-	metrics := api.NewMetrics(prometheus.NewRegistry())
 	instance := cfg.API.Instance
 	if instance == "" {
 		host, _ := os.Hostname()
