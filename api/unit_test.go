@@ -299,6 +299,11 @@ func TestUnitPurchaseDependencyFailures(t *testing.T) {
 	if h.units.unitsLeft(item) != 5 {
 		t.Fatal("a unit was taken by a failed reservation")
 	}
+	// Any other Redis failure (an error reply such as READONLY during a
+	// failover, OOM) that reserved nothing is 503 too, not 500: the buyer
+	// may retry (regression: it was 500 INTERNAL).
+	h.units.reserveErr = errors.New("READONLY You can't write against a read only replica.")
+	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 	h.units.reserveErr = nil
 
 	// Redis failed after the script ran: the unit is the buyer's, 202 with
