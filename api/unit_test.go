@@ -599,6 +599,22 @@ func TestUnitPayAndCancel(t *testing.T) {
 	expectErr(t, n.do("POST", "/api/v1/orders/"+o.OrderID+"/cancel", n.buyer(38), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }
 
+// An admin whose id equals the buyer's is not the buyer: pay and cancel are
+// the owning buyer's only (regression: the desk was asked with the admin's
+// id, which matched the buyer's row).
+func TestUnitAdminCannotActForBuyerWithSameID(t *testing.T) {
+	h := newUnitHarness(t)
+	v := h.pendingOrder(h.onSale(1), 40, time.Minute)
+	admin40 := h.token(40, auth.RoleAdmin)
+	expectErr(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", admin40, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/cancel", admin40, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	if o, _ := h.orders.FindOrder(context.Background(), v.OrderID); o.Status != order.StatusPendingPayment {
+		t.Fatalf("the admin changed the buyer's order: %+v", o)
+	}
+	expect(t, h.do("GET", "/api/v1/orders/"+v.OrderID, admin40, nil), http.StatusOK, "") // admins may look
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.buyer(40), nil), http.StatusOK, "")
+}
+
 func TestUnitHealth(t *testing.T) {
 	h := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
 		d.Checks = map[string]api.Check{
