@@ -442,3 +442,36 @@ func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode) // no route listing per server built
 	os.Exit(m.Run())
 }
+
+// Failure injection: which dependency fails (the fuzz targets pick one per
+// request).
+const (
+	failNone = iota
+	failItems
+	failOrders
+	failUnits   // every Units call
+	failReserve // ReserveQueued only, before anything is taken
+	failViews
+	failActions
+	failKinds
+)
+
+// inject makes one dependency fail with err (failNone, or a nil err,
+// clears every failure) and reports whether one was injected.
+func (h *unitHarness) inject(which int, err error) bool {
+	set := func(mu *sync.Mutex, field *error, on bool) {
+		mu.Lock()
+		*field = nil
+		if on {
+			*field = err
+		}
+		mu.Unlock()
+	}
+	set(&h.items.mu, &h.items.err, which == failItems)
+	set(&h.orders.mu, &h.orders.err, which == failOrders)
+	set(&h.units.mu, &h.units.err, which == failUnits)
+	set(&h.units.mu, &h.units.reserveErr, which == failReserve)
+	set(&h.views.mu, &h.views.err, which == failViews)
+	set(&h.orders.mu, &h.actions.err, which == failActions) // the fake desk runs under the order table's lock
+	return which != failNone && err != nil
+}
