@@ -25,9 +25,11 @@ bench: ## every stage against its own baseline on the local stack (see docs/perf
 build: ## build bin/seckill
 	@go build -o bin/seckill ./cmd/seckill
 
-fuzz: ## run the purchase and item fuzz targets for a while
-	@go test -run=XXX -fuzz=FuzzPurchase -fuzztime=60s ./api/
-	@go test -run=XXX -fuzz=FuzzCreateItem -fuzztime=60s ./api/
+fuzz: ## every fuzz target for a while: each handler on in-memory fakes, then purchase and item create on the local stack
+	@for t in FuzzUnitItems FuzzUnitPurchase FuzzUnitOrders FuzzUnitRouter; do \
+		go test -run=XXX -fuzz="^$$t\$$" -fuzztime=30s ./api/ || exit 1; done
+	@go test -run=XXX -fuzz='^FuzzPurchase$$' -fuzztime=60s ./api/
+	@go test -run=XXX -fuzz='^FuzzCreateItem$$' -fuzztime=60s ./api/
 
 # PROFILE=cluster: the clustered stack (scripts/stack --profile cluster) instead of the default one
 STACK_PROFILE = $(if $(PROFILE),--profile $(PROFILE))

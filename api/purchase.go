@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -75,7 +76,10 @@ func (s *Server) purchase(c *gin.Context) {
 			s.fail(c, err)
 			return
 		case !s.reservedAnyway(ctx, msg):
-			s.fail(c, err) // 503: nothing was reserved
+			// Nothing was reserved, whatever Redis answered (a dropped
+			// connection, or an error reply such as READONLY during a
+			// failover or OOM): 503, the buyer may try again.
+			s.fail(c, fmt.Errorf("%w: reserve: %w", ErrUnavailable, err))
 			return
 		}
 		// Redis failed or timed out after the script ran: the unit is ours

@@ -1,0 +1,477 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// In-memory twins of the API's dependencies: the handlers' HTTP contract is
+// tested on these in milliseconds with nothing running (go test -short);
+// harness_test.go runs the same routes on the real Redis and MySQL.
+
+var (
+	_ api.ItemStore    = (*fakeItems)(nil)
+	_ api.OrderReader  = (*fakeOrders)(nil)
+	_ api.Units        = (*fakeUnits)(nil)
+	_ api.Views        = (*fakeViews)(nil)
+	_ api.OrderActions = (*fakeActions)(nil)
+)
+
+// errDown is what a dependency that cannot be reached returns (connection
+// refused), as the Redis and MySQL drivers do.
+var errDown = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+// fakeItems is the MySQL item table.
+type fakeItems struct {
+	mu     sync.Mutex
+	byID   map[int64]store.Item
+	nextID int64
+	err    error // returned by every call when set
+	gets   int   // GetItem calls
+}
+
+func newFakeItems() *fakeItems { return &fakeItems{byID: map[int64]store.Item{}, nextID: 1000} }
+
+func (f *fakeItems) CreateItem(_ context.Context, it store.Item) (store.Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return store.Item{}, f.err
+	}
+	f.nextID++
+	it.ID = f.nextID
+	f.byID[it.ID] = it
+	return it, nil
+}
+
+func (f *fakeItems) GetItem(_ context.Context, id int64) (store.Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	if f.err != nil {
+		return store.Item{}, f.err
+	}
+	it, ok := f.byID[id]
+	if !ok {
+		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrNotFound)
+	}
+	return it, nil
+}
+
+func (f *fakeItems) ListItems(context.Context) ([]store.Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make([]store.Item, 0, len(f.byID))
+	for _, it := range f.byID {
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// fakeOrders is the MySQL order table.
+type fakeOrders struct {
+	mu   sync.Mutex
+	rows map[string]store.Order
+	err  error
+}
+
+func newFakeOrders() *fakeOrders { return &fakeOrders{rows: map[string]store.Order{}} }
+
+func (f *fakeOrders) FindOrder(_ context.Context, id string) (store.Order, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return store.Order{}, f.err
+	}
+	o, ok := f.rows[id]
+	if !ok {
+		return store.Order{}, fmt.Errorf("order %s: %w", id, store.ErrNotFound)
+	}
+	return o, nil
+}
+
+func (f *fakeOrders) put(o store.Order) {
+	f.mu.Lock()
+	f.rows[o.OrderID] = o
+	f.mu.Unlock()
+}
+
+// fakeViews is the orders' latest views in Redis, with its pub/sub.
+type fakeViews struct {
+	mu       sync.Mutex
+	views    map[string]order.View
+	watchers []func(order.View)
+	watching chan struct{} // closed once Watch has registered
+	once     sync.Once
+	err      error
+}
+
+func newFakeViews() *fakeViews {
+	return &fakeViews{views: map[string]order.View{}, watching: make(chan struct{})}
+}
+
+// MarkQueued stores the QUEUED view unless the order has one (SET NX).
+func (f *fakeViews) MarkQueued(_ context.Context, v order.View) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if _, ok := f.views[v.OrderID]; !ok {
+		f.views[v.OrderID] = v
+	}
+	return nil
+}
+
+func (f *fakeViews) Status(_ context.Context, id string) (order.View, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return order.View{}, false, f.err
+	}
+	v, ok := f.views[id]
+	return v, ok, nil
+}
+
+func (f *fakeViews) Watch(ctx context.Context, fn func(order.View)) {
+	f.mu.Lock()
+	f.watchers = append(f.watchers, fn)
+	f.mu.Unlock()
+	f.once.Do(func() { close(f.watching) })
+	<-ctx.Done()
+}
+
+// publish stores v and delivers it to the watchers (the saga's Notify).
+func (f *fakeViews) publish(v order.View) {
+	f.mu.Lock()
+	f.views[v.OrderID] = v
+	ws := append([]func(order.View){}, f.watchers...)
+	f.mu.Unlock()
+	for _, fn := range ws {
+		fn(v)
+	}
+}
+
+// fakeUnits is the live stock in Redis: one unit per buyer per item, never
+// below zero, the QUEUED view stored with the reservation.
+type fakeUnits struct {
+	mu     sync.Mutex
+	views  *fakeViews
+	left   map[int64]int64     // loaded items
+	buyers map[[2]int64]string // (item, buyer) -> order id
+	back   []func(int64)
+
+	// Injected failures.
+	err        error // every call
+	reserveErr error // ReserveQueued only, before anything is taken
+	// failAfter makes ReserveQueued take the unit and still fail (Redis
+	// timed out after the script ran).
+	failAfter error
+	reserves  int // ReserveQueued calls
+}
+
+func newFakeUnits(v *fakeViews) *fakeUnits {
+	return &fakeUnits{views: v, left: map[int64]int64{}, buyers: map[[2]int64]string{}}
+}
+
+func (f *fakeUnits) Load(_ context.Context, itemID, units int64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	if _, ok := f.left[itemID]; ok {
+		return false, nil
+	}
+	f.left[itemID] = units
+	return true, nil
+}
+
+func (f *fakeUnits) Left(_ context.Context, itemID int64) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, ok := f.left[itemID]
+	if !ok {
+		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotLoaded)
+	}
+	return n, nil
+}
+
+func (f *fakeUnits) LeftMany(_ context.Context, ids []int64) (map[int64]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make(map[int64]int64, len(ids))
+	for _, id := range ids {
+		if n, ok := f.left[id]; ok {
+			out[id] = n
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeUnits) ReserveQueued(_ context.Context, r order.Message, v order.View) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reserves++
+	if f.err != nil {
+		return 0, f.err
+	}
+	if f.reserveErr != nil {
+		return 0, f.reserveErr
+	}
+	n, ok := f.left[r.ItemID]
+	if !ok {
+		return 0, fmt.Errorf("item %d: %w", r.ItemID, stock.ErrNotLoaded)
+	}
+	key := [2]int64{r.ItemID, r.UserID}
+	if id, ok := f.buyers[key]; ok {
+		return 0, &stock.AlreadyReservedError{OrderID: id}
+	}
+	if n <= 0 {
+		return 0, stock.ErrSoldOut
+	}
+	f.left[r.ItemID] = n - 1
+	f.buyers[key] = r.OrderID
+	_ = f.views.MarkQueued(context.Background(), v)
+	if f.failAfter != nil {
+		return 0, f.failAfter
+	}
+	return n - 1, nil
+}
+
+func (f *fakeUnits) BuyerOrder(_ context.Context, itemID, userID int64) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return "", false, f.err
+	}
+	id, ok := f.buyers[[2]int64{itemID, userID}]
+	return id, ok, nil
+}
+
+func (f *fakeUnits) WatchUnitsBack(ctx context.Context, fn func(int64)) {
+	f.mu.Lock()
+	f.back = append(f.back, fn)
+	f.mu.Unlock()
+	<-ctx.Done()
+}
+
+// release gives a buyer's unit back and announces it (a compensation); the
+// buyer keeps the mark (one order per buyer, ever).
+func (f *fakeUnits) release(itemID int64) {
+	f.mu.Lock()
+	f.left[itemID]++
+	back := append([]func(int64){}, f.back...)
+	f.mu.Unlock()
+	for _, fn := range back {
+		fn(itemID)
+	}
+}
+
+func (f *fakeUnits) unitsLeft(itemID int64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.left[itemID]
+}
+
+// fakeActions is the payment desk: pay and cancel of the buyer's pending
+// order in the fake order table, judged against the order's deadline.
+type fakeActions struct {
+	orders *fakeOrders
+	err    error // returned (with the order as it is) when set
+}
+
+func (f *fakeActions) Pay(ctx context.Context, id string, user int64, at time.Time) (order.View, error) {
+	return f.act(ctx, id, user, at, order.StatusPaid, "")
+}
+
+func (f *fakeActions) Cancel(ctx context.Context, id string, user int64, at time.Time) (order.View, error) {
+	return f.act(ctx, id, user, at, order.StatusCancelled, order.ReasonBuyerCancelled)
+}
+
+func (f *fakeActions) act(_ context.Context, id string, user int64, at time.Time, to order.Status, reason string) (order.View, error) {
+	f.orders.mu.Lock()
+	defer f.orders.mu.Unlock()
+	o, ok := f.orders.rows[id]
+	if !ok || o.UserID != user {
+		return order.View{}, fmt.Errorf("order %s: %w", id, order.ErrNotFound)
+	}
+	if f.err != nil {
+		return o.View(), f.err
+	}
+	if o.Status == to && to == order.StatusPaid {
+		return o.View(), nil // paying a paid order again returns its view
+	}
+	if !o.View().Payable(at) {
+		return o.View(), fmt.Errorf("order %s is %s: %w", id, o.Status, order.ErrNotPayable)
+	}
+	o.Status, o.Reason, o.UpdatedAt = to, reason, at
+	f.orders.rows[id] = o
+	return o.View(), nil
+}
+
+// unitHarness is one API server on the fakes. The embedded harness gives the
+// request helpers; its real-service fields (db, stk, views, rdb) are nil.
+type unitHarness struct {
+	*harness
+	items   *fakeItems
+	orders  *fakeOrders
+	units   *fakeUnits
+	views   *fakeViews
+	actions *fakeActions
+}
+
+type unitOpt func(*config.API, *api.Deps, *api.Options)
+
+// unitConfig is config.API with limits that stay out of the way and no
+// environment read: nothing in it points at a service.
+func unitConfig() config.API {
+	return config.API{
+		BodyLimitBytes: 64 << 10, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 15 * time.Second, IdleTimeout: time.Minute,
+		GlobalRPS: 1e6, GlobalBurst: 1e6, BuyerRPS: 1000, BuyerBurst: 1000, IPRPS: 1e6, IPBurst: 1e6,
+		LimiterIdleTTL: 2 * time.Minute, LimiterMaxKeys: 1 << 16, IPLimiterMaxKeys: 1 << 16,
+		StreamsPerBuyer: 4, StreamsMax: 100, ItemRefresh: time.Hour,
+	}
+}
+
+// newUnitServer builds the server on fakes and runs it until the test ends
+// (no listener: the fuzz targets call its handler in memory).
+func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
+	t.Helper()
+	items, orders, views := newFakeItems(), newFakeOrders(), newFakeViews()
+	units := newFakeUnits(views)
+	actions := &fakeActions{orders: orders}
+	cfg := unitConfig()
+	deps := api.Deps{
+		Items: items, Orders: orders, Units: units, Views: views, Actions: actions,
+		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
+	}
+	o := api.Options{EventsPoll: time.Hour, EventsMax: time.Minute}
+	for _, opt := range opts {
+		opt(&cfg, &deps, &o)
+	}
+	srv := api.New(cfg, deps, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select { // published views reach the event streams from here on
+	case <-views.watching:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not start watching views")
+	}
+	h := &unitHarness{harness: &harness{t: t, srv: srv, cfg: cfg},
+		items: items, orders: orders, units: units, views: views, actions: actions}
+	h.admin = h.token(1, auth.RoleAdmin)
+	return h
+}
+
+// newUnitHarness is newUnitServer behind an httptest server with the
+// production http.Server settings.
+func newUnitHarness(t testing.TB, opts ...unitOpt) *unitHarness {
+	t.Helper()
+	h := newUnitServer(t, opts...)
+	ts := httptest.NewUnstartedServer(h.srv.Handler())
+	ts.Config = h.srv.HTTPServer()
+	ts.Config.Handler = h.srv.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	h.ts = ts
+	return h
+}
+
+// item stores an item in the fake MySQL with its stock loaded in the fake
+// Redis, as POST /api/v1/items leaves it.
+func (h *unitHarness) item(units int64, start, end time.Time) int64 {
+	it, err := h.items.CreateItem(context.Background(), store.Item{Name: "item", PriceCents: 100, StockTotal: units,
+		StartAt: start.UTC().Truncate(time.Millisecond), EndAt: end.UTC().Truncate(time.Millisecond), PaymentTimeoutSeconds: 900})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.units.Load(context.Background(), it.ID, units); err != nil {
+		h.t.Fatal(err)
+	}
+	return it.ID
+}
+
+func (h *unitHarness) onSale(units int64) int64 {
+	return h.item(units, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+// pendingOrder is an order of buyer for item in PENDING_PAYMENT with the
+// deadline window from now, in the fake table and the fake Redis view.
+func (h *unitHarness) pendingOrder(item, buyer int64, window time.Duration) order.View {
+	now := time.Now().UTC()
+	payBy := now.Add(window)
+	o := store.Order{OrderID: order.NewID(), UserID: buyer, ItemID: item, Status: order.StatusPendingPayment,
+		PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
+	h.orders.put(o)
+	h.views.publish(o.View())
+	return o.View()
+}
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode) // no route listing per server built
+	os.Exit(m.Run())
+}
+
+// Failure injection: which dependency fails (the fuzz targets pick one per
+// request).
+const (
+	failNone = iota
+	failItems
+	failOrders
+	failUnits   // every Units call
+	failReserve // ReserveQueued only, before anything is taken
+	failViews
+	failActions
+	failKinds
+)
+
+// inject makes one dependency fail with err (failNone, or a nil err,
+// clears every failure) and reports whether one was injected.
+func (h *unitHarness) inject(which int, err error) bool {
+	set := func(mu *sync.Mutex, field *error, on bool) {
+		mu.Lock()
+		*field = nil
+		if on {
+			*field = err
+		}
+		mu.Unlock()
+	}
+	set(&h.items.mu, &h.items.err, which == failItems)
+	set(&h.orders.mu, &h.orders.err, which == failOrders)
+	set(&h.units.mu, &h.units.err, which == failUnits)
+	set(&h.units.mu, &h.units.reserveErr, which == failReserve)
+	set(&h.views.mu, &h.views.err, which == failViews)
+	set(&h.orders.mu, &h.actions.err, which == failActions) // the fake desk runs under the order table's lock
+	return which != failNone && err != nil
+}

@@ -1,0 +1,671 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/store"
+)
+
+// The HTTP contract of every route on in-memory dependencies: these run
+// under -short with nothing listening. contract_test.go checks the same
+// answers on the real Redis and MySQL.
+
+// expectErr checks an error answer: status, code, the JSON error shape and
+// its Content-Type.
+func expectErr(t testing.TB, r response, status int, code string) {
+	t.Helper()
+	expect(t, r, status, code)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("Content-Type %q, want JSON; body %s", ct, r.body)
+	}
+	e, ok := r.json(t)["error"].(map[string]any)
+	if !ok || e["code"] != code || e["message"] == "" {
+		t.Fatalf("error body %s", r.body)
+	}
+}
+
+func retryAfter(t testing.TB, r response, lo, hi int) {
+	t.Helper()
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < lo || ra > hi {
+		t.Fatalf("Retry-After %q, want %d-%d", r.header.Get("Retry-After"), lo, hi)
+	}
+}
+
+func TestUnitNewRequiresDeps(t *testing.T) {
+	views := newFakeViews()
+	full := func() api.Deps {
+		return api.Deps{Items: newFakeItems(), Orders: newFakeOrders(), Units: newFakeUnits(views), Views: views,
+			Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler)}
+	}
+	for name, drop := range map[string]func(*api.Deps){
+		"Items": func(d *api.Deps) { d.Items = nil }, "Orders": func(d *api.Deps) { d.Orders = nil },
+		"Units": func(d *api.Deps) { d.Units = nil }, "Views": func(d *api.Deps) { d.Views = nil },
+		"Tokens": func(d *api.Deps) { d.Tokens = nil }, "Metrics": func(d *api.Deps) { d.Metrics = nil },
+		"Log": func(d *api.Deps) { d.Log = nil },
+	} {
+		d := full()
+		drop(&d)
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Deps."+name) {
+					t.Fatalf("New without %s: panic %v", name, r)
+				}
+			}()
+			api.New(unitConfig(), d, api.Options{})
+		}()
+	}
+	// Actions, Relay and Checks are optional.
+	if api.New(unitConfig(), full(), api.Options{}) == nil {
+		t.Fatal("New returned nil")
+	}
+}
+
+func TestUnitCreateItem(t *testing.T) {
+	h := newUnitHarness(t)
+	start, end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339), time.Now().Add(2*time.Hour).UTC().Format(time.RFC3339)
+	valid := map[string]any{"name": "phone", "price_cents": 199900, "stock_total": 3, "start_at": start, "end_at": end}
+
+	expectErr(t, h.do("POST", "/api/v1/items", "", valid), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("POST", "/api/v1/items", "not-a-token", valid), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("POST", "/api/v1/items", h.buyer(5), valid), http.StatusForbidden, "FORBIDDEN")
+	for _, body := range []string{"{", "", "[1,2]", `"x"`} {
+		expectErr(t, h.do("POST", "/api/v1/items", h.admin, body), http.StatusBadRequest, "BAD_REQUEST")
+	}
+	r := h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "", "price_cents": -5, "stock_total": 0,
+		"start_at": "x", "end_at": "y", "payment_timeout_seconds": 1})
+	expectErr(t, r, http.StatusBadRequest, "BAD_REQUEST")
+	msg := r.json(t)["error"].(map[string]any)["message"].(string)
+	for _, f := range []string{"name", "price_cents", "stock_total", "start_at", "end_at", "payment_timeout_seconds"} {
+		if !strings.Contains(msg, f+":") {
+			t.Fatalf("message %q does not name %s", msg, f)
+		}
+	}
+	if n := len(h.items.byID); n != 0 {
+		t.Fatalf("%d items stored by refused requests", n)
+	}
+
+	r = h.do("POST", "/api/v1/items", h.admin, valid)
+	expect(t, r, http.StatusCreated, "")
+	var it api.ItemView
+	if err := json.Unmarshal(r.body, &it); err != nil {
+		t.Fatal(err)
+	}
+	if it.ID <= 0 || it.Name != "phone" || it.PriceCents != 199900 || it.StockTotal != 3 || it.StockLeft != 3 ||
+		it.Status != api.ItemUpcoming || it.PaymentTimeoutSeconds != 900 || it.StartAt.Format(time.RFC3339) != start {
+		t.Fatalf("created item %s", r.body)
+	}
+	for _, k := range []string{"id", "name", "price_cents", "stock_total", "stock_left", "start_at", "end_at", "payment_timeout_seconds", "status"} {
+		if _, ok := r.json(t)[k]; !ok {
+			t.Fatalf("item JSON lacks %s: %s", k, r.body)
+		}
+	}
+	if left := h.units.unitsLeft(it.ID); left != 3 {
+		t.Fatalf("stock loaded %d, want 3", left)
+	}
+	// "stock" is an alias of stock_total.
+	r = h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "x", "price_cents": 0, "stock": 2,
+		"start_at": start, "end_at": end, "payment_timeout_seconds": 60})
+	expect(t, r, http.StatusCreated, "")
+	if m := r.json(t); m["stock_total"].(float64) != 2 || m["payment_timeout_seconds"].(float64) != 60 {
+		t.Fatalf("alias create %s", r.body)
+	}
+
+	// Stock not loadable: 503 naming the warmup; the item exists.
+	h.units.err = errDown
+	r = h.do("POST", "/api/v1/items", h.admin, valid)
+	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if !strings.Contains(r.json(t)["error"].(map[string]any)["message"].(string), "/warmup") {
+		t.Fatalf("503 does not name the warmup: %s", r.body)
+	}
+	h.units.err = nil
+	// MySQL down: 503.
+	h.items.err = errDown
+	expectErr(t, h.do("POST", "/api/v1/items", h.admin, valid), http.StatusServiceUnavailable, "UNAVAILABLE")
+	h.items.err = nil
+	// Body over the limit: 413.
+	big := `{"name":"` + strings.Repeat("a", 70<<10) + `"}`
+	expectErr(t, h.do("POST", "/api/v1/items", h.admin, big), http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+}
+
+func TestUnitGetItem(t *testing.T) {
+	h := newUnitHarness(t)
+	id := h.onSale(2)
+	r := h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil)
+	expect(t, r, http.StatusOK, "")
+	if m := r.json(t); m["status"] != api.ItemActive || m["stock_left"].(float64) != 2 || m["id"].(float64) != float64(id) {
+		t.Fatalf("item %s", r.body)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	expectErr(t, h.do("GET", "/api/v1/items/999999", "", nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	for _, bad := range []string{"abc", "-1", "0", "99999999999999999999", "1.5"} {
+		expectErr(t, h.do("GET", "/api/v1/items/"+bad, "", nil), http.StatusBadRequest, "BAD_REQUEST")
+	}
+	// A missing id is remembered: the second miss does not reach MySQL.
+	gets := h.items.gets
+	expectErr(t, h.do("GET", "/api/v1/items/999999", "", nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	if h.items.gets != gets {
+		t.Fatal("a remembered miss read MySQL again")
+	}
+
+	status := func(id int64) any { return h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil).json(t)["status"] }
+	if s := status(h.item(1, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))); s != api.ItemUpcoming {
+		t.Fatalf("status %v, want UPCOMING", s)
+	}
+	if s := status(h.item(1, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))); s != api.ItemEnded {
+		t.Fatalf("status %v, want ENDED", s)
+	}
+	sold := h.onSale(1)
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", sold), h.buyer(9), nil), http.StatusAccepted, "")
+	if s := status(sold); s != api.ItemSoldOut {
+		t.Fatalf("status %v, want SOLD_OUT", s)
+	}
+
+	// Redis cannot answer: the last figure read is served.
+	h.units.err = errDown
+	r = h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["stock_left"].(float64) != 2 {
+		t.Fatalf("fallback stock_left %s", r.body)
+	}
+	h.units.err = nil
+	// Not warmed up yet: nothing reserved, stock_left is the total.
+	it, _ := h.items.CreateItem(context.Background(), store.Item{Name: "cold", StockTotal: 7,
+		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)})
+	if r := h.do("GET", fmt.Sprintf("/api/v1/items/%d", it.ID), "", nil); r.json(t)["stock_left"].(float64) != 7 {
+		t.Fatalf("cold item %s", r.body)
+	}
+	// MySQL down for an item not cached: 503.
+	h.items.err = errDown
+	expectErr(t, h.do("GET", "/api/v1/items/5555", "", nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+func TestUnitWarmup(t *testing.T) {
+	h := newUnitHarness(t)
+	id := h.onSale(2)
+	path := fmt.Sprintf("/api/v1/items/%d/warmup", id)
+	expectErr(t, h.do("POST", path, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("POST", path, h.buyer(3), nil), http.StatusForbidden, "FORBIDDEN")
+	expectErr(t, h.do("POST", "/api/v1/items/x/warmup", h.admin, nil), http.StatusBadRequest, "BAD_REQUEST")
+	expectErr(t, h.do("POST", "/api/v1/items/424242/warmup", h.admin, nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+
+	// Live stock is never overwritten.
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", id), h.buyer(9), nil), http.StatusAccepted, "")
+	r := h.do("POST", path, h.admin, nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["stock_left"].(float64) != 1 || h.units.unitsLeft(id) != 1 {
+		t.Fatalf("warmup overwrote live stock: %s", r.body)
+	}
+	// Stock missing from Redis is loaded.
+	h.units.mu.Lock()
+	delete(h.units.left, id)
+	h.units.mu.Unlock()
+	r = h.do("POST", path, h.admin, nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["stock_left"].(float64) != 2 || h.units.unitsLeft(id) != 2 {
+		t.Fatalf("warmup did not load: %s", r.body)
+	}
+	h.units.err = errDown
+	expectErr(t, h.do("POST", path, h.admin, nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+func TestUnitPurchase(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(2)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+
+	expectErr(t, h.do("POST", path, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("POST", path, h.admin, nil), http.StatusForbidden, "FORBIDDEN")
+	expectErr(t, h.do("POST", "/api/v1/seckill/abc", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
+	expectErr(t, h.do("POST", "/api/v1/seckill/0", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
+	expectErr(t, h.do("POST", "/api/v1/seckill/777777", h.buyer(1), nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	soon := h.item(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	expectErr(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", soon), h.buyer(1), nil), http.StatusForbidden, "SALE_NOT_STARTED")
+	over := h.item(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	expectErr(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", over), h.buyer(1), nil), http.StatusForbidden, "SALE_ENDED")
+	if h.units.reserves != 0 {
+		t.Fatalf("%d reservations attempted by refused requests", h.units.reserves)
+	}
+
+	r := h.do("POST", path, h.buyer(1), nil)
+	expect(t, r, http.StatusAccepted, "")
+	body := r.json(t)
+	orderID, _ := body["order_id"].(string)
+	if !order.ValidID(orderID) || body["status"] != "QUEUED" {
+		t.Fatalf("202 body %s", r.body)
+	}
+	if loc := r.header.Get("Location"); loc != "/api/v1/orders/"+orderID {
+		t.Fatalf("Location %q", loc)
+	}
+	if v, ok, _ := h.views.Status(context.Background(), orderID); !ok || v.Status != order.StatusQueued || v.UserID != 1 || v.ItemID != item {
+		t.Fatalf("QUEUED view %+v %v", v, ok)
+	}
+
+	r = h.do("POST", path, h.buyer(1), nil)
+	expectErr(t, r, http.StatusConflict, "ALREADY_PURCHASED")
+	if got := r.json(t)["error"].(map[string]any)["order_id"]; got != orderID {
+		t.Fatalf("ALREADY_PURCHASED order_id %v, want %s", got, orderID)
+	}
+	expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusAccepted, "")
+	expectErr(t, h.do("POST", path, h.buyer(3), nil), http.StatusGone, "SOLD_OUT")
+	reserves := h.units.reserves
+	expectErr(t, h.do("POST", path, h.buyer(4), nil), http.StatusGone, "SOLD_OUT")
+	if h.units.reserves != reserves {
+		t.Fatal("sold out in memory, yet Redis was asked")
+	}
+	if left := h.units.unitsLeft(item); left != 0 {
+		t.Fatalf("left %d", left)
+	}
+	// A unit given back clears the flag; the next buyer gets it.
+	h.units.release(item)
+	expect(t, h.do("POST", path, h.buyer(5), nil), http.StatusAccepted, "")
+}
+
+func TestUnitPurchaseDependencyFailures(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(5)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+
+	// Stock not in Redis: 503, nothing reserved.
+	h.units.mu.Lock()
+	delete(h.units.left, item)
+	h.units.mu.Unlock()
+	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	_, _ = h.units.Load(context.Background(), item, 5)
+
+	// Redis down: 503 and nothing reserved.
+	h.units.reserveErr = errDown
+	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	if h.units.unitsLeft(item) != 5 {
+		t.Fatal("a unit was taken by a failed reservation")
+	}
+	// Any other Redis failure (an error reply such as READONLY during a
+	// failover, OOM) that reserved nothing is 503 too, not 500: the buyer
+	// may retry (regression: it was 500 INTERNAL).
+	h.units.reserveErr = errors.New("READONLY You can't write against a read only replica.")
+	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	h.units.reserveErr = nil
+
+	// Redis failed after the script ran: the unit is the buyer's, 202 with
+	// this attempt's order id, and the QUEUED status is stored.
+	h.units.failAfter = errDown
+	r := h.do("POST", path, h.buyer(2), nil)
+	h.units.failAfter = nil
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+	if got, _, _ := h.units.BuyerOrder(context.Background(), item, 2); got != id {
+		t.Fatalf("202 order %s, buyer's mark %s", id, got)
+	}
+	if v, ok, _ := h.views.Status(context.Background(), id); !ok || v.Status != order.StatusQueued {
+		t.Fatalf("QUEUED view %+v %v", v, ok)
+	}
+	// MySQL down for an item this instance has not seen: 503.
+	h.items.err = errDown
+	expectErr(t, h.do("POST", "/api/v1/seckill/31337", h.buyer(3), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+// Many buyers at once on the fakes: never more 202s than units, one per
+// buyer, the rest SOLD_OUT or ALREADY_PURCHASED.
+func TestUnitPurchaseStampede(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(10)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+	tokens := make([]string, 40)
+	for i := range tokens {
+		tokens[i] = h.buyer(int64(i%20 + 1)) // each buyer twice
+	}
+	codes := make([]int, len(tokens))
+	var wg sync.WaitGroup
+	for i, tok := range tokens {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", h.ts.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			res, err := h.ts.Client().Do(req)
+			if err != nil {
+				return
+			}
+			_ = res.Body.Close()
+			codes[i] = res.StatusCode
+		})
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	if count[http.StatusAccepted] != 10 || count[http.StatusAccepted]+count[http.StatusGone]+count[http.StatusConflict] != len(tokens) {
+		t.Fatalf("answers %v, want 10 × 202 and the rest 410 or 409", count)
+	}
+	if h.units.unitsLeft(item) != 0 || len(h.units.buyers) != 10 {
+		t.Fatalf("left %d, buyers %d", h.units.unitsLeft(item), len(h.units.buyers))
+	}
+}
+
+func TestUnitRateLimits(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+		c.BuyerRPS, c.BuyerBurst = 0.5, 2
+		c.IPRPS, c.IPBurst = 1, 2
+	})
+	item := h.onSale(100)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+	expect(t, h.do("POST", path, h.buyer(1), nil), http.StatusAccepted, "")
+	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusConflict, "ALREADY_PURCHASED")
+	r := h.do("POST", path, h.buyer(1), nil)
+	expectErr(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	retryAfter(t, r, 1, 2)
+	// Every authenticated route is charged to the same bucket.
+	expectErr(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(1), nil), http.StatusTooManyRequests, "RATE_LIMITED")
+	expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusAccepted, "") // another buyer is not affected
+
+	// Anonymous traffic is charged to its IP, failed auth included.
+	get := fmt.Sprintf("/api/v1/items/%d", item)
+	expect(t, h.do("GET", get, "", nil), http.StatusOK, "")
+	expectErr(t, h.do("POST", path, "bad", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	r = h.do("GET", get, "", nil)
+	expectErr(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	retryAfter(t, r, 1, 2)
+	expectErr(t, h.do("POST", path, "bad", nil), http.StatusTooManyRequests, "RATE_LIMITED")
+
+	g := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.GlobalRPS, c.GlobalBurst = 0.1, 1 })
+	item = g.onSale(100)
+	path = fmt.Sprintf("/api/v1/seckill/%d", item)
+	expect(t, g.do("POST", path, g.buyer(1), nil), http.StatusAccepted, "")
+	r = g.do("POST", path, g.buyer(2), nil)
+	expectErr(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	retryAfter(t, r, 1, 10)
+}
+
+func TestUnitGetOrder(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(5)
+	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(11), nil)
+	id := r.json(t)["order_id"].(string)
+
+	r = h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil)
+	expect(t, r, http.StatusOK, "")
+	var v order.View
+	if err := json.Unmarshal(r.body, &v); err != nil || v.OrderID != id || v.Status != order.StatusQueued || v.UserID != 11 || v.ItemID != item {
+		t.Fatalf("order %s (%v)", r.body, err)
+	}
+	for _, k := range []string{"order_id", "item_id", "user_id", "status", "reason", "created_at", "updated_at"} {
+		if _, ok := r.json(t)[k]; !ok {
+			t.Fatalf("order JSON lacks %s", k)
+		}
+	}
+	expectErr(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(12), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.admin, nil), http.StatusOK, "")
+	expectErr(t, h.do("GET", "/api/v1/orders/"+id, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("GET", "/api/v1/orders/not-an-id", h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+
+	// No view in Redis: the row answers.
+	now := time.Now().UTC()
+	dbID := order.NewID()
+	h.orders.put(store.Order{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusPaid, CreatedAt: now, UpdatedAt: now})
+	r = h.do("GET", "/api/v1/orders/"+dbID, h.buyer(13), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "PAID" {
+		t.Fatalf("db order %s", r.body)
+	}
+	expectErr(t, h.do("GET", "/api/v1/orders/"+dbID, h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	// A view stuck in QUEUED past staleAfter defers to the row.
+	stuck := order.View{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusQueued, UpdatedAt: now.Add(-time.Minute)}
+	h.views.publish(stuck)
+	if s := h.do("GET", "/api/v1/orders/"+dbID, h.buyer(13), nil).json(t)["status"]; s != "PAID" {
+		t.Fatalf("stale view won: %v", s)
+	}
+	// Redis down and MySQL has the row: the row answers; neither: 503.
+	h.views.err = errDown
+	expect(t, h.do("GET", "/api/v1/orders/"+dbID, h.buyer(13), nil), http.StatusOK, "")
+	expectErr(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	h.views.err = nil
+	h.orders.err = errDown
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil), http.StatusOK, "") // the fresh view suffices
+	expectErr(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+// sse reads an event stream's status events.
+func sse(t *testing.T, res *http.Response) <-chan order.View {
+	events := make(chan order.View, 10)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		var ev string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && ev == "status":
+				var v order.View
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err != nil {
+					t.Errorf("event data %q: %v", line, err)
+				}
+				events <- v
+			}
+		}
+	}()
+	return events
+}
+
+func (h *unitHarness) openEvents(t *testing.T, id, token string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = res.Body.Close() })
+	return res
+}
+
+func TestUnitEvents(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.StreamsPerBuyer = 1 })
+	item := h.onSale(5)
+	id := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(21), nil).json(t)["order_id"].(string)
+	path := "/api/v1/orders/" + id + "/events"
+
+	expectErr(t, h.do("GET", path, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("GET", path, h.buyer(22), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("GET", "/api/v1/orders/nope/events", h.buyer(21), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+
+	res := h.openEvents(t, id, h.buyer(21))
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") ||
+		res.Header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("events: %d %v", res.StatusCode, res.Header)
+	}
+	events := sse(t, res)
+	next := func() (order.View, bool) {
+		t.Helper()
+		select {
+		case v, ok := <-events:
+			return v, ok
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event within 5s")
+		}
+		return order.View{}, false
+	}
+	first, _ := next()
+	if first.Status != order.StatusQueued || first.OrderID != id || first.UserID != 21 {
+		t.Fatalf("first event %+v", first)
+	}
+	// The buyer's one stream is open: a second is refused.
+	r := h.do("GET", path, h.buyer(21), nil)
+	expectErr(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	retryAfter(t, r, 1, 10)
+
+	v := first
+	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
+	h.views.publish(v)
+	if got, _ := next(); got.Status != order.StatusPendingPayment {
+		t.Fatalf("second event %+v", got)
+	}
+	v.Status, v.UpdatedAt = order.StatusPaid, time.Now().UTC()
+	h.views.publish(v)
+	if got, _ := next(); got.Status != order.StatusPaid {
+		t.Fatalf("third event %+v", got)
+	}
+	if _, ok := next(); ok {
+		t.Fatal("stream did not end after a final status")
+	}
+	// The slot is released with the stream.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		res := h.openEvents(t, id, h.buyer(21))
+		if res.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream slot not released: %d", res.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestUnitPayAndCancel(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(5)
+	v := h.pendingOrder(item, 31, time.Minute)
+	pay, cancel := "/api/v1/orders/"+v.OrderID+"/pay", "/api/v1/orders/"+v.OrderID+"/cancel"
+
+	expectErr(t, h.do("POST", pay, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("POST", pay, h.buyer(32), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("POST", "/api/v1/orders/not-an-id/pay", h.buyer(31), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("GET", pay, h.buyer(31), nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+
+	r := h.do("POST", pay, h.buyer(31), nil)
+	expect(t, r, http.StatusOK, "")
+	if m := r.json(t); m["status"] != "PAID" || m["order_id"] != v.OrderID {
+		t.Fatalf("pay %s", r.body)
+	}
+	expect(t, h.do("POST", pay, h.buyer(31), nil), http.StatusOK, "") // paying twice returns the order
+	expectErr(t, h.do("POST", cancel, h.buyer(31), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+
+	c := h.pendingOrder(item, 33, time.Minute)
+	r = h.do("POST", "/api/v1/orders/"+c.OrderID+"/cancel", h.buyer(33), nil)
+	expect(t, r, http.StatusOK, "")
+	if m := r.json(t); m["status"] != "CANCELLED" || m["reason"] != order.ReasonBuyerCancelled {
+		t.Fatalf("cancel %s", r.body)
+	}
+	expectErr(t, h.do("POST", "/api/v1/orders/"+c.OrderID+"/pay", h.buyer(33), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+
+	late := h.pendingOrder(item, 34, -time.Second)
+	expectErr(t, h.do("POST", "/api/v1/orders/"+late.OrderID+"/pay", h.buyer(34), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+
+	// QUEUED (no row yet): the holder gets 409, anyone else 404.
+	q := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(35), nil).json(t)["order_id"].(string)
+	expectErr(t, h.do("POST", "/api/v1/orders/"+q+"/pay", h.buyer(35), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
+	expectErr(t, h.do("POST", "/api/v1/orders/"+q+"/pay", h.buyer(36), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+
+	// A first-version saga still on it: 202 with the order and its Location.
+	p := h.pendingOrder(item, 37, time.Minute)
+	h.actions.err = fmt.Errorf("pay order %s: %w", p.OrderID, payment.ErrPending)
+	r = h.do("POST", "/api/v1/orders/"+p.OrderID+"/pay", h.buyer(37), nil)
+	h.actions.err = nil
+	expect(t, r, http.StatusAccepted, "")
+	if r.header.Get("Location") != "/api/v1/orders/"+p.OrderID || r.json(t)["order_id"] != p.OrderID {
+		t.Fatalf("pending pay: %v %s", r.header, r.body)
+	}
+	// The desk's database down: 503.
+	h.actions.err = errDown
+	expectErr(t, h.do("POST", "/api/v1/orders/"+p.OrderID+"/cancel", h.buyer(37), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	h.actions.err = nil
+
+	// No payment desk wired: 503.
+	n := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) { d.Actions = nil })
+	o := n.pendingOrder(n.onSale(1), 38, time.Minute)
+	expectErr(t, n.do("POST", "/api/v1/orders/"+o.OrderID+"/pay", n.buyer(38), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	expectErr(t, n.do("POST", "/api/v1/orders/"+o.OrderID+"/cancel", n.buyer(38), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+// An admin whose id equals the buyer's is not the buyer: pay and cancel are
+// the owning buyer's only (regression: the desk was asked with the admin's
+// id, which matched the buyer's row).
+func TestUnitAdminCannotActForBuyerWithSameID(t *testing.T) {
+	h := newUnitHarness(t)
+	v := h.pendingOrder(h.onSale(1), 40, time.Minute)
+	admin40 := h.token(40, auth.RoleAdmin)
+	expectErr(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", admin40, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/cancel", admin40, nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	if o, _ := h.orders.FindOrder(context.Background(), v.OrderID); o.Status != order.StatusPendingPayment {
+		t.Fatalf("the admin changed the buyer's order: %+v", o)
+	}
+	expect(t, h.do("GET", "/api/v1/orders/"+v.OrderID, admin40, nil), http.StatusOK, "") // admins may look
+	expect(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/pay", h.buyer(40), nil), http.StatusOK, "")
+}
+
+func TestUnitHealth(t *testing.T) {
+	h := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Checks = map[string]api.Check{
+			"redis":    func(context.Context) error { return nil },
+			"rocketmq": func(context.Context) error { return errors.New("dial tcp 10.1.2.3:9876: connection refused") },
+		}
+	})
+	r := h.do("GET", "/healthz", "", nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "ok" {
+		t.Fatalf("healthz %s", r.body)
+	}
+	r = h.do("GET", "/readyz", "", nil)
+	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	msg := r.json(t)["error"].(map[string]any)["message"].(string)
+	if !strings.Contains(msg, "rocketmq") || strings.Contains(msg, "redis") {
+		t.Fatalf("readyz message %q", msg)
+	}
+	if strings.Contains(string(r.body), "10.1.2.3") || strings.Contains(string(r.body), "refused") {
+		t.Fatalf("readyz leaks details: %s", r.body)
+	}
+	if checks := r.json(t)["checks"].(map[string]any); checks["redis"] != "ok" || checks["rocketmq"] != "down" {
+		t.Fatalf("checks %v", checks)
+	}
+
+	ok := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Checks = map[string]api.Check{"redis": func(context.Context) error { return nil }}
+	})
+	r = ok.do("GET", "/readyz", "", nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "ready" {
+		t.Fatalf("readyz %s", r.body)
+	}
+}
+
+func TestUnitRouterErrors(t *testing.T) {
+	h := newUnitHarness(t)
+	h.srv.Engine().GET("/test/panic", func(*gin.Context) { panic("boom: secret detail") })
+	expectErr(t, h.do("GET", "/no/such/route", "", nil), http.StatusNotFound, "NOT_FOUND")
+	expectErr(t, h.do("GET", "/api/v1/orders", "", nil), http.StatusNotFound, "NOT_FOUND")
+	expectErr(t, h.do("DELETE", "/api/v1/items/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	expectErr(t, h.do("GET", "/api/v1/seckill/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	expectErr(t, h.do("PUT", "/api/v1/orders/x/cancel", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	r := h.do("GET", "/test/panic", "", nil)
+	expectErr(t, r, http.StatusInternalServerError, "INTERNAL")
+	if strings.Contains(string(r.body), "boom") || strings.Contains(string(r.body), "goroutine") {
+		t.Fatalf("500 body leaks details: %s", r.body)
+	}
+	m := h.do("GET", "/metrics", "", nil)
+	expect(t, m, http.StatusOK, "")
+	if !strings.Contains(string(m.body), `seckill_rejections_total{reason="NOT_FOUND"}`) {
+		t.Fatalf("metrics lack the rejections: %.300s", m.body)
+	}
+}
