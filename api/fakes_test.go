@@ -71,7 +71,7 @@ func (f *fakeItems) GetItem(_ context.Context, id int64) (store.Item, error) {
 	}
 	it, ok := f.byID[id]
 	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrNotFound)
+		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrItemNotFound)
 	}
 	return it, nil
 }
@@ -106,7 +106,7 @@ func (f *fakeOrders) FindOrder(_ context.Context, id string) (store.Order, error
 	}
 	o, ok := f.rows[id]
 	if !ok {
-		return store.Order{}, fmt.Errorf("order %s: %w", id, store.ErrNotFound)
+		return store.Order{}, fmt.Errorf("order %s: %w", id, store.ErrOrderNotFound)
 	}
 	return o, nil
 }

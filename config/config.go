@@ -95,7 +95,7 @@ type Redis struct {
 	MasterName string `env:"SENTINEL_MASTER"`
 	Password   Secret `env:"PASSWORD"`
 	DB         int    `env:"DB" envDefault:"0"`
-	PoolSize int    `env:"POOL_SIZE" envDefault:"64"`
+	PoolSize   int    `env:"POOL_SIZE" envDefault:"64"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
 	// AutoPipeline coalesces the reservations of concurrent purchases into
@@ -149,7 +149,7 @@ func (m MySQL) DSN() string {
 
 // RocketMQ is the order queue between the API and the saga.
 type RocketMQ struct {
-	NameServers   []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:","`
+	NameServers []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:","`
 	// Brokers are the brokers' addresses (a comma list), used to create
 	// topics (on every one of them) and by /readyz; producers and consumers
 	// find brokers through the name servers.

@@ -5,7 +5,6 @@
 package workflows
 
 import (
-
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/order"
