@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -186,10 +187,13 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 // wait timed out: then the reservations stand, and the shortfall is counted).
 func (s *Store) runBatchScript(ctx context.Context, key string, keys []string, args []any) ([]any, error) {
 	if s.wait.replicas <= 0 {
-		return reserveBatchScript.Run(ctx, s.rdb, keys, args...).Slice()
+		vals, err := reserveBatchScript.Run(ctx, s.rdb, keys, args...).Slice()
+		s.reloadOnMoved(ctx, err)
+		return vals, err
 	}
 	node, err := s.masterFor(ctx, key)
 	if err != nil {
+		s.reloadOnMoved(ctx, err)
 		return nil, err
 	}
 	run := func(eval bool) (*redis.Cmd, *redis.IntCmd, error) {
@@ -235,10 +239,13 @@ func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error
 	return nil, fmt.Errorf("replica wait: unsupported redis client %T", s.rdb)
 }
 
-// reloadOnMoved refreshes the cluster's slot map after a node answered
-// MOVED or could not be reached (a failover moved the slot).
+// reloadOnMoved asks for a fresh slot map after a reservation failed with
+// anything but a script reply (a node that answered MOVED, could not be
+// reached, or became a replica in a failover): the buyers' retries then go to
+// the promoted master at once instead of after the client's next periodic
+// reload. go-redis reloads lazily, at most one at a time.
 func (s *Store) reloadOnMoved(ctx context.Context, err error) {
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok && err != nil {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
 		cc.ReloadState(ctx)
 	}
 }

@@ -129,6 +129,12 @@ func newEnv(t *testing.T) *env {
 		api := &role{name: fmt.Sprintf("api-%d", i), kind: "api", addr: freeAddr(t)}
 		api.extra = []string{"SECKILL_API_ADDR=" + api.addr, "SECKILL_API_INSTANCE=" + api.name,
 			"SECKILL_API_RELAY_CLAIM_AFTER=5s"}
+		if i == 1 {
+			// api-1's relay waits a second after a short read: when it is
+			// killed mid-sale it holds entries read and not yet sent, which
+			// api-2's relay must claim.
+			api.extra = append(api.extra, "SECKILL_API_RELAY_LINGER=1s")
+		}
 		e.apis = append(e.apis, api)
 		w := &role{name: fmt.Sprintf("worker-%d", i), kind: "worker"}
 		w.extra = []string{"SECKILL_WORKER_METRICS_ADDR=" + freeAddr(t)}
@@ -324,6 +330,8 @@ func TestClusterSales(t *testing.T) {
 			return nil
 		},
 		after: func(ctx context.Context, itemID int64) error {
+			// api-2's relay claims what api-1 read and never sent.
+			e.waitLog(ctx, e.apis[1], "claimed outbox entries left by another instance")
 			e.start(e.apis[0])
 			return nil
 		}}))
@@ -378,6 +386,21 @@ func TestClusterSales(t *testing.T) {
 			e.stack("start", "temporal-server")
 			return nil
 		}}))
+}
+
+// waitLog waits until the role's log holds want (a minute at most).
+func (e *env) waitLog(ctx context.Context, r *role, want string) {
+	e.t.Helper()
+	path := filepath.Join(e.logs, r.name+".log")
+	deadline := time.Now().Add(time.Minute)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), want) {
+			e.t.Logf("%s: %q", r.name, want)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.t.Errorf("%s never logged %q", r.name, want)
 }
 
 // waitReserved waits until n units of the item are reserved in Redis.
