@@ -23,10 +23,11 @@ type Client struct {
 	eager     bool
 }
 
-// NewClient returns a Client on the saga's task queue (config.Temporal.TaskQueue).
+// NewClient returns a Client on the saga's task queue
+// (config.Temporal.TaskQueue, where its default lives).
 func NewClient(c client.Client, taskQueue string) *Client {
 	if taskQueue == "" {
-		taskQueue = DefaultTaskQueue
+		panic("workflows.NewClient: empty task queue")
 	}
 	return &Client{c: c, taskQueue: taskQueue}
 }

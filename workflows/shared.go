@@ -14,8 +14,6 @@ import (
 const (
 	// WorkflowType is the registered name of the saga.
 	WorkflowType = "OrderSaga"
-	// DefaultTaskQueue is the task queue of the saga (config.Temporal.TaskQueue).
-	DefaultTaskQueue = "seckill-orders"
 	// SignalPay wakes the saga after the API recorded the buyer's payment at
 	// the door (seckill_order.status = PAID); the saga confirms it on the row
 	// (MarkPaid) and finishes. Support staff may send it to mark an order
