@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -135,11 +136,20 @@ func (s *Server) reservedAnyway(ctx context.Context, msg order.Message) bool {
 	return err == nil && ok && id == msg.OrderID
 }
 
+// acceptedBody is the 202 body of a purchase.
+type acceptedBody struct {
+	OrderID string       `json:"order_id"`
+	Status  order.Status `json:"status"`
+}
+
 // accepted answers 202 for a reserved unit (its QUEUED status is stored).
 func (s *Server) accepted(c *gin.Context, msg order.Message) {
-	if s.metrics != nil {
-		s.metrics.reserved.Inc()
+	s.metrics.reserved.Inc()
+	body, err := json.Marshal(acceptedBody{OrderID: msg.OrderID, Status: order.StatusQueued})
+	if err != nil { // two strings cannot fail to encode
+		s.fail(c, err)
+		return
 	}
 	c.Header("Location", "/api/v1/orders/"+msg.OrderID)
-	writeJSON(c, http.StatusAccepted, []byte(`{"order_id":"`+msg.OrderID+`","status":"QUEUED"}`))
+	writeJSON(c, http.StatusAccepted, body)
 }

@@ -187,18 +187,14 @@ func (s *Server) routes() *gin.Engine {
 	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	_ = e.SetTrustedProxies(s.cfg.TrustedProxies) // validated at config load
 	e.Use(s.recovery())
-	if s.metrics != nil {
-		e.Use(s.metrics.middleware())
-	}
+	e.Use(s.metrics.middleware())
 	e.Use(s.bodyLimit())
 	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNotFound) })
 	e.NoMethod(func(c *gin.Context) { s.fail(c, ErrMethodNotAllowed) })
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	if s.metrics != nil {
-		e.GET("/metrics", gin.WrapH(s.metrics.Handler()))
-	}
+	e.GET("/metrics", gin.WrapH(s.metrics.Handler()))
 	v1 := e.Group("/api/v1")
 	v1.POST("/items", s.createItem)
 	v1.GET("/items/:id", s.getItem)
