@@ -23,7 +23,7 @@ lint: ## go vet, staticcheck, errcheck, workflowcheck
 	@scripts/lint
 
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
-	@scripts/bench
+	@scripts/bench $(STACK_PROFILE)
 
 build: ## build bin/seckill
 	@go build -o bin/seckill ./cmd/seckill
