@@ -21,12 +21,9 @@ elapsed() { local d=$(( $(now_ms) - $1 )); printf '%d.%ds' $((d / 1000)) $(((d %
 
 # ---------------------------------------------------------------- hooks (defaults)
 # seckill-api, seckill-worker-2: a `seckill api` / `seckill worker` process started by scripts/run or scripts/bench.
-svc_pattern() {
-  local role
-  case $1 in
-    seckill-*) role=${1#seckill-}; echo "seckill ${role%%-[0-9]*}" ;;
-  esac
-}
+svc_pattern() { case $1 in seckill-*) echo "seckill $(role_of "$1")" ;; esac; }
+# role_of NAME: the seckill subcommand NAME runs (seckill-api-2: api).
+role_of() { local role=${1#seckill-}; echo "${role%%-[0-9]*}"; }
 svc_stop_signal() { echo TERM; }
 svc_stop_timeout() { echo 20; }
 
