@@ -7,11 +7,14 @@ SHELL := /bin/bash
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
+# PROFILE=cluster: the clustered stack (scripts/stack --profile cluster) instead of the default one
+STACK_PROFILE = $(if $(PROFILE),--profile $(PROFILE))
+
 run: ## install + start the services, migrate, start api and worker, run a demo sale, print the URLs
-	@scripts/run
+	@scripts/run $(STACK_PROFILE)
 
 stop: ## stop the api and worker started by `make run` (services keep running)
-	@scripts/run stop
+	@scripts/run stop $(STACK_PROFILE)
 
 test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race
 	@scripts/test
@@ -20,7 +23,7 @@ lint: ## go vet, staticcheck, errcheck, workflowcheck
 	@scripts/lint
 
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
-	@scripts/bench
+	@scripts/bench $(STACK_PROFILE)
 
 build: ## build bin/seckill
 	@go build -o bin/seckill ./cmd/seckill
@@ -31,14 +34,11 @@ fuzz: ## every fuzz target for a while: each handler on in-memory fakes, then pu
 	@go test -run=XXX -fuzz='^FuzzPurchase$$' -fuzztime=60s ./api/
 	@go test -run=XXX -fuzz='^FuzzCreateItem$$' -fuzztime=60s ./api/
 
-# PROFILE=cluster: the clustered stack (scripts/stack --profile cluster) instead of the default one
-STACK_PROFILE = $(if $(PROFILE),--profile $(PROFILE))
-
 stack-up: ## start Redis, MariaDB, RocketMQ and Temporal (installing what is missing)
 	@scripts/stack up $(STACK_PROFILE)
 
 stack-down: ## stop `make run` roles and every service scripts/stack started
-	@scripts/run stop || true
+	@scripts/run stop $(STACK_PROFILE) || true
 	@scripts/stack down $(STACK_PROFILE)
 
 stack-status: ## one line per service

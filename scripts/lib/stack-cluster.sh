@@ -106,7 +106,7 @@ svc_parallel() { [[ $1 == redis-node || $1 == rocketmq-broker ]]; }
 background_installs() {
   if [[ " $* " == *" temporal-"* ]] &&
     [[ ! -x $TEMPORAL_BIN || ! -x $TEMPORAL_SERVER_BIN || ! -x $TEMPORAL_SQL_TOOL || ! -x $TEMPORAL_UI_BIN ]]; then
-    log "building the Temporal CLI, server and UI server in the background (logs: $CACHE/logs/)"
+    say "building the Temporal CLI, server and UI server in the background (logs: $CACHE/logs/)"
     (
       exec 9>&-
       ensure_temporal_installed && ensure_temporal_server_installed && ensure_temporal_ui_installed
@@ -126,7 +126,7 @@ launch_postgres() {
   mkdir -p "$PG_DIR"
   pg_own "$PG_DIR"
   if [[ ! -s $data/PG_VERSION ]]; then
-    log "postgres: initialising data directory $data"
+    say "postgres: initialising data directory $data"
     rm -rf "$data.tmp"
     as_pg "$PG_BIN/initdb" -D "$data.tmp" -U postgres -E UTF8 --locale=C.UTF-8 --auth-local=trust \
       --auth-host=scram-sha-256 >>"$(log_file postgres)" 2>&1 || fail_with_log postgres "initdb failed"
@@ -153,7 +153,7 @@ END \$\$;
 ALTER ROLE $PG_USER LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
 SQL
   pg_app_login || die "postgres: TCP login as $PG_USER@127.0.0.1:$PG_PORT failed"
-  log "postgres: role '$PG_USER' ready (TCP login ok)"
+  say "postgres: role '$PG_USER' ready (TCP login ok)"
 }
 check_postgres() { pg_app_login || prepare_postgres; }
 
@@ -173,14 +173,14 @@ prepare_redis-node() {
   local n addrs=() fresh=1 t0
   for n in "${REDIS_NODES[@]}"; do
     if ! live_pid "$n" >/dev/null || ! healthy_redis "$n"; then
-      [[ $n == "$1" ]] || { log "$1: cluster not formed yet ($n is not running)"; return 0; }
+      [[ $n == "$1" ]] || { say "$1: cluster not formed yet ($n is not running)"; return 0; }
     fi
     addrs+=("127.0.0.1:$(svc_port "$n")")
     [[ $(redis_cluster_field "$n" cluster_known_nodes) == 1 ]] || fresh=0
   done
   [[ $(redis_cluster_field "$1" cluster_state) == ok ]] && return 0
   if ((fresh)); then
-    log "redis: creating the cluster ${addrs[*]} (3 masters, 3 replicas)"
+    say "redis: creating the cluster ${addrs[*]} (3 masters, 3 replicas)"
     redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
       >"$STACK_DIR/logs/redis-cluster-create.log" 2>&1 ||
       { tail -n 20 "$STACK_DIR/logs/redis-cluster-create.log" >&2; die "redis: cluster create failed"; }
@@ -189,7 +189,7 @@ prepare_redis-node() {
   for n in "${REDIS_NODES[@]}"; do
     wait_until "$n" "$(live_pid "$n")" 60 healthy_redis-node "$n"
   done
-  log "redis: cluster_state:ok on all nodes in $(elapsed "$t0")"
+  say "redis: cluster_state:ok on all nodes in $(elapsed "$t0")"
 }
 
 # ================================================================= rocketmq (two brokers, one name server)
@@ -215,18 +215,18 @@ temporal_schema() {
     case $db in temporal) dir=temporal ;; *) dir=visibility ;; esac
     t0=$(now_ms)
     if ! pg_super -tAc "select 1 from pg_database where datname = '$db'" | grep -q 1; then
-      log "temporal-server: creating database $db"
+      say "temporal-server: creating database $db"
       temporal_sql "$db" create >>"$slog" 2>&1 || fail_schema "$db create"
       if [[ $db == temporal ]]; then mkdir -p "$TEMPORAL_DIR" && echo "$TEMPORAL_HISTORY_SHARDS" >"$shards"; fi
     fi
     if ! PGPASSWORD=$PG_PASSWORD "$PG_BIN/psql" -X -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" -d "$db" -tAc \
       "select 1 from information_schema.tables where table_name = 'schema_version'" | grep -q 1; then
-      log "temporal-server: setup-schema $db"
+      say "temporal-server: setup-schema $db"
       temporal_sql "$db" setup-schema -v 0.0 >>"$slog" 2>&1 || fail_schema "$db setup-schema"
     fi
     temporal_sql "$db" update-schema -d "$TEMPORAL_SERVER_DIR/schema/postgresql/v12/$dir/versioned" \
       >>"$slog" 2>&1 || fail_schema "$db update-schema"
-    log "temporal-server: schema of $db up to date ($(elapsed "$t0"))"
+    say "temporal-server: schema of $db up to date ($(elapsed "$t0"))"
   done
   # the shard count is fixed when the database is first used
   if [[ -s $shards && $(<"$shards") != "$TEMPORAL_HISTORY_SHARDS" ]]; then
@@ -380,7 +380,7 @@ prepare_temporal-server() {
       >>"$(log_file temporal-server)" 2>&1 || sleep 1
   done
   temporal_search_attributes_ok || fail_with_log temporal-server "search attributes could not be registered"
-  log "temporal-server: namespace $TEMPORAL_NAMESPACE and search attributes ready ($(elapsed "$t0"))"
+  say "temporal-server: namespace $TEMPORAL_NAMESPACE and search attributes ready ($(elapsed "$t0"))"
 }
 check_temporal-server() { temporal_search_attributes_ok || prepare_temporal-server; }
 

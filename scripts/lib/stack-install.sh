@@ -23,12 +23,12 @@ apt_install() {
   local apt_log="$CACHE/logs/apt.log" rc=0
   mkdir -p "$CACHE/logs"
   if ((APT_UPDATED == 0)); then
-    log "apt-get update"
+    say "apt-get update"
     DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$apt_log" 2>&1 || rc=$?
     APT_UPDATED=1
   fi
   if ((rc == 0)); then
-    log "apt-get install $* (log: $apt_log)"
+    say "apt-get install $* (log: $apt_log)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >>"$apt_log" 2>&1 || rc=$?
   fi
   if ((own_policy)); then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
@@ -75,7 +75,7 @@ ensure_rocketmq_installed() {
   if [[ ! -d $ROCKETMQ_LIB ]]; then
     local tmp="$ROCKETMQ_LIB.tmp" mlog="$CACHE/logs/mvn.log" t0
     t0=$(now_ms)
-    log "downloading RocketMQ $ROCKETMQ_VERSION jars from Maven Central (log: $mlog)..."
+    say "downloading RocketMQ $ROCKETMQ_VERSION jars from Maven Central (log: $mlog)..."
     mkdir -p "$CACHE/logs"
     if ! mvn -B -q -f "$REPO/scripts/rocketmq/pom.xml" dependency:copy-dependencies \
       -DoutputDirectory="$tmp" >>"$mlog" 2>&1; then
@@ -83,7 +83,7 @@ ensure_rocketmq_installed() {
       die "RocketMQ jar download failed, see $mlog"
     fi
     mv "$tmp" "$ROCKETMQ_LIB"
-    log "RocketMQ jars ready ($(find "$ROCKETMQ_LIB" -name '*.jar' | wc -l) jars) in $(elapsed "$t0")"
+    say "RocketMQ jars ready ($(find "$ROCKETMQ_LIB" -name '*.jar' | wc -l) jars) in $(elapsed "$t0")"
   fi
   exec 8>&-
 }
@@ -98,7 +98,7 @@ ensure_temporal_installed() {
     dir=$(dirname "$TEMPORAL_BIN"); tmp="$dir.tmp"
     t0=$(now_ms)
     mkdir -p "$CACHE/logs" && rm -rf "$tmp"
-    log "installing Temporal CLI v$TEMPORAL_VERSION (takes a few minutes)... (log: $tlog)"
+    say "installing Temporal CLI v$TEMPORAL_VERSION (takes a few minutes)... (log: $tlog)"
     # Outside any module and with the project's GOFLAGS cleared: this must not touch the repo's go.mod.
     if ! (cd "$CACHE" && GOFLAGS="" GOBIN="$tmp" go install \
       "github.com/temporalio/cli/cmd/temporal@v$TEMPORAL_VERSION") >>"$tlog" 2>&1; then
@@ -106,7 +106,7 @@ ensure_temporal_installed() {
       die "Temporal CLI build failed, see $tlog"
     fi
     mkdir -p "$dir" && mv -f "$tmp/temporal" "$TEMPORAL_BIN" && rm -rf "$tmp"
-    log "Temporal CLI ready in $(elapsed "$t0")"
+    say "Temporal CLI ready in $(elapsed "$t0")"
   fi
   exec 8>&-
 }
@@ -118,10 +118,10 @@ progress() {
   t0=$(now_ms)
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
-    ((++n % 30)) || log "$2... $(elapsed "$t0")"
+    ((++n % 30)) || say "$2... $(elapsed "$t0")"
   done
   wait "$pid" || rc=$?
-  if ((rc == 0)); then log "$2: done in $(elapsed "$t0")"; else log "$2: failed (exit $rc)"; fi
+  if ((rc == 0)); then say "$2: done in $(elapsed "$t0")"; else say "$2: failed (exit $rc)"; fi
   return $rc
 }
 
@@ -140,8 +140,8 @@ go_module_build() {
   exec 8>"$CACHE/.$name.lock"
   if ! flock -n 8; then
     t0=$(now_ms)
-    log "waiting for the build of $name running elsewhere (log: $CACHE/logs/$name-build.log)..."
-    until flock -w 30 8; do log "  still building $name... $(elapsed "$t0")"; done
+    say "waiting for the build of $name running elsewhere (log: $CACHE/logs/$name-build.log)..."
+    until flock -w 30 8; do say "  still building $name... $(elapsed "$t0")"; done
   fi
   missing=0
   for pb in "$@"; do [[ -x $dest/bin/${pb#*=} ]] || missing=1; done
@@ -150,7 +150,7 @@ go_module_build() {
     t0=$(now_ms)
     rm -rf "$tmp" && mkdir -p "$tmp/bin"
     for pb in "$@"; do pkgs+=("$mod/${pb%%=*}@$ver"); done
-    log "building $mod $ver: ${*#*=} (a few minutes; log: $blog)"
+    say "building $mod $ver: ${*#*=} (a few minutes; log: $blog)"
     (
       cd "$src" || exit 1
       export GOFLAGS="" GOWORK=off
@@ -163,7 +163,7 @@ go_module_build() {
       if [[ -n ${GO_BUILD_HOOK:-} ]]; then "$GO_BUILD_HOOK" "$moddir" "$tmp" || exit 1; fi
     ) 3>&1 >>"$blog" 2>&1 || { tail -n 20 "$blog" >&2; die "building $mod $ver failed, see $blog"; }
     rm -rf "$dest" && mv "$tmp" "$dest"
-    log "$mod $ver ready in $dest in $(elapsed "$t0")"
+    say "$mod $ver ready in $dest in $(elapsed "$t0")"
   fi
   exec 8>&-
 }

@@ -113,7 +113,7 @@ mariadb_root() { mariadb --no-defaults --socket="$MARIADB_SOCK" -uroot; }
 launch_mariadb() {
   local data="$MARIADB_DIR/data"
   if [[ ! -d $data/mysql ]]; then
-    log "mariadb: initialising data directory $data"
+    say "mariadb: initialising data directory $data"
     rm -rf "$data.tmp" && mkdir -p "$data.tmp"
     # into data.tmp then renamed: an interrupted init is never mistaken for a complete one
     mariadb-install-db --no-defaults --datadir="$data.tmp" --user=root --skip-test-db \
@@ -150,7 +150,7 @@ prepare_mariadb() {
     done
   } | mariadb_root || fail_with_log mariadb "creating database/user failed"
   mariadb_app_login || die "mariadb: TCP login as $MYSQL_USER@127.0.0.1:$MYSQL_PORT/$MYSQL_DATABASE failed"
-  log "mariadb: database '$MYSQL_DATABASE' and user '$MYSQL_USER' ready (TCP login ok)"
+  say "mariadb: database '$MYSQL_DATABASE' and user '$MYSQL_USER' ready (TCP login ok)"
 }
 # on "already running": only re-run the (cheap) setup when the application login does not work
 check_mariadb() { mariadb_app_login || prepare_mariadb; }
@@ -199,7 +199,7 @@ prepare_rocketmq-namesrv() {
   local b
   for b in "${BROKER_SERVICES[@]}"; do
     live_pid "$b" >/dev/null || continue
-    log "rocketmq-namesrv: waiting for the running broker${b#rocketmq-broker} to register again..."
+    say "rocketmq-namesrv: waiting for the running broker${b#rocketmq-broker} to register again..."
     BROKER_LAST_ADMIN=0
     wait_until rocketmq-namesrv "$(live_pid rocketmq-namesrv)" 60 ready_rocketmq-broker "$b"
   done
@@ -291,7 +291,7 @@ prepare_rocketmq-broker() {
   list=$(mqadmin topicList -n "$ns" 2>/dev/null) || die "$svc: mqadmin topicList failed"
   for t in "${ROCKETMQ_TOPICS[@]}"; do grep -qx "${t%%:*}" <<<"$list" || missing+=("${t%%:*}"); done
   ((${#missing[@]} == 0)) || die "$svc: topics missing after setup: ${missing[*]}"
-  log "$svc: topics ${ROCKETMQ_TOPICS[*]%%:*} and group(s) ${ROCKETMQ_GROUPS[*]} ready"
+  say "$svc: topics ${ROCKETMQ_TOPICS[*]%%:*} and group(s) ${ROCKETMQ_GROUPS[*]} ready"
 }
 check_rocketmq-broker() { prepare_rocketmq-broker "$@"; }
 
