@@ -16,7 +16,7 @@ run: ## install + start the services, migrate, start api and worker, run a demo 
 stop: ## stop the api and worker started by `make run` (services keep running)
 	@scripts/run stop $(STACK_PROFILE)
 
-test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race
+test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race, then the cluster profile's fault sales
 	@scripts/test
 
 lint: ## go vet, staticcheck, errcheck, workflowcheck
