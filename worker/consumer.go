@@ -103,11 +103,23 @@ func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, h q
 // broker uses for dead letters.
 func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, h queue.Handler) (*queue.Consumer, error) {
 	topic := DeadLetterTopic(cfg.ConsumerGroup)
-	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1); err != nil {
+	// A broker just restarted may time out the first admin requests: try
+	// for a while before the worker gives up starting.
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		if err = queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	var c *queue.Consumer
-	var err error
 	// The name server learns of the new topic with the broker's next
 	// registration; until then the consumer fails with "route info not found".
 	for attempt := 0; attempt < 30; attempt++ {
