@@ -125,9 +125,9 @@ func (s *Store) runBatches(itemID int64, first bool) {
 	}
 }
 
-// execBatch reserves a batch in one script call and stores the QUEUED view
-// of each taken unit in the same round trip (pipelined SET NX after the
-// script; a view of a refused one is deleted again).
+// execBatch reserves a batch in one script call, then stores the QUEUED view
+// of each unit taken (one pipeline of SET NX, before any buyer is answered;
+// refused purchases get no view).
 func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	k := s.ItemKeys(itemID)
 	keys := []string{k.Stock, k.Buyers, k.Orders, k.Outbox}
