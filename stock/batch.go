@@ -2,9 +2,9 @@ package stock
 
 import (
 	"context"
-	"errors"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
