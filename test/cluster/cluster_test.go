@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -89,8 +88,8 @@ func newEnv(t *testing.T) *env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := &env{t: t, root: repoRoot(t), cfg: cfg, logs: t.TempDir()}
-	e.bin = build(t, e.root)
+	e := &env{t: t, root: testenv.RepoRoot(t), cfg: cfg, logs: t.TempDir()}
+	e.bin = testenv.SeckillBinary(t)
 	var mcfg config.MySQL
 	e.st, mcfg = testenv.MySQL(t)
 	e.rdb, e.prefix = testenv.Redis(t)
@@ -126,12 +125,12 @@ func newEnv(t *testing.T) *env {
 		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
 	)
 	for i := 1; i <= 2; i++ {
-		api := &role{name: fmt.Sprintf("api-%d", i), kind: "api", addr: freeAddr(t)}
+		api := &role{name: fmt.Sprintf("api-%d", i), kind: "api", addr: testenv.FreeAddr(t)}
 		api.extra = []string{"SECKILL_API_ADDR=" + api.addr, "SECKILL_API_INSTANCE=" + api.name,
 			"SECKILL_API_RELAY_CLAIM_AFTER=5s"}
 		e.apis = append(e.apis, api)
 		w := &role{name: fmt.Sprintf("worker-%d", i), kind: "worker"}
-		w.extra = []string{"SECKILL_WORKER_METRICS_ADDR=" + freeAddr(t)}
+		w.extra = []string{"SECKILL_WORKER_METRICS_ADDR=" + testenv.FreeAddr(t)}
 		e.workers = append(e.workers, w)
 	}
 	for _, r := range append(append([]*role{}, e.apis...), e.workers...) {
@@ -454,38 +453,6 @@ func (e *env) masterOf(ctx context.Context, key string) string {
 		e.t.Fatalf("master %s is not one of the profile's nodes", node.Options().Addr)
 	}
 	return fmt.Sprintf("redis-%d", n)
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root not found from %s", file)
-	}
-	return root
-}
-
-// build compiles cmd/seckill into the test's temp dir.
-func build(t *testing.T, root string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "seckill")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/seckill")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String()
 }
 
 func tail(path string, n int) string {

@@ -6,12 +6,7 @@
 package failover_test
 
 import (
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 
 	"github.com/seckill/seckill/internal/proc"
@@ -22,57 +17,6 @@ func requireEnabled(t *testing.T) {
 	if os.Getenv("SECKILL_FAILOVER") != "1" {
 		t.Skip("stops shared services: set SECKILL_FAILOVER=1 (and hold /tmp/seckill-failover.lock)")
 	}
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root not found from %s", file)
-	}
-	return root
-}
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
-
-// seckillBinary builds cmd/seckill once per test run and returns its path;
-// the failover tests run it as child processes they can kill -9.
-func seckillBinary(t *testing.T) string {
-	t.Helper()
-	root := repoRoot(t)
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "seckill-failover-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "seckill")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/seckill")
-		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }
 
 // child is a `seckill` role run as a child process the test can kill -9.

@@ -53,7 +53,7 @@ type handoffEnv struct {
 func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 	t.Helper()
 	dir := t.TempDir()
-	bin := seckillBinary(t)
+	bin := testenv.SeckillBinary(t)
 	db, mcfg := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	cfg := testenv.Config(t)
@@ -97,7 +97,7 @@ type apiProc struct {
 // startAPI runs `seckill api` on a free port and waits until it answers.
 func (e *handoffEnv) startAPI(name string) *apiProc {
 	e.t.Helper()
-	addr := freeAddr(e.t)
+	addr := testenv.FreeAddr(e.t)
 	env := append(append([]string{}, e.env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
 	p := &apiProc{child: startChild(e.t, e.bin, e.logs, name+" on "+addr, env, "api"), url: "http://" + addr}
 	deadline := time.Now().Add(30 * time.Second)
@@ -374,7 +374,7 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 
 func stackCmd(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(repoRoot(t), "scripts", "stack"), args...)
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(t), "scripts", "stack"), args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("scripts/stack %v: %v\n%s", args, err, out)
@@ -414,7 +414,7 @@ func TestHandoffSurvivesBrokerOutage(t *testing.T) {
 	t.Cleanup(func() {
 		if stopped.Load() {
 			// Always bring the broker back, even when the test failed.
-			out, err := exec.Command(filepath.Join(repoRoot(t), "scripts", "stack"), "start", "rocketmq-broker").CombinedOutput()
+			out, err := exec.Command(filepath.Join(testenv.RepoRoot(t), "scripts", "stack"), "start", "rocketmq-broker").CombinedOutput()
 			if err != nil {
 				t.Logf("restart broker: %v\n%s", err, out)
 			}

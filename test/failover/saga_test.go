@@ -56,9 +56,9 @@ type sagaEnv struct {
 
 func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	t.Helper()
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	dir := t.TempDir()
-	bin := seckillBinary(t)
+	bin := testenv.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, mcfg := testenv.MySQL(t)
@@ -122,7 +122,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 // startWorker runs `seckill worker` (consumer and Temporal worker) as a child.
 func (e *sagaEnv) startWorker(name string) *child {
 	e.t.Helper()
-	addr := freeAddr(e.t)
+	addr := testenv.FreeAddr(e.t)
 	env := append(append([]string{}, e.env...), "SECKILL_WORKER_METRICS_ADDR="+addr)
 	return startChild(e.t, e.bin, e.logs, name, env, "worker")
 }
