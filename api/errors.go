@@ -48,16 +48,20 @@ func newError(status int, code, msg string) *Error {
 // The API's error answers. Handlers return these (or wrap them); domain
 // errors from other packages are translated in toError.
 var (
-	ErrBadRequest       = newError(http.StatusBadRequest, "BAD_REQUEST", "bad request")
-	ErrUnauthorized     = newError(http.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required")
-	ErrForbidden        = newError(http.StatusForbidden, "FORBIDDEN", "this route needs another role")
-	ErrItemNotFound     = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
-	ErrOrderNotFound    = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
-	ErrSaleNotStarted   = newError(http.StatusForbidden, "SALE_NOT_STARTED", "the sale has not started yet")
-	ErrSaleEnded        = newError(http.StatusForbidden, "SALE_ENDED", "the sale has ended")
-	ErrSoldOut          = newError(http.StatusGone, "SOLD_OUT", "sold out")
-	ErrRateLimited      = newError(http.StatusTooManyRequests, "RATE_LIMITED", "too many requests")
-	ErrUnavailable      = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, nothing was reserved; try again")
+	ErrBadRequest     = newError(http.StatusBadRequest, "BAD_REQUEST", "bad request")
+	ErrUnauthorized   = newError(http.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required")
+	ErrForbidden      = newError(http.StatusForbidden, "FORBIDDEN", "this route needs another role")
+	ErrItemNotFound   = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
+	ErrOrderNotFound  = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
+	ErrSaleNotStarted = newError(http.StatusForbidden, "SALE_NOT_STARTED", "the sale has not started yet")
+	ErrSaleEnded      = newError(http.StatusForbidden, "SALE_ENDED", "the sale has ended")
+	ErrSoldOut        = newError(http.StatusGone, "SOLD_OUT", "sold out")
+	ErrRateLimited    = newError(http.StatusTooManyRequests, "RATE_LIMITED", "too many requests")
+	ErrUnavailable    = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, nothing was reserved; try again")
+	// ErrOutcomeUnknown: Redis failed while the reservation was under way
+	// and did not answer the follow-up question within the confirm window.
+	ErrOutcomeUnknown = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
+		"temporarily unavailable; whether a unit was reserved is not known yet: try again, and if one was, the retry answers 409 ALREADY_PURCHASED with its order")
 	ErrNotFound         = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
 	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")

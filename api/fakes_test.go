@@ -188,6 +188,9 @@ type fakeUnits struct {
 	// failAfter makes ReserveQueued take the unit and still fail (Redis
 	// timed out after the script ran).
 	failAfter error
+	// markFails makes the next BuyerOrder calls fail (Redis unreachable
+	// while a failover promotes a replica); -1: every one.
+	markFails int
 	reserves  int // ReserveQueued calls
 }
 
@@ -271,6 +274,12 @@ func (f *fakeUnits) BuyerOrder(_ context.Context, itemID, userID int64) (string,
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return "", false, f.err
+	}
+	if f.markFails != 0 {
+		if f.markFails > 0 {
+			f.markFails--
+		}
+		return "", false, errDown
 	}
 	id, ok := f.buyers[[2]int64{itemID, userID}]
 	return id, ok, nil
@@ -359,6 +368,7 @@ func unitConfig() config.API {
 		GlobalRPS: 1e6, GlobalBurst: 1e6, BuyerRPS: 1000, BuyerBurst: 1000, IPRPS: 1e6, IPBurst: 1e6,
 		LimiterIdleTTL: 2 * time.Minute, LimiterMaxKeys: 1 << 16, IPLimiterMaxKeys: 1 << 16,
 		StreamsPerBuyer: 4, StreamsMax: 100, ItemRefresh: time.Hour,
+		ConfirmTimeout: 100 * time.Millisecond, // fuzzing with Redis down must not wait the 10 s default
 	}
 }
 

@@ -32,6 +32,9 @@ type Metrics struct {
 	// Redis replicas than SECKILL_REDIS_WAIT_REPLICAS acknowledged them in
 	// time (a failover now could lose them).
 	ReplicaWaitShort prometheus.Counter
+	// confirms counts reservations that failed with their outcome unknown,
+	// by what the buyer's mark said afterwards.
+	confirms *prometheus.CounterVec
 
 	routes     sync.Map // route template -> *routeSeries
 	rejectedBy sync.Map // error code -> prometheus.Counter
@@ -71,12 +74,16 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "seckill_redis_replica_wait_short_total",
 			Help: "Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS).",
 		}),
+		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_reservation_confirms_total",
+			Help: "Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503).",
+		}, []string{"outcome"}),
 		WakesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_saga_wakes_skipped_total",
 			Help: "Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.WakesSkipped, m.ReplicaWaitShort,
+	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.WakesSkipped, m.ReplicaWaitShort, m.confirms,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

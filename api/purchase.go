@@ -44,6 +44,9 @@ func (s *Server) purchase(c *gin.Context) {
 	if err == nil && ci != nil {
 		err = early(ci, now)
 	}
+	if errors.Is(err, ErrSoldOut) && s.unsure.has(itemID, p.UserID, now) {
+		err = nil // Redis knows whether this buyer's earlier attempt took a unit
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -66,30 +69,47 @@ func (s *Server) purchase(c *gin.Context) {
 	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC()}
 	// The reservation and the order's QUEUED status in one round trip.
 	left, err := s.units.ReserveQueued(ctx, msg, queuedView(msg))
-	if err != nil {
-		var already *stock.AlreadyReservedError
-		switch {
-		case errors.Is(err, stock.ErrSoldOut):
-			s.items.markSoldOut(ci)
-			s.fail(c, err)
-			return
-		case errors.As(err, &already), errors.Is(err, stock.ErrNotLoaded):
-			s.fail(c, err)
-			return
-		case !s.reservedAnyway(ctx, msg):
+	var already *stock.AlreadyReservedError
+	switch {
+	case err == nil:
+	case errors.Is(err, stock.ErrSoldOut):
+		s.unsure.forget(itemID, p.UserID)
+		s.items.markSoldOut(ci)
+		s.fail(c, err)
+		return
+	case errors.As(err, &already), errors.Is(err, stock.ErrNotLoaded):
+		s.unsure.forget(itemID, p.UserID)
+		s.fail(c, err)
+		return
+	default:
+		// Redis failed with the outcome unknown: the script may have run
+		// (a reply lost with its connection, a master that died after
+		// replicating it). Only the buyer's mark can say.
+		found := s.confirm(ctx, msg)
+		s.metrics.confirms.WithLabelValues(found.String()).Inc()
+		switch found {
+		case notReserved:
 			// Nothing was reserved, whatever Redis answered (a dropped
 			// connection, or an error reply such as READONLY during a
 			// failover or OOM): 503, the buyer may try again.
 			s.fail(c, fmt.Errorf("%w: reserve: %w", ErrUnavailable, err))
 			return
+		case unknown:
+			// Redis did not answer in time: neither 202 nor "nothing
+			// reserved" would be true. The buyer's retry on this instance
+			// goes to Redis even if the item looks sold out here.
+			s.unsure.add(itemID, p.UserID, s.now())
+			s.fail(c, fmt.Errorf("%w: reserve: %w", ErrOutcomeUnknown, err))
+			return
 		}
-		// Redis failed or timed out after the script ran: the unit is ours
-		// and the outbox carries it, so the buyer gets 202, not a 503 that
-		// would hide a live order. Whether the pipeline stored the QUEUED
-		// status is unknown: store it (SET NX keeps a later one).
+		// The unit is ours and the outbox carries it, so the buyer gets
+		// 202, not a 503 that would hide a live order. Whether the
+		// pipeline stored the QUEUED status is unknown: store it (SET NX
+		// keeps a later one).
 		left = 1
 		s.markQueued(ctx, msg)
 	}
+	s.unsure.forget(itemID, p.UserID)
 	if left <= 0 {
 		s.items.markSoldOut(ci)
 	}
@@ -127,13 +147,47 @@ func (s *Server) markQueued(ctx context.Context, msg order.Message) {
 	}
 }
 
-// reservedAnyway asks Redis (briefly, outside the request's deadline) whether
-// the buyer's mark points at this attempt's order id.
-func (s *Server) reservedAnyway(ctx context.Context, msg order.Message) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
+// outcome is what the buyer's mark says of a reservation that failed.
+type outcome int
+
+func (o outcome) String() string { return [...]string{"reserved", "not_reserved", "unknown"}[o] }
+
+const (
+	reserved    outcome = iota // the mark holds this attempt's order id
+	notReserved                // no mark, or another order's
+	unknown                    // Redis did not answer within the confirm window
+)
+
+// confirm reads the buyer's mark (outside the request's deadline) until
+// Redis answers or cfg.ConfirmTimeout has passed. In a failover the first
+// reads fail and later ones reach the promoted master (stock reloads the
+// slot map after a failed read), which holds the mark if the reservation
+// was replicated before the old master died.
+func (s *Server) confirm(ctx context.Context, msg order.Message) outcome {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
 	defer cancel()
-	id, ok, err := s.units.BuyerOrder(ctx, msg.ItemID, msg.UserID)
-	return err == nil && ok && id == msg.OrderID
+	backoff := 50 * time.Millisecond
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		id, ok, err := s.units.BuyerOrder(rctx, msg.ItemID, msg.UserID)
+		rcancel()
+		switch {
+		case err == nil && ok && id == msg.OrderID:
+			return reserved
+		case err == nil:
+			return notReserved
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.log.Warn("reservation outcome unknown", "order_id", msg.OrderID, "item_id", msg.ItemID,
+				"user_id", msg.UserID, "err", err)
+			return unknown
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // acceptedBody is the 202 body of a purchase.

@@ -138,6 +138,7 @@ type Server struct {
 	now     func() time.Time
 	ready   readiness
 	streams streamCounts
+	unsure  *unsureBuyers
 }
 
 // New builds the server and its routes. gin's mode is the process's
@@ -150,6 +151,9 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 	if opts.EventsMax <= 0 {
 		opts.EventsMax = time.Hour
 	}
+	if cfg.ConfirmTimeout <= 0 {
+		cfg.ConfirmTimeout = 10 * time.Second
+	}
 	if cfg.ItemRefresh <= 0 {
 		cfg.ItemRefresh = time.Second
 	}
@@ -161,6 +165,7 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
 		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, max(cfg.IPLimiterMaxKeys, 1)),
 		now:    time.Now,
+		unsure: newUnsureBuyers(10*time.Minute, 100_000),
 	}
 	var onNew func(int64)
 	if deps.Relay != nil {

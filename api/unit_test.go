@@ -324,6 +324,78 @@ func TestUnitPurchaseDependencyFailures(t *testing.T) {
 	expectErr(t, h.do("POST", "/api/v1/seckill/31337", h.buyer(3), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }
 
+// A reservation that failed with its outcome unknown while Redis fails
+// over: the purchase keeps asking for the buyer's mark until the promoted
+// master answers, and tells the buyer the truth (regression: the cluster
+// profile's kill -9 of a Redis master answered 503 "nothing was reserved"
+// to buyers whose units had been taken and replicated).
+func TestUnitPurchaseOutcomeUnknownDuringFailover(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.ConfirmTimeout = time.Minute })
+	item := h.onSale(3)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+
+	// The script ran, its reply was lost, and the mark is unreadable for
+	// three reads: 202 with this attempt's order, not 503.
+	h.units.failAfter, h.units.markFails = errDown, 3
+	r := h.do("POST", path, h.buyer(1), nil)
+	expect(t, r, http.StatusAccepted, "")
+	id := r.json(t)["order_id"].(string)
+	if got, _, _ := h.units.BuyerOrder(context.Background(), item, 1); got != id {
+		t.Fatalf("202 order %s, buyer's mark %s", id, got)
+	}
+	if h.units.markFails != 0 {
+		t.Fatalf("answered before the mark could be read (%d failures left)", h.units.markFails)
+	}
+
+	// Nothing ran, the mark unreadable at first: 503 "nothing was
+	// reserved" once the mark is read, and no unit is gone.
+	h.units.failAfter, h.units.reserveErr, h.units.markFails = nil, errDown, 2
+	r = h.do("POST", path, h.buyer(2), nil)
+	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if !strings.Contains(string(r.body), "nothing was reserved") || h.units.unitsLeft(item) != 2 {
+		t.Fatalf("body %s, left %d", r.body, h.units.unitsLeft(item))
+	}
+	h.units.reserveErr = nil
+}
+
+// Redis never answers within the confirm window: 503 saying the outcome is
+// not known, and the buyer's retry on this instance reaches Redis although
+// the item looks sold out here, so it learns its order (409).
+func TestUnitPurchaseOutcomeUnknownRetryLearnsTheOrder(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.ConfirmTimeout = 200 * time.Millisecond })
+	item := h.onSale(1)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+
+	h.units.failAfter, h.units.markFails = errDown, -1
+	r := h.do("POST", path, h.buyer(1), nil)
+	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if !strings.Contains(string(r.body), "not known") {
+		t.Fatalf("503 does not say the outcome is unknown: %s", r.body)
+	}
+	h.units.failAfter, h.units.markFails = nil, 0
+	mark, _, _ := h.units.BuyerOrder(context.Background(), item, 1)
+
+	// Another buyer sells the item out in this instance's memory.
+	expectErr(t, h.do("POST", path, h.buyer(2), nil), http.StatusGone, "SOLD_OUT")
+	reserves := h.units.reserves
+	expectErr(t, h.do("POST", path, h.buyer(3), nil), http.StatusGone, "SOLD_OUT")
+	if h.units.reserves != reserves {
+		t.Fatal("sold out in memory, yet Redis was asked for a buyer with nothing unknown")
+	}
+	// The unsure buyer goes to Redis: 409 naming the order its first attempt made.
+	r = h.do("POST", path, h.buyer(1), nil)
+	expectErr(t, r, http.StatusConflict, "ALREADY_PURCHASED")
+	if !strings.Contains(string(r.body), mark) {
+		t.Fatalf("409 does not name order %s: %s", mark, r.body)
+	}
+	// Answered once: its next attempt meets the sold-out flag like anyone's.
+	reserves = h.units.reserves
+	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusGone, "SOLD_OUT")
+	if h.units.reserves != reserves {
+		t.Fatal("the buyer was still treated as unsure after Redis answered")
+	}
+}
+
 // Many buyers at once on the fakes: never more 202s than units, one per
 // buyer, the rest SOLD_OUT or ALREADY_PURCHASED.
 func TestUnitPurchaseStampede(t *testing.T) {

@@ -199,10 +199,18 @@ type API struct {
 	// through to Redis; the rest get 429 at once.
 	GlobalRPS   float64 `env:"GLOBAL_RPS" envDefault:"20000"`
 	GlobalBurst int     `env:"GLOBAL_BURST" envDefault:"5000"`
-	BuyerRPS    float64 `env:"BUYER_RPS" envDefault:"5"`
-	BuyerBurst  int     `env:"BUYER_BURST" envDefault:"10"`
-	IPRPS       float64 `env:"IP_RPS" envDefault:"50"`
-	IPBurst     int     `env:"IP_BURST" envDefault:"100"`
+	// ConfirmTimeout is how long a purchase whose reservation failed with its
+	// outcome unknown (a timeout, a connection dropped after the script was
+	// sent, a Redis master dying) keeps asking Redis whether the unit was
+	// taken before answering 503 "outcome unknown". Keep it above the Redis
+	// failover time (cluster-node-timeout plus the election; Sentinel's
+	// down-after-milliseconds plus its failover), so that a buyer whose unit
+	// was taken on the old master and replicated is answered 202 by the new one.
+	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s"`
+	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5"`
+	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
+	IPRPS          float64       `env:"IP_RPS" envDefault:"50"`
+	IPBurst        int           `env:"IP_BURST" envDefault:"100"`
 	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
 	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
 	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
@@ -409,6 +417,7 @@ func (c Config) Validate() error {
 	positive("API_BUYER_RPS", c.API.BuyerRPS)
 	positive("API_IP_RPS", c.API.IPRPS)
 	positive("API_WAKE_RATE", c.API.WakeRate)
+	positive("API_CONFIRM_TIMEOUT", c.API.ConfirmTimeout.Seconds())
 	positive("API_LIMITER_MAX_KEYS", float64(c.API.LimiterMaxKeys))
 	positive("API_IP_LIMITER_MAX_KEYS", float64(c.API.IPLimiterMaxKeys))
 	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))

@@ -159,6 +159,11 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 			r.err = ErrSoldOut
 		case 2:
 			id, _ := vals[2*i+1].(string)
+			if id == r.msg.OrderID { // its own mark: the script ran, its reply was lost, the client sent it again
+				r.left = 1
+				taken = append(taken, r)
+				continue
+			}
 			r.err = &AlreadyReservedError{OrderID: id}
 		case 3:
 			r.err = fmt.Errorf("item %d: %w", itemID, ErrNotLoaded)

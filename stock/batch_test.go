@@ -144,3 +144,44 @@ func selfCPU() float64 {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
+
+// The client sent a reservation again after its reply was lost (go-redis
+// retries a command whose connection dropped): the second run meets the
+// buyer's mark holding this very order id. That is the buyer's unit, not
+// "already purchased", and nothing is taken twice.
+func TestReserveSentTwiceIsOneReservation(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-script", true: "batched"}[batched], func(t *testing.T) {
+			rdb, prefix := testenv.Redis(t)
+			s := stock.New(rdb, prefix)
+			if batched {
+				s.UseBatching()
+			}
+			ctx := context.Background()
+			const item = 12
+			if _, err := s.Load(ctx, item, 5); err != nil {
+				t.Fatal(err)
+			}
+			m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 7, ReservedAt: time.Now().UTC()}
+			v := order.View{OrderID: m.OrderID, ItemID: item, UserID: 7, Status: order.StatusQueued}
+			if left, err := s.ReserveQueued(ctx, m, v); err != nil || left != 4 {
+				t.Fatalf("first run: left %d, %v", left, err)
+			}
+			if left, err := s.ReserveQueued(ctx, m, v); err != nil || left <= 0 {
+				t.Fatalf("the same order sent again: left %d, %v; want its unit", left, err)
+			}
+			if left, _ := s.Left(ctx, item); left != 4 {
+				t.Fatalf("stock_left %d after one reservation sent twice, want 4", left)
+			}
+			if n := rdb.XLen(ctx, s.ItemKeys(item).Outbox).Val(); n != 1 {
+				t.Fatalf("%d outbox entries, want 1", n)
+			}
+			// Another attempt of the same buyer is still refused.
+			m2 := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 7, ReservedAt: time.Now().UTC()}
+			var already *stock.AlreadyReservedError
+			if _, err := s.ReserveQueued(ctx, m2, v); !errors.As(err, &already) || already.OrderID != m.OrderID {
+				t.Fatalf("second attempt: %v, want already reserved as %s", err, m.OrderID)
+			}
+		})
+	}
+}

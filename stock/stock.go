@@ -214,6 +214,12 @@ func reserveReply(r order.Message, cmd *redis.Cmd) (int64, error) {
 		return 0, ErrSoldOut
 	case 2:
 		id, _ := res[1].(string)
+		if id == r.OrderID {
+			// This attempt's own mark: the script ran before, its reply was
+			// lost, and the client sent it again. The unit is this order's;
+			// how many are left is not known (1 keeps the sold-out flag down).
+			return 1, nil
+		}
 		return 0, &AlreadyReservedError{OrderID: id}
 	case 3:
 		return 0, fmt.Errorf("item %d: %w", r.ItemID, ErrNotLoaded)
@@ -337,6 +343,7 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 		return "", false, nil
 	}
 	if err != nil {
+		s.reloadOnMoved(ctx, err) // the next look goes to a promoted master
 		return "", false, fmt.Errorf("read buyer mark: %w", err)
 	}
 	return id, true, nil
