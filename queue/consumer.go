@@ -25,6 +25,9 @@ type ConsumerOptions struct {
 	Goroutines   int
 	// FromFirstOffset makes a new group start at the oldest message (tests).
 	FromFirstOffset bool
+	// Log receives a warning per message handed back for redelivery; nil
+	// discards them.
+	Log *slog.Logger
 }
 
 // Consumer is a started push consumer.
@@ -61,6 +64,10 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	if opts.FromFirstOffset {
 		o = append(o, consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
 	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	c, err := rocketmq.NewPushConsumer(o...)
 	if err != nil {
 		return nil, fmt.Errorf("new rocketmq consumer: %w", err)
@@ -68,7 +75,7 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	err = c.Subscribe(opts.Topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		for _, m := range msgs {
 			if err := h(ctx, m); err != nil {
-				slog.Warn("message will be redelivered", "topic", m.Topic, "key", m.GetKeys(),
+				log.Warn("message will be redelivered", "topic", m.Topic, "key", m.GetKeys(),
 					"reconsume_times", m.ReconsumeTimes, "err", err)
 				return consumer.ConsumeRetryLater, nil
 			}

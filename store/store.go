@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"gorm.io/driver/mysql"
@@ -60,7 +59,6 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("ping mysql %s:%d: %w", cfg.Host, cfg.Port, err)
 	}
-	slog.Debug("mysql connected", "host", cfg.Host, "database", cfg.Database)
 	return &Store{db: db}, nil
 }
 

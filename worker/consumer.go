@@ -84,7 +84,7 @@ func DeadLetterHandlerFunc(s Starter, m *Metrics, log *slog.Logger, timeout time
 }
 
 // StartOrderConsumer subscribes the saga starter to the orders topic.
-func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, h queue.Handler) (*queue.Consumer, error) {
+func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
 	return queue.NewConsumer(queue.ConsumerOptions{
 		NameServers:     cfg.NameServers,
 		Group:           cfg.ConsumerGroup,
@@ -92,6 +92,7 @@ func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, h q
 		MaxReconsume:    cfg.MaxReconsume,
 		Goroutines:      goroutines,
 		FromFirstOffset: fromFirst,
+		Log:             log,
 	}, h)
 }
 
@@ -101,7 +102,7 @@ func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, h q
 // topic without routes: so it is created here first, readable and writable
 // (perm 6; creating an existing topic updates it), with the one queue the
 // broker uses for dead letters.
-func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, h queue.Handler) (*queue.Consumer, error) {
+func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
 	topic := DeadLetterTopic(cfg.ConsumerGroup)
 	// A broker just restarted may time out the first admin requests: try
 	// for a while before the worker gives up starting.
@@ -130,6 +131,7 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 			MaxReconsume:    deadLetterMaxReconsume,
 			Goroutines:      4,
 			FromFirstOffset: true, // a new handler group works off every dead letter there is
+			Log:             log,
 		}, h)
 		if err == nil {
 			return c, nil

@@ -115,7 +115,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		}
 		gated := h
 		h = func(ctx context.Context, m *primitive.MessageExt) error { p.arrived.Add(1); return gated(ctx, m) }
-		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, consumeGoroutines, true, h)
+		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, consumeGoroutines, true, p.log, h)
 		if err == nil || i == 20 {
 			break
 		}
@@ -126,7 +126,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	if o.deadLetters {
-		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"),
+		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
 			worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)

@@ -419,7 +419,7 @@ func TestDeadLetterTopicMadeReadable(t *testing.T) {
 	if err := p.producer.Send(ctx, topic, m.OrderID, m.Encode()); err != nil {
 		t.Fatal(err)
 	}
-	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"),
+	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
 		worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)

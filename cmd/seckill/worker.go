@@ -137,13 +137,13 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		// otherwise begin at the end of the topic and skip every order sent
 		// before it. Re-reading retained messages is harmless: a start of an
 		// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
-		c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true,
+		c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true, log,
 			gate.Handler(worker.OrderHandler(starter, metrics, log, cfg.Worker.StartTimeout)))
 		if err != nil {
 			return err
 		}
 		consumers = append(consumers, c)
-		dlq, err := worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup,
+		dlq, err := worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup, log,
 			worker.DeadLetterHandlerFunc(starter, metrics, log, cfg.Worker.StartTimeout))
 		if err != nil {
 			return err
