@@ -2,9 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/seckill/seckill/config"
 )
 
 // clockTicks is the kernel's USER_HZ: the unit of /proc/<pid>/stat times
@@ -50,40 +54,120 @@ func findProcess(parts ...string) int {
 }
 
 // StackPIDs finds the processes whose CPU a stage is charged with besides
-// the API: Redis, the RocketMQ broker, and this load generator.
-func StackPIDs() map[string]int {
-	pids := map[string]int{"load generator": os.Getpid()}
-	if p := findProcess("redis-server"); p > 0 {
-		pids["redis"] = p
+// the API: every Redis node and every broker of cfg (on the cluster profile
+// six redis-server and two brokers; found by the ports they listen on, so a
+// second stack on the machine is not counted), and this load generator.
+// When no listener is found for a role (another user's processes), the
+// first process whose command line names it stands in.
+func StackPIDs(cfg config.Config) map[string][]int {
+	pids := map[string][]int{"load generator": {os.Getpid()}}
+	byPort := listenerPIDs()
+	role := func(name string, addrs []string, cmdline string) {
+		seen := map[int]bool{}
+		for _, a := range addrs {
+			_, port, err := net.SplitHostPort(a)
+			if err != nil {
+				continue
+			}
+			n, _ := strconv.Atoi(port)
+			if pid := byPort[n]; pid > 0 && !seen[pid] {
+				seen[pid] = true
+				pids[name] = append(pids[name], pid)
+			}
+		}
+		if len(pids[name]) == 0 {
+			if p := findProcess(cmdline); p > 0 {
+				pids[name] = []int{p}
+			}
+		}
 	}
-	if p := findProcess("org.apache.rocketmq.broker.BrokerStartup"); p > 0 {
-		pids["broker"] = p
-	}
+	role("redis", cfg.Redis.Addresses(), "redis-server")
+	role("broker", cfg.RocketMQ.Brokers, "org.apache.rocketmq.broker.BrokerStartup")
 	return pids
 }
 
-// CPUMeter measures the CPU the named processes use over a window.
+// listenerPIDs maps the TCP ports listened on (IPv4 and IPv6) to the pid of
+// a process holding the listening socket: /proc/net/tcp* give each
+// listener's socket inode, /proc/<pid>/fd the processes' sockets.
+func listenerPIDs() map[int]int {
+	inodes := map[string]int{} // socket inode -> port
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 10 || fs[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			i := strings.LastIndexByte(fs[1], ':')
+			port, err := strconv.ParseUint(fs[1][i+1:], 16, 16)
+			if i < 0 || err != nil {
+				continue
+			}
+			inodes["socket:["+fs[9]+"]"] = int(port)
+		}
+	}
+	out := map[int]int{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/fd")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir(d)
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join(d, fd.Name()))
+			if err != nil || !strings.HasPrefix(target, "socket:[") {
+				continue
+			}
+			if port, ok := inodes[target]; ok {
+				if _, dup := out[port]; !dup {
+					out[port] = pid
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CPUMeter measures the CPU that groups of processes use over a window.
 type CPUMeter struct {
-	pids  map[string]int
+	pids  map[string][]int
 	start map[string]float64
 }
 
-// StartCPU snapshots the processes' CPU times.
-func StartCPU(pids map[string]int) *CPUMeter {
+// StartCPU snapshots the processes' CPU times, summed per name.
+func StartCPU(pids map[string][]int) *CPUMeter {
 	m := &CPUMeter{pids: pids, start: map[string]float64{}}
-	for name, pid := range pids {
-		if pid <= 0 {
-			continue
-		}
-		if s, err := procCPUSeconds(pid); err == nil {
+	for name := range pids {
+		if s, ok := m.seconds(name); ok {
 			m.start[name] = s
 		}
 	}
 	return m
 }
 
-// PerAnswer returns each process's CPU-µs per answer since StartCPU, and
-// their sum under "total".
+// seconds is the summed CPU time of a name's processes (false when none
+// can be read).
+func (m *CPUMeter) seconds(name string) (float64, bool) {
+	var sum float64
+	read := false
+	for _, pid := range m.pids[name] {
+		if pid <= 0 {
+			continue
+		}
+		if s, err := procCPUSeconds(pid); err == nil {
+			sum += s
+			read = true
+		}
+	}
+	return sum, read
+}
+
+// PerAnswer returns each name's CPU-µs per answer since StartCPU, and their
+// sum under "total".
 func (m *CPUMeter) PerAnswer(answers int64) map[string]float64 {
 	out := map[string]float64{}
 	if answers <= 0 {
@@ -91,8 +175,8 @@ func (m *CPUMeter) PerAnswer(answers int64) map[string]float64 {
 	}
 	var total float64
 	for name, s0 := range m.start {
-		s1, err := procCPUSeconds(m.pids[name])
-		if err != nil {
+		s1, ok := m.seconds(name)
+		if !ok {
 			continue
 		}
 		us := (s1 - s0) * 1e6 / float64(answers)

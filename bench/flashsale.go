@@ -56,7 +56,7 @@ type FlashSale struct {
 	HoldSagas func(hold bool) error
 	// MeterPIDs, when set, are the processes whose CPU the stampede is
 	// charged with (SaleReport.StampedeCPU).
-	MeterPIDs map[string]int
+	MeterPIDs map[string][]int
 	Progress  io.Writer
 	Log       *slog.Logger
 	// DuringStampede, when set, runs alongside the stampede (a fault

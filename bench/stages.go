@@ -160,7 +160,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	// Stage 1: bare gin vs sold-out rejections.
 	settle("stage 1 baseline")
 	log.Info("stage 1 baseline: bare gin", "url", s.BareURL, "load", s.Load.String(), "duration", s.HTTPDuration)
-	bareMeter := StartCPU(map[string]int{"server": s.BarePID, "load generator": os.Getpid()})
+	bareMeter := StartCPU(map[string][]int{"server": {s.BarePID}, "load generator": {os.Getpid()}})
 	bare := Fixed(ctx, s.Load, s.HTTPDuration, "bare gin", s.Progress, func(i uint64, t *vegeta.Target) {
 		t.Method, t.URL, t.Header = http.MethodPost, s.BareURL+BarePath, header(buyers[i%uint64(len(buyers))].Token)
 	})
@@ -168,8 +168,9 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	bareRate := rate(bare, "200")
 	rep.Details["bare_gin"] = bare
 	rep.Details["cpu_us_per_answer_bare_gin"] = bareCPU
-	pipelinePIDs := StackPIDs()
-	pipelinePIDs["api"] = s.Full.APIPID
+	pipelinePIDs := StackPIDs(s.Cfg)
+	pipelinePIDs["api"] = []int{s.Full.APIPID}
+	log.Info("CPU charged to the pipeline", "processes", fmt.Sprint(pipelinePIDs))
 	soldRate := 0.0
 	var soldCPU map[string]float64
 	if it, err := s.soldOutItem(ctx, secret, buyers[0]); err != nil {
