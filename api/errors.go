@@ -61,7 +61,7 @@ var (
 	// ErrOutcomeUnknown: Redis failed while the reservation was under way
 	// and did not answer the follow-up question within the confirm window.
 	ErrOutcomeUnknown = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
-		"temporarily unavailable; whether a unit was reserved is not known yet: try again, and if one was, the retry answers 409 ALREADY_PURCHASED with its order")
+		"temporarily unavailable; whether a unit was reserved for you is not known yet; try again")
 	ErrNotFound         = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
 	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
