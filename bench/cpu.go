@@ -102,8 +102,11 @@ func listenerPIDs() map[int]int {
 				continue
 			}
 			i := strings.LastIndexByte(fs[1], ':')
+			if i < 0 {
+				continue
+			}
 			port, err := strconv.ParseUint(fs[1][i+1:], 16, 16)
-			if i < 0 || err != nil {
+			if err != nil {
 				continue
 			}
 			inodes["socket:["+fs[9]+"]"] = int(port)

@@ -106,24 +106,15 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	topic := DeadLetterTopic(cfg.ConsumerGroup)
 	// A broker just restarted may time out the first admin requests: try
 	// for a while before the worker gives up starting.
-	var err error
-	for attempt := 0; attempt < 10; attempt++ {
-		if err = queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	if err != nil {
+	if err := retry(ctx, 10, 2*time.Second, func() error {
+		return queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1)
+	}); err != nil {
 		return nil, err
 	}
 	var c *queue.Consumer
 	// The name server learns of the new topic with the broker's next
 	// registration; until then the consumer fails with "route info not found".
-	for attempt := 0; attempt < 30; attempt++ {
+	err := retry(ctx, 30, time.Second, func() (err error) {
 		c, err = queue.NewConsumer(queue.ConsumerOptions{
 			NameServers:     cfg.NameServers,
 			Group:           group,
@@ -133,14 +124,27 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 			FromFirstOffset: true, // a new handler group works off every dead letter there is
 			Log:             log,
 		}, h)
-		if err == nil {
-			return c, nil
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// retry calls f until it succeeds, at most attempts times, pausing after
+// each failure; it returns f's last error, or ctx's if ctx ends first.
+func retry(ctx context.Context, attempts int, pause time.Duration, f func() error) error {
+	var err error
+	for range attempts {
+		if err = f(); err == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
+			return ctx.Err()
+		case <-time.After(pause):
 		}
 	}
-	return nil, err
+	return err
 }

@@ -271,8 +271,6 @@ func (e *handoffEnv) consumeAll(want map[string]bool, timeout time.Duration) map
 	return out
 }
 
-// verify checks one message per reserved unit; duplicates fail the test
-// unless allowDup (a crash between a send and its ack may duplicate).
 // verify: every reserved unit has a message and no message is a stranger.
 // Duplicates are allowed up to the relay's bound: the sends in flight when a
 // relay died, or when the broker went away with their replies
