@@ -326,7 +326,9 @@ type Reconcile struct {
 }
 
 // Load parses the environment once and validates it: a bad value stops the
-// process at start, naming the variable. Unknown fields keep their defaults.
+// process at start, naming the variable, and so does a SECKILL_* variable
+// that is not a setting (a misspelling), naming the nearest setting. Unset
+// settings keep their defaults.
 func Load() (Config, error) { return LoadFrom(env.ToMap(os.Environ())) }
 
 // LoadFrom is Load on the given variables instead of the process
@@ -336,8 +338,11 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	if environ == nil {
 		environ = map[string]string{} // nil would make env fall back to os.Environ
 	}
+	if err := checkNames(environ); err != nil {
+		return Config{}, err
+	}
 	var c Config
-	if err := env.ParseWithOptions(&c, env.Options{Prefix: "SECKILL_", Environment: environ}); err != nil {
+	if err := env.ParseWithOptions(&c, env.Options{Prefix: Prefix, Environment: environ}); err != nil {
 		return Config{}, fmt.Errorf("parse SECKILL_* environment: %w", err)
 	}
 	if err := c.Validate(); err != nil {
