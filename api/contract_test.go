@@ -635,14 +635,6 @@ func (f *fakeSagas) Signal(_ context.Context, orderID, name string) error {
 	return nil
 }
 
-func (f *fakeSagas) Pay(context.Context, string) (order.View, error) {
-	return order.View{}, errors.New("no first-version sagas here")
-}
-
-func (f *fakeSagas) Cancel(context.Context, string) (order.View, error) {
-	return order.View{}, errors.New("no first-version sagas here")
-}
-
 type counter struct{ n atomic.Int64 }
 
 func (c *counter) Inc() { c.n.Add(1) }

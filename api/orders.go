@@ -12,7 +12,6 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/payment"
 )
 
 // lookupOrder returns the latest view of an order: the status the saga (or
@@ -134,10 +133,6 @@ func (s *Server) act(c *gin.Context, pay bool) {
 	switch {
 	case err == nil:
 		c.JSON(http.StatusOK, v)
-	case errors.Is(err, payment.ErrPending):
-		// A first-version saga is still on it: it finishes in the background.
-		c.Header("Location", "/api/v1/orders/"+id)
-		c.JSON(http.StatusAccepted, v)
 	case errors.Is(err, order.ErrNotFound):
 		// No row yet: a QUEUED order the buyer holds is not payable yet.
 		if q, qerr := s.lookupOrder(ctx, id); qerr == nil && q.UserID == p.UserID {

@@ -38,8 +38,7 @@ type OrderReader interface {
 // OrderActions are the buyer's actions on a pending order, judged at the door
 // against the order's deadline and the time the request was received
 // (payment.Desk). Errors: order.ErrNotFound, order.ErrNotPayable (with the
-// order as it is), payment.ErrPending (answered 202); paying a paid order
-// again returns its view.
+// order as it is); paying a paid order again returns its view.
 type OrderActions interface {
 	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)

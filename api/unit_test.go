@@ -21,7 +21,6 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/store"
 )
 
@@ -650,16 +649,8 @@ func TestUnitPayAndCancel(t *testing.T) {
 	expectErr(t, h.do("POST", "/api/v1/orders/"+q+"/pay", h.buyer(35), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
 	expectErr(t, h.do("POST", "/api/v1/orders/"+q+"/pay", h.buyer(36), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
 
-	// A first-version saga still on it: 202 with the order and its Location.
-	p := h.pendingOrder(item, 37, time.Minute)
-	h.actions.err = fmt.Errorf("pay order %s: %w", p.OrderID, payment.ErrPending)
-	r = h.do("POST", "/api/v1/orders/"+p.OrderID+"/pay", h.buyer(37), nil)
-	h.actions.err = nil
-	expect(t, r, http.StatusAccepted, "")
-	if r.header.Get("Location") != "/api/v1/orders/"+p.OrderID || r.json(t)["order_id"] != p.OrderID {
-		t.Fatalf("pending pay: %v %s", r.header, r.body)
-	}
 	// The desk's database down: 503.
+	p := h.pendingOrder(item, 37, time.Minute)
 	h.actions.err = errDown
 	expectErr(t, h.do("POST", "/api/v1/orders/"+p.OrderID+"/cancel", h.buyer(37), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 	h.actions.err = nil

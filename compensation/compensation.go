@@ -4,9 +4,7 @@
 // then ReleaseUnit (the Redis reservation back on sale) or, when the stock row
 // never had the unit, RetireUnit. Each reads the order row first and never
 // gives back the units of a PAID order; each is idempotent and says how,
-// because each is retried until it succeeds. RestoreStock and MarkOrder are
-// the steps of sagas started before CloseOrder existed; they stay registered
-// so those sagas finish.
+// because each is retried until it succeeds.
 package compensation
 
 import (
@@ -24,7 +22,6 @@ import (
 // Store is the database side of the compensations (store.Store).
 type Store interface {
 	CloseOrder(ctx context.Context, o store.Order, c store.Closing) (store.CloseResult, error)
-	RestoreStock(ctx context.Context, orderID string) (bool, error)
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 }
 
@@ -154,41 +151,4 @@ func (c *Activities) RetireUnit(ctx context.Context, in ReleaseInput) (bool, err
 			"order_id", in.OrderID, "item_id", in.ItemID)
 	}
 	return retired, nil
-}
-
-// RestoreInput names the order whose stock-row unit goes back.
-type RestoreInput struct {
-	OrderID string `json:"order_id"`
-}
-
-// RestoreStock gives the order's unit back to the stock row unless the order
-// is PAID, only if its stock_deduction marker exists and is not restored yet
-// (marker flip and increment in one transaction). Kept for sagas started
-// before CloseOrder; CloseOrder does this now.
-func (c *Activities) RestoreStock(ctx context.Context, in RestoreInput) (bool, error) {
-	restored, err := c.store.RestoreStock(ctx, in.OrderID)
-	if err != nil {
-		return false, err
-	}
-	activity.GetLogger(ctx).Info("RestoreStock", "order_id", in.OrderID, "restored", restored)
-	return restored, nil
-}
-
-// MarkInput is the final status to record and why (sagas started before
-// CloseOrder).
-type MarkInput struct {
-	OrderID string       `json:"order_id"`
-	ItemID  int64        `json:"item_id"`
-	UserID  int64        `json:"user_id"`
-	Status  order.Status `json:"status"` // CANCELLED or FAILED
-	Reason  string       `json:"reason"`
-}
-
-// MarkOrder records the order as CANCELLED or FAILED through CloseOrder (which
-// also restores the stock-row unit; the old saga's RestoreStock then finds
-// nothing to do) and returns the view to publish.
-func (c *Activities) MarkOrder(ctx context.Context, in MarkInput) (order.View, error) {
-	res, err := c.CloseOrder(ctx, CloseInput{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID,
-		Status: in.Status, Reason: in.Reason})
-	return res.Order, err
 }

@@ -19,8 +19,7 @@ import (
 
 // fakeStore is an in-memory twin of store.Store's contract for the
 // compensations: CloseOrder leaves a PAID or final row as it is and restores
-// the stock-row unit once; RestoreStock restores once and never for a PAID
-// order. findErr and closeErr stand for a database outage.
+// the stock-row unit once. findErr and closeErr stand for a database outage.
 type fakeStore struct {
 	mu        sync.Mutex
 	row       store.Order // OrderID "": no row
@@ -55,15 +54,6 @@ func (f *fakeStore) restore() bool {
 	f.restored = true
 	f.restores++
 	return true
-}
-
-func (f *fakeStore) RestoreStock(context.Context, string) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closeErr != nil {
-		return false, f.closeErr
-	}
-	return f.restore(), nil
 }
 
 func (f *fakeStore) FindOrder(context.Context, string) (store.Order, error) {
@@ -144,11 +134,9 @@ func env(st *fakeStore, u *fakeUnits, c *count) *testsuite.TestActivityEnvironme
 
 // The activities are executed by their registered names.
 const (
-	releaseUnit  = "ReleaseUnit"
-	retireUnit   = "RetireUnit"
-	closeOrder   = "CloseOrder"
-	restoreStock = "RestoreStock"
-	markOrder    = "MarkOrder"
+	releaseUnit = "ReleaseUnit"
+	retireUnit  = "RetireUnit"
+	closeOrder  = "CloseOrder"
 )
 
 var (
@@ -173,7 +161,7 @@ func run[T any](t *testing.T, e *testsuite.TestActivityEnvironment, name string,
 
 // A PAID order's unit is never given back, whoever asks and in whatever
 // order: not released in Redis, not restored on the stock row, not retired
-// by CloseOrder, MarkOrder or RestoreStock.
+// by CloseOrder.
 func TestPaidOrderKeepsItsUnit(t *testing.T) {
 	st, u := &fakeStore{row: paidRow, restoreOK: true}, reservedUnit()
 	e := env(st, u, &count{})
@@ -183,13 +171,6 @@ func TestPaidOrderKeepsItsUnit(t *testing.T) {
 	res := run[compensation.CloseResult](t, e, closeOrder, cancel)
 	if res.Order.Status != order.StatusPaid || res.Restored {
 		t.Fatalf("CloseOrder on a PAID order: %+v, want PAID and nothing restored", res)
-	}
-	if v := run[order.View](t, e, markOrder, compensation.MarkInput{OrderID: "O1", ItemID: 1, UserID: 7,
-		Status: order.StatusFailed, Reason: "test"}); v.Status != order.StatusPaid {
-		t.Fatalf("MarkOrder on a PAID order: %+v, want PAID", v)
-	}
-	if restored := run[bool](t, e, restoreStock, compensation.RestoreInput{OrderID: "O1"}); restored {
-		t.Fatal("RestoreStock restored a PAID order's unit")
 	}
 	if u.calls != 0 || !u.reserved || u.left != 0 || st.restores != 0 {
 		t.Fatalf("Redis calls %d, reserved %v, left %d, stock-row restores %d: want the unit untouched",
@@ -230,7 +211,7 @@ func TestCompensationsTwiceActLikeOnce(t *testing.T) {
 	if first.Order.Status != order.StatusCancelled || !first.Restored || second.Restored || second.Order.Status != order.StatusCancelled {
 		t.Fatalf("CloseOrder twice: %+v then %+v, want CANCELLED, restored once", first, second)
 	}
-	if run[bool](t, e, restoreStock, compensation.RestoreInput{OrderID: "O1"}) || st.restores != 1 {
+	if st.restores != 1 {
 		t.Fatalf("stock-row unit restored %d times, want once", st.restores)
 	}
 	if !run[bool](t, e, releaseUnit, in) || run[bool](t, e, releaseUnit, in) {
@@ -273,21 +254,14 @@ func TestCompensationErrorsAreRetryable(t *testing.T) {
 		t.Fatalf("err %v, want retryable %s", err, compensation.ErrTypeNotDue)
 	}
 	for name, e := range map[string]*testsuite.TestActivityEnvironment{
-		closeOrder:   env(&fakeStore{closeErr: down}, reservedUnit(), &count{}),
-		markOrder:    env(&fakeStore{closeErr: down}, reservedUnit(), &count{}),
-		restoreStock: env(&fakeStore{closeErr: down}, reservedUnit(), &count{}),
-		releaseUnit:  env(&fakeStore{}, &fakeUnits{reserved: true, err: down}, &count{}),
-		retireUnit:   env(&fakeStore{}, &fakeUnits{reserved: true, err: down}, &count{}),
+		closeOrder:  env(&fakeStore{closeErr: down}, reservedUnit(), &count{}),
+		releaseUnit: env(&fakeStore{}, &fakeUnits{reserved: true, err: down}, &count{}),
+		retireUnit:  env(&fakeStore{}, &fakeUnits{reserved: true, err: down}, &count{}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var arg any = in
-			switch name {
-			case closeOrder:
+			if name == closeOrder {
 				arg = cancel
-			case markOrder:
-				arg = compensation.MarkInput{OrderID: "O1", Status: order.StatusFailed}
-			case restoreStock:
-				arg = compensation.RestoreInput{OrderID: "O1"}
 			}
 			_, err := e.ExecuteActivity(name, arg)
 			retryable(t, err)

@@ -34,13 +34,9 @@ type Statuses interface {
 	PublishStatus(ctx context.Context, v order.View) error
 }
 
-// Sagas reaches the order's saga (workflows.Client). Signal wakes a saga;
-// Pay and Cancel are the updates of sagas started before the door existed
-// (their orders have no pay_by).
+// Sagas wakes the order's saga (workflows.Client).
 type Sagas interface {
 	Signal(ctx context.Context, orderID, name string) error
-	Pay(ctx context.Context, orderID string) (order.View, error)
-	Cancel(ctx context.Context, orderID string) (order.View, error)
 }
 
 // Counter counts wakes that could not be sent (a Prometheus counter).
@@ -51,14 +47,8 @@ var (
 	_ Sagas  = (*workflows.Client)(nil)
 )
 
-// ErrPending: the action was handed to a first-version saga that did not
-// answer within Options.Wait; it finishes in the background (HTTP 202).
-var ErrPending = errors.New("order action still in progress")
-
 // Options tune the desk.
 type Options struct {
-	// Wait bounds an answer that depends on a first-version saga.
-	Wait time.Duration
 	// WakeTimeout bounds one wake signal.
 	WakeTimeout time.Duration
 	// WakeRate paces the wakes (signals per second): a woken saga costs the
@@ -92,9 +82,6 @@ type wake struct{ orderID, signal string }
 // Temporal is not reachable (wakes are then skipped). skipped counts wakes
 // that were not sent.
 func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) *Desk {
-	if opts.Wait <= 0 {
-		opts.Wait = 5 * time.Second
-	}
 	if opts.WakeTimeout <= 0 {
 		opts.WakeTimeout = 10 * time.Second
 	}
@@ -143,8 +130,7 @@ func (d *Desk) send(ctx context.Context, w wake) {
 // answers with the PAID order. Paying a PAID order again returns it.
 // order.ErrNotFound when the buyer has no such order row (yet);
 // order.ErrNotPayable (with the order as it is) when it is not
-// PENDING_PAYMENT or its deadline had passed; ErrPending (with the order)
-// when a first-version saga is still working on it.
+// PENDING_PAYMENT or its deadline had passed.
 func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
 	row, changed, err := d.orders.RecordPayment(ctx, orderID, userID, receivedAt)
 	return d.after(ctx, row, changed, err, workflows.SignalPay)
@@ -162,8 +148,6 @@ func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err err
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return order.View{}, fmt.Errorf("%s: %w", err.Error(), order.ErrNotFound)
-	case errors.Is(err, order.ErrNotPayable) && row.Status == order.StatusPendingPayment && row.PayBy == nil:
-		return d.legacy(ctx, row, signal)
 	case err != nil:
 		return row.View(), err
 	}
@@ -187,25 +171,4 @@ func (d *Desk) wake(orderID, signal string) {
 	default:
 		d.skipped.Inc()
 	}
-}
-
-// legacy hands the action to a saga started before pay_by existed, waiting
-// at most Options.Wait for its answer.
-func (d *Desk) legacy(ctx context.Context, row store.Order, signal string) (order.View, error) {
-	sagas, err := d.sagas()
-	if err != nil {
-		return row.View(), err
-	}
-	wctx, cancel := context.WithTimeout(ctx, d.opts.Wait)
-	defer cancel()
-	var v order.View
-	if signal == workflows.SignalPay {
-		v, err = sagas.Pay(wctx, row.OrderID)
-	} else {
-		v, err = sagas.Cancel(wctx, row.OrderID)
-	}
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return row.View(), fmt.Errorf("%s order %s: %w", signal, row.OrderID, ErrPending)
-	}
-	return v, err
 }

@@ -45,15 +45,12 @@ func (f *fakeStatuses) PublishStatus(_ context.Context, v order.View) error {
 
 type fakeSagas struct {
 	signals chan string
-	update  func(ctx context.Context) (order.View, error)
 }
 
 func (f *fakeSagas) Signal(_ context.Context, orderID, name string) error {
 	f.signals <- name + " " + orderID
 	return nil
 }
-func (f *fakeSagas) Pay(ctx context.Context, _ string) (order.View, error)    { return f.update(ctx) }
-func (f *fakeSagas) Cancel(ctx context.Context, _ string) (order.View, error) { return f.update(ctx) }
 
 type count struct{ n atomic.Int64 }
 
@@ -119,31 +116,6 @@ func TestPayErrors(t *testing.T) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
 		})
-	}
-}
-
-// An order of a first-version saga (no deadline) is paid through the saga's
-// update; past the bounded wait the answer is ErrPending (HTTP 202), not a hang.
-func TestLegacyPayIsBounded(t *testing.T) {
-	o := &fakeOrders{row: store.Order{OrderID: "O2", Status: order.StatusPendingPayment}, err: order.ErrNotPayable}
-	sg := &fakeSagas{signals: make(chan string, 1), update: func(ctx context.Context) (order.View, error) {
-		<-ctx.Done() // a Temporal server far behind
-		return order.View{}, ctx.Err()
-	}}
-	d, _ := newDesk(t, o, &fakeStatuses{}, sg, payment.Options{Wait: 50 * time.Millisecond})
-	start := time.Now()
-	v, err := d.Pay(context.Background(), "O2", 7, time.Now())
-	if !errors.Is(err, payment.ErrPending) || v.Status != order.StatusPendingPayment {
-		t.Fatalf("legacy pay: %+v %v, want ErrPending with the order", v, err)
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("legacy pay took %s", el)
-	}
-	sg.update = func(context.Context) (order.View, error) {
-		return order.View{OrderID: "O2", Status: order.StatusPaid}, nil
-	}
-	if v, err := d.Pay(context.Background(), "O2", 7, time.Now()); err != nil || v.Status != order.StatusPaid {
-		t.Fatalf("legacy pay answered: %+v %v", v, err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/order"
 )
@@ -107,12 +106,10 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			if err != nil {
 				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
 			}
-			// window 0 (a saga started before pay_by existed) leaves the
-			// deadline unset: such an order is paid through its saga.
 			res = tx.Exec(`UPDATE seckill_order SET status = ?,
-				pay_by = COALESCE(pay_by, IF(? > 0, NOW(3) + INTERVAL ? MICROSECOND, NULL))
+				pay_by = COALESCE(pay_by, NOW(3) + INTERVAL ? MICROSECOND)
 				WHERE order_id = ? AND status IN (?, ?)`,
-				order.StatusPendingPayment, window.Microseconds(), window.Microseconds(), orderID,
+				order.StatusPendingPayment, window.Microseconds(), orderID,
 				order.StatusQueued, order.StatusPendingPayment)
 			if res.Error != nil {
 				return fmt.Errorf("order %s to %s: %w", orderID, order.StatusPendingPayment, res.Error)
@@ -172,31 +169,6 @@ func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-// RestoreStock gives the unit an order took back to the stock row, unless the
-// order is PAID (a payment recorded at the door wins over any compensation),
-// and only if its deduction marker exists and is not yet restored: the marker
-// flip and the increment (version+1, so optimistic readers notice) are one
-// transaction, so a repeated call never adds a unit twice. restored reports
-// whether this call gave the unit back.
-func (s *Store) RestoreStock(ctx context.Context, orderID string) (restored bool, err error) {
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row Order
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_id = ?", orderID).Take(&row).Error
-		if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-			return fmt.Errorf("read order %s: %w", orderID, err)
-		}
-		if err == nil && row.Status == order.StatusPaid {
-			return nil
-		}
-		restored, err = restoreDeduction(tx, orderID)
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	return restored, nil
 }
 
 // restoreDeduction flips the order's deduction marker and gives its unit back

@@ -107,20 +107,21 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 	if _, _, err := st.DeductStock(ctx, "o2", it.ID, time.Minute, 0); !errors.Is(err, store.ErrStockExhausted) {
 		t.Fatalf("other order: %v, want exhausted", err)
 	}
+	closing := store.Closing{Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled}
 	for i, want := range []bool{true, false, false} {
-		if ok, err := st.RestoreStock(ctx, "o1"); err != nil || ok != want {
-			t.Fatalf("restore #%d: %v %v, want %v", i, ok, err, want)
+		if res, err := st.CloseOrder(ctx, store.Order{OrderID: "o1", UserID: 1, ItemID: it.ID}, closing); err != nil || res.Restored != want {
+			t.Fatalf("close #%d: %+v %v, want restored %v", i, res, err, want)
 		}
 	}
-	if ok, err := st.RestoreStock(ctx, "never-deducted"); err != nil || ok {
-		t.Fatalf("restore without marker: %v %v", ok, err)
+	if res, err := st.CloseOrder(ctx, store.Order{OrderID: "never-deducted", UserID: 3, ItemID: it.ID}, closing); err != nil || res.Restored {
+		t.Fatalf("close without marker: %+v %v", res, err)
 	}
 	s, _ := st.GetStock(ctx, it.ID)
 	if s.Stock != 1 || s.Version != 2 {
 		t.Fatalf("row %+v, want stock 1 version 2", s)
 	}
 	// Restored, a retried deduct of the same order must not take it again.
-	if _, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); err != nil || ok {
+	if _, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) && (err != nil || ok) {
 		t.Fatalf("deduct after restore: %v %v", ok, err)
 	}
 	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
@@ -222,9 +223,6 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 		if err != nil || res.Order.Status != order.StatusCancelled || res.Restored != want {
 			t.Fatalf("close #%d %+v %v", i, res, err)
 		}
-	}
-	if ok, err := st.RestoreStock(ctx, "P1"); err != nil || ok {
-		t.Fatalf("RestoreStock of a PAID order: %v %v", ok, err)
 	}
 	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
 		t.Fatalf("stock row %+v, want 1 (P1 paid, P2 pending, P3 restored)", s)

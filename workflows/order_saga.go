@@ -85,21 +85,11 @@ type saga struct {
 // OrderSaga turns one reserved order into a PENDING_PAYMENT order, waits for
 // its payment and ends PAID, or CANCELLED or FAILED with its units given back.
 //
-// Versioning: the saga's version travels in its input (Input.Version, set by
-// the starter), which is part of the history, so the branch is deterministic
-// on replay: sagas started before the door (no version) run orderSagaV1
-// unchanged. Unlike workflow.GetVersion this costs no marker and no
-// TemporalChangeVersion search-attribute upsert (a visibility write on the
-// server) per order: ~20% of the dev server's work for a saga's first task.
-//
 // The order row in MySQL is the decision: the API records a buyer's pay or
 // cancel on it at the door (before the deadline, by a conditional update) and
 // signals the saga; the saga's own closes read the row first, so a payment
 // recorded in time always wins over the timer, whatever the saga's backlog.
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
-	if in.Version < SagaVersion {
-		return orderSagaV1(ctx, in)
-	}
 	s := &saga{
 		in:   in,
 		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID},

@@ -19,7 +19,7 @@ import (
 )
 
 var testIn = Input{Message: order.Message{OrderID: "01TESTORDER", ItemID: 42, UserID: 1001,
-	ReservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, Version: SagaVersion}
+	ReservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}
 
 const testWindow = 900 // seconds
 

@@ -19,9 +19,7 @@ func TestReplayHistories(t *testing.T) {
 	}
 	want := map[string]bool{}
 	for _, path := range []string{"paid", "payment_timeout", "buyer_cancel", "operator_cancel", "stock_exhausted", "duplicate_buyer"} {
-		// v1_*: sagas of the first version (before the door), which must
-		// still replay; the others: the current saga.
-		want[path+".json"], want["v1_"+path+".json"] = false, false
+		want[path+".json"] = false
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -23,10 +23,6 @@ const (
 	// (sent by the API after it recorded the buyer's cancel at the door;
 	// support staff may send it too).
 	SignalCancel = "cancel"
-	// UpdatePay and UpdateCancel are how sagas started before the door
-	// (inputs without Input.Version) take a pay or cancel.
-	UpdatePay    = "pay"
-	UpdateCancel = "cancel"
 	// QueryStatus returns the order view as the saga sees it.
 	QueryStatus = "status"
 	// WorkflowIDPrefix + order id is the workflow ID: one saga per order.
@@ -44,29 +40,10 @@ var (
 	SearchOrderStatus = temporal.NewSearchAttributeKeyKeyword("SeckillOrderStatus")
 )
 
-// MemoReason is upserted by sagas of the first version when the order fails
-// or is cancelled; the current saga keeps the reason in the order row and its
-// result.
-const MemoReason = "reason"
-
-// SagaVersion is the version of OrderSaga that new starts ask for
-// (Input.Version): 2 judges the payment at the door and follows the order
-// row; inputs without a version (0) are sagas of the first version, which
-// replay and finish with orderSagaV1.
-const SagaVersion = 2
-
-// Input starts one saga: the queue message of the order.
+// Input starts one saga: the queue message of the order, embedded, so the
+// JSON is the message's fields. Sagas started before this code also carry
+// "version": 2, which nothing reads; a future saga version that must branch
+// on replay would bring the field back with a value above 2.
 type Input struct {
-	// Message is the order as the API reserved it; embedded, so the JSON
-	// is the message's fields plus version (the histories replay as before).
 	order.Message
-	// Version selects the saga's code (SagaVersion for new starts).
-	Version int `json:"version,omitempty"`
 }
-
-// Error types (temporal.ApplicationError.Type) the saga and its client use.
-const (
-	// ErrTypeNotPayable rejects pay or cancel once the order left
-	// PENDING_PAYMENT; the client maps it to order.ErrNotPayable.
-	ErrTypeNotPayable = order.ReasonNotPayable
-)
