@@ -24,6 +24,7 @@ type Metrics struct {
 	backlog     *prometheus.GaugeVec
 	published   prometheus.Counter
 	pubFailures prometheus.Counter
+	pubDegraded *prometheus.CounterVec
 	// WakesSkipped counts saga wakes after a pay or cancel at the door that
 	// were not sent (Temporal unreachable, too many in flight); the saga finds
 	// the order row at its deadline instead.
@@ -70,6 +71,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		pubFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_outbox_publish_failures_total", Help: "Failed sends of outbox entries (retried).",
 		}),
+		pubDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_outbox_publish_degraded_total",
+			Help: "Outbox sends the broker stored without its full durability (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): delivered, not resent.",
+		}, []string{"status"}),
 		ReplicaWaitShort: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_redis_replica_wait_short_total",
 			Help: "Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS).",
@@ -83,7 +88,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Help: "Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.WakesSkipped, m.ReplicaWaitShort, m.confirms,
+	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.pubDegraded, m.WakesSkipped, m.ReplicaWaitShort, m.confirms,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -93,6 +98,10 @@ func (m *Metrics) Published(n int) { m.published.Add(float64(n)) }
 
 // PublishFailed counts a failed send (relay.Metrics).
 func (m *Metrics) PublishFailed() { m.pubFailures.Inc() }
+
+// PublishDegraded counts a send the broker stored with a degraded status
+// (queue.Producer.OnDegraded).
+func (m *Metrics) PublishDegraded(status string) { m.pubDegraded.WithLabelValues(status).Inc() }
 
 // Backlog records an item's outbox length (relay.Metrics).
 func (m *Metrics) Backlog(itemID int64, n int64) {

@@ -189,7 +189,11 @@ func (s *Server) routes() *gin.Engine {
 	// configured load balancers: then it comes from X-Forwarded-For, and
 	// from no other header.
 	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
-	_ = e.SetTrustedProxies(s.cfg.TrustedProxies) // validated at config load
+	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
+		// config.Load refuses such a value: a caller that built config.API
+		// itself must not get a server that silently trusts nobody.
+		panic("api.New: trusted proxies: " + err.Error())
+	}
 	e.Use(s.recovery())
 	e.Use(s.metrics.middleware())
 	e.Use(s.bodyLimit())

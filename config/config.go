@@ -219,9 +219,10 @@ type API struct {
 	// full shard evicts an arbitrary one), so memory is bounded whatever the
 	// clients' addresses.
 	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000"`
-	// TrustedProxies are the CIDRs of load balancers in front of the API:
-	// only from those peers is the client address taken from
-	// X-Forwarded-For. Empty: the peer address, no header is believed.
+	// TrustedProxies are the CIDRs (or single addresses) of load balancers
+	// in front of the API: only from those peers is the client address taken
+	// from X-Forwarded-For. Empty: the peer address, no header is believed.
+	// Entries are trimmed ("a, b" is a and b); a bad one stops the load.
 	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
 	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
 	// of one buyer and of the instance; past them a stream is 429.
@@ -345,10 +346,27 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	if err := env.ParseWithOptions(&c, env.Options{Prefix: Prefix, Environment: environ}); err != nil {
 		return Config{}, fmt.Errorf("parse SECKILL_* environment: %w", err)
 	}
+	c.normalize()
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// normalize tidies list values as written by people: "a, b" is a and b, an
+// empty entry (a trailing comma) is nothing.
+func (c *Config) normalize() {
+	c.API.TrustedProxies = trimList(c.API.TrustedProxies)
+}
+
+func trimList(in []string) []string {
+	var out []string
+	for _, v := range in {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Validate checks the values every role relies on, naming the variable of
@@ -428,9 +446,9 @@ func (c Config) Validate() error {
 	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))
 	positive("API_RELAY_POOL_SIZE", float64(c.API.RelayPoolSize))
 	positive("API_STREAMS_MAX", float64(c.API.StreamsMax))
-	for _, cidr := range c.API.TrustedProxies {
-		if _, _, err := net.ParseCIDR(strings.TrimSpace(cidr)); err != nil {
-			bad("API_TRUSTED_PROXIES", "%q is not a CIDR", cidr)
+	for _, p := range c.API.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			bad("API_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
 		}
 	}
 	positive("WORKER_CONSUME_WORKERS", float64(c.Worker.ConsumeWorkers))

@@ -111,3 +111,22 @@ func TestCheckAPISecret(t *testing.T) {
 		t.Fatalf("dev switch ignored: %v", err)
 	}
 }
+
+// A comma list with spaces keeps every entry: "a, b" trusts b too (it was
+// dropped), and a bad entry stops the load naming the variable.
+func TestTrustedProxiesTrimmed(t *testing.T) {
+	c, err := LoadFrom(map[string]string{"SECKILL_API_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.0.0/16 ,, 127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.168.0.0/16", "127.0.0.1"}
+	if strings.Join(c.API.TrustedProxies, "|") != strings.Join(want, "|") {
+		t.Fatalf("trusted proxies %q, want %q", c.API.TrustedProxies, want)
+	}
+	for _, bad := range []string{"10.0.0.0/8, 10.0.0.0/33", "10.0.0.0/8, lb.internal"} {
+		_, err := LoadFrom(map[string]string{"SECKILL_API_TRUSTED_PROXIES": bad})
+		if err == nil || !strings.Contains(err.Error(), "SECKILL_API_TRUSTED_PROXIES") {
+			t.Fatalf("%q: err %v, want one naming SECKILL_API_TRUSTED_PROXIES", bad, err)
+		}
+	}
+}

@@ -16,8 +16,39 @@ import (
 // Producer sends messages with SendSync: a nil error means the broker stored
 // the message.
 type Producer struct {
-	p     rocketmq.Producer
-	topic string
+	p        rocketmq.Producer
+	topic    string
+	degraded func(status string)
+}
+
+// OnDegraded calls fn (before the send returns nil) with the status of each
+// send the broker stored without its full durability: FLUSH_DISK_TIMEOUT
+// (a SYNC_FLUSH broker's flush was late), FLUSH_SLAVE_TIMEOUT (a SYNC_MASTER's
+// slave was late), SLAVE_NOT_AVAILABLE (it has no slave). The message is in
+// the master's commit log and will be delivered; sending it again would only
+// make a duplicate. Not safe to call once sends have started.
+func (p *Producer) OnDegraded(fn func(status string)) { p.degraded = fn }
+
+// stored reports whether the broker stored the message, and reports a
+// degraded store (OnDegraded).
+func (p *Producer) stored(status primitive.SendStatus) bool {
+	var name string
+	switch status {
+	case primitive.SendOK:
+		return true
+	case primitive.SendFlushDiskTimeout:
+		name = "FLUSH_DISK_TIMEOUT"
+	case primitive.SendFlushSlaveTimeout:
+		name = "FLUSH_SLAVE_TIMEOUT"
+	case primitive.SendSlaveNotAvailable:
+		name = "SLAVE_NOT_AVAILABLE"
+	default:
+		return false
+	}
+	if p.degraded != nil {
+		p.degraded(name)
+	}
+	return true
 }
 
 // NewProducer starts a producer in cfg.ProducerGroup for cfg.Topic.
@@ -62,7 +93,7 @@ func (p *Producer) PublishOrders(ctx context.Context, ms []order.Message) error 
 	if err != nil {
 		return fmt.Errorf("send %d orders to %s: %w", len(ms), p.topic, ctxErr(ctx, err))
 	}
-	if res.Status != primitive.SendOK {
+	if !p.stored(res.Status) {
 		return fmt.Errorf("send %d orders to %s: broker answered status %d", len(ms), p.topic, res.Status)
 	}
 	return nil
@@ -76,7 +107,7 @@ func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) err
 	if err != nil {
 		return fmt.Errorf("send %s to %s: %w", key, topic, ctxErr(ctx, err))
 	}
-	if res.Status != primitive.SendOK {
+	if !p.stored(res.Status) {
 		return fmt.Errorf("send %s to %s: broker answered status %d", key, topic, res.Status)
 	}
 	return nil

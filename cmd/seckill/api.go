@@ -88,6 +88,10 @@ func runAPI(ctx context.Context, a *app) error {
 		return err
 	}
 	defer func() { _ = producer.Close() }()
+	producer.OnDegraded(func(status string) {
+		metrics.PublishDegraded(status)
+		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
+	})
 
 	instance := cfg.API.Instance
 	if instance == "" {

@@ -1,0 +1,58 @@
+package queue
+
+import (
+	"context"
+	"testing"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/seckill/seckill/order"
+)
+
+// fakeProducer answers every send with one status.
+type fakeProducer struct {
+	rocketmq.Producer
+	status primitive.SendStatus
+	sends  int
+}
+
+func (f *fakeProducer) SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error) {
+	f.sends++
+	return &primitive.SendResult{Status: f.status}, nil
+}
+
+// FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE are
+// answered by a broker that stored the message (only its flush or its slave
+// lagged): a send that gets one is done, not retried (a resend is a
+// duplicate), and the status is reported. An unknown status stays an error.
+func TestStoredStatusesAreStored(t *testing.T) {
+	msgs := []order.Message{{OrderID: "a", ItemID: 1, UserID: 1}, {OrderID: "b", ItemID: 1, UserID: 2}}
+	for status, name := range map[primitive.SendStatus]string{
+		primitive.SendOK:                "",
+		primitive.SendFlushDiskTimeout:  "FLUSH_DISK_TIMEOUT",
+		primitive.SendFlushSlaveTimeout: "FLUSH_SLAVE_TIMEOUT",
+		primitive.SendSlaveNotAvailable: "SLAVE_NOT_AVAILABLE",
+	} {
+		var seen []string
+		p := &Producer{p: &fakeProducer{status: status}, topic: "t"}
+		p.OnDegraded(func(s string) { seen = append(seen, s) })
+		if err := p.PublishOrders(context.Background(), msgs); err != nil {
+			t.Fatalf("status %d: batch send: %v", status, err)
+		}
+		if err := p.PublishOrder(context.Background(), msgs[0]); err != nil {
+			t.Fatalf("status %d: send: %v", status, err)
+		}
+		want := 0
+		if name != "" {
+			want = 2
+		}
+		if len(seen) != want || (want > 0 && (seen[0] != name || seen[1] != name)) {
+			t.Fatalf("status %d: reported %q, want %d x %q", status, seen, want, name)
+		}
+	}
+	p := &Producer{p: &fakeProducer{status: primitive.SendUnknownError}, topic: "t"}
+	if err := p.PublishOrder(context.Background(), msgs[0]); err == nil {
+		t.Fatal("an unknown status must stay an error")
+	}
+}
