@@ -192,6 +192,9 @@ type fakeUnits struct {
 	// while a failover promotes a replica); -1: every one.
 	markFails int
 	reserves  int // ReserveQueued calls
+	// stall makes ReserveQueued wait until its context ends (a batch stuck
+	// behind a Redis that does not answer) and fail with its error.
+	stall bool
 }
 
 func newFakeUnits(v *fakeViews) *fakeUnits {
@@ -239,10 +242,16 @@ func (f *fakeUnits) LeftMany(_ context.Context, ids []int64) (map[int64]int64, e
 	return out, nil
 }
 
-func (f *fakeUnits) ReserveQueued(_ context.Context, r order.Message, v order.View) (int64, error) {
+func (f *fakeUnits) ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reserves++
+	if f.stall {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return 0, fmt.Errorf("reserve item %d: %w", r.ItemID, ctx.Err())
+	}
 	if f.err != nil {
 		return 0, f.err
 	}

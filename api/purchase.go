@@ -30,6 +30,7 @@ import (
 //     not cached yet (one MySQL read) and the reservation;
 //  5. the reservation itself: one Lua script, one round trip.
 func (s *Server) purchase(c *gin.Context) {
+	by := s.answerBy(time.Now())
 	itemID, ok := parseID(c.Param("itemId"))
 	if !ok {
 		s.fail(c, badRequest("itemId: must be a positive integer"))
@@ -67,8 +68,11 @@ func (s *Server) purchase(c *gin.Context) {
 	}
 
 	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC()}
-	// The reservation and the order's QUEUED status in one round trip.
-	left, err := s.units.ReserveQueued(ctx, msg, queuedView(msg))
+	// The reservation and the order's QUEUED status in one round trip,
+	// given up (outcome unknown) when the answer would come too late.
+	rctx, cancel := context.WithDeadline(ctx, by)
+	left, err := s.units.ReserveQueued(rctx, msg, queuedView(msg))
+	cancel()
 	var already *stock.AlreadyReservedError
 	switch {
 	case err == nil:
@@ -85,7 +89,7 @@ func (s *Server) purchase(c *gin.Context) {
 		// Redis failed with the outcome unknown: the script may have run
 		// (a reply lost with its connection, a master that died after
 		// replicating it). Only the buyer's mark can say.
-		found := s.confirm(ctx, msg)
+		found := s.confirm(ctx, msg, by)
 		s.metrics.confirms.WithLabelValues(found.String()).Inc()
 		switch found {
 		case notReserved:
@@ -107,7 +111,7 @@ func (s *Server) purchase(c *gin.Context) {
 		// pipeline stored the QUEUED status is unknown: store it (SET NX
 		// keeps a later one).
 		left = 1
-		s.markQueued(ctx, msg)
+		s.markQueued(ctx, msg, by)
 	}
 	s.unsure.forget(itemID, p.UserID)
 	if left <= 0 {
@@ -135,10 +139,25 @@ func queuedView(msg order.Message) order.View {
 		CreatedAt: msg.ReservedAt, UpdatedAt: msg.ReservedAt}
 }
 
+// answerBy is when a purchase's answer must be ready: the server's write
+// timeout runs from the request's arrival, and an answer written after it is
+// a dropped connection to the buyer. A margin is left for the write itself.
+func (s *Server) answerBy(start time.Time) time.Time {
+	wt := s.writeTimeout()
+	return start.Add(wt - min(time.Second, wt/10))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // markQueued records the QUEUED status of a reserved order when the
-// reservation's own round trip may not have.
-func (s *Server) markQueued(ctx context.Context, msg order.Message) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+// reservation's own round trip may not have (by the answer's deadline).
+func (s *Server) markQueued(ctx context.Context, msg order.Message, by time.Time) {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(time.Second)))
 	defer cancel()
 	if err := s.views.MarkQueued(ctx, queuedView(msg)); err != nil {
 		// The unit is reserved and in the outbox; only GET order is blind
@@ -158,13 +177,14 @@ const (
 	unknown                    // Redis did not answer within the confirm window
 )
 
-// confirm reads the buyer's mark (outside the request's deadline) until
-// Redis answers or cfg.ConfirmTimeout has passed. In a failover the first
-// reads fail and later ones reach the promoted master (stock reloads the
-// slot map after a failed read), which holds the mark if the reservation
-// was replicated before the old master died.
-func (s *Server) confirm(ctx context.Context, msg order.Message) outcome {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ConfirmTimeout)
+// confirm reads the buyer's mark (whether or not the buyer is still
+// connected) until Redis answers or cfg.ConfirmTimeout has passed, but never
+// past by, when the answer is due. In a failover the first reads fail and
+// later ones reach the promoted master (stock reloads the slot map after a
+// failed read), which holds the mark if the reservation was replicated before
+// the old master died.
+func (s *Server) confirm(ctx context.Context, msg order.Message, by time.Time) outcome {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(s.cfg.ConfirmTimeout)))
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {

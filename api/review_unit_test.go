@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
@@ -36,4 +38,45 @@ func TestUnitTrustedProxiesFromEnv(t *testing.T) {
 	expect(t, get("198.51.100.1"), http.StatusOK, "")
 	expect(t, get("198.51.100.2"), http.StatusOK, "") // another client behind the proxy: its own bucket
 	expect(t, get("198.51.100.1"), http.StatusTooManyRequests, "RATE_LIMITED")
+}
+
+// A purchase whose outcome Redis leaves unknown is answered within the
+// server's write timeout, whatever SECKILL_API_CONFIRM_TIMEOUT says and however
+// long the reservation waited for its batch: a 503 the buyer reads, never a
+// connection the server drops because the answer came too late.
+func TestUnitPurchaseAnsweredWithinWriteTimeout(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+		c.WriteTimeout, c.ConfirmTimeout = 2*time.Second, 10*time.Second
+	})
+	item := h.onSale(3)
+	path := fmt.Sprintf("/api/v1/seckill/%d", item)
+	client := h.ts.Client()
+	client.Timeout = time.Minute // only so a hung handler fails the test instead of hanging it
+	post := func(buyer int64) response {
+		req, _ := http.NewRequest("POST", h.ts.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+h.buyer(buyer))
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("buyer %d: no answer: %v", buyer, err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return response{status: res.StatusCode, header: res.Header, body: body}
+	}
+	// The script's reply was lost and the mark stays unreadable: the confirm
+	// window is cut to what the write deadline leaves.
+	h.units.reserveErr, h.units.markFails = errDown, -1
+	r := post(1)
+	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	if !strings.Contains(string(r.body), "not known") {
+		t.Fatalf("body %s, want the outcome-unknown answer", r.body)
+	}
+	// The reservation itself never comes back (its batch is stuck): it is
+	// given up in time for the answer.
+	h.units.reserveErr = nil
+	h.units.mu.Lock()
+	h.units.stall = true
+	h.units.mu.Unlock()
+	r = post(2)
+	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
 }

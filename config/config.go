@@ -206,6 +206,9 @@ type API struct {
 	// failover time (cluster-node-timeout plus the election; Sentinel's
 	// down-after-milliseconds plus its failover), so that a buyer whose unit
 	// was taken on the old master and replicated is answered 202 by the new one.
+	// The purchase's answer is due within WriteTimeout (the window is cut to
+	// what is left of it), so ConfirmTimeout plus PurchaseHeadroom must fit in
+	// WriteTimeout: Validate refuses more.
 	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s"`
 	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
@@ -274,6 +277,11 @@ type API struct {
 	// profiling under load; keep it on loopback). Empty: off.
 	PprofAddr string `env:"PPROF_ADDR"`
 }
+
+// PurchaseHeadroom is what SECKILL_API_WRITE_TIMEOUT must hold besides the
+// confirm window: the reservation's own round trip (the API's Redis timeout,
+// 2 s) and the write of the answer (1 s).
+const PurchaseHeadroom = 3 * time.Second
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
 type Worker struct {
@@ -441,6 +449,12 @@ func (c Config) Validate() error {
 	positive("API_IP_RPS", c.API.IPRPS)
 	positive("API_WAKE_RATE", c.API.WakeRate)
 	positive("API_CONFIRM_TIMEOUT", c.API.ConfirmTimeout.Seconds())
+	positive("API_WRITE_TIMEOUT", c.API.WriteTimeout.Seconds())
+	if c.API.WriteTimeout > 0 && c.API.ConfirmTimeout+PurchaseHeadroom > c.API.WriteTimeout {
+		bad("API_CONFIRM_TIMEOUT", "%s does not fit in SECKILL_API_WRITE_TIMEOUT %s: a purchase's answer needs the confirm window plus %s "+
+			"(its reservation and the answer's write); lower it, or raise SECKILL_API_WRITE_TIMEOUT to at least %s",
+			c.API.ConfirmTimeout, c.API.WriteTimeout, PurchaseHeadroom, c.API.ConfirmTimeout+PurchaseHeadroom)
+	}
 	positive("API_LIMITER_MAX_KEYS", float64(c.API.LimiterMaxKeys))
 	positive("API_IP_LIMITER_MAX_KEYS", float64(c.API.IPLimiterMaxKeys))
 	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))

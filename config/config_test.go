@@ -130,3 +130,23 @@ func TestTrustedProxiesTrimmed(t *testing.T) {
 		}
 	}
 }
+
+// A confirm window the write timeout cannot hold would end in a dropped
+// connection instead of an answer: refused at load, naming the variable.
+func TestConfirmTimeoutMustFitTheWriteTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		confirm, write string
+		ok             bool
+	}{
+		{"10s", "15s", true}, // the defaults
+		{"12s", "15s", true},
+		{"13s", "15s", false},
+		{"20s", "15s", false},
+		{"20s", "30s", true},
+	} {
+		_, err := LoadFrom(map[string]string{"SECKILL_API_CONFIRM_TIMEOUT": tc.confirm, "SECKILL_API_WRITE_TIMEOUT": tc.write})
+		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "SECKILL_API_CONFIRM_TIMEOUT") {
+			t.Fatalf("confirm %s, write %s: err %v, want ok=%v (an error naming SECKILL_API_CONFIRM_TIMEOUT)", tc.confirm, tc.write, err, tc.ok)
+		}
+	}
+}
