@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/workflows"
 )
@@ -31,6 +32,7 @@ func newReconcileCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			grace, since = reconcileWindow(cmd, a.cfg.Reconcile, grace, since)
 			c, err := a.openCheckDeps(ctx, false)
 			if err != nil {
 				return err
@@ -66,9 +68,21 @@ func newReconcileCmd(a *app) *cobra.Command {
 	cmd.Flags().Int64SliceVar(&items, "item", nil, "item id(s) to check (default: items live or ended within --since)")
 	cmd.Flags().BoolVar(&repair, "repair", false, "repair what has one safe answer")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().DurationVar(&grace, "grace", time.Minute, "how old a reservation or QUEUED order must be before its missing pieces count")
-	cmd.Flags().DurationVar(&since, "since", 2*time.Hour, "without --item: items whose sale ended at most this long ago")
+	cmd.Flags().DurationVar(&grace, "grace", 0, "how old a reservation or QUEUED order must be before its missing pieces count (default SECKILL_RECONCILE_GRACE)")
+	cmd.Flags().DurationVar(&since, "since", 0, "without --item: items whose sale ended at most this long ago (default SECKILL_RECONCILE_SINCE)")
 	return cmd
+}
+
+// reconcileWindow gives the flags --grace and --since not set on the command
+// line the settings the worker's periodic run uses.
+func reconcileWindow(cmd *cobra.Command, cfg config.Reconcile, grace, since time.Duration) (time.Duration, time.Duration) {
+	if !cmd.Flags().Changed("grace") {
+		grace = cfg.Grace
+	}
+	if !cmd.Flags().Changed("since") {
+		since = cfg.Since
+	}
+	return grace, since
 }
 
 func printReconcile(w interface{ Write([]byte) (int, error) }, rep reconcile.Report) {

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/config"
+)
+
+// seckill reconcile looks at the window the worker's periodic run uses
+// unless its flags say otherwise.
+func TestReconcileFlagsDefaultToSettings(t *testing.T) {
+	cfg, err := config.LoadFrom(map[string]string{"SECKILL_RECONCILE_GRACE": "7m", "SECKILL_RECONCILE_SINCE": "5h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args         []string
+		grace, since time.Duration
+	}{
+		{nil, 7 * time.Minute, 5 * time.Hour},
+		{[]string{"--grace=30s"}, 30 * time.Second, 5 * time.Hour},
+		{[]string{"--since=1h", "--grace=0s"}, 0, time.Hour},
+	} {
+		cmd := newReconcileCmd(&app{cfg: cfg})
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		grace, _ := cmd.Flags().GetDuration("grace")
+		since, _ := cmd.Flags().GetDuration("since")
+		if g, s := reconcileWindow(cmd, cfg.Reconcile, grace, since); g != tc.grace || s != tc.since {
+			t.Errorf("%v: grace %v since %v, want %v %v", tc.args, g, s, tc.grace, tc.since)
+		}
+	}
+}
