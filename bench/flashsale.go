@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -75,7 +76,7 @@ type FlashSale struct {
 type Deps struct {
 	Store     *store.Store
 	Stock     *stock.Store
-	Workflows invariant.WorkflowLister // nil: skip the Temporal checks
+	Workflows snapshot.WorkflowLister // nil: skip the Temporal checks
 }
 
 // SaleReport is everything a flash sale measured and checked.
@@ -410,7 +411,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	}
 	in := invariant.Input{ItemID: it.ID, Accepted: res.Accepted, AcceptedComplete: res.ClientErrors == 0,
 		SoldOutSeen: res.SoldOutSeen, AfterTimeouts: f.WaitTimeouts}
-	deps := invariant.Deps{DB: d.Store.DB(), Stock: d.Stock, Workflows: d.Workflows}
+	deps := invariant.Deps{Store: d.Store, Stock: d.Stock, Workflows: d.Workflows}
 	var inv invariant.Report
 	for attempt := 0; attempt < 3; attempt++ {
 		inv, err = invariant.Check(ctx, deps, in)

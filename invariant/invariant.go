@@ -1,8 +1,8 @@
 // Package invariant checks that the pipeline kept its promises for an item
-// (after a flash sale: the bench; any time: seckill reconcile). It reads the
-// three systems directly — MySQL (item, stock, seckill_order, stock_deduction), Redis (the item's stock_left, reservations
-// and buyer marks) and Temporal (the item's order workflows, found by the
-// SeckillItemId search attribute) — and compares them with what the load
+// (after a flash sale: the bench and the failover tests). It loads one
+// snapshot of the item (package snapshot: MySQL in one consistent read, Redis
+// in one MULTI, Temporal's visibility by the SeckillItemId search attribute)
+// and judges it, one small rule function per promise, against what the load
 // generator was told (the orders that got 202).
 //
 // Every broken promise is a Violation with a stable name and an amount (how
@@ -40,9 +40,8 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/snapshot"
 )
 
 // Violation names.
@@ -71,34 +70,12 @@ type Accepted struct {
 	UserID  int64  `json:"user_id"`
 }
 
-// Workflow is one order workflow as the visibility API lists it.
-type Workflow struct {
-	WorkflowID string `json:"workflow_id"`
-	OrderID    string `json:"order_id"`
-	// Status is Running, Completed, Failed, Canceled, Terminated,
-	// ContinuedAsNew or TimedOut.
-	Status string `json:"status"`
-}
-
-// WorkflowLister lists the order workflows of an item (Temporal in
-// production, a fake in tests).
-type WorkflowLister interface {
-	ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error)
-}
-
-// Units is the Redis side (stock.Store).
-type Units interface {
-	Left(ctx context.Context, itemID int64) (int64, error)
-	Reservations(ctx context.Context, itemID int64) (map[string]order.Message, error)
-	BuyerMarks(ctx context.Context, itemID int64) (map[int64]string, error)
-}
-
 // Deps are the systems the checker reads. Workflows may be nil: the Temporal
 // checks are then skipped and the report says so.
 type Deps struct {
-	DB        *gorm.DB
-	Stock     Units
-	Workflows WorkflowLister
+	Store     snapshot.MySQL
+	Stock     snapshot.Redis
+	Workflows snapshot.WorkflowLister
 }
 
 // Input says what to check.
@@ -168,339 +145,345 @@ func (r Report) Find(name string) (Violation, bool) {
 	return Violation{}, false
 }
 
-type orderRow struct {
-	OrderID string
-	UserID  int64
-	Status  order.Status
-	PayBy   *time.Time
-}
-
-type deductionRow struct {
-	OrderID  string
-	Restored bool
-}
-
-func live(s order.Status) bool { return s == order.StatusPendingPayment || s == order.StatusPaid }
-
-func released(s order.Status) bool { return s == order.StatusCancelled || s == order.StatusFailed }
-
-// Check reads MySQL, Redis and Temporal and returns every violation it finds.
-// An error means it could not read; violations are in the report.
+// Check loads the item's snapshot and judges it. An error means it could not
+// read; violations are in the report.
 func Check(ctx context.Context, d Deps, in Input) (Report, error) {
-	rep := Report{ItemID: in.ItemID, Accepted: len(in.Accepted), OrdersByStatus: map[string]int64{},
-		AfterTimeouts: in.AfterTimeouts}
-	add := func(name string, amount int64, format string, args ...any) {
-		rep.Violations = append(rep.Violations, Violation{Name: name, Amount: amount, Detail: fmt.Sprintf(format, args...)})
-	}
-
-	// MySQL.
-	db := d.DB.WithContext(ctx)
-	if err := db.Raw("SELECT stock_total FROM item WHERE id = ?", in.ItemID).Scan(&rep.StockTotal).Error; err != nil {
-		return rep, fmt.Errorf("read item %d: %w", in.ItemID, err)
-	}
-	if rep.StockTotal == 0 {
-		return rep, fmt.Errorf("item %d not found in mysql", in.ItemID)
-	}
-	S := rep.StockTotal
-	if err := db.Raw("SELECT stock FROM stock WHERE item_id = ?", in.ItemID).Scan(&rep.StockRow).Error; err != nil {
-		return rep, fmt.Errorf("read stock row of item %d: %w", in.ItemID, err)
-	}
-	var rows []orderRow
-	if err := db.Raw("SELECT order_id, user_id, status, pay_by FROM seckill_order WHERE item_id = ?", in.ItemID).
-		Scan(&rows).Error; err != nil {
-		return rep, fmt.Errorf("read orders of item %d: %w", in.ItemID, err)
-	}
-	var deds []deductionRow
-	if err := db.Raw("SELECT order_id, restored FROM stock_deduction WHERE item_id = ?", in.ItemID).
-		Scan(&deds).Error; err != nil {
-		return rep, fmt.Errorf("read stock deductions of item %d: %w", in.ItemID, err)
-	}
-
-	// Redis.
-	left, err := d.Stock.Left(ctx, in.ItemID)
+	it, err := snapshot.Load(ctx, snapshot.Sources{MySQL: d.Store, Redis: d.Stock, Workflows: d.Workflows}, in.ItemID)
 	if err != nil {
-		return rep, err
+		return Report{ItemID: in.ItemID, Accepted: len(in.Accepted), AfterTimeouts: in.AfterTimeouts}, err
 	}
-	rep.RedisLeft = left
-	resv, err := d.Stock.Reservations(ctx, in.ItemID)
-	if err != nil {
-		return rep, err
-	}
-	marks, err := d.Stock.BuyerMarks(ctx, in.ItemID)
-	if err != nil {
-		return rep, err
-	}
-	rep.RedisReservations, rep.RedisBuyers = int64(len(resv)), int64(len(marks))
-	resvUser := make(map[string]int64, len(resv)) // order id -> buyer
-	for id, m := range resv {
-		resvUser[id] = m.UserID
-	}
+	return Judge(it, in), nil
+}
 
-	byID := make(map[string]orderRow, len(rows))
-	var liveN, releasedN, queuedN, paidN, pendingN int64
-	for _, r := range rows {
-		byID[r.OrderID] = r
-		rep.OrdersByStatus[string(r.Status)]++
+// rules are the promises, each judged on its own.
+var rules = []func(c *check){
+	oversell, undersell, acceptedOrders, phantomOrders, duplicateBuyers, stockRow, stockDeductions,
+	redisStock, leakedUnits, releasedLiveOrders, pendingAfterTimeouts, workflows,
+}
+
+// Judge checks every promise on a snapshot.
+func Judge(it *snapshot.Item, in Input) Report {
+	c := newCheck(it, in)
+	for _, rule := range rules {
+		rule(c)
+	}
+	sort.SliceStable(c.rep.Violations, func(i, j int) bool { return c.rep.Violations[i].Name < c.rep.Violations[j].Name })
+	return c.rep
+}
+
+// check is a snapshot with the tallies the rules share.
+type check struct {
+	it  *snapshot.Item
+	in  Input
+	rep Report
+	S   int64
+	// acc: accepted order id -> buyer (with the unanswered ones when the
+	// answers are incomplete).
+	acc                         map[string]int64
+	live, queued, paid, pending int64
+}
+
+func newCheck(it *snapshot.Item, in Input) *check {
+	c := &check{it: it, in: in, S: it.MySQL.Item.StockTotal, acc: make(map[string]int64, len(in.Accepted))}
+	c.rep = Report{ItemID: in.ItemID, Accepted: len(in.Accepted), OrdersByStatus: map[string]int64{},
+		AfterTimeouts: in.AfterTimeouts, StockTotal: c.S, StockRow: it.MySQL.Stock.Stock,
+		RedisLeft: it.Redis.Left, RedisReservations: int64(len(it.Redis.Reservations)), RedisBuyers: int64(len(it.Redis.Marks)),
+		Violations: []Violation{}}
+	for _, r := range it.MySQL.Orders {
+		c.rep.OrdersByStatus[string(r.Status)]++
 		switch {
-		case live(r.Status):
-			liveN++
-		case released(r.Status):
-			releasedN++
+		case snapshot.Live(r.Status):
+			c.live++
 		case r.Status == order.StatusQueued:
-			queuedN++
+			c.queued++
 		}
-		if r.Status == order.StatusPaid {
-			paidN++
-		}
-		if r.Status == order.StatusPendingPayment {
-			pendingN++
+		switch r.Status {
+		case order.StatusPaid:
+			c.paid++
+		case order.StatusPendingPayment:
+			c.pending++
 		}
 	}
-	rep.LiveOrders = liveN
-	acc := make(map[string]int64, len(in.Accepted))
+	c.rep.LiveOrders = c.live
+	for _, d := range it.MySQL.Deductions {
+		if !d.Restored {
+			c.rep.Deductions++
+		}
+	}
 	for _, a := range in.Accepted {
-		acc[a.OrderID] = a.UserID
+		c.acc[a.OrderID] = a.UserID
 	}
-	var unanswered int
 	if !in.AcceptedComplete {
 		// Some answers never reached the buyers (an instance killed mid
 		// request, client timeouts): an order row or a reservation exists
 		// only because a buyer's request reserved it, so it counts as
 		// accepted; its 202 was lost on the way.
-		for _, r := range rows {
-			if _, ok := acc[r.OrderID]; !ok {
-				acc[r.OrderID] = r.UserID
-				unanswered++
+		for _, r := range it.MySQL.Orders {
+			if _, ok := c.acc[r.OrderID]; !ok {
+				c.acc[r.OrderID] = r.UserID
+				c.rep.Unanswered++
 			}
 		}
-		for id, u := range resvUser {
-			if _, ok := acc[id]; !ok {
-				acc[id] = u
-				unanswered++
+		for id, m := range it.Redis.Reservations {
+			if _, ok := c.acc[id]; !ok {
+				c.acc[id] = m.UserID
+				c.rep.Unanswered++
 			}
 		}
 	}
-	rep.Unanswered = unanswered
+	return c
+}
 
-	// oversell: nothing may hold more units than exist, no counter below zero.
+func (c *check) add(name string, amount int64, format string, args ...any) {
+	c.rep.Violations = append(c.rep.Violations, Violation{Name: name, Amount: amount, Detail: fmt.Sprintf(format, args...)})
+}
+
+// oversell: nothing may hold more units than exist, no counter below zero.
+func oversell(c *check) {
 	var over []string
-	var overBy int64
-	note := func(by int64, what string) {
-		if by > 0 {
+	var by int64
+	note := func(n int64, what string) {
+		if n > 0 {
 			over = append(over, what)
-			overBy = max(overBy, by)
+			by = max(by, n)
 		}
 	}
-	note(liveN-S, fmt.Sprintf("%d live orders for %d units", liveN, S))
-	note(int64(len(resv))-S, fmt.Sprintf("%d live reservations for %d units", len(resv), S))
-	note(-left, fmt.Sprintf("redis stock_left is %d", left))
-	note(-rep.StockRow, fmt.Sprintf("stock row is %d", rep.StockRow))
+	resv := int64(len(c.it.Redis.Reservations))
+	note(c.live-c.S, fmt.Sprintf("%d live orders for %d units", c.live, c.S))
+	note(resv-c.S, fmt.Sprintf("%d live reservations for %d units", resv, c.S))
+	note(-c.it.Redis.Left, fmt.Sprintf("redis stock_left is %d", c.it.Redis.Left))
+	note(-c.rep.StockRow, fmt.Sprintf("stock row is %d", c.rep.StockRow))
 	if len(over) > 0 {
-		add(Oversell, overBy, "%s", strings.Join(over, "; "))
+		c.add(Oversell, by, "%s", strings.Join(over, "; "))
 	}
+}
 
-	// undersell: a SOLD_OUT answer means every unit was reserved at that moment.
-	if in.SoldOutSeen && int64(len(acc)) < S {
-		add(Undersell, S-int64(len(acc)), "buyers were told SOLD_OUT but only %d of %d units were ever accepted", len(acc), S)
+// undersell: a SOLD_OUT answer means every unit was reserved at that moment.
+func undersell(c *check) {
+	if c.in.SoldOutSeen && int64(len(c.acc)) < c.S {
+		c.add(Undersell, c.S-int64(len(c.acc)), "buyers were told SOLD_OUT but only %d of %d units were ever accepted", len(c.acc), c.S)
 	}
+}
 
-	// units sold: every accepted order is live or released, so live = accepted - released.
-	var accReleased, accLive int64
+// acceptedOrders: every accepted order is live or released (live = accepted
+// - released), none lost, none FAILED.
+func acceptedOrders(c *check) {
+	var accReleased int64
 	var lost, failed []string
-	for id := range acc {
-		r, ok := byID[id]
+	for id := range c.acc {
+		r, ok := c.it.Orders[id]
 		switch {
 		case !ok || r.Status == order.StatusQueued:
 			lost = append(lost, id)
-		case released(r.Status):
+		case snapshot.Released(r.Status):
 			accReleased++
 			if r.Status == order.StatusFailed {
 				failed = append(failed, id)
 			}
-		default:
-			accLive++
 		}
 	}
 	if len(failed) > 0 {
-		add(FailedOrder, int64(len(failed)), "accepted orders (202) that ended FAILED, e.g. %s", sample(failed))
+		c.add(FailedOrder, int64(len(failed)), "accepted orders (202) that ended FAILED, e.g. %s", sample(failed))
 	}
-	if want := int64(len(acc)) - accReleased; liveN != want {
-		add(UnitsSold, liveN-want, "%d units sold (PENDING_PAYMENT+PAID), want %d = %d accepted - %d released (min(S=%d, buyers with 202) when nothing was released)",
-			liveN, want, len(acc), accReleased, S)
+	if want := int64(len(c.acc)) - accReleased; c.live != want {
+		c.add(UnitsSold, c.live-want, "%d units sold (PENDING_PAYMENT+PAID), want %d = %d accepted - %d released (min(S=%d, buyers with 202) when nothing was released)",
+			c.live, want, len(c.acc), accReleased, c.S)
 	}
 	if len(lost) > 0 {
-		add(LostOrder, int64(len(lost)), "accepted orders without a persisted order after the drain, e.g. %s", sample(lost))
+		c.add(LostOrder, int64(len(lost)), "accepted orders without a persisted order after the drain, e.g. %s", sample(lost))
 	}
-	if in.AcceptedComplete {
-		var phantom []string
-		for _, r := range rows {
-			if _, ok := acc[r.OrderID]; !ok {
-				phantom = append(phantom, r.OrderID)
-			}
-		}
-		for id := range resvUser {
-			if _, ok := acc[id]; !ok {
-				if _, row := byID[id]; !row {
-					phantom = append(phantom, id)
-				}
-			}
-		}
-		if len(phantom) > 0 {
-			add(PhantomOrder, int64(len(phantom)), "orders no buyer got a 202 for, e.g. %s", sample(phantom))
-		}
-	}
+}
 
-	// duplicate_buyer: one order per buyer per item, wherever we look. The
-	// buyers hash maps a buyer to exactly one order id, so any order of that
-	// buyer with another id is a second order.
-	orderIDsOf := map[int64]map[string]bool{}
-	see := func(user int64, id string) {
-		if orderIDsOf[user] == nil {
-			orderIDsOf[user] = map[string]bool{}
+// phantomOrders: with every answer known, no row or reservation exists that
+// no buyer was given a 202 for.
+func phantomOrders(c *check) {
+	if !c.in.AcceptedComplete {
+		return
+	}
+	var phantom []string
+	for _, r := range c.it.MySQL.Orders {
+		if _, ok := c.acc[r.OrderID]; !ok {
+			phantom = append(phantom, r.OrderID)
 		}
-		orderIDsOf[user][id] = true
 	}
-	for id, u := range acc {
+	for id := range c.it.Redis.Reservations {
+		_, accepted := c.acc[id]
+		_, row := c.it.Orders[id]
+		if !accepted && !row {
+			phantom = append(phantom, id)
+		}
+	}
+	if len(phantom) > 0 {
+		c.add(PhantomOrder, int64(len(phantom)), "orders no buyer got a 202 for, e.g. %s", sample(phantom))
+	}
+}
+
+// duplicateBuyers: one order per buyer per item, wherever we look. The
+// buyers hash maps a buyer to exactly one order id, so any order of that
+// buyer with another id is a second order.
+func duplicateBuyers(c *check) {
+	idsOf := map[int64]map[string]bool{}
+	see := func(user int64, id string) {
+		if idsOf[user] == nil {
+			idsOf[user] = map[string]bool{}
+		}
+		idsOf[user][id] = true
+	}
+	for id, u := range c.acc {
 		see(u, id)
 	}
-	for id, u := range resvUser {
-		see(u, id)
+	for id, m := range c.it.Redis.Reservations {
+		see(m.UserID, id)
 	}
-	for _, r := range rows {
+	for _, r := range c.it.MySQL.Orders {
 		see(r.UserID, r.OrderID)
 	}
-	var dupExtra int64
-	var dupUsers []string
-	for u, ids := range orderIDsOf {
-		extra := int64(len(ids) - 1)
-		if mark, ok := marks[u]; ok && !ids[mark] {
-			extra++ // the mark names an order we never saw: the buyer still has two
+	var extra int64
+	var users []string
+	for u, ids := range idsOf {
+		n := int64(len(ids) - 1)
+		if mark, ok := c.it.Redis.Marks[u]; ok && !ids[mark] {
+			n++ // the mark names an order we never saw: the buyer still has two
 		}
-		if extra > 0 {
-			dupExtra += extra
-			dupUsers = append(dupUsers, fmt.Sprintf("buyer %d: %s", u, strings.Join(slices.Sorted(maps.Keys(ids)), ",")))
+		if n > 0 {
+			extra += n
+			users = append(users, fmt.Sprintf("buyer %d: %s", u, strings.Join(slices.Sorted(maps.Keys(ids)), ",")))
 		}
 	}
-	if dupExtra > 0 {
-		add(DuplicateBuyer, dupExtra, "buyers with more than one order for the item: %s", sample(dupUsers))
+	if extra > 0 {
+		c.add(DuplicateBuyer, extra, "buyers with more than one order for the item: %s", sample(users))
 	}
+}
 
-	// stock row: the row and the live orders account for every unit.
-	if d := rep.StockRow + liveN - S; d != 0 {
-		add(StockRow, d, "stock row %d + live orders %d != %d units", rep.StockRow, liveN, S)
+// stockRow: the row and the live orders account for every unit.
+func stockRow(c *check) {
+	if d := c.rep.StockRow + c.live - c.S; d != 0 {
+		c.add(StockRow, d, "stock row %d + live orders %d != %d units", c.rep.StockRow, c.live, c.S)
 	}
-	var dedMissing, dedNotRestored []string
-	dedOf := make(map[string]deductionRow, len(deds))
-	for _, dd := range deds {
-		dedOf[dd.OrderID] = dd
-		if !dd.Restored {
-			rep.Deductions++
-		}
-	}
-	for _, r := range rows {
-		dd, ok := dedOf[r.OrderID]
+}
+
+// stockDeductions: a live order holds an unrestored deduction, a released
+// one does not.
+func stockDeductions(c *check) {
+	var missing, notRestored []string
+	for _, r := range c.it.MySQL.Orders {
+		d, ok := c.it.Deductions[r.OrderID]
 		switch {
-		case live(r.Status) && (!ok || dd.Restored):
-			dedMissing = append(dedMissing, r.OrderID)
-		case released(r.Status) && ok && !dd.Restored:
-			dedNotRestored = append(dedNotRestored, r.OrderID)
+		case snapshot.Live(r.Status) && (!ok || d.Restored):
+			missing = append(missing, r.OrderID)
+		case snapshot.Released(r.Status) && ok && !d.Restored:
+			notRestored = append(notRestored, r.OrderID)
 		}
 	}
-	if n := len(dedMissing) + len(dedNotRestored); n > 0 {
-		add(StockDeduction, int64(n), "%d live orders without a deduction (e.g. %s), %d released orders whose deduction was not restored (e.g. %s)",
-			len(dedMissing), sample(dedMissing), len(dedNotRestored), sample(dedNotRestored))
+	if n := len(missing) + len(notRestored); n > 0 {
+		c.add(StockDeduction, int64(n), "%d live orders without a deduction (e.g. %s), %d released orders whose deduction was not restored (e.g. %s)",
+			len(missing), sample(missing), len(notRestored), sample(notRestored))
 	}
+}
 
-	// redis: stock_left and the live reservations account for every unit.
-	if d := left + int64(len(resv)) - S; d != 0 {
-		add(RedisStock, d, "redis stock_left %d + live reservations %d != %d units", left, len(resv), S)
+// redisStock: stock_left and the live reservations account for every unit.
+func redisStock(c *check) {
+	left, resv := c.it.Redis.Left, int64(len(c.it.Redis.Reservations))
+	if d := left + resv - c.S; d != 0 {
+		c.add(RedisStock, d, "redis stock_left %d + live reservations %d != %d units", left, resv, c.S)
 	}
-	var leaked, gone []string
-	for id := range resvUser {
-		r, ok := byID[id]
-		if ok && released(r.Status) {
+}
+
+// leakedUnits: no released order holds a reservation; after the payment
+// windows every unpaid unit is back in Redis and in the stock row.
+func leakedUnits(c *check) {
+	var leaked []string
+	for id := range c.it.Redis.Reservations {
+		if r, ok := c.it.Orders[id]; ok && snapshot.Released(r.Status) {
 			leaked = append(leaked, id)
 		}
 	}
-	for _, r := range rows {
-		if _, ok := resvUser[r.OrderID]; live(r.Status) && !ok {
+	by := int64(len(leaked))
+	var detail []string
+	if len(leaked) > 0 {
+		detail = append(detail, fmt.Sprintf("%d reservations held by released orders (e.g. %s)", len(leaked), sample(leaked)))
+	}
+	if c.in.AfterTimeouts {
+		want := c.S - c.paid
+		if d := want - c.it.Redis.Left; d > 0 {
+			by = max(by, d)
+			detail = append(detail, fmt.Sprintf("redis stock_left %d, want %d = %d units - %d paid", c.it.Redis.Left, want, c.S, c.paid))
+		}
+		if d := want - c.rep.StockRow; d > 0 {
+			by = max(by, d)
+			detail = append(detail, fmt.Sprintf("stock row %d, want %d = %d units - %d paid", c.rep.StockRow, want, c.S, c.paid))
+		}
+	}
+	if len(detail) > 0 {
+		c.add(LeakedUnit, by, "%s", strings.Join(detail, "; "))
+	}
+}
+
+// releasedLiveOrders: a live order keeps its Redis reservation (else its
+// unit could be sold twice).
+func releasedLiveOrders(c *check) {
+	var gone []string
+	for _, r := range c.it.MySQL.Orders {
+		if _, ok := c.it.Redis.Reservations[r.OrderID]; snapshot.Live(r.Status) && !ok {
 			gone = append(gone, r.OrderID)
 		}
 	}
-	leakBy := int64(len(leaked))
-	leakDetail := []string{}
-	if len(leaked) > 0 {
-		leakDetail = append(leakDetail, fmt.Sprintf("%d reservations held by released orders (e.g. %s)", len(leaked), sample(leaked)))
-	}
-	if in.AfterTimeouts {
-		if pendingN > 0 || queuedN > 0 {
-			add(PendingAfterTimeout, pendingN+queuedN, "%d orders PENDING_PAYMENT and %d QUEUED after every payment window closed", pendingN, queuedN)
-		}
-		if d := (S - paidN) - left; d > 0 {
-			leakBy = max(leakBy, d)
-			leakDetail = append(leakDetail, fmt.Sprintf("redis stock_left %d, want %d = %d units - %d paid", left, S-paidN, S, paidN))
-		}
-		if d := (S - paidN) - rep.StockRow; d > 0 {
-			leakBy = max(leakBy, d)
-			leakDetail = append(leakDetail, fmt.Sprintf("stock row %d, want %d = %d units - %d paid", rep.StockRow, S-paidN, S, paidN))
-		}
-	}
-	if len(leakDetail) > 0 {
-		add(LeakedUnit, leakBy, "%s", strings.Join(leakDetail, "; "))
-	}
 	if len(gone) > 0 {
-		add(ReleasedLiveOrder, int64(len(gone)), "live orders whose redis reservation was released (unit sellable twice), e.g. %s", sample(gone))
+		c.add(ReleasedLiveOrder, int64(len(gone)), "live orders whose redis reservation was released (unit sellable twice), e.g. %s", sample(gone))
 	}
+}
 
-	// Temporal.
-	if d.Workflows != nil {
-		wfs, err := d.Workflows.ListOrderWorkflows(ctx, in.ItemID)
-		if err != nil {
-			return rep, fmt.Errorf("list workflows of item %d: %w", in.ItemID, err)
-		}
-		rep.WorkflowsChecked = true
-		rep.WorkflowsByStatus = map[string]int64{}
-		wfOf := make(map[string]Workflow, len(wfs))
-		var stuck, uncomp []string
-		for _, w := range wfs {
-			rep.WorkflowsByStatus[w.Status]++
-			wfOf[w.OrderID] = w
-			r, ok := byID[w.OrderID]
-			_, holds := resvUser[w.OrderID]
-			switch w.Status {
-			case "Running":
-				// A saga whose order was paid or cancelled at the door runs
-				// until its (paced) wake or, at the latest, its timer at
-				// pay_by + grace: not stuck before that.
-				waking := ok && r.Status.Final() && r.PayBy != nil && time.Now().Before(r.PayBy.Add(order.PayGrace+time.Minute))
-				if !waking && (!ok || r.Status != order.StatusPendingPayment || in.AfterTimeouts) {
+// pendingAfterTimeouts: once every window closed, nothing is still open.
+func pendingAfterTimeouts(c *check) {
+	if c.in.AfterTimeouts && c.pending+c.queued > 0 {
+		c.add(PendingAfterTimeout, c.pending+c.queued, "%d orders PENDING_PAYMENT and %d QUEUED after every payment window closed", c.pending, c.queued)
+	}
+}
+
+// workflows: every accepted order has a saga; a running saga waits for a
+// payment; a saga that ended badly left no unit held.
+func workflows(c *check) {
+	if !c.it.WorkflowsRead {
+		return
+	}
+	c.rep.WorkflowsChecked = true
+	c.rep.WorkflowsByStatus = map[string]int64{}
+	var stuck, uncomp, missing []string
+	for _, w := range c.it.Workflows {
+		c.rep.WorkflowsByStatus[w.Status]++
+		r, ok := c.it.Orders[w.OrderID]
+		_, holds := c.it.Redis.Reservations[w.OrderID]
+		switch w.Status {
+		case "Running":
+			if !ok || r.Status != order.StatusPendingPayment || c.in.AfterTimeouts {
+				// A saga of an order paid or cancelled at the door waits for
+				// its paced wake, at the latest for its own timer; a minute
+				// on top covers a busy Temporal server.
+				if !ok || !r.Status.Final() || !c.it.At.Before(snapshot.WakesBy(r).Add(time.Minute)) {
 					stuck = append(stuck, w.WorkflowID)
 				}
-			case "Completed", "ContinuedAsNew":
-			default: // Failed, Canceled, Terminated, TimedOut
-				if holds || (ok && !released(r.Status)) {
-					uncomp = append(uncomp, w.WorkflowID+"("+w.Status+")")
-				}
 			}
-		}
-		var missing []string
-		for id := range acc {
-			if _, ok := wfOf[id]; !ok {
-				missing = append(missing, id)
+		case "Completed", "ContinuedAsNew":
+		default: // Failed, Canceled, Terminated, TimedOut
+			if holds || (ok && !snapshot.Released(r.Status)) {
+				uncomp = append(uncomp, w.WorkflowID+"("+w.Status+")")
 			}
-		}
-		if len(missing) > 0 {
-			add(WorkflowMissing, int64(len(missing)), "accepted orders without a workflow, e.g. %s", sample(missing))
-		}
-		if len(stuck) > 0 {
-			add(WorkflowStuck, int64(len(stuck)), "running workflows whose order is not waiting for payment, e.g. %s", sample(stuck))
-		}
-		if len(uncomp) > 0 {
-			add(WorkflowUncompensated, int64(len(uncomp)), "closed-unsuccessfully workflows whose order still holds its unit, e.g. %s", sample(uncomp))
 		}
 	}
-	sort.SliceStable(rep.Violations, func(i, j int) bool { return rep.Violations[i].Name < rep.Violations[j].Name })
-	return rep, nil
+	for id := range c.acc {
+		if _, ok := c.it.Sagas[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		c.add(WorkflowMissing, int64(len(missing)), "accepted orders without a workflow, e.g. %s", sample(missing))
+	}
+	if len(stuck) > 0 {
+		c.add(WorkflowStuck, int64(len(stuck)), "running workflows whose order is not waiting for payment, e.g. %s", sample(stuck))
+	}
+	if len(uncomp) > 0 {
+		c.add(WorkflowUncompensated, int64(len(uncomp)), "closed-unsuccessfully workflows whose order still holds its unit, e.g. %s", sample(uncomp))
+	}
 }
 
 // sample lists up to three examples.

@@ -10,6 +10,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -17,19 +18,19 @@ import (
 // fakeWorkflows stands in for Temporal's visibility API.
 type fakeWorkflows struct {
 	mu  sync.Mutex
-	wfs map[string]invariant.Workflow
+	wfs map[string]snapshot.Workflow
 }
 
 func (f *fakeWorkflows) set(orderID, status string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.wfs[orderID] = invariant.Workflow{WorkflowID: "order-" + orderID, OrderID: orderID, Status: status}
+	f.wfs[orderID] = snapshot.Workflow{WorkflowID: "order-" + orderID, OrderID: orderID, Status: status}
 }
 
-func (f *fakeWorkflows) ListOrderWorkflows(context.Context, int64) ([]invariant.Workflow, error) {
+func (f *fakeWorkflows) ListOrderWorkflows(context.Context, int64) ([]snapshot.Workflow, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]invariant.Workflow, 0, len(f.wfs))
+	out := make([]snapshot.Workflow, 0, len(f.wfs))
 	for _, w := range f.wfs {
 		out = append(out, w)
 	}
@@ -61,7 +62,7 @@ func newSale(t *testing.T, units int64) *sale {
 		t.Fatal(err)
 	}
 	s := &sale{t: t, ctx: ctx, st: st, stock: stock.New(rdb, prefix), rdb: rdb, item: it.ID,
-		wf: &fakeWorkflows{wfs: map[string]invariant.Workflow{}}}
+		wf: &fakeWorkflows{wfs: map[string]snapshot.Workflow{}}}
 	if _, err := s.stock.Load(ctx, it.ID, units); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func (s *sale) cancel(orderID string, releaseRedis bool) {
 
 func (s *sale) check(afterTimeouts, soldOutSeen bool) invariant.Report {
 	s.t.Helper()
-	rep, err := invariant.Check(s.ctx, invariant.Deps{DB: s.st.DB(), Stock: s.stock, Workflows: s.wf}, invariant.Input{
+	rep, err := invariant.Check(s.ctx, invariant.Deps{Store: s.st, Stock: s.stock, Workflows: s.wf}, invariant.Input{
 		ItemID: s.item, Accepted: s.accepted, AcceptedComplete: true, SoldOutSeen: soldOutSeen, AfterTimeouts: afterTimeouts,
 	})
 	if err != nil {
@@ -299,7 +300,7 @@ func TestUnansweredOrderCountsWhenAnswersWereLost(t *testing.T) {
 	}
 	s.accepted = s.accepted[:2] // the third buyer's 202 was lost
 	in := invariant.Input{ItemID: s.item, Accepted: s.accepted, AcceptedComplete: false, SoldOutSeen: true}
-	rep, err := invariant.Check(s.ctx, invariant.Deps{DB: s.st.DB(), Stock: s.stock, Workflows: s.wf}, in)
+	rep, err := invariant.Check(s.ctx, invariant.Deps{Store: s.st, Stock: s.stock, Workflows: s.wf}, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestUnansweredOrderCountsWhenAnswersWereLost(t *testing.T) {
 		t.Fatalf("lost answer: unanswered %d, violations %v; want 1 and none", rep.Unanswered, rep.Violations)
 	}
 	in.AcceptedComplete = true
-	if rep, err = invariant.Check(s.ctx, invariant.Deps{DB: s.st.DB(), Stock: s.stock, Workflows: s.wf}, in); err != nil {
+	if rep, err = invariant.Check(s.ctx, invariant.Deps{Store: s.st, Stock: s.stock, Workflows: s.wf}, in); err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Has(invariant.PhantomOrder) || !rep.Has(invariant.Undersell) {

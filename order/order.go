@@ -53,6 +53,15 @@ func ValidID(id string) bool {
 	return err == nil
 }
 
+// IDTime is when the order id was made (its ULID's millisecond prefix), or
+// fallback when id is not a ULID.
+func IDTime(id string, fallback time.Time) time.Time {
+	if u, err := ulid.ParseStrict(id); err == nil {
+		return ulid.Time(u.Time())
+	}
+	return fallback
+}
+
 // Message is the body of a message on the seckill-orders topic. Its key is
 // the order id.
 type Message struct {

@@ -1,8 +1,27 @@
 // Package reconcile finds where Redis, MySQL and Temporal disagree about an
 // item's orders, and repairs what has one safe answer. MySQL is the ground
 // truth for units sold; a Redis reservation is the buyer's claim on a unit;
-// a saga follows the order row. Every repair is idempotent and logged with
-// the order id; what has no safe answer is only reported.
+// a saga follows the order row.
+//
+// A run loads one snapshot of the item (package snapshot) and judges it with
+// one small rule per kind of drift. The snapshot only nominates: every repair
+// re-checks its own premise atomically at the moment it writes — in a Lua
+// script, in a MySQL transaction that holds the row lock, or both in that
+// order — so buyers, sagas, the API's door and other reconcile runs may
+// interleave with it in any order:
+//
+//   - a reservation is put back only while its order row is locked and live,
+//     by a script that refuses an order whose unit was ever released;
+//   - a unit is released or retired by the script that removes the
+//     reservation, at most once, and the order is marked released for good;
+//   - stock_left is recounted while the stock row is locked at the version
+//     its deductions were read at (re-read under the lock if it moved), so no
+//     deduction, restore or added unit commits between the count and the SET;
+//   - a saga is started or woken only by calls that are no-ops when it runs.
+//
+// Anything younger than the grace is left alone: the pipeline's own latency,
+// and a saga's wake still queued at an API's door (it wakes on its own by
+// pay_by + order.PayGrace), are not drift.
 package reconcile
 
 import (
@@ -14,13 +33,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-	"gorm.io/gorm"
-
-	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -30,7 +46,8 @@ const (
 	// entry and no saga, older than the grace period. Repair: start its saga.
 	LostHandoff = "lost_handoff"
 	// SagaForFinalOrder: a saga still running for an order whose row is
-	// final. Repair: wake it (it follows the row).
+	// final, past the moment its own timer should have woken it. Repair:
+	// wake it (it follows the row).
 	SagaForFinalOrder = "saga_running_for_final_order"
 	// RedisStock: Redis stock_left is not what MySQL leaves on sale: the
 	// stock row minus the reservations not deducted yet. Repair: set it.
@@ -38,8 +55,8 @@ const (
 	// StockRow: the MySQL stock row is not S minus the unrestored
 	// deductions. Reported only: MySQL's own record needs an engineer.
 	StockRow = "stock_row"
-	// StuckQueued: an order still QUEUED (a row, or a reservation whose saga
-	// runs) after the grace period. Reported: look at its saga.
+	// StuckQueued: an order still QUEUED after the grace period. Reported:
+	// look at its saga.
 	StuckQueued = "stuck_queued"
 	// PaidUnitOnSale: a live order (PENDING_PAYMENT or PAID in MySQL) whose
 	// Redis reservation is gone, so its unit could be sold again. Repair:
@@ -83,69 +100,69 @@ func (r Report) Remaining() int {
 	return n
 }
 
-// Sagas starts and wakes order sagas (workflows.Client).
-type Sagas interface {
-	Start(ctx context.Context, m order.Message) error
-	Signal(ctx context.Context, orderID, name string) error
+// MySQL is the database side (store.Store): the snapshot, and the locks the
+// repairs re-check their premises under.
+type MySQL interface {
+	snapshot.MySQL
+	ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error)
+	FindOrder(ctx context.Context, orderID string) (store.Order, error)
+	WithLiveOrder(ctx context.Context, orderID string, fn func(store.Order) error) (bool, error)
+	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
+		fn func(row store.Stock, deducted []string) error) (bool, error)
 }
 
 // Units is the Redis side (stock.Store).
 type Units interface {
-	Reservations(ctx context.Context, itemID int64) (map[string]order.Message, error)
-	Restore(ctx context.Context, m order.Message) error
+	snapshot.Redis
+	Reservation(ctx context.Context, itemID int64, orderID string) (order.Message, bool, error)
+	Restore(ctx context.Context, m order.Message) (bool, error)
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error)
 	AnnounceUnitBack(ctx context.Context, itemID int64) error
 }
 
-// Backlog is what waits in the items' outboxes (outbox.Stream).
-type Backlog interface {
-	OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error)
+// Sagas starts and wakes order sagas (workflows.Client).
+type Sagas interface {
+	Start(ctx context.Context, m order.Message) error
+	Signal(ctx context.Context, orderID, name string) error
 }
 
 var (
-	_ Sagas   = (*workflows.Client)(nil)
-	_ Units   = (*stock.Store)(nil)
-	_ Backlog = (*outbox.Stream)(nil)
+	_ MySQL = (*store.Store)(nil)
+	_ Units = (*stock.Store)(nil)
+	_ Sagas = (*workflows.Client)(nil)
 )
+
+// Deps are the systems a reconciler reads and repairs. Sagas and Workflows
+// may be nil: the saga checks and repairs are then skipped.
+type Deps struct {
+	MySQL     MySQL
+	Units     Units
+	Outbox    snapshot.Outbox
+	Sagas     Sagas
+	Workflows snapshot.WorkflowLister
+}
 
 // Reconciler compares and repairs.
 type Reconciler struct {
-	db        *gorm.DB
-	units     Units
-	backlog   Backlog
-	sagas     Sagas
-	workflows invariant.WorkflowLister
-	grace     time.Duration
-	log       *slog.Logger
+	d     Deps
+	src   snapshot.Sources
+	grace time.Duration
+	log   *slog.Logger
 }
 
-// New returns a reconciler. grace is how old a reservation or a QUEUED order
-// must be before its missing pieces count as drift (the pipeline's own
-// latency must not look like loss).
-func New(db *gorm.DB, units Units, backlog Backlog, sagas Sagas, wf invariant.WorkflowLister, grace time.Duration, log *slog.Logger) *Reconciler {
-	return &Reconciler{db: db, units: units, backlog: backlog, sagas: sagas, workflows: wf, grace: grace,
-		log: log.With("component", "reconcile")}
+// New returns a reconciler. grace is how old an order must be before its
+// missing pieces count as drift (the pipeline's own latency must not look
+// like loss).
+func New(d Deps, grace time.Duration, log *slog.Logger) *Reconciler {
+	src := snapshot.Sources{MySQL: d.MySQL, Redis: d.Units, Outbox: d.Outbox, Workflows: d.Workflows}
+	return &Reconciler{d: d, src: src, grace: grace, log: log.With("component", "reconcile")}
 }
 
 // ActiveItems lists the items whose sale is live or ended within since.
 func (r *Reconciler) ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error) {
-	var ids []int64
-	err := r.db.WithContext(ctx).Raw("SELECT id FROM item WHERE start_at <= ? AND end_at >= ? ORDER BY id",
-		now.UTC(), now.Add(-since).UTC()).Scan(&ids).Error
-	if err != nil {
-		return nil, fmt.Errorf("list active items: %w", err)
-	}
-	return ids, nil
-}
-
-type row struct {
-	OrderID   string
-	UserID    int64
-	Status    order.Status
-	Reason    string
-	CreatedAt time.Time
+	return r.d.MySQL.ActiveItems(ctx, now, since)
 }
 
 // Run checks every item, repairing what it safely can when repair is set.
@@ -161,187 +178,292 @@ func (r *Reconciler) Run(ctx context.Context, items []int64, repair bool) (Repor
 	return rep, nil
 }
 
+// A rule nominates findings from a snapshot; its confirm re-checks one
+// finding's premise at the moment it acts, repairing when repair is set. A
+// finding whose premise is gone by then was the pipeline moving, not drift,
+// and is dropped (confirm returns false).
+type rule struct {
+	find    func(it *snapshot.Item, grace time.Duration) []Finding
+	confirm func(r *Reconciler, ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error)
+}
+
+// rules run in this order; the stock_left recount comes after them, so it
+// counts what their repairs put back.
+var rules = []rule{
+	{liveOrdersWithoutReservation, (*Reconciler).putBack},
+	{finalOrdersHoldingUnits, (*Reconciler).giveBack},
+	{lostHandoffs, (*Reconciler).startSaga},
+	{sagasOfFinalOrders, (*Reconciler).wakeSaga},
+	{stuckQueued, nil},
+	{stockRowOffDeductions, nil},
+}
+
 func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Finding, error) {
-	now := time.Now()
-	db := r.db.WithContext(ctx)
-	var total int64
-	if err := db.Raw("SELECT stock_total FROM item WHERE id = ?", itemID).Scan(&total).Error; err != nil || total == 0 {
-		return nil, fmt.Errorf("item %d: %v", itemID, errors.Join(err, errors.New("not found")))
-	}
-	var stockRow, unrestored int64
-	if err := db.Raw("SELECT stock FROM stock WHERE item_id = ?", itemID).Scan(&stockRow).Error; err != nil {
-		return nil, fmt.Errorf("stock row of item %d: %w", itemID, err)
-	}
-	var deducted []string
-	if err := db.Raw("SELECT order_id FROM stock_deduction WHERE item_id = ? AND restored = FALSE", itemID).Scan(&deducted).Error; err != nil {
-		return nil, fmt.Errorf("deductions of item %d: %w", itemID, err)
-	}
-	unrestored = int64(len(deducted))
-	var rows []row
-	if err := db.Raw("SELECT order_id, user_id, status, reason, created_at FROM seckill_order WHERE item_id = ?", itemID).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("orders of item %d: %w", itemID, err)
-	}
-	byID := make(map[string]row, len(rows))
-	for _, o := range rows {
-		byID[o.OrderID] = o
-	}
-	resv, err := r.units.Reservations(ctx, itemID)
+	it, err := snapshot.Load(ctx, r.src, itemID)
 	if err != nil {
-		return nil, err
-	}
-	queued, err := r.backlog.OrderIDs(ctx, itemID)
-	if err != nil {
-		return nil, err
-	}
-	running, sagas := map[string]bool{}, map[string]bool{}
-	if r.workflows != nil {
-		wfs, err := r.workflows.ListOrderWorkflows(ctx, itemID)
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range wfs {
-			sagas[w.OrderID] = true
-			if w.Status == "Running" {
-				running[w.OrderID] = true
-			}
-		}
+		return nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
 	}
 	var out []Finding
-	add := func(f Finding) {
-		f.ItemID = itemID
-		if f.Repaired {
-			r.log.Warn("drift repaired", "kind", f.Kind, "item_id", itemID, "order_id", f.OrderID, "action", f.Action)
-		} else {
-			r.log.Warn("drift found", "kind", f.Kind, "item_id", itemID, "order_id", f.OrderID, "detail", f.Detail)
-		}
-		out = append(out, f)
-	}
-	old := func(id string, at time.Time) bool {
-		if u, err := ulid.Parse(id); err == nil {
-			at = ulid.Time(u.Time())
-		}
-		return now.Sub(at) > r.grace
-	}
-	stockChanged := false
-
-	// Live orders (MySQL holds their unit) whose Redis reservation is gone.
-	for _, o := range rows {
-		if o.Status != order.StatusPendingPayment && o.Status != order.StatusPaid {
-			continue
-		}
-		if _, ok := resv[o.OrderID]; ok {
-			continue
-		}
-		f := Finding{Kind: PaidUnitOnSale, OrderID: o.OrderID, Detail: fmt.Sprintf("%s in MySQL, no Redis reservation", o.Status)}
-		if repair {
-			m := order.Message{OrderID: o.OrderID, ItemID: itemID, UserID: o.UserID, ReservedAt: o.CreatedAt.UTC()}
-			if err := r.units.Restore(ctx, m); err != nil {
-				return nil, err
+	for _, rl := range rules {
+		for _, f := range rl.find(it, r.grace) {
+			f.ItemID = itemID
+			if rl.confirm != nil {
+				ok, err := rl.confirm(r, ctx, it, &f, repair)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					r.log.Info("not drift: the premise was gone when re-checked", "kind", f.Kind, "item_id", itemID, "order_id", f.OrderID)
+					continue
+				}
 			}
-			resv[o.OrderID] = m
-			f.Repaired, f.Action, stockChanged = true, "reservation and buyer mark put back", true
-		}
-		add(f)
-	}
-	// Final orders whose unit Redis still holds, with no saga to release it.
-	for id := range resv {
-		o, ok := byID[id]
-		if !ok || (o.Status != order.StatusCancelled && o.Status != order.StatusFailed) || running[id] {
-			continue
-		}
-		f := Finding{Kind: FinalUnitHeld, OrderID: id, Detail: fmt.Sprintf("%s (%s) but its Redis reservation is held", o.Status, o.Reason)}
-		if repair {
-			phantom := strings.HasPrefix(o.Reason, order.ReasonStockExhausted)
-			var err error
-			if phantom {
-				_, err = r.units.Retire(ctx, itemID, id)
-				f.Action = "reservation retired (the stock row never had the unit)"
-			} else {
-				_, err = r.units.Release(ctx, itemID, id)
-				f.Action = "unit released"
-			}
-			if err != nil {
-				return nil, err
-			}
-			delete(resv, id)
-			f.Repaired, stockChanged = true, true
-		}
-		add(f)
-	}
-	// Reservations that never reached a saga.
-	for id, m := range resv {
-		if _, ok := byID[id]; ok || queued[id] || sagas[id] {
-			continue
-		}
-		if !old(id, m.ReservedAt) {
-			continue
-		}
-		f := Finding{Kind: LostHandoff, OrderID: id, Detail: "reserved in Redis; no outbox entry, no order row, no saga"}
-		if repair && r.sagas != nil {
-			if err := r.sagas.Start(ctx, m); err != nil {
-				return nil, err
-			}
-			f.Repaired, f.Action = true, "saga started from the reservation"
-		}
-		add(f)
-	}
-	// Sagas that run for orders already final: wake them, they follow the row.
-	for id := range running {
-		o, ok := byID[id]
-		if !ok || !o.Status.Final() {
-			continue
-		}
-		f := Finding{Kind: SagaForFinalOrder, OrderID: id, Detail: fmt.Sprintf("saga running, order %s", o.Status)}
-		if repair && r.sagas != nil {
-			signal := workflows.SignalCancel
-			if o.Status == order.StatusPaid {
-				signal = workflows.SignalPay
-			}
-			if err := r.sagas.Signal(ctx, id, signal); err != nil && !errors.Is(err, order.ErrNotFound) {
-				return nil, err
-			}
-			f.Repaired, f.Action = true, "saga woken with "+signal
-		}
-		add(f)
-	}
-	// Orders stuck before PENDING_PAYMENT.
-	for _, o := range rows {
-		if o.Status == order.StatusQueued && old(o.OrderID, o.CreatedAt) {
-			add(Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
+			out = append(out, r.logged(f))
 		}
 	}
-	// The stock row against its deductions (MySQL's own bookkeeping).
-	if stockRow != total-unrestored {
-		add(Finding{Kind: StockRow, Detail: fmt.Sprintf("stock row %d, want S %d - unrestored deductions %d = %d",
-			stockRow, total, unrestored, total-unrestored), Action: "report only: MySQL is the ground truth; ask an engineer"})
-	}
-	// Redis stock_left against the units held.
-	f, err := r.redisStock(ctx, itemID, stockRow, deducted, repair)
+	f, err := r.recount(ctx, it, repair)
 	if err != nil {
 		return nil, err
 	}
 	if f != nil {
-		add(*f)
-	} else if stockChanged {
-		r.log.Info("stock_left consistent after the repairs", "item_id", itemID)
+		out = append(out, r.logged(*f))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
 	return out, nil
 }
 
-func (r *Reconciler) redisStock(ctx context.Context, itemID, stockRow int64, deducted []string, repair bool) (*Finding, error) {
-	oldLeft, want, err := r.units.Recount(ctx, itemID, stockRow, deducted, repair)
+func (r *Reconciler) logged(f Finding) Finding {
+	if f.Repaired {
+		r.log.Warn("drift repaired", "kind", f.Kind, "item_id", f.ItemID, "order_id", f.OrderID, "action", f.Action)
+	} else {
+		r.log.Warn("drift found", "kind", f.Kind, "item_id", f.ItemID, "order_id", f.OrderID, "detail", f.Detail)
+	}
+	return f
+}
+
+// old reports whether an order is past the grace at the snapshot.
+func old(it *snapshot.Item, grace time.Duration, orderID string, created time.Time) bool {
+	return it.Age(orderID, created) > grace
+}
+
+// liveOrdersWithoutReservation: PENDING_PAYMENT or PAID in MySQL, no Redis
+// reservation.
+func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
+	var out []Finding
+	for _, o := range it.MySQL.Orders {
+		if _, held := it.Redis.Reservations[o.OrderID]; held || !snapshot.Live(o.Status) || !old(it, grace, o.OrderID, o.CreatedAt) {
+			continue
+		}
+		out = append(out, Finding{Kind: PaidUnitOnSale, OrderID: o.OrderID, Detail: fmt.Sprintf("%s in MySQL, no Redis reservation", o.Status)})
+	}
+	return out
+}
+
+// putBack re-checks a live order without a reservation. Repair: with the
+// order row locked and still live (no close can commit meanwhile), the
+// restore script puts the reservation back unless it is there or the order's
+// unit was ever released. Report only: the reservation read first, then the
+// row — a release needs a close first, so "absent, then still live" is a
+// loss, not a release in flight.
+func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
+	o := it.Orders[f.OrderID]
+	if !repair {
+		if _, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID); err != nil || held {
+			return false, err
+		}
+		row, err := r.d.MySQL.FindOrder(ctx, o.OrderID)
+		if err != nil {
+			return false, err
+		}
+		return snapshot.Live(row.Status) && !it.Redis.Released[o.OrderID], nil
+	}
+	var restored bool
+	live, err := r.d.MySQL.WithLiveOrder(ctx, o.OrderID, func(row store.Order) error {
+		var err error
+		restored, err = r.d.Units.Restore(ctx, order.Message{OrderID: row.OrderID, ItemID: row.ItemID, UserID: row.UserID,
+			ReservedAt: order.IDTime(row.OrderID, row.CreatedAt).UTC()})
+		return err
+	})
+	if err != nil || !live {
+		return false, err
+	}
+	if !restored {
+		// Held after all (restored by another run), or refused: the order's
+		// unit was released once and is on sale again; putting the
+		// reservation back would sell it twice.
+		_, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID)
+		if err != nil || held {
+			return false, err
+		}
+		f.Action = "not put back: its unit was released before (the order is live again?); ask an engineer"
+		return true, nil
+	}
+	f.Repaired, f.Action = true, "reservation and buyer mark put back (order row locked, live)"
+	return true, nil
+}
+
+// finalOrdersHoldingUnits: CANCELLED or FAILED, Redis still holds the unit,
+// no saga running to release it.
+func finalOrdersHoldingUnits(it *snapshot.Item, grace time.Duration) []Finding {
+	var out []Finding
+	for id := range it.Redis.Reservations {
+		o, ok := it.Orders[id]
+		if !ok || !snapshot.Released(o.Status) || !old(it, grace, id, o.CreatedAt) {
+			continue
+		}
+		if w, ok := it.Sagas[id]; ok && w.Running() || !it.WorkflowsRead {
+			continue
+		}
+		out = append(out, Finding{Kind: FinalUnitHeld, OrderID: id, Detail: fmt.Sprintf("%s (%s) but its Redis reservation is held", o.Status, o.Reason)})
+	}
+	return out
+}
+
+// giveBack re-checks a final order's held unit. A final row stays final, so
+// the premise left to re-check is Redis's: the release (or retire) script
+// removes the reservation only if it is still there, at most once, and marks
+// the order released. Report only: the reservation is read again.
+func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
+	o := it.Orders[f.OrderID]
+	if !repair {
+		_, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID)
+		return held, err
+	}
+	var done bool
+	var err error
+	if strings.HasPrefix(o.Reason, order.ReasonStockExhausted) {
+		done, err = r.d.Units.Retire(ctx, it.ID, o.OrderID)
+		f.Action = "reservation retired (the stock row never had the unit)"
+	} else {
+		done, err = r.d.Units.Release(ctx, it.ID, o.OrderID)
+		f.Action = "unit released"
+	}
+	if err != nil || !done {
+		return false, err
+	}
+	f.Repaired = true
+	return true, nil
+}
+
+// lostHandoffs: a reservation with no order row, no outbox entry and no saga.
+func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
+	if !it.WorkflowsRead || it.Outbox == nil {
+		return nil
+	}
+	var out []Finding
+	for id, m := range it.Redis.Reservations {
+		_, row := it.Orders[id]
+		_, saga := it.Sagas[id]
+		if row || saga || it.Outbox[id] || !old(it, grace, id, m.ReservedAt) {
+			continue
+		}
+		out = append(out, Finding{Kind: LostHandoff, OrderID: id, Detail: "reserved in Redis; no outbox entry, no order row, no saga"})
+	}
+	return out
+}
+
+// startSaga starts the saga from the reservation: a start of a saga that
+// exists is a no-op (REJECT_DUPLICATE), so there is nothing to re-check.
+func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
+	if !repair || r.d.Sagas == nil {
+		return true, nil
+	}
+	m, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID)
+	if err != nil || !held {
+		return false, err // released meanwhile: its saga ran after all
+	}
+	if err := r.d.Sagas.Start(ctx, m); err != nil {
+		return false, err
+	}
+	f.Repaired, f.Action = true, "saga started from the reservation"
+	return true, nil
+}
+
+// sagasOfFinalOrders: a saga running for a final row past the moment its own
+// timer wakes it (pay_by + order.PayGrace) plus the grace. Earlier, its wake
+// may still be queued at an API's door: not drift.
+func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
+	var out []Finding
+	for _, w := range it.Workflows {
+		o, ok := it.Orders[w.OrderID]
+		if !w.Running() || !ok || !o.Status.Final() || !it.At.After(snapshot.WakesBy(o).Add(grace)) {
+			continue
+		}
+		out = append(out, Finding{Kind: SagaForFinalOrder, OrderID: w.OrderID,
+			Detail: fmt.Sprintf("saga running, order %s since before %s", o.Status, snapshot.WakesBy(o).UTC().Format(time.RFC3339))})
+	}
+	return out
+}
+
+// wakeSaga wakes the saga; a woken saga follows the row, and a signal to a
+// closed one is refused by Temporal, so there is nothing to re-check.
+func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
+	if !repair || r.d.Sagas == nil {
+		return true, nil
+	}
+	signal := workflows.SignalCancel
+	if it.Orders[f.OrderID].Status == order.StatusPaid {
+		signal = workflows.SignalPay
+	}
+	err := r.d.Sagas.Signal(ctx, f.OrderID, signal)
+	if errors.Is(err, order.ErrNotFound) {
+		return false, nil // it closed meanwhile
+	}
+	if err != nil {
+		return false, err
+	}
+	f.Repaired, f.Action = true, "saga woken with "+signal
+	return true, nil
+}
+
+// stuckQueued: an order row still QUEUED past the grace.
+func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
+	var out []Finding
+	for _, o := range it.MySQL.Orders {
+		if o.Status == order.StatusQueued && old(it, grace, o.OrderID, o.CreatedAt) {
+			out = append(out, Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
+		}
+	}
+	return out
+}
+
+// stockRowOffDeductions: the stock row against its deductions, both from one
+// MySQL snapshot.
+func stockRowOffDeductions(it *snapshot.Item, _ time.Duration) []Finding {
+	total, row, unrestored := it.MySQL.Item.StockTotal, it.MySQL.Stock.Stock, int64(len(it.MySQL.Unrestored()))
+	if row == total-unrestored {
+		return nil
+	}
+	return []Finding{{Kind: StockRow, Detail: fmt.Sprintf("stock row %d, want S %d - unrestored deductions %d = %d",
+		row, total, unrestored, total-unrestored), Action: "report only: MySQL is the ground truth; ask an engineer"}}
+}
+
+// recount compares stock_left with the stock row minus the reservations not
+// deducted yet — fenced: with the stock row locked at the snapshot's version
+// (the deductions re-read under the lock if it moved), so the count and the
+// SET see one MySQL state, and Redis counts in one script.
+func (r *Reconciler) recount(ctx context.Context, it *snapshot.Item, repair bool) (*Finding, error) {
+	var oldLeft, want, row int64
+	moved, err := r.d.MySQL.FenceStock(ctx, it.ID, it.MySQL.Stock, it.MySQL.Unrestored(), func(st store.Stock, deducted []string) error {
+		row = st.Stock
+		var err error
+		oldLeft, want, err = r.d.Units.Recount(ctx, it.ID, st.Stock, deducted, repair)
+		return err
+	})
 	if err != nil {
 		return nil, err
+	}
+	if moved {
+		r.log.Debug("stock row moved since the snapshot; recounted under the lock", "item_id", it.ID)
 	}
 	if oldLeft == want {
 		return nil, nil
 	}
-	f := &Finding{Kind: RedisStock, Detail: fmt.Sprintf("stock_left %d, want %d (the stock row %d minus the reservations not deducted yet)", oldLeft, want, stockRow)}
+	f := &Finding{Kind: RedisStock, ItemID: it.ID,
+		Detail: fmt.Sprintf("stock_left %d, want %d (the stock row %d minus the reservations not deducted yet)", oldLeft, want, row)}
 	if repair {
-		f.Repaired, f.Action = true, fmt.Sprintf("stock_left set to %d", want)
+		f.Repaired, f.Action = true, fmt.Sprintf("stock_left set to %d (stock row locked)", want)
 		if want > oldLeft {
-			_ = r.units.AnnounceUnitBack(ctx, itemID) // sold-out flags clear
+			_ = r.d.Units.AnnounceUnitBack(ctx, it.ID) // sold-out flags clear
 		}
 	}
 	return f, nil

@@ -12,11 +12,11 @@ import (
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
@@ -53,8 +53,8 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	t.Cleanup(w.Stop)
 	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, tq) })
 	sagas := workflows.NewClient(tc, tq)
-	lister := invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}
-	r := reconcile.New(st.DB(), stk, outbox.New(rdb, prefix), sagas, lister, 0, log)
+	lister := snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}
+	r := reconcile.New(reconcile.Deps{MySQL: st, Units: stk, Outbox: outbox.New(rdb, prefix), Sagas: sagas, Workflows: lister}, 0, log)
 
 	const units = 10
 	// Item ids unique across test databases: Temporal's SeckillItemId is global.
@@ -98,6 +98,11 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	waitStatus(t, st, running.OrderID, order.StatusPendingPayment)
 	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox)
 	if _, _, err := st.RecordCancel(ctx, running.OrderID, running.UserID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// ... and past the moment its own timer should have woken it (the
+	// timer keeps the hour it was set for).
+	if err := st.DB().Exec("UPDATE seckill_order SET pay_by = NOW(3) - INTERVAL 1 MINUTE WHERE order_id = ?", running.OrderID).Error; err != nil {
 		t.Fatal(err)
 	}
 	// 3. a final order whose unit Redis still holds (its saga is gone).

@@ -10,6 +10,7 @@
 //	P:{42}:buyers  hash    user id -> order id; the buyer's mark, never removed
 //	P:{42}:orders  hash    order id -> reservation JSON; removed on release
 //	P:{42}:outbox  stream  reservations waiting to be published (package outbox)
+//	P:{42}:released set    order ids whose unit was released or retired; never restored
 //	P:events:stock channel the id of an item whenever a unit comes back
 //
 // P is the configured key prefix ("seckill"). The outbox stream is written
@@ -53,9 +54,13 @@ var reserveLua string
 //go:embed release.lua
 var releaseLua string
 
+//go:embed restore.lua
+var restoreLua string
+
 var (
 	reserveScript = redis.NewScript(reserveLua)
 	releaseScript = redis.NewScript(releaseLua)
+	restoreScript = redis.NewScript(restoreLua)
 )
 
 // Store is the Redis side of the stock.
@@ -93,13 +98,14 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 }
 
 // Keys of one item.
-type Keys struct{ Stock, Buyers, Orders, Outbox string }
+type Keys struct{ Stock, Buyers, Orders, Outbox, Released string }
 
 // ItemKeys returns the keys of an item under prefix; they share the hash tag
 // {itemID}, so one item's keys live in one cluster slot.
 func ItemKeys(prefix string, itemID int64) Keys {
 	tag := prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:"
-	return Keys{Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders", Outbox: tag + "outbox"}
+	return Keys{Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders", Outbox: tag + "outbox",
+		Released: tag + "released"}
 }
 
 // ItemKeys returns the keys of an item.
@@ -295,27 +301,29 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 
 // Release gives an order's unit back: the reservation is removed and stock
 // goes up by one, only if the reservation was still there, so a repeated
-// release never adds a unit twice. The buyer keeps the mark. Every API
-// instance hears of the unit on StockEventsChannel. It reports whether this
-// call released the unit.
+// release never adds a unit twice; the order joins the released set, so no
+// repair puts its reservation back later (Restore). The buyer keeps the mark.
+// Every API instance hears of the unit on StockEventsChannel. It reports
+// whether this call released the unit.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
-	k := s.ItemKeys(itemID)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders},
-		orderID, itemID, s.StockEventsChannel()).Int64()
-	if err != nil {
-		return false, fmt.Errorf("release order %s of item %d: %w", orderID, itemID, err)
-	}
-	return n == 1, nil
+	return s.giveBack(ctx, itemID, orderID, "release")
 }
 
 // Retire ends an order's reservation without giving its unit back: the stock
 // row (the ground truth) never had that unit, so putting it on sale would only
-// fail the next buyer the same way. One HDEL; a repeated call finds nothing.
-// The buyer keeps the mark. It reports whether this call removed it.
+// fail the next buyer the same way. Like Release it happens at most once and
+// marks the order released. The buyer keeps the mark. It reports whether this
+// call removed the reservation.
 func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool, error) {
-	n, err := s.rdb.HDel(ctx, s.ItemKeys(itemID).Orders, orderID).Result()
+	return s.giveBack(ctx, itemID, orderID, "retire")
+}
+
+func (s *Store) giveBack(ctx context.Context, itemID int64, orderID, mode string) (bool, error) {
+	k := s.ItemKeys(itemID)
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Released},
+		orderID, itemID, s.StockEventsChannel(), mode).Int64()
 	if err != nil {
-		return false, fmt.Errorf("retire order %s of item %d: %w", orderID, itemID, err)
+		return false, fmt.Errorf("%s order %s of item %d: %w", mode, orderID, itemID, err)
 	}
 	return n == 1, nil
 }
@@ -349,40 +357,6 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 	return id, true, nil
 }
 
-// Reservations returns the item's live reservations by order id.
-func (s *Store) Reservations(ctx context.Context, itemID int64) (map[string]order.Message, error) {
-	all, err := s.rdb.HGetAll(ctx, s.ItemKeys(itemID).Orders).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read reservations of item %d: %w", itemID, err)
-	}
-	out := make(map[string]order.Message, len(all))
-	for id, body := range all {
-		m, err := order.DecodeMessage([]byte(body))
-		if err != nil {
-			return nil, fmt.Errorf("reservation %s of item %d: %w", id, itemID, err)
-		}
-		out[id] = m
-	}
-	return out, nil
-}
-
-// BuyerMarks returns the item's buyer marks: user id -> order id.
-func (s *Store) BuyerMarks(ctx context.Context, itemID int64) (map[int64]string, error) {
-	all, err := s.rdb.HGetAll(ctx, s.ItemKeys(itemID).Buyers).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read buyer marks of item %d: %w", itemID, err)
-	}
-	out := make(map[int64]string, len(all))
-	for u, id := range all {
-		uid, err := strconv.ParseInt(u, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("buyer mark %q of item %d: %w", u, itemID, err)
-		}
-		out[uid] = id
-	}
-	return out, nil
-}
-
 // BuyerCount returns how many buyers hold a mark for the item.
 func (s *Store) BuyerCount(ctx context.Context, itemID int64) (int64, error) {
 	n, err := s.rdb.HLen(ctx, s.ItemKeys(itemID).Buyers).Result()
@@ -393,20 +367,71 @@ func (s *Store) BuyerCount(ctx context.Context, itemID int64) (int64, error) {
 }
 
 // Restore puts back the reservation and the buyer mark of an order MySQL
-// holds a unit for (a Redis that lost them): each only if absent, in one
-// transaction (one item's keys, one slot). stock_left is not touched: the
-// reconciler recounts it afterwards (Recount).
-func (s *Store) Restore(ctx context.Context, m order.Message) error {
+// holds a unit for (a Redis that lost them), each only if absent, in one
+// script that refuses an order whose unit was released or retired: a repair
+// working from an older picture cannot resurrect a unit the saga already gave
+// back. stock_left is not touched: the reconciler recounts it afterwards
+// (Recount). restored is false when the reservation was there or refused.
+func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
 	k := s.ItemKeys(m.ItemID)
+	n, err := restoreScript.Run(ctx, s.rdb, []string{k.Orders, k.Buyers, k.Released},
+		m.OrderID, m.UserID, m.Encode()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("restore reservation %s: %w", m.OrderID, err)
+	}
+	return n == 1, nil
+}
+
+// ItemState is what Redis holds for one item, read in one MULTI/EXEC (one
+// slot, one moment).
+type ItemState struct {
+	Left         int64 // stock_left; -1 when the stock key is missing
+	Reservations map[string]order.Message
+	Marks        map[int64]string // buyer -> order id
+	Released     map[string]bool  // order ids released or retired
+}
+
+// ReadItemState reads an item's stock_left, reservations, buyer marks and
+// released set atomically.
+func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
+	k := s.ItemKeys(itemID)
+	var left *redis.StringCmd
+	var resv, marks *redis.MapStringStringCmd
+	var rel *redis.StringSliceCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSetNX(ctx, k.Orders, m.OrderID, m.Encode())
-		p.HSetNX(ctx, k.Buyers, strconv.FormatInt(m.UserID, 10), m.OrderID)
+		left = p.Get(ctx, k.Stock)
+		resv = p.HGetAll(ctx, k.Orders)
+		marks = p.HGetAll(ctx, k.Buyers)
+		rel = p.SMembers(ctx, k.Released)
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("restore reservation %s: %w", m.OrderID, err)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return ItemState{}, fmt.Errorf("read redis state of item %d: %w", itemID, err)
 	}
-	return nil
+	st := ItemState{Left: -1, Reservations: map[string]order.Message{}, Marks: map[int64]string{}, Released: map[string]bool{}}
+	if n, err := left.Int64(); err == nil {
+		st.Left = n
+	} else if !errors.Is(err, redis.Nil) {
+		return ItemState{}, fmt.Errorf("stock of item %d: %w", itemID, err)
+	}
+	for id, body := range resv.Val() {
+		m, err := order.DecodeMessage([]byte(body))
+		if err != nil {
+			return ItemState{}, fmt.Errorf("reservation %s of item %d: %w", id, itemID, err)
+		}
+		st.Reservations[id] = m
+	}
+	for u, id := range marks.Val() {
+		uid, err := strconv.ParseInt(u, 10, 64)
+		if err != nil {
+			return ItemState{}, fmt.Errorf("buyer mark %q of item %d: %w", u, itemID, err)
+		}
+		st.Marks[uid] = id
+	}
+	for _, id := range rel.Val() {
+		st.Released[id] = true
+	}
+	return st, nil
 }
 
 // recountScript computes the stock_left an item should have: the stock row's

@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/bench"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/invariant"
-	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 )
 
@@ -70,12 +70,11 @@ func (f *benchFlags) sale() bench.FlashSale {
 		APIPID: f.apiPID, WorkerPID: f.workerPID}
 }
 
-// checkDeps are what the bench and reconcile commands read: MySQL, Redis
-// and (unless disabled) Temporal.
+// checkDeps are what the bench commands read: MySQL, Redis and (unless
+// disabled) Temporal.
 type checkDeps struct {
 	bench.Deps
 	temporal client.Client // nil when disabled
-	outbox   *outbox.Stream
 	close    func()
 }
 
@@ -92,13 +91,13 @@ func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (checkDeps, er
 		return checkDeps{}, err
 	}
 	c := checkDeps{Deps: bench.Deps{Store: st, Stock: stock.New(rdb, a.cfg.Redis.KeyPrefix)},
-		outbox: outbox.New(rdb, a.cfg.Redis.KeyPrefix), close: d.close}
+		close: d.close}
 	if !noTemporal {
 		if c.temporal, err = d.temporal(ctx); err != nil {
 			d.close()
 			return checkDeps{}, err
 		}
-		c.Workflows = invariant.TemporalLister{Client: c.temporal, Namespace: a.cfg.Temporal.Namespace}
+		c.Workflows = snapshot.TemporalLister{Client: c.temporal, Namespace: a.cfg.Temporal.Namespace}
 	}
 	return c, nil
 }
@@ -201,7 +200,7 @@ func newBenchCheckCmd(a *app) *cobra.Command {
 				Scan(&acc).Error; err != nil {
 				return err
 			}
-			rep, err := invariant.Check(ctx, invariant.Deps{DB: d.Store.DB(), Stock: d.Stock, Workflows: d.Workflows},
+			rep, err := invariant.Check(ctx, invariant.Deps{Store: d.Store, Stock: d.Stock, Workflows: d.Workflows},
 				invariant.Input{ItemID: item, Accepted: acc, AfterTimeouts: afterTimeouts})
 			if err != nil {
 				return err

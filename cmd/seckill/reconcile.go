@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -9,7 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/redisx"
+	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -33,13 +38,12 @@ func newReconcileCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			grace, since = reconcileWindow(cmd, a.cfg.Reconcile, grace, since)
-			c, err := a.openCheckDeps(ctx, false)
+			d := newDeps(a.cfg, a.log)
+			defer d.close()
+			r, err := openReconciler(ctx, d, "seckill-reconcile", grace)
 			if err != nil {
 				return err
 			}
-			defer c.close()
-			r := reconcile.New(c.Store.DB(), c.Stock, c.outbox, workflows.NewClient(c.temporal, a.cfg.Temporal.TaskQueue),
-				c.Workflows, grace, a.log)
 			if len(items) == 0 {
 				if items, err = r.ActiveItems(ctx, time.Now(), since); err != nil {
 					return err
@@ -83,6 +87,31 @@ func reconcileWindow(cmd *cobra.Command, cfg config.Reconcile, grace, since time
 		since = cfg.Since
 	}
 	return grace, since
+}
+
+// openReconciler opens what a reconciler reads and repairs through d: MySQL,
+// Redis and Temporal (the `reconcile` command and the worker's periodic run).
+func openReconciler(ctx context.Context, d *deps, name string, grace time.Duration) (*reconcile.Reconciler, error) {
+	st, err := d.mysql(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := d.redis(ctx, redisx.Options{PoolSize: 16, Name: name}, true)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := d.temporal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := d.cfg
+	return reconcile.New(reconcile.Deps{
+		MySQL:     st,
+		Units:     stock.New(rdb, cfg.Redis.KeyPrefix),
+		Outbox:    outbox.New(rdb, cfg.Redis.KeyPrefix),
+		Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue),
+		Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace},
+	}, grace, d.log), nil
 }
 
 func printReconcile(w interface{ Write([]byte) (int, error) }, rep reconcile.Report) {

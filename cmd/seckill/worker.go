@@ -19,11 +19,11 @@ import (
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
-	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
@@ -154,8 +154,9 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 
 	if cfg.Worker.Temporal && cfg.Reconcile.Interval > 0 {
-		r := reconcile.New(st.DB(), units, outbox.New(rdb, cfg.Redis.KeyPrefix), workflows.NewClient(tc, cfg.Temporal.TaskQueue),
-			invariant.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}, cfg.Reconcile.Grace, log)
+		r := reconcile.New(reconcile.Deps{MySQL: st, Units: units, Outbox: outbox.New(rdb, cfg.Redis.KeyPrefix),
+			Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue),
+			Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}}, cfg.Reconcile.Grace, log)
 		rctx, stopReconcile := context.WithCancel(ctx)
 		defer stopReconcile()
 		go worker.RunReconcile(rctx, r, cfg.Reconcile, metrics, log)

@@ -43,6 +43,7 @@ import (
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -258,8 +259,9 @@ func (e *env) run(s sale) outcome {
 	}
 	if s.repair {
 		fs.BeforeCheck = func(ctx context.Context, itemID int64) error {
-			r := reconcile.New(e.st.DB(), e.stk, outbox.New(e.rdb, e.prefix), workflows.NewClient(e.tc, e.taskQueue),
-				invariant.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}, 0, slog.New(slog.DiscardHandler))
+			r := reconcile.New(reconcile.Deps{MySQL: e.st, Units: e.stk, Outbox: outbox.New(e.rdb, e.prefix),
+				Sagas:     workflows.NewClient(e.tc, e.taskQueue),
+				Workflows: snapshot.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}}, 0, slog.New(slog.DiscardHandler))
 			for range 3 {
 				rep, err := r.Run(ctx, []int64{itemID}, true)
 				if err != nil {
@@ -282,7 +284,7 @@ func (e *env) run(s sale) outcome {
 		}
 	}
 	rep, err := fs.Run(ctx, bench.Deps{Store: e.st, Stock: e.stk,
-		Workflows: invariant.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}})
+		Workflows: snapshot.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}})
 	if err != nil {
 		e.t.Fatalf("%s: sale: %v", s.fault, err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -250,8 +251,8 @@ func (e *sagaEnv) invariants(ms []order.Message, afterTimeouts bool) invariant.R
 	for i, m := range ms {
 		acc[i] = invariant.Accepted{OrderID: m.OrderID, UserID: m.UserID}
 	}
-	deps := invariant.Deps{DB: e.st.DB(), Stock: e.stk,
-		Workflows: invariant.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}}
+	deps := invariant.Deps{Store: e.st, Stock: e.stk,
+		Workflows: snapshot.TemporalLister{Client: e.tc, Namespace: e.cfg.Temporal.Namespace}}
 	var rep invariant.Report
 	for range 5 { // visibility catches up with the last closes
 		var err error

@@ -1,4 +1,4 @@
-package invariant
+package snapshot
 
 import (
 	"context"
@@ -9,6 +9,18 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
+
+// Workflow is one order workflow as the visibility API lists it.
+type Workflow struct {
+	WorkflowID string `json:"workflow_id"`
+	OrderID    string `json:"order_id"`
+	// Status is Running, Completed, Failed, Canceled, Terminated,
+	// ContinuedAsNew or TimedOut.
+	Status string `json:"status"`
+}
+
+// Running reports whether the workflow has not closed.
+func (w Workflow) Running() bool { return w.Status == "Running" }
 
 // TemporalLister lists an item's order workflows through the visibility API
 // (`SeckillItemId = N`), the way support staff find them.

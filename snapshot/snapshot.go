@@ -1,0 +1,164 @@
+// Package snapshot reads one item's world — MySQL (the item, its stock row,
+// deductions and orders), Redis (stock_left, reservations, buyer marks,
+// released orders, the outbox) and Temporal (the item's order sagas) — into
+// one value, Item, that the invariant checker and the reconciler judge with
+// small rule functions of their own.
+//
+// Each system is read in one consistent step: MySQL in one REPEATABLE READ
+// transaction (store.ReadItemState), Redis in one MULTI/EXEC
+// (stock.ReadItemState). Between the systems time passes, so the reads go in
+// the order an order travels the pipeline backwards — MySQL first, then Redis,
+// then the outbox, then Temporal — which makes every cross-system rule err on
+// the side of "not yet": a reservation made after the MySQL read is young,
+// and an order persisted after it has its saga in the later Temporal read.
+// A rule that must act on a cross-system picture re-checks its premise at the
+// moment it acts (see package reconcile); the snapshot is never a license to
+// write.
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// MySQL reads an item's rows in one consistent snapshot (store.Store).
+type MySQL interface {
+	ReadItemState(ctx context.Context, itemID int64) (store.ItemState, error)
+}
+
+// Redis reads an item's keys atomically (stock.Store).
+type Redis interface {
+	ReadItemState(ctx context.Context, itemID int64) (stock.ItemState, error)
+}
+
+// Outbox lists the order ids waiting in an item's outbox (outbox.Stream).
+type Outbox interface {
+	OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error)
+}
+
+// WorkflowLister lists the order workflows of an item (TemporalLister).
+type WorkflowLister interface {
+	ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error)
+}
+
+var (
+	_ MySQL          = (*store.Store)(nil)
+	_ Redis          = (*stock.Store)(nil)
+	_ Outbox         = (*outbox.Stream)(nil)
+	_ WorkflowLister = TemporalLister{}
+)
+
+// Sources are the systems a snapshot reads. Outbox and Workflows may be nil:
+// that part is then not read (Item says so).
+type Sources struct {
+	MySQL     MySQL
+	Redis     Redis
+	Outbox    Outbox
+	Workflows WorkflowLister
+}
+
+// Item is one item's world at (about) one moment.
+type Item struct {
+	ID    int64
+	At    time.Time // when the MySQL read began
+	MySQL store.ItemState
+	Redis stock.ItemState
+	// Outbox holds the order ids waiting in the outbox; nil when not read.
+	Outbox map[string]bool
+	// Workflows are the item's sagas; WorkflowsRead says they were listed.
+	Workflows     []Workflow
+	WorkflowsRead bool
+
+	// Indexes over the above.
+	Orders     map[string]store.Order          // by order id
+	Deductions map[string]store.StockDeduction // by order id
+	Sagas      map[string]Workflow             // by order id
+}
+
+// Load reads the item from src.
+func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
+	it := &Item{ID: itemID, At: time.Now()}
+	var err error
+	if it.MySQL, err = src.MySQL.ReadItemState(ctx, itemID); err != nil {
+		return nil, err
+	}
+	if it.Redis, err = src.Redis.ReadItemState(ctx, itemID); err != nil {
+		return nil, err
+	}
+	if src.Outbox != nil {
+		if it.Outbox, err = src.Outbox.OrderIDs(ctx, itemID); err != nil {
+			return nil, err
+		}
+	}
+	if src.Workflows != nil {
+		if it.Workflows, err = src.Workflows.ListOrderWorkflows(ctx, itemID); err != nil {
+			return nil, fmt.Errorf("list workflows of item %d: %w", itemID, err)
+		}
+		it.WorkflowsRead = true
+	}
+	it.index()
+	return it, nil
+}
+
+// index builds the lookups; tests that assemble an Item by hand call it
+// through New.
+func (it *Item) index() {
+	it.Orders = make(map[string]store.Order, len(it.MySQL.Orders))
+	for _, o := range it.MySQL.Orders {
+		it.Orders[o.OrderID] = o
+	}
+	it.Deductions = make(map[string]store.StockDeduction, len(it.MySQL.Deductions))
+	for _, d := range it.MySQL.Deductions {
+		it.Deductions[d.OrderID] = d
+	}
+	it.Sagas = make(map[string]Workflow, len(it.Workflows))
+	for _, w := range it.Workflows {
+		it.Sagas[w.OrderID] = w
+	}
+}
+
+// New assembles an Item from parts already read (tests, fakes).
+func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob map[string]bool, wfs []Workflow, wfRead bool) *Item {
+	if rd.Reservations == nil {
+		rd.Reservations = map[string]order.Message{}
+	}
+	if rd.Marks == nil {
+		rd.Marks = map[int64]string{}
+	}
+	if rd.Released == nil {
+		rd.Released = map[string]bool{}
+	}
+	it := &Item{ID: itemID, At: at, MySQL: db, Redis: rd, Outbox: ob, Workflows: wfs, WorkflowsRead: wfRead}
+	it.index()
+	return it
+}
+
+// Live reports whether an order status holds a unit (PENDING_PAYMENT, PAID).
+func Live(s order.Status) bool { return s == order.StatusPendingPayment || s == order.StatusPaid }
+
+// Released reports whether an order status gave its unit back (CANCELLED,
+// FAILED).
+func Released(s order.Status) bool { return s == order.StatusCancelled || s == order.StatusFailed }
+
+// WakesBy is when a running saga of a final order wakes on its own at the
+// latest: its payment timer fires at pay_by + order.PayGrace. An order closed
+// without a deadline was closed by its own saga, which is finishing: then its
+// row's last update.
+func WakesBy(o store.Order) time.Time {
+	if o.PayBy != nil {
+		return o.PayBy.Add(order.PayGrace)
+	}
+	return o.UpdatedAt
+}
+
+// Age is how old an order is at the snapshot: from the time in its ULID, or
+// else from created.
+func (it *Item) Age(orderID string, created time.Time) time.Duration {
+	return it.At.Sub(order.IDTime(orderID, created))
+}

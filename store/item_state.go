@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/seckill/seckill/order"
+)
+
+// ItemState is everything MySQL holds about one item's sale, read in one
+// consistent snapshot: the stock row (with its version), the deductions and
+// the order rows all belong to the same moment, so no DeductStock or close
+// can fall between two of the reads.
+type ItemState struct {
+	Item       Item
+	Stock      Stock
+	Orders     []Order
+	Deductions []StockDeduction
+}
+
+// Unrestored returns the order ids whose deduction still holds a stock-row
+// unit.
+func (s ItemState) Unrestored() []string {
+	var ids []string
+	for _, d := range s.Deductions {
+		if !d.Restored {
+			ids = append(ids, d.OrderID)
+		}
+	}
+	return ids
+}
+
+// ReadItemState reads an item's ItemState in one read-only REPEATABLE READ
+// transaction: InnoDB serves every read of it from the snapshot the first
+// one takes. ErrItemNotFound when the item or its stock row is missing.
+func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
+	var st ItemState
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		st = ItemState{}
+		err := tx.Where("id = ?", itemID).Take(&st.Item).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("item %d: %w", itemID, ErrItemNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read item %d: %w", itemID, err)
+		}
+		err = tx.Where("item_id = ?", itemID).Take(&st.Stock).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("stock row of item %d: %w", itemID, ErrItemNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read stock row of item %d: %w", itemID, err)
+		}
+		if err := tx.Where("item_id = ?", itemID).Find(&st.Orders).Error; err != nil {
+			return fmt.Errorf("read orders of item %d: %w", itemID, err)
+		}
+		if err := tx.Where("item_id = ?", itemID).Find(&st.Deductions).Error; err != nil {
+			return fmt.Errorf("read deductions of item %d: %w", itemID, err)
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return st, err
+}
+
+// ActiveItems lists the ids of the items whose sale has started and ends no
+// earlier than since before now (live, or ended within since).
+func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Model(&Item{}).Where("start_at <= ? AND end_at >= ?", now.UTC(), now.Add(-since).UTC()).
+		Order("id").Pluck("id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("list active items: %w", err)
+	}
+	return ids, nil
+}
+
+// WithLiveOrder runs fn while the order's row is locked (SELECT ... FOR
+// UPDATE) and live (PENDING_PAYMENT or PAID): no close can commit until fn
+// returns, so a repair that fn makes on that premise cannot race the saga's
+// compensation. ran is false (and fn not called) when the row is missing or
+// not live.
+func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row Order
+		err := lockOrder(tx, orderID, &row)
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock order %s: %w", orderID, err)
+		}
+		if row.Status != order.StatusPendingPayment && row.Status != order.StatusPaid {
+			return nil
+		}
+		ran = true
+		return fn(row)
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return ran, err
+}
+
+// FenceStock runs fn while the item's stock row is locked (SELECT ... FOR
+// UPDATE), with the row and the order ids whose deduction is unrestored as
+// they are while the lock is held: every change of either (DeductStock, a
+// restore, an added unit) writes the row, so none can commit until fn
+// returns. seen is the caller's snapshot: when the row still has seen's
+// version, deducted (read in that snapshot) is passed on as it is; when the
+// version moved, the deductions are read again under the lock and moved is
+// true.
+func (s *Store) FenceStock(ctx context.Context, itemID int64, seen Stock, deducted []string,
+	fn func(row Stock, deducted []string) error) (moved bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row Stock
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("item_id = ?", itemID).Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("stock row of item %d: %w", itemID, ErrItemNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("lock stock row of item %d: %w", itemID, err)
+		}
+		moved = row.Version != seen.Version
+		if moved {
+			deducted = nil
+			if err := tx.Model(&StockDeduction{}).Where("item_id = ? AND restored = FALSE", itemID).
+				Pluck("order_id", &deducted).Error; err != nil {
+				return fmt.Errorf("read deductions of item %d: %w", itemID, err)
+			}
+		}
+		return fn(row, deducted)
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return moved, err
+}
