@@ -202,3 +202,49 @@ func TestReserveQueued(t *testing.T) {
 		})
 	}
 }
+
+// A released or retired order is marked for good: a repair's Restore, working
+// from a picture read before the release, cannot put the unit's reservation
+// back, so the unit is never given back twice. A live order's lost
+// reservation is put back once.
+func TestReleaseMarksTheOrderAndRestoreRefusesIt(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 7, 3); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := msg(7, 1), msg(7, 2), msg(7, 3)
+	for _, m := range []order.Message{a, b, c} {
+		if _, err := s.Reserve(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := s.Release(ctx, 7, a.OrderID); err != nil || !ok {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if ok, err := s.Retire(ctx, 7, b.OrderID); err != nil || !ok {
+		t.Fatalf("retire: %v %v", ok, err)
+	}
+	for _, m := range []order.Message{a, b} {
+		if ok, err := s.Restore(ctx, m); err != nil || ok {
+			t.Fatalf("restore of released %s: %v %v", m.OrderID, ok, err)
+		}
+		if ok, _ := s.Release(ctx, 7, m.OrderID); ok {
+			t.Fatalf("second give-back of %s", m.OrderID)
+		}
+	}
+	rdb.HDel(ctx, s.ItemKeys(7).Orders, c.OrderID) // Redis lost c's reservation
+	for i, want := range []bool{true, false} {
+		if ok, err := s.Restore(ctx, c); err != nil || ok != want {
+			t.Fatalf("restore #%d of c: %v %v, want %v", i, ok, err, want)
+		}
+	}
+	st, err := s.ReadItemState(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Left != 1 || len(st.Reservations) != 1 || len(st.Marks) != 3 || !st.Released[a.OrderID] || !st.Released[b.OrderID] || st.Released[c.OrderID] {
+		t.Fatalf("state %+v: want left 1 (a released, b retired), c held, 3 marks, a and b released", st)
+	}
+}

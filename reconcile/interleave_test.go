@@ -1,0 +1,172 @@
+package reconcile
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/order"
+)
+
+const grace = 5 * time.Second
+
+func run(t *testing.T, w *world, repair bool) Report {
+	t.Helper()
+	rep, err := w.reconciler(grace).Run(context.Background(), []int64{w.item.ID}, repair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// redisConsistent: stock_left and the reservations account for every unit
+// the stock row does not hold for a deducted order.
+func (w *world) checkUnits(t *testing.T) {
+	t.Helper()
+	live := int64(0)
+	for _, o := range w.orders {
+		if o.Status == order.StatusPendingPayment || o.Status == order.StatusPaid {
+			live++
+		}
+	}
+	if w.row.Stock+live != w.item.StockTotal {
+		t.Errorf("stock row %d + live %d != %d", w.row.Stock, live, w.item.StockTotal)
+	}
+	if w.left+int64(len(w.resv)) != w.item.StockTotal {
+		t.Errorf("stock_left %d + reservations %d != %d", w.left, len(w.resv), w.item.StockTotal)
+	}
+	for id, n := range w.givenBack {
+		if n > 1 {
+			t.Errorf("order %s given back %d times", id, n)
+		}
+	}
+}
+
+// A timeout's close and ReleaseUnit land between the snapshot's MySQL read
+// (the order live) and its Redis read (no reservation). The old reconciler
+// put the released reservation back, and a later run released the unit a
+// second time. Now the restore re-checks the row under its lock (and the
+// script refuses a released order): nothing is put back, nothing given back
+// twice, and it is not reported as drift.
+func TestCloseAndReleaseBetweenOrderReadAndReservationRead(t *testing.T) {
+	w := newWorld(10)
+	long := time.Now().Add(-time.Minute)
+	x := w.reserve(1, long)
+	w.persistAndDeduct(x, time.Now().Add(-20*time.Second))
+	y := w.reserve(2, long)
+	w.persistAndDeduct(y, time.Now().Add(time.Hour))
+	w.after["mysql read"] = func() { w.closeAndRelease(x) }
+
+	rep := run(t, w, true)
+	if len(rep.Findings) != 0 {
+		t.Errorf("findings %+v, want none (the release was the pipeline, not drift)", rep.Findings)
+	}
+	if _, ok := w.resv[x]; ok || w.restored != 0 {
+		t.Fatalf("the released reservation of %s was put back (%d restores)", x, w.restored)
+	}
+	for range 3 {
+		if rep := run(t, w, true); len(rep.Findings) != 0 {
+			t.Errorf("later run: %+v", rep.Findings)
+		}
+	}
+	w.checkUnits(t)
+}
+
+// The same interleaving, but the restore script is the last guard: even a
+// row lock that (wrongly) saw the order live cannot resurrect a released
+// unit.
+func TestRestoreRefusesAReleasedOrder(t *testing.T) {
+	w := newWorld(10)
+	x := w.reserve(1, time.Now().Add(-time.Minute))
+	w.persistAndDeduct(x, time.Now().Add(time.Hour))
+	m := w.resv[x]
+	w.giveBack(x, true) // released in Redis; the row still says live
+	if ok, _ := (redisSide{w}).Restore(context.Background(), m); ok {
+		t.Fatal("restore of a released order succeeded")
+	}
+	rep := run(t, w, true)
+	if _, ok := w.resv[x]; ok {
+		t.Fatal("reservation put back")
+	}
+	if len(rep.Findings) == 0 || rep.Remaining() == 0 {
+		t.Fatalf("a live order whose unit was released must stay reported, unrepaired: %+v", rep.Findings)
+	}
+}
+
+// A deduction, a close and a release commit after the snapshot's MySQL read
+// and before the recount: the recount is fenced (the stock row locked, the
+// deductions re-read because its version moved), so stock_left is neither
+// lowered nor raised by a stale picture.
+func TestRecountFencedAgainstWritesAfterTheSnapshot(t *testing.T) {
+	w := newWorld(10)
+	long := time.Now().Add(-time.Minute)
+	var ids []string
+	for u := range int64(3) {
+		ids = append(ids, w.reserve(u+1, long))
+	}
+	ids = append(ids, w.reserve(4, time.Now())) // its saga has not started yet
+	w.persistAndDeduct(ids[0], time.Now().Add(time.Hour))
+	w.persistAndDeduct(ids[1], time.Now().Add(time.Hour))
+	w.after["mysql read"] = func() {
+		w.persistAndDeduct(ids[2], time.Now().Add(time.Hour)) // DeductStock commits
+		w.closeAndRelease(ids[1])                             // a timeout gives a unit back
+	}
+	left := w.left + 1 // ids[1]'s unit back
+	rep := run(t, w, true)
+	for _, f := range rep.Findings {
+		t.Errorf("finding %+v", f)
+	}
+	if w.left != left {
+		t.Fatalf("stock_left %d, want %d", w.left, left)
+	}
+	w.checkUnits(t)
+}
+
+// Orders paid or cancelled at the door whose sagas wait for a wake still
+// queued at an API: not drift until the saga's own timer (pay_by + grace)
+// should have fired, plus the reconciler's grace.
+func TestQueuedWakeIsNotDrift(t *testing.T) {
+	w := newWorld(10)
+	x := w.reserve(1, time.Now().Add(-time.Minute))
+	w.persistAndDeduct(x, time.Now().Add(-order.PayGrace+time.Second))
+	w.orders[x].Status = order.StatusPaid
+	if rep := run(t, w, false); len(rep.Findings) != 0 {
+		t.Fatalf("queued wake reported: %+v", rep.Findings)
+	}
+	past := time.Now().Add(-order.PayGrace - grace - time.Second)
+	w.orders[x].PayBy = &past
+	rep := run(t, w, true)
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != SagaForFinalOrder || !rep.Findings[0].Repaired {
+		t.Fatalf("findings %+v, want the saga woken", rep.Findings)
+	}
+}
+
+// Younger than the grace, a live order without its reservation is left
+// alone; older, its reservation is put back once.
+func TestGraceAndOneRestore(t *testing.T) {
+	w := newWorld(10)
+	young := w.reserve(1, time.Now())
+	w.persistAndDeduct(young, time.Now().Add(time.Hour))
+	old := w.reserve(2, time.Now().Add(-time.Minute))
+	w.persistAndDeduct(old, time.Now().Add(time.Hour))
+	delete(w.resv, young) // Redis lost both reservations (and kept the DECRs)
+	delete(w.resv, old)
+	rep := run(t, w, true)
+	var restored []string
+	for _, f := range rep.Findings {
+		if f.Kind == PaidUnitOnSale && f.Repaired {
+			restored = append(restored, f.OrderID)
+		}
+	}
+	if len(restored) != 1 || restored[0] != old {
+		t.Fatalf("restored %v, want only %s; findings %+v", restored, old, rep.Findings)
+	}
+	if _, ok := w.resv[young]; ok {
+		t.Fatal("young order touched")
+	}
+	w.closeAndRelease(old)
+	run(t, w, true)
+	if w.givenBack[old] != 1 {
+		t.Fatalf("%s given back %d times", old, w.givenBack[old])
+	}
+}

@@ -1,0 +1,76 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/store"
+)
+
+// Each rule alone, on a snapshot of the world: what it nominates, and what
+// it leaves to the pipeline (young orders, running sagas).
+func TestRuleFunctions(t *testing.T) {
+	w := newWorld(10)
+	long, now := time.Now().Add(-time.Minute), time.Now()
+	// live, reservation lost
+	lost := w.reserve(1, long)
+	w.persistAndDeduct(lost, now.Add(time.Hour))
+	delete(w.resv, lost)
+	// cancelled, unit held, saga gone
+	held := w.reserve(2, long)
+	w.persistAndDeduct(held, now.Add(time.Hour))
+	w.orders[held].Status = order.StatusCancelled
+	w.deds[held].Restored = true
+	w.row.Stock++
+	delete(w.running, held)
+	// cancelled at the door, unit held, saga running: not drift
+	door := w.reserve(3, long)
+	w.persistAndDeduct(door, now.Add(time.Hour))
+	w.orders[door].Status = order.StatusCancelled
+	// reserved long ago, no row, no saga, no outbox entry
+	handoff := w.reserve(4, long)
+	// reserved just now, nothing else yet: not drift
+	w.reserve(5, now)
+	// QUEUED for a minute
+	queued := w.reserve(6, long)
+	w.orders[queued] = &store.Order{OrderID: queued, UserID: 6, ItemID: 1, Status: order.StatusQueued, CreatedAt: long}
+	w.running[queued] = true
+
+	it, err := snapshot.Load(t.Context(), snapshot.Sources{MySQL: mysqlSide{w}, Redis: redisSide{w}, Outbox: outboxSide{w}, Workflows: sagaSide{w}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(fs []Finding) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.OrderID)
+		}
+		return out
+	}
+	one := func(name string, fs []Finding, want string) {
+		t.Helper()
+		if got := ids(fs); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v, want [%s]", name, got, want)
+		}
+	}
+	one("live orders without reservation", liveOrdersWithoutReservation(it, grace), lost)
+	one("final orders holding units", finalOrdersHoldingUnits(it, grace), held)
+	one("lost handoffs", lostHandoffs(it, grace), handoff)
+	one("stuck queued", stuckQueued(it, grace), queued)
+	if fs := sagasOfFinalOrders(it, grace); len(fs) != 0 {
+		t.Errorf("sagas of final orders: %v (the door's saga is waiting for its wake)", ids(fs))
+	}
+	if fs := stockRowOffDeductions(it, grace); len(fs) != 0 {
+		t.Errorf("stock row: %+v", fs)
+	}
+	w.row.Stock--
+	it, _ = snapshot.Load(t.Context(), snapshot.Sources{MySQL: mysqlSide{w}, Redis: redisSide{w}}, 1)
+	if fs := stockRowOffDeductions(it, grace); len(fs) != 1 {
+		t.Errorf("stock row one off: %+v", fs)
+	}
+	if fs := lostHandoffs(it, grace); len(fs) != 0 {
+		t.Errorf("lost handoffs without the outbox and the sagas read: %v", ids(fs))
+	}
+}
