@@ -197,8 +197,12 @@ func (w redisSide) Restore(_ context.Context, m order.Message) (bool, error) {
 	return true, nil
 }
 
-func (w redisSide) Release(_ context.Context, _ int64, id string) (bool, error) { return w.giveBack(id, true), nil }
-func (w redisSide) Retire(_ context.Context, _ int64, id string) (bool, error)  { return w.giveBack(id, false), nil }
+func (w redisSide) Release(_ context.Context, _ int64, id string) (bool, error) {
+	return w.giveBack(id, true), nil
+}
+func (w redisSide) Retire(_ context.Context, _ int64, id string) (bool, error) {
+	return w.giveBack(id, false), nil
+}
 
 // Recount is the recount script: stockRow minus the reservations not in deducted.
 func (w redisSide) Recount(_ context.Context, _ int64, stockRow int64, deducted []string, set bool) (int64, int64, error) {
@@ -224,7 +228,9 @@ func (w redisSide) AnnounceUnitBack(context.Context, int64) error { return nil }
 
 type outboxSide struct{ *world }
 
-func (w outboxSide) OrderIDs(context.Context, int64) (map[string]bool, error) { return map[string]bool{}, nil }
+func (w outboxSide) OrderIDs(context.Context, int64) (map[string]bool, error) {
+	return map[string]bool{}, nil
+}
 
 // Temporal.
 type sagaSide struct{ *world }
