@@ -161,6 +161,7 @@ func (h *harness) do(method, path, token string, body any) response {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
+	checkOpenAPI(h.t, req, res.StatusCode, res.Header, b)
 	return response{status: res.StatusCode, header: res.Header, body: b}
 }
 
