@@ -25,8 +25,9 @@ lint: ## go vet, staticcheck, errcheck, workflowcheck
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
 	@scripts/bench $(STACK_PROFILE)
 
-build: ## build bin/seckill
+build: ## build bin/seckill and bin/seckill-bench
 	@go build -o bin/seckill ./cmd/seckill
+	@go build -o bin/seckill-bench ./cmd/seckill-bench
 
 fuzz: ## every fuzz target for a while: each handler on in-memory fakes, then purchase and item create on the local stack
 	@for t in FuzzUnitItems FuzzUnitPurchase FuzzUnitOrders FuzzUnitRouter; do \

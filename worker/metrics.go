@@ -79,7 +79,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) ObserveGate(g *Gate) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "seckill_worker_consumer_held",
-		Help: "1 while the order consumer is held (SIGUSR1) and messages wait in the worker and the broker; 0 after SIGUSR2.",
+		Help: "1 while the order consumer is held (POST /admin/consumer/hold) and messages wait in the worker and the broker; 0 after its release.",
 	}, func() float64 {
 		if g.Held() {
 			return 1

@@ -1,11 +1,110 @@
 package worker
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
 
-// MetricsHandler serves the worker's /metrics and /healthz.
-func MetricsHandler(m *Metrics) http.Handler {
+	"github.com/seckill/seckill/auth"
+)
+
+// Paths of the worker's ops listener (SECKILL_WORKER_METRICS_ADDR).
+const (
+	// ConsumerPath answers the order consumer's state, {"held": bool}.
+	ConsumerPath = "/admin/consumer"
+	// HoldPath (POST) holds the order consumer: no saga starts, nothing is
+	// acknowledged; ReleasePath (POST) lets it go on.
+	HoldPath    = ConsumerPath + "/hold"
+	ReleasePath = ConsumerPath + "/release"
+)
+
+// OpsHandler serves the worker's /metrics and /healthz, and the admin switch
+// of the order consumer (ConsumerPath, HoldPath, ReleasePath) to a bearer
+// token of role admin. A nil verifier (the process has no usable JWT secret)
+// or a nil gate (no consumer in this process) answers the switch with 503.
+// Each hold and release is logged ("order consumer held=true|false").
+func OpsHandler(m *Metrics, gate *Gate, verifier *auth.Verifier, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	admin := func(act func()) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case verifier == nil:
+				opsError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the admin switch needs SECKILL_JWT_SECRET (not the development secret unless SECKILL_DEV=1)")
+				return
+			case !isAdmin(verifier, r):
+				opsError(w, http.StatusUnauthorized, "UNAUTHORIZED", "a bearer token of role admin is required")
+				return
+			case gate == nil:
+				opsError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "this worker runs no order consumer")
+				return
+			}
+			if act != nil {
+				act()
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]bool{"held": gate.Held()})
+		}
+	}
+	var hold, release func()
+	if gate != nil {
+		hold = func() { gate.Hold(); log.Info("order consumer", "held", true) }
+		release = func() { gate.Release(); log.Info("order consumer", "held", false) }
+	}
+	mux.HandleFunc("GET "+ConsumerPath, admin(nil))
+	mux.HandleFunc("POST "+HoldPath, admin(hold))
+	mux.HandleFunc("POST "+ReleasePath, admin(release))
 	return mux
+}
+
+func isAdmin(v *auth.Verifier, r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	p, err := v.Verify(token)
+	return err == nil && p.IsAdmin()
+}
+
+func opsError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// SwitchConsumer asks the worker whose ops listener is at baseURL
+// (http://host:port) to hold (HoldPath) or release (ReleasePath) its order
+// consumer, or reports its state (ConsumerPath), with an admin token; it
+// returns whether the consumer is held afterwards.
+func SwitchConsumer(ctx context.Context, baseURL, adminToken, path string) (held bool, err error) {
+	method := http.MethodPost
+	if path == ConsumerPath {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(baseURL, "/")+path, nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("%s %s: %w", method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Held  bool `json:"held"`
+		Error struct{ Code, Message string }
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body); err != nil {
+		return false, fmt.Errorf("%s %s: %s: %w", method, req.URL, resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("%s %s: %s %s: %s", method, req.URL, resp.Status, body.Error.Code, body.Error.Message)
+	}
+	return body.Held, nil
 }

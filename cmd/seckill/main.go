@@ -1,5 +1,7 @@
 // Command seckill is the one binary of the flash-sale pipeline. Each role is
-// a subcommand: api, worker, migrate, token, bench, config.
+// a subcommand: api, worker, migrate, reconcile, and the operator's tools
+// token, consumer (hold or release a worker's order consumer) and config.
+// The bench is a binary of its own, cmd/seckill-bench.
 package main
 
 import (
@@ -37,7 +39,7 @@ func newRoot() *cobra.Command {
 	a := &app{}
 	root := &cobra.Command{
 		Use:           "seckill",
-		Short:         "Flash-sale order pipeline: API, saga worker, migrations and load tools",
+		Short:         "Flash-sale order pipeline: API, saga worker, migrations and operator tools",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,7 +65,7 @@ func newRoot() *cobra.Command {
 }
 
 // subcommands are registered by each role's file in this package.
-var subcommands = []func(*app) *cobra.Command{newMigrateCmd, newConfigCmd, newWorkerCmd, newAPICmd, newTokenCmd, newBenchCmd, newReconcileCmd}
+var subcommands = []func(*app) *cobra.Command{newMigrateCmd, newConfigCmd, newWorkerCmd, newAPICmd, newTokenCmd, newReconcileCmd, newConsumerCmd}
 
 func newLogger(cfg config.Log, w interface{ Write([]byte) (int, error) }) *slog.Logger {
 	var level slog.Level

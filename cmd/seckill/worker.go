@@ -7,15 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
@@ -63,14 +61,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
-	// SIGUSR1 holds the order consumer (no saga starts; messages wait in
-	// the worker's buffer, then in the broker), SIGUSR2 releases it: an
-	// operator's lever while Temporal is being worked on, and how `make
-	// bench` keeps sagas out of the purchase stage. Caught from the start:
-	// the default action of SIGUSR1 is to exit.
-	hold := make(chan os.Signal, 4)
-	signal.Notify(hold, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(hold)
 	d := newDeps(cfg, log)
 	defer d.close()
 	tc, err := d.temporal(ctx)
@@ -163,7 +153,21 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		log.Info("reconcile running", "interval", cfg.Reconcile.Interval, "repair", cfg.Reconcile.Repair)
 	}
 
-	srv := &http.Server{Handler: worker.MetricsHandler(metrics), ReadHeaderTimeout: 5 * time.Second}
+	// The ops listener's admin switch holds the order consumer (no saga
+	// starts; messages wait in the worker's buffer, then in the broker): an
+	// operator's lever while Temporal is being worked on (`seckill consumer
+	// hold`), and how the bench keeps sagas out of its purchase stage.
+	var verifier *auth.Verifier
+	if err := cfg.CheckAPISecret(); err != nil {
+		log.Warn("the order consumer's admin switch is off", "err", err)
+	} else {
+		verifier = auth.NewVerifier([]byte(cfg.JWTSecret.Value()))
+	}
+	var held *worker.Gate
+	if cfg.Worker.Consumer {
+		held = gate
+	}
+	srv := &http.Server{Handler: worker.OpsHandler(metrics, held, verifier, log), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", cfg.Worker.MetricsAddr)
 	if err != nil {
 		return fmt.Errorf("metrics listener %s: %w", cfg.Worker.MetricsAddr, err)
@@ -172,24 +176,14 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	go func() { srvErr <- srv.Serve(ln) }()
 	log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
 
-	for {
-		select {
-		case <-ctx.Done():
-			log.Info("worker stopping: consumers first, then the Temporal worker")
-			stopped = true
-			err := teardown()
-			return errors.Join(err, shutdownHTTP(srv))
-		case err := <-srvErr:
-			return fmt.Errorf("metrics server: %w", err)
-		case sig := <-hold:
-			on := sig == syscall.SIGUSR1
-			if on {
-				gate.Hold()
-			} else {
-				gate.Release()
-			}
-			log.Info("order consumer", "held", on)
-		}
+	select {
+	case <-ctx.Done():
+		log.Info("worker stopping: consumers first, then the Temporal worker")
+		stopped = true
+		err := teardown()
+		return errors.Join(err, shutdownHTTP(srv))
+	case err := <-srvErr:
+		return fmt.Errorf("metrics server: %w", err)
 	}
 }
 

@@ -363,7 +363,7 @@ func apiRoutes(t *testing.T) map[string]bool {
 // workerServes reports whether the worker's metrics listener answers path.
 func workerServes(path string) bool {
 	rec := httptest.NewRecorder()
-	worker.MetricsHandler(worker.NewMetrics()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	worker.OpsHandler(worker.NewMetrics(), nil, nil, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code == http.StatusOK
 }
 

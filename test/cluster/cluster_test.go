@@ -34,8 +34,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/bench"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/bench"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"

@@ -1,6 +1,6 @@
 // Package bench is the flash-sale load generator and benchmark harness:
-// `seckill bench` (one flash sale against a running deployment, then the
-// invariant checks) and `seckill bench stages` (each pipeline stage against
+// `seckill-bench` (one flash sale against a running deployment, then the
+// invariant checks) and `seckill-bench stages` (each pipeline stage against
 // its own baseline, what `make bench` runs). Every HTTP measurement goes
 // through the same vegeta attacker with the same settings (Load), so the
 // ratios compare like with like.

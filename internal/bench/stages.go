@@ -9,15 +9,16 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/worker"
 )
 
 // Stages measures each pipeline stage against its own baseline in one run,
@@ -25,7 +26,7 @@ import (
 type Stages struct {
 	Cfg     config.Config
 	APIURL  string
-	BareURL string // where `seckill bench baseline-http` listens
+	BareURL string // where `seckill-bench baseline-http` listens
 	BarePID int    // its process, for the CPU it costs per answer
 	Load    Load
 	// HTTPDuration is how long each fixed-duration HTTP measurement lasts.
@@ -36,11 +37,14 @@ type Stages struct {
 	LuaUnits   int64
 	// LatencyUnits is the size of stage 3b's sale (0 leaves it out).
 	LatencyUnits int
-	Full         FlashSale // stage 4; SkipFull leaves it out
-	SkipFull     bool
-	Temporal     client.Client
-	Progress     io.Writer
-	Log          *slog.Logger
+	// WorkerOps is the worker's ops listener (http://host:port): stage 2
+	// holds its order consumer there ("" runs stage 2 with sagas starting).
+	WorkerOps string
+	Full      FlashSale // stage 4; SkipFull leaves it out
+	SkipFull  bool
+	Temporal  client.Client
+	Progress  io.Writer
+	Log       *slog.Logger
 }
 
 // Ratio is one pipeline figure against its baseline.
@@ -56,7 +60,7 @@ type Ratio struct {
 	Note     string  `json:"note,omitempty"`
 }
 
-// StagesReport is the result of `seckill bench stages`.
+// StagesReport is the result of `seckill-bench stages`.
 type StagesReport struct {
 	Kind     string         `json:"kind"`
 	At       time.Time      `json:"at"`
@@ -207,10 +211,10 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	fs := FlashSale{APIURL: s.APIURL, Units: int64(s.SagaOrders), Buyers: s.SagaOrders,
 		FirstBuyer: 1_000_000_000 + base*100 + int64(len(buyers)) + 1, Load: s.Load, MaxAttempts: 20,
 		Lead: 2 * time.Second, PaymentTimeout: 24 * time.Hour, DrainTimeout: 15 * time.Minute, JWTSecret: secret,
-		HoldSagas: holdWorker(s.Full.WorkerPID), MeterPIDs: pipelinePIDs, Progress: s.Progress, Log: log}
+		HoldSagas: holdWorker(s.WorkerOps, secret), MeterPIDs: pipelinePIDs, Progress: s.Progress, Log: log}
 	rep.Settings["stage2_sagas_held"] = fs.HoldSagas != nil
 	if fs.HoldSagas == nil {
-		log.Warn("no --worker-pid: stage 2 runs while the worker starts sagas")
+		log.Warn("no --worker-ops: stage 2 runs while the worker starts sagas")
 	}
 	var acceptedRate, sagaRate float64
 	var acceptedCPU map[string]float64
@@ -311,20 +315,28 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	return rep
 }
 
-// holdWorker holds (SIGUSR1) and releases (SIGUSR2) the order consumer of
-// the worker process pid: stage 2 measures the purchase path while no saga
-// competes for the cores, like its baselines; stage 3 then times the sagas
-// of the messages waiting. nil (no hold) without a pid.
-func holdWorker(pid int) func(bool) error {
-	if pid <= 0 {
+// holdWorker holds and releases the order consumer of the worker whose ops
+// listener is at opsURL, through its admin switch (`seckill consumer
+// hold|release`): stage 2 measures the purchase path while no saga competes
+// for the cores, like its baselines; stage 3 then times the sagas of the
+// messages waiting. nil (no hold) without a URL.
+func holdWorker(opsURL string, secret []byte) func(bool) error {
+	if opsURL == "" {
 		return nil
 	}
 	return func(hold bool) error {
-		sig := syscall.SIGUSR2
-		if hold {
-			sig = syscall.SIGUSR1
+		token, err := auth.Sign(secret, 1, auth.RoleAdmin, time.Minute, time.Now())
+		if err != nil {
+			return err
 		}
-		return syscall.Kill(pid, sig)
+		path := worker.ReleasePath
+		if hold {
+			path = worker.HoldPath
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = worker.SwitchConsumer(ctx, opsURL, token, path)
+		return err
 	}
 }
 

@@ -1,23 +1,50 @@
+// Command seckill-bench measures a running seckill deployment: one flash
+// sale with its invariant checks (the root command), every pipeline stage
+// against its own baseline (stages, what `make bench` runs), the invariant
+// checker alone (check), and the helpers scripts/bench uses (topic,
+// baseline-http). It is a binary of its own: the seckill binary does not link
+// it, and it reaches the worker only through the worker's ops listener.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/bench"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/bench"
 	"github.com/seckill/seckill/internal/redisx"
+	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 )
+
+// app is what every subcommand gets: the parsed config and the logger.
+type app struct {
+	cfg config.Config
+	log *slog.Logger
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "seckill-bench:", err)
+		os.Exit(1)
+	}
+}
 
 // benchFlags are the settings `bench` and `bench stages` share.
 type benchFlags struct {
@@ -35,6 +62,7 @@ type benchFlags struct {
 	drainTimeout   time.Duration
 	apiPID         int
 	workerPID      int
+	workerOps      string
 	outDir         string
 	noTemporal     bool
 }
@@ -54,7 +82,8 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.waitTimeouts, "wait-timeouts", true, "wait for every unpaid order to time out, then check that every unpaid unit is back")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 40*time.Minute, "give up waiting for the pipeline to drain after this long")
 	fl.IntVar(&f.apiPID, "api-pid", 0, "pid of the API process for memory figures (0: find the seckill api process)")
-	fl.IntVar(&f.workerPID, "worker-pid", 0, "pid of the worker process (0: find the seckill worker process); bench stages holds its order consumer during stage 2 (SIGUSR1/SIGUSR2)")
+	fl.IntVar(&f.workerPID, "worker-pid", 0, "pid of the worker process for memory figures (0: find the seckill worker process)")
+	fl.StringVar(&f.workerOps, "worker-ops", "", "the worker's ops listener (http://host:port); stages holds its order consumer there during stage 2 (default http://$SECKILL_WORKER_METRICS_ADDR)")
 	fl.StringVar(&f.outDir, "out", "bench-results", "directory for the JSON and HTML reports")
 	fl.BoolVar(&f.noTemporal, "no-temporal", false, "skip the Temporal invariant checks")
 }
@@ -70,42 +99,68 @@ func (f *benchFlags) sale() bench.FlashSale {
 		APIPID: f.apiPID, WorkerPID: f.workerPID}
 }
 
-// checkDeps are what the bench commands read: MySQL, Redis and (unless
-// disabled) Temporal.
+// checkDeps are what the bench reads: MySQL, Redis and (unless disabled)
+// Temporal.
 type checkDeps struct {
 	bench.Deps
 	temporal client.Client // nil when disabled
-	close    func()
+	closers  []func()
+}
+
+func (c *checkDeps) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
 }
 
 // openCheckDeps opens MySQL, Redis and (unless noTemporal) Temporal.
-func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (checkDeps, error) {
-	d := newDeps(a.cfg, a.log)
-	st, err := d.mysql(ctx)
-	if err != nil {
-		return checkDeps{}, err
-	}
-	rdb, err := d.redis(ctx, redisx.Options{PoolSize: 16, Name: "seckill-check"}, true)
-	if err != nil {
-		d.close()
-		return checkDeps{}, err
-	}
-	c := checkDeps{Deps: bench.Deps{Store: st, Stock: stock.New(rdb, a.cfg.Redis.KeyPrefix)},
-		close: d.close}
-	if !noTemporal {
-		if c.temporal, err = d.temporal(ctx); err != nil {
-			d.close()
-			return checkDeps{}, err
+func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (c checkDeps, err error) {
+	defer func() {
+		if err != nil {
+			c.close()
 		}
+	}()
+	st, err := store.Open(ctx, a.cfg.MySQL)
+	if err != nil {
+		return c, err
+	}
+	c.closers = append(c.closers, func() { _ = st.Close() })
+	rdb := redisx.Open(a.cfg.Redis, redisx.Options{PoolSize: 16, Name: "seckill-bench"})
+	c.closers = append(c.closers, func() { _ = rdb.Close() })
+	if err := redisx.Ping(ctx, rdb); err != nil {
+		return c, fmt.Errorf("%s: %w", redisx.Describe(a.cfg.Redis), err)
+	}
+	c.Deps = bench.Deps{Store: st, Stock: stock.New(rdb, a.cfg.Redis.KeyPrefix)}
+	if !noTemporal {
+		if c.temporal, err = temporalx.Dial(ctx, a.cfg.Temporal, a.log); err != nil {
+			return c, err
+		}
+		c.closers = append(c.closers, c.temporal.Close)
 		c.Workflows = snapshot.TemporalLister{Client: c.temporal, Namespace: a.cfg.Temporal.Namespace}
 	}
 	return c, nil
 }
 
-func newBenchCmd(a *app) *cobra.Command {
+func newRoot() *cobra.Command {
+	a := &app{}
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use:           "seckill-bench",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load()
+			if err != nil {
+				return err
+			}
+			var level slog.Level
+			if level.UnmarshalText([]byte(cfg.Log.Level)) != nil {
+				level = slog.LevelInfo
+			}
+			a.cfg, a.log = cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			slog.SetDefault(a.log)
+			return nil
+		},
 		Short: "Run a flash sale against a running API and worker, then check the invariants in MySQL, Redis and Temporal",
 		Long: "Creates an item with --units units starting --lead ahead, mints tokens for --buyers buyers and fires their\n" +
 			"purchase attempts at the start instant; waits for every accepted order to be persisted, pays --pay-fraction\n" +
@@ -246,13 +301,16 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			}
 			defer c.close()
 			d, tc := c.Deps, c.temporal
+			if f.workerOps == "" {
+				f.workerOps = "http://" + a.cfg.Worker.MetricsAddr
+			}
 			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
 				return err
 			}
 			if err := os.MkdirAll(f.outDir, 0o755); err != nil {
 				return err
 			}
-			child, err := bench.StartChild([]string{"bench", "baseline-http", "--addr", bareAddr},
+			child, err := bench.StartChild([]string{"baseline-http", "--addr", bareAddr},
 				filepath.Join(f.outDir, "baseline-http.log"))
 			if err != nil {
 				return err
@@ -268,7 +326,8 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			}
 			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: duration,
 				SagaOrders: sagaOrders, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
-				Progress: cmd.ErrOrStderr(), Log: a.log}
+				WorkerOps: f.workerOps,
+				Progress:  cmd.ErrOrStderr(), Log: a.log}
 			rep := s.Run(ctx, d)
 			bench.PrintRatios(cmd.OutOrStdout(), rep)
 			if rep.Sale != nil {
