@@ -236,6 +236,25 @@ needs a new one: scripts/stack down --profile cluster; rm -rf $PG_DIR $TEMPORAL_
 }
 fail_schema() { tail -n 20 "$STACK_DIR/logs/temporal-schema.log" >&2; die "temporal-server: schema step '$1' failed"; }
 
+# render_template TEMPLATE OUT: TEMPLATE with every ${NAME} replaced by the value of the shell variable NAME (set or
+# local in the caller), its comment lines (# ...) left out; a placeholder without a variable stops the script.
+render_template() {
+  local line probe name names text=""
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line == '#'* ]] && continue
+    probe=$line names=()
+    while [[ $probe =~ \$\{([A-Z0-9_]+)\} ]]; do # the names first: a value is never read as a placeholder
+      names+=("${BASH_REMATCH[1]}")
+      probe=${probe//"\${${BASH_REMATCH[1]}}"/}
+    done
+    for name in "${names[@]}"; do
+      [[ -v $name ]] || die "$1: no value for \${$name}"
+      line=${line//"\${$name}"/"${!name}"}
+    done
+    text+=$line$'\n'
+  done <"$1"
+  printf '%s' "$text" >"$2"
+}
 temporal_server_config() {
   local cfg="$TEMPORAL_DIR/config" kv
   mkdir -p "$cfg" "$TEMPORAL_DIR/archival"
@@ -244,108 +263,13 @@ temporal_server_config() {
       printf '%s:\n  - value: %s\n' "${kv%%=*}" "${kv#*=}"
     done
   } >"$cfg/dynamicconfig.yaml"
-  # from the module's config/development-postgres12.yaml: our ports, shards and paths, no archival
-  cat >"$cfg/development.yaml" <<YAML
-log:
-  stdout: true
-  level: warn
-
-persistence:
-  defaultStore: postgres-default
-  visibilityStore: postgres-visibility
-  numHistoryShards: $TEMPORAL_HISTORY_SHARDS
-  datastores:
-    postgres-default:
-      sql:
-        pluginName: "postgres12"
-        databaseName: "temporal"
-        connectAddr: "127.0.0.1:$PG_PORT"
-        connectProtocol: "tcp"
-        user: "$PG_USER"
-        password: "$PG_PASSWORD"
-        maxConns: 20
-        maxIdleConns: 20
-        maxConnLifetime: "1h"
-    postgres-visibility:
-      sql:
-        pluginName: "postgres12"
-        databaseName: "temporal_visibility"
-        connectAddr: "127.0.0.1:$PG_PORT"
-        connectProtocol: "tcp"
-        user: "$PG_USER"
-        password: "$PG_PASSWORD"
-        maxConns: 10
-        maxIdleConns: 10
-        maxConnLifetime: "1h"
-
-global:
-  membership:
-    maxJoinDuration: 30s
-    broadcastAddress: "127.0.0.1"
-  pprof:
-    port: 0
-  metrics:
-    prometheus:
-      framework: "tally"
-      timerType: "histogram"
-      listenAddress: "127.0.0.1:$TEMPORAL_METRICS_PORT"
-
-services:
-  frontend:
-    rpc:
-      grpcPort: $TEMPORAL_PORT
-      membershipPort: $TEMPORAL_MEMBERSHIP_PORT
-      bindOnLocalHost: true
-      httpPort: $TEMPORAL_HTTP_PORT
-  history:
-    rpc:
-      grpcPort: $((TEMPORAL_PORT + 1))
-      membershipPort: $((TEMPORAL_MEMBERSHIP_PORT + 1))
-      bindOnLocalHost: true
-  matching:
-    rpc:
-      grpcPort: $((TEMPORAL_PORT + 2))
-      membershipPort: $((TEMPORAL_MEMBERSHIP_PORT + 2))
-      bindOnLocalHost: true
-  worker:
-    rpc:
-      grpcPort: $((TEMPORAL_PORT + 6))
-      membershipPort: $((TEMPORAL_MEMBERSHIP_PORT + 6))
-      bindOnLocalHost: true
-
-clusterMetadata:
-  enableGlobalNamespace: false
-  failoverVersionIncrement: 10
-  masterClusterName: "active"
-  currentClusterName: "active"
-  clusterInformation:
-    active:
-      enabled: true
-      initialFailoverVersion: 1
-      rpcName: "frontend"
-      rpcAddress: "127.0.0.1:$TEMPORAL_PORT"
-      httpAddress: "127.0.0.1:$TEMPORAL_HTTP_PORT"
-
-dcRedirectionPolicy:
-  policy: "noop"
-
-archival:
-  history:
-    state: "disabled"
-  visibility:
-    state: "disabled"
-
-namespaceDefaults:
-  archival:
-    history:
-      state: "disabled"
-    visibility:
-      state: "disabled"
-
-dynamicConfigClient:
-  filepath: "$cfg/dynamicconfig.yaml"
-  pollInterval: "10s"
-YAML
+  # deploy/temporal/server.yaml: the module's config/development-postgres12.yaml with our ports, shards and paths
+  local TEMPORAL_CONFIG_DIR=$cfg
+  local TEMPORAL_HISTORY_PORT=$((TEMPORAL_PORT + 1)) TEMPORAL_MATCHING_PORT=$((TEMPORAL_PORT + 2))
+  local TEMPORAL_WORKER_PORT=$((TEMPORAL_PORT + 6)) TEMPORAL_HISTORY_MEMBERSHIP_PORT=$((TEMPORAL_MEMBERSHIP_PORT + 1))
+  local TEMPORAL_MATCHING_MEMBERSHIP_PORT=$((TEMPORAL_MEMBERSHIP_PORT + 2))
+  local TEMPORAL_WORKER_MEMBERSHIP_PORT=$((TEMPORAL_MEMBERSHIP_PORT + 6))
+  render_template "$REPO/deploy/temporal/server.yaml" "$cfg/development.yaml"
 }
 launch_temporal-server() {
   temporal_schema
@@ -388,26 +312,7 @@ check_temporal-server() { temporal_search_attributes_ok || prepare_temporal-serv
 install_temporal-ui() { ensure_temporal_ui_installed; }
 launch_temporal-ui() {
   mkdir -p "$TEMPORAL_UI_DIR_STATE/config"
-  cat >"$TEMPORAL_UI_DIR_STATE/config/development.yaml" <<YAML
-temporalGrpcAddress: 127.0.0.1:$TEMPORAL_PORT
-host: 127.0.0.1
-port: $TEMPORAL_UI_PORT
-publicPath:
-enableUi: true
-defaultNamespace: $TEMPORAL_NAMESPACE
-showTemporalSystemNamespace: false
-notifyOnNewVersion: false
-refreshInterval: 1m
-cors:
-  cookieInsecure: false
-  allowOrigins:
-    - "*"
-  unsafeAllowAllOrigins: true
-auth:
-  enabled: false
-forwardHeaders:
-  - X-Forwarded-For
-YAML
+  render_template "$REPO/deploy/temporal/ui.yaml" "$TEMPORAL_UI_DIR_STATE/config/development.yaml"
   launch temporal-ui "$(log_file temporal-ui)" "$TEMPORAL_UI_BIN" --root "$TEMPORAL_UI_DIR_STATE" \
     --config config --env development start
 }
