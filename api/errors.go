@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -62,6 +63,10 @@ var (
 	// and did not answer the follow-up question within the confirm window.
 	ErrOutcomeUnknown = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
 		"temporarily unavailable; whether a unit was reserved for you is not known yet; try again")
+	// ErrActionNotRecorded: a pay or cancel could not be recorded within
+	// order.DoorLimit of its arrival (payment.ErrNotRecorded).
+	ErrActionNotRecorded = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
+		"temporarily unavailable; whether your pay or cancel was recorded is not known yet; GET the order, or try again")
 	ErrNotFound         = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
 	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
@@ -129,6 +134,8 @@ func toError(err error) *Error {
 		return ErrItemNotFound
 	case errors.Is(err, order.ErrNotPayable):
 		return ErrOrderNotPayable
+	case errors.Is(err, payment.ErrNotRecorded):
+		return ErrActionNotRecorded
 	case errors.As(err, &tooLarge):
 		return ErrPayloadTooLarge
 	case errors.As(err, &unavailable), errors.Is(err, context.DeadlineExceeded), isConnError(err):

@@ -107,6 +107,10 @@ func (s *Server) cancel(c *gin.Context) { s.act(c, false) }
 // pending payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
 func (s *Server) act(c *gin.Context, pay bool) {
 	receivedAt := s.now()
+	// The whole answer within order.DoorLimit of arrival (the desk bounds
+	// its own work the same way): a buyer who paid in time learns the
+	// outcome before the saga may close the order.
+	answerBy := time.Now().Add(order.DoorLimit)
 	p, ok := s.authenticate(c)
 	if !ok {
 		return
@@ -122,7 +126,8 @@ func (s *Server) act(c *gin.Context, pay bool) {
 		s.fail(c, ErrUnavailable)
 		return
 	}
-	ctx := c.Request.Context()
+	ctx, cancel := context.WithDeadline(c.Request.Context(), answerBy)
+	defer cancel()
 	var v order.View
 	var err error
 	if pay {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/payment"
 )
 
 // SECKILL_API_TRUSTED_PROXIES="a, b" trusts b too: the client address of a
@@ -79,4 +81,21 @@ func TestUnitPurchaseAnsweredWithinWriteTimeout(t *testing.T) {
 	h.units.mu.Unlock()
 	r = post(2)
 	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+}
+
+// A pay or cancel the desk could not record in time is 503 saying so: the
+// buyer learns that its payment's fate is not known yet, not that "nothing
+// was reserved".
+func TestUnitPayNotRecordedInTime(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(1)
+	v := h.pendingOrder(item, 5, time.Minute)
+	h.inject(failActions, fmt.Errorf("pay: %w: %w", payment.ErrNotRecorded, context.DeadlineExceeded))
+	for _, action := range []string{"pay", "cancel"} {
+		r := h.do("POST", "/api/v1/orders/"+v.OrderID+"/"+action, h.buyer(5), nil)
+		expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+		if strings.Contains(string(r.body), "reserved") || !strings.Contains(string(r.body), "not known") {
+			t.Fatalf("%s: body %s", action, r.body)
+		}
+	}
 }

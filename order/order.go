@@ -111,10 +111,17 @@ func (v View) Payable(t time.Time) bool {
 
 // PayGrace is how long after an order's deadline the saga waits before it
 // closes the order unpaid: a pay the API received in time but is still
-// writing (bounded by the API's pay timeout, well under this) lands first.
+// writing (bounded by DoorLimit, well under this) lands first.
 // Clocks of the API hosts, the database and the Temporal server must agree
 // to well within it (NTP).
 const PayGrace = 10 * time.Second
+
+// DoorLimit bounds a pay's or cancel's work at the door, from its arrival to
+// its answer: past it the API answers 503 (not recorded in time) instead of
+// waiting on. Half of PayGrace, so that a pay received before pay_by is
+// recorded, or its buyer told to try again, before the saga may close the
+// order; never refused because it was slow.
+const DoorLimit = PayGrace / 2
 
 // Reasons recorded with CANCELLED and FAILED orders (seckill_order.reason
 // starts with one of them).

@@ -47,6 +47,12 @@ var (
 	_ Sagas  = (*workflows.Client)(nil)
 )
 
+// ErrNotRecorded: the pay or cancel could not be recorded within
+// order.DoorLimit of its arrival (MySQL slow or the row locked); whether it
+// was is not known (HTTP 503). Answered in time for the buyer to learn it
+// before the saga may close the order.
+var ErrNotRecorded = errors.New("not recorded in time")
+
 // Options tune the desk.
 type Options struct {
 	// WakeTimeout bounds one wake signal.
@@ -131,7 +137,11 @@ func (d *Desk) send(ctx context.Context, w wake) {
 // order.ErrNotFound when the buyer has no such order row (yet);
 // order.ErrNotPayable (with the order as it is) when it is not
 // PENDING_PAYMENT or its deadline had passed.
+// ErrNotRecorded when it could not be recorded within order.DoorLimit of
+// receivedAt.
 func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	ctx, cancel := bounded(ctx, receivedAt)
+	defer cancel()
 	row, changed, err := d.orders.RecordPayment(ctx, orderID, userID, receivedAt)
 	return d.after(ctx, row, changed, err, workflows.SignalPay)
 }
@@ -140,12 +150,26 @@ func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt
 // time and answers with the CANCELLED order; the saga gives the units back.
 // Errors as for Pay; cancelling twice is order.ErrNotPayable.
 func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	ctx, cancel := bounded(ctx, receivedAt)
+	defer cancel()
 	row, changed, err := d.orders.RecordCancel(ctx, orderID, userID, receivedAt)
 	return d.after(ctx, row, changed, err, workflows.SignalCancel)
 }
 
+// bounded is ctx ending order.DoorLimit after receivedAt. The decision is
+// the row's: a pay received before pay_by whose UPDATE is still waiting when
+// the saga's close is due (pay_by + order.PayGrace) would find the order
+// closed and be refused, so the desk gives up well before that.
+func bounded(ctx context.Context, receivedAt time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
+}
+
 func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string) (order.View, error) {
 	switch {
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// Whether the UPDATE landed is not known (the driver dropped its
+		// connection; the statement may still commit): GET answers.
+		return order.View{}, fmt.Errorf("%s: %w: %w", signal, ErrNotRecorded, err)
 	case errors.Is(err, store.ErrNotFound):
 		return order.View{}, fmt.Errorf("%s: %w", err.Error(), order.ErrNotFound)
 	case err != nil:
