@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,50 @@ func TestUnitPayNotRecordedInTime(t *testing.T) {
 		if strings.Contains(string(r.body), "reserved") || !strings.Contains(string(r.body), "not known") {
 			t.Fatalf("%s: body %s", action, r.body)
 		}
+	}
+}
+
+// /metrics on the public listener is rate limited like any public route: a
+// flood of scrapes gets 429 with Retry-After, not a fresh rendering each.
+func TestUnitMetricsLimitedOnThePublicListener(t *testing.T) {
+	h := newUnitHarness(t) // the per-IP limit is out of the way: the metrics limit is what answers
+	var limited response
+	for i := 0; i < 100 && limited.status == 0; i++ {
+		if r := h.do("GET", "/metrics", "", nil); r.status == http.StatusTooManyRequests {
+			limited = r
+		} else if r.status != http.StatusOK {
+			t.Fatalf("scrape %d: %d", i, r.status)
+		}
+	}
+	expectErr(t, limited, http.StatusTooManyRequests, "RATE_LIMITED")
+	if limited.header.Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+}
+
+// With SECKILL_API_METRICS_ADDR, /metrics is served by its own server (for
+// that listener only) and the public listener does not know the route.
+func TestUnitMetricsOnTheirOwnListener(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.MetricsAddr = "127.0.0.1:0" })
+	expectErr(t, h.do("GET", "/metrics", "", nil), http.StatusNotFound, "NOT_FOUND")
+	ms := h.srv.MetricsServer()
+	if ms == nil || ms.Addr != "127.0.0.1:0" {
+		t.Fatalf("metrics server %+v", ms)
+	}
+	ts := httptest.NewServer(ms.Handler)
+	defer ts.Close()
+	for range 50 { // Prometheus' own scrapes are not limited
+		res, err := ts.Client().Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "seckill_http_requests_total") {
+			t.Fatalf("metrics listener: %d %.200s", res.StatusCode, body)
+		}
+	}
+	if newUnitHarness(t).srv.MetricsServer() != nil {
+		t.Fatal("a metrics server without SECKILL_API_METRICS_ADDR")
 	}
 }

@@ -202,7 +202,9 @@ func (s *Server) routes() *gin.Engine {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", gin.WrapH(s.metrics.Handler()))
+	if s.cfg.MetricsAddr == "" {
+		e.GET("/metrics", s.publicMetrics())
+	}
 	v1 := e.Group("/api/v1")
 	v1.POST("/items", s.createItem)
 	v1.GET("/items/:id", s.getItem)
@@ -213,6 +215,45 @@ func (s *Server) routes() *gin.Engine {
 	v1.POST("/orders/:orderId/pay", s.pay)
 	v1.POST("/orders/:orderId/cancel", s.cancel)
 	return e
+}
+
+// publicMetrics serves /metrics on the public listener, limited: rendering
+// the registry costs far more than any other answer, and the route needs no
+// token. SECKILL_API_METRICS_ADDR takes it off the public listener instead.
+func (s *Server) publicMetrics() gin.HandlerFunc {
+	lim := rate.NewLimiter(1, 10)
+	h := s.metrics.Handler()
+	return func(c *gin.Context) {
+		if !s.allowIP(c) {
+			return
+		}
+		now := s.now()
+		if !lim.AllowN(now, 1) {
+			s.fail(c, rateLimited(retryAfter(lim, now)))
+			return
+		}
+		h.ServeHTTP(c.Writer, c.Request)
+	}
+}
+
+// MetricsServer is the http.Server of /metrics on its own listener
+// (config.API.MetricsAddr), unlimited; nil when /metrics is on the public
+// listener.
+func (s *Server) MetricsServer() *http.Server {
+	if s.cfg.MetricsAddr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	return &http.Server{
+		Addr:              s.cfg.MetricsAddr,
+		Handler:           mux,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // bodyLimit refuses bodies above the configured size with 413.

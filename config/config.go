@@ -273,6 +273,11 @@ type API struct {
 	// token per buyer); raise it for many more active buyers, or the
 	// collector runs all the time.
 	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"112"`
+	// MetricsAddr, when set, serves /metrics on its own listener (for
+	// Prometheus, off the public one) and the public listener no longer
+	// answers it. Empty: /metrics on the public listener, rate limited (a
+	// scrape a second per instance, bursts of 10, and the per-IP limit).
+	MetricsAddr string `env:"METRICS_ADDR"`
 	// PprofAddr, when set, serves net/http/pprof on its own listener (for
 	// profiling under load; keep it on loopback). Empty: off.
 	PprofAddr string `env:"PPROF_ADDR"`
@@ -444,6 +449,9 @@ func (c Config) Validate() error {
 		bad("TEMPORAL_COMPRESSION", "%q: want none or gzip", c.Temporal.Compression)
 	}
 	hostPort("API_ADDR", c.API.Addr)
+	if c.API.MetricsAddr != "" {
+		hostPort("API_METRICS_ADDR", c.API.MetricsAddr)
+	}
 	positive("API_GLOBAL_RPS", c.API.GlobalRPS)
 	positive("API_BUYER_RPS", c.API.BuyerRPS)
 	positive("API_IP_RPS", c.API.IPRPS)

@@ -148,6 +148,20 @@ func runAPI(ctx context.Context, a *app) error {
 		defer stopPprof()
 	}
 
+	if ms := srv.MetricsServer(); ms != nil {
+		mln, err := net.Listen("tcp", ms.Addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s (SECKILL_API_METRICS_ADDR): %w", ms.Addr, err)
+		}
+		go func() {
+			if err := ms.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn("metrics server", "err", err)
+			}
+		}()
+		log.Info("api metrics listening", "addr", "http://"+mln.Addr().String()+"/metrics")
+		defer func() { _ = ms.Close() }() // after the drain: the last scrapes see it
+	}
+
 	httpSrv := srv.HTTPServer()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
