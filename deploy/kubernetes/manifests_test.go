@@ -335,29 +335,52 @@ func (o objects) role(t *testing.T, component string) role {
 	return role{dep: d, c: c, cfg: cfg}
 }
 
-// apiRoutes are the API's routes as "METHOD path", from the real handlers.
+type (
+	stubItems  struct{ api.ItemStore }
+	stubOrders struct{ api.OrderReader }
+	stubUnits  struct{ api.Units }
+	stubViews  struct{ api.Views }
+	stubTokens struct{ api.Tokens }
+)
+
+// newAPI builds the real API server on stubs that are never called (routes
+// and listeners are all the tests here look at).
+func newAPI(cfg config.Config) *api.Server {
+	return api.New(cfg.API, api.Deps{
+		Items: stubItems{}, Orders: stubOrders{}, Units: stubUnits{}, Views: stubViews{}, Tokens: stubTokens{},
+		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler),
+	}, api.Options{})
+}
+
+// apiRoutes are the API's routes as "METHOD path", from the real handlers
+// (at the default settings: /metrics on the public listener too).
 func apiRoutes(t *testing.T) map[string]bool {
 	t.Helper()
-	type (
-		items  struct{ api.ItemStore }
-		orders struct{ api.OrderReader }
-		units  struct{ api.Units }
-		views  struct{ api.Views }
-		tokens struct{ api.Tokens }
-	)
 	cfg, err := config.LoadFrom(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := api.New(cfg.API, api.Deps{
-		Items: items{}, Orders: orders{}, Units: units{}, Views: views{}, Tokens: tokens{},
-		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler),
-	}, api.Options{})
+	s := newAPI(cfg)
 	routes := map[string]bool{}
 	for _, r := range s.Engine().Routes() {
 		routes[r.Method+" "+r.Path] = true
 	}
 	return routes
+}
+
+// apiMetricsServes reports whether the API's own metrics listener
+// (SECKILL_API_METRICS_ADDR) answers a path.
+func apiMetricsServes(cfg config.Config) func(string) bool {
+	return func(path string) bool {
+		s := newAPI(cfg)
+		ms := s.MetricsServer()
+		if ms == nil {
+			return false
+		}
+		rec := httptest.NewRecorder()
+		ms.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code == http.StatusOK
+	}
 }
 
 // workerServes reports whether the worker's metrics listener answers path.
@@ -666,9 +689,19 @@ func TestServiceMonitorScrapesBothRoles(t *testing.T) {
 						continue
 					}
 					component := svc.Spec.Selector["app.kubernetes.io/component"]
-					ok := routes["GET "+ep.Path] && component == "api" || workerServes(ep.Path) && component == "worker"
-					if !ok {
+					r := o.role(t, component)
+					addr, serves := r.cfg.Worker.MetricsAddr, workerServes
+					if component == "api" {
+						addr, serves = r.cfg.API.Addr, func(path string) bool { return routes["GET "+path] }
+						if r.cfg.API.MetricsAddr != "" {
+							addr, serves = r.cfg.API.MetricsAddr, apiMetricsServes(r.cfg)
+						}
+					}
+					if !serves(ep.Path) {
 						t.Errorf("%s: endpoint %s%s of service %s is not served", dir, p.Name, ep.Path, svc.Name)
+					}
+					if port, ok := containerPort(r.c, p.TargetPort.StrVal, p.TargetPort.IntVal); !ok || port != listenPort(t, addr) {
+						t.Errorf("%s: service %s port %s reaches container port %d, /metrics is on %s", dir, svc.Name, p.Name, port, addr)
 					}
 					scraped[component] = true
 				}
