@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,9 +281,26 @@ func (s *Server) warmup(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if _, err := s.units.Load(c.Request.Context(), id, ci.it.StockTotal); err != nil {
+	if err := s.warm(c.Request.Context(), ci); err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, itemView(ci.it, s.liveLeft(c, ci), s.now()))
+}
+
+// warm loads the item's stock key if Redis lost it: the stock row minus the
+// live reservations not deducted yet, computed while the stock row is held
+// still (no deduction or restore commits meanwhile) and counted in Redis in
+// one script (no reservation or release slips in). stock_total would sell
+// again every unit reserved or sold before the loss.
+func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
+	if s.deps.Stock == nil {
+		_, err := s.units.Load(ctx, ci.it.ID, ci.it.StockTotal)
+		return err
+	}
+	_, err := s.deps.Stock.FenceStock(ctx, ci.it.ID, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
+		_, _, err := s.units.Warm(ctx, ci.it.ID, row.Stock, deducted)
+		return err
+	})
+	return err
 }

@@ -47,6 +47,9 @@ type OrderActions interface {
 // Units is the live stock in Redis (stock.Store).
 type Units interface {
 	Load(ctx context.Context, itemID, units int64) (bool, error)
+	// Warm loads a missing stock key with the stock row minus the live
+	// reservations not in deducted; a key that exists is left alone.
+	Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error)
 	Left(ctx context.Context, itemID int64) (int64, error)
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
 	// ReserveQueued takes the buyer's unit and stores the order's QUEUED
@@ -56,6 +59,13 @@ type Units interface {
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
 	// WatchUnitsBack calls fn for every unit given back, until ctx ends.
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
+}
+
+// StockFence holds an item's stock row still while fn runs, with the row and
+// the order ids whose deduction is unrestored (store.Store.FenceStock).
+type StockFence interface {
+	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
+		fn func(row store.Stock, deducted []string) error) (moved bool, err error)
 }
 
 // Views are the orders' latest views in Redis (orderstatus.Board).
@@ -88,6 +98,9 @@ type Deps struct {
 	Units   Units
 	Views   Views
 	Actions OrderActions
+	// Stock is what the warmup computes a lost stock key from; nil loads
+	// stock_total (right only before the first purchase).
+	Stock   StockFence
 	Tokens  Tokens
 	Metrics *Metrics
 	Relay   Watcher

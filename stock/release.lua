@@ -9,7 +9,10 @@
 -- per item.
 redis.call('SADD', KEYS[3], ARGV[1])
 if redis.call('HDEL', KEYS[2], ARGV[1]) == 1 then
-  if ARGV[4] == 'release' then
+  -- A lost stock key stays lost: INCR would create it with 1 and the
+  -- warmup (warm script) would take it for live stock. The warmup counts
+  -- this unit from the stock row instead.
+  if ARGV[4] == 'release' and redis.call('EXISTS', KEYS[1]) == 1 then
     redis.call('INCR', KEYS[1])
     redis.call('PUBLISH', ARGV[3], ARGV[2])
   end

@@ -144,6 +144,52 @@ func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	return ok, nil
 }
 
+// warmScript loads a lost stock key with what Redis should hold: the stock
+// row's units (ARGV[1]) minus the live reservations whose deduction MySQL
+// does not hold yet (ARGV[2..] are the order ids with an unrestored
+// deduction). Counted inside the script, so no reservation or release slips
+// in between; a key that exists is live stock and is left alone. Returns
+// {1, units} when it loaded the key, {0, units} when it was there.
+var warmScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then return {0, tonumber(cur)} end
+local deducted = {}
+for i = 2, #ARGV do deducted[ARGV[i]] = true end
+local pending = 0
+for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if not deducted[id] then pending = pending + 1 end
+end
+local want = tonumber(ARGV[1]) - pending
+if want < 0 then want = 0 end
+redis.call('SET', KEYS[1], want)
+return {1, want}
+`)
+
+// Warm loads an item's stock key, if it is missing, from the stock row
+// (stockRow units, the order ids in deducted holding a deduction): the row
+// minus the live reservations not deducted yet. The caller holds the stock
+// row still (store.FenceStock) while it runs, so the two sides are read at
+// the same moment. It reports whether it loaded the key and the units left.
+func (s *Store) Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error) {
+	k := s.ItemKeys(itemID)
+	args := make([]any, 0, 1+len(deducted))
+	args = append(args, stockRow)
+	for _, id := range deducted {
+		args = append(args, id)
+	}
+	v, err := warmScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders}, args...).Int64Slice()
+	if err != nil {
+		return false, 0, fmt.Errorf("warm stock of item %d: %w", itemID, err)
+	}
+	if len(v) != 2 {
+		return false, 0, fmt.Errorf("warm stock of item %d: unexpected reply %v", itemID, v)
+	}
+	if v[0] == 1 && v[1] > 0 {
+		_ = s.AnnounceUnitBack(ctx, itemID) // sold-out flags clear; the periodic refresh catches a lost one
+	}
+	return v[0] == 1, v[1], nil
+}
+
 // Left returns the units not reserved; ErrNotLoaded when the item has no stock key.
 func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 	n, err := s.rdb.Get(ctx, s.ItemKeys(itemID).Stock).Int64()

@@ -122,7 +122,7 @@ func runAPI(ctx context.Context, a *app) error {
 	desk := payment.New(db, views, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
 	srv := api.New(cfg.API, api.Deps{
-		Items: db, Orders: db, Units: units, Views: views, Actions: desk,
+		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
 		Relay: rel, Checks: checks, Log: log,
 	}, api.Options{})
