@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -72,6 +73,9 @@ var (
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
 	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
 	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
+	// ErrSaleAlreadyEnded answers an admin's end or add on a sale that has
+	// ended: the same code as a purchase after end_at, with 409.
+	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
 )
 
 // badRequest names what is wrong with the request.
@@ -132,6 +136,10 @@ func toError(err error) *Error {
 		return ErrOrderNotFound
 	case errors.Is(err, store.ErrItemNotFound):
 		return ErrItemNotFound
+	case errors.Is(err, store.ErrSaleEnded):
+		return ErrSaleAlreadyEnded
+	case errors.Is(err, store.ErrStockTooLarge):
+		return badRequest(fmt.Sprintf("add: stock_total would exceed %d", store.MaxStockTotal))
 	case errors.Is(err, order.ErrNotPayable):
 		return ErrOrderNotPayable
 	case errors.Is(err, payment.ErrNotRecorded):

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -89,6 +91,51 @@ func (f *fakeItems) ListItems(context.Context) ([]store.Item, error) {
 	return out, nil
 }
 
+// EndSale ends the sale now unless it has ended (store.ErrSaleEnded).
+func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return store.Item{}, f.err
+	}
+	it, ok := f.byID[id]
+	if !ok {
+		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrItemNotFound)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if !now.Before(it.EndAt) {
+		return it, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
+	}
+	it.EndAt = now
+	if !it.StartAt.Before(now) {
+		it.StartAt = now.Add(-time.Millisecond)
+	}
+	f.byID[id] = it
+	return it, nil
+}
+
+// AddStock raises stock_total; inRedis runs before the change is kept.
+func (f *fakeItems) AddStock(ctx context.Context, id, n int64, inRedis func(context.Context, store.Item) error) (store.Item, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return store.Item{}, f.err
+	}
+	it, ok := f.byID[id]
+	if !ok {
+		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrItemNotFound)
+	}
+	if !time.Now().Before(it.EndAt) {
+		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
+	}
+	it.StockTotal += n
+	if err := inRedis(ctx, it); err != nil {
+		return store.Item{}, err
+	}
+	f.byID[id] = it
+	return it, nil
+}
+
 // fakeOrders is the MySQL order table.
 type fakeOrders struct {
 	mu   sync.Mutex
@@ -109,6 +156,40 @@ func (f *fakeOrders) FindOrder(_ context.Context, id string) (store.Order, error
 		return store.Order{}, fmt.Errorf("order %s: %w", id, store.ErrOrderNotFound)
 	}
 	return o, nil
+}
+
+func (f *fakeOrders) ListUserOrders(_ context.Context, user int64, before string, limit int) ([]store.Order, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []store.Order
+	for _, o := range f.rows {
+		if o.UserID == user && (before == "" || o.OrderID < before) {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Order) int { return strings.Compare(b.OrderID, a.OrderID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (f *fakeOrders) FindOrders(_ context.Context, ids []string) (map[string]store.Order, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string]store.Order{}
+	for _, id := range ids {
+		if o, ok := f.rows[id]; ok {
+			out[id] = o
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeOrders) put(o store.Order) {
@@ -181,6 +262,12 @@ type fakeUnits struct {
 	left   map[int64]int64     // loaded items
 	buyers map[[2]int64]string // (item, buyer) -> order id
 	back   []func(int64)
+	// Sale controls.
+	adds         map[string]int64 // add id -> units
+	revs         map[int64]int64
+	endKeys      map[int64]string
+	itemWatchers []func(int64)
+	addErr       error // AddUnits only
 
 	// Injected failures.
 	err        error // every call
@@ -198,7 +285,8 @@ type fakeUnits struct {
 }
 
 func newFakeUnits(v *fakeViews) *fakeUnits {
-	return &fakeUnits{views: v, left: map[int64]int64{}, buyers: map[[2]int64]string{}}
+	return &fakeUnits{views: v, left: map[int64]int64{}, buyers: map[[2]int64]string{},
+		adds: map[string]int64{}, revs: map[int64]int64{}, endKeys: map[int64]string{}}
 }
 
 func (f *fakeUnits) Load(_ context.Context, itemID, units int64) (bool, error) {
@@ -305,6 +393,134 @@ func (f *fakeUnits) BuyerOrder(_ context.Context, itemID, userID int64) (string,
 	return id, ok, nil
 }
 
+func (f *fakeUnits) BuyerOrders(_ context.Context, items []int64, user int64) (map[int64]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[int64]string{}
+	for _, it := range items {
+		if id, ok := f.buyers[[2]int64{it, user}]; ok {
+			out[it] = id
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeUnits) MarkedBuyers(_ context.Context, item, max int64) (map[int64]struct{}, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, false, f.err
+	}
+	out := map[int64]struct{}{}
+	for k := range f.buyers {
+		if k[0] == item {
+			out[k[1]] = struct{}{}
+		}
+	}
+	if int64(len(out)) > max {
+		return nil, false, nil
+	}
+	return out, true, nil
+}
+
+func (f *fakeUnits) States(_ context.Context, ids []int64) (map[int64]stock.ItemState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[int64]stock.ItemState{}
+	for _, id := range ids {
+		n, ok := f.left[id]
+		st := stock.ItemState{Left: n, Loaded: ok, Rev: f.revs[id]}
+		for k := range f.buyers {
+			if k[0] == id {
+				st.Marks++
+			}
+		}
+		out[id] = st
+	}
+	return out, nil
+}
+
+func (f *fakeUnits) AddUnits(_ context.Context, item int64, addID string, n int64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	if f.addErr != nil {
+		return false, f.addErr
+	}
+	if _, ok := f.left[item]; !ok {
+		return false, nil
+	}
+	if _, ok := f.adds[addID]; ok {
+		return true, nil
+	}
+	f.adds[addID] = n
+	f.left[item] += n
+	return true, nil
+}
+
+func (f *fakeUnits) UndoAdd(_ context.Context, item int64, addID string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	n, ok := f.adds[addID]
+	if !ok {
+		return false, nil
+	}
+	delete(f.adds, addID)
+	f.left[item] -= n
+	return true, nil
+}
+
+func (f *fakeUnits) AnnounceItem(_ context.Context, item int64, unitsBack bool, endKey string) error {
+	f.mu.Lock()
+	if f.err != nil {
+		f.mu.Unlock()
+		return f.err
+	}
+	f.revs[item]++
+	if endKey != "" && f.endKeys[item] == "" {
+		f.endKeys[item] = endKey
+	}
+	watchers := append([]func(int64){}, f.itemWatchers...)
+	back := append([]func(int64){}, f.back...)
+	f.mu.Unlock()
+	for _, fn := range watchers {
+		fn(item)
+	}
+	if unitsBack {
+		for _, fn := range back {
+			fn(item)
+		}
+	}
+	return nil
+}
+
+func (f *fakeUnits) EndKey(_ context.Context, item int64) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return "", f.err
+	}
+	return f.endKeys[item], nil
+}
+
+func (f *fakeUnits) WatchItems(ctx context.Context, fn func(int64)) {
+	f.mu.Lock()
+	f.itemWatchers = append(f.itemWatchers, fn)
+	f.mu.Unlock()
+	<-ctx.Done()
+}
+
 func (f *fakeUnits) WatchUnitsBack(ctx context.Context, fn func(int64)) {
 	f.mu.Lock()
 	f.back = append(f.back, fn)
@@ -386,6 +602,7 @@ func unitConfig() config.API {
 		BodyLimitBytes: 64 << 10, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 15 * time.Second, IdleTimeout: time.Minute,
 		GlobalRPS: 1e6, GlobalBurst: 1e6, BuyerRPS: 1000, BuyerBurst: 1000, IPRPS: 1e6, IPBurst: 1e6,
+		AdminRPS: 1e6, AdminBurst: 1e6,
 		LimiterIdleTTL: 2 * time.Minute, LimiterMaxKeys: 1 << 16, IPLimiterMaxKeys: 1 << 16,
 		StreamsPerBuyer: 4, StreamsMax: 100, ItemRefresh: time.Hour,
 		ConfirmTimeout: 100 * time.Millisecond, // fuzzing with Redis down must not wait the 10 s default

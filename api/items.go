@@ -219,6 +219,7 @@ func (s *Server) createItem(c *gin.Context) {
 		return
 	}
 	ci := s.items.put(created)
+	_ = s.announce(ctx, created.ID, false, "") // the others' item sync catches up if this fails
 	if _, err := s.units.Load(ctx, created.ID, created.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", created.ID, "err", err)
 		s.fail(c, &Error{Status: http.StatusServiceUnavailable, Code: ErrUnavailable.Code,

@@ -45,8 +45,12 @@ func (s *Server) purchase(c *gin.Context) {
 	if err == nil && ci != nil {
 		err = early(ci, now)
 	}
-	if errors.Is(err, ErrSoldOut) && s.unsure.has(itemID, p.UserID, now) {
-		err = nil // Redis knows whether this buyer's earlier attempt took a unit
+	if errors.Is(err, ErrSoldOut) {
+		if s.unsure.has(itemID, p.UserID, now) {
+			err = nil // Redis knows whether this buyer's earlier attempt took a unit
+		} else {
+			err = s.soldOut(c.Request.Context(), ci, p.UserID)
+		}
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -118,6 +122,31 @@ func (s *Server) purchase(c *gin.Context) {
 		s.items.markSoldOut(ci)
 	}
 	s.accepted(c, msg)
+}
+
+// soldOut is the answer to a buyer of an item this instance holds sold out:
+// 410 SOLD_OUT, unless the buyer holds a unit of it (an earlier attempt on
+// any instance took one, maybe answered by a 503 "outcome unknown" or lost
+// with its instance): then 409 ALREADY_PURCHASED with the order. The item's
+// marks, loaded into memory once it is sold out (and again when their count
+// moves), answer almost every buyer without I/O; a buyer they name, or any
+// buyer while they are not loaded yet, costs one HGET of the buyer's mark.
+func (s *Server) soldOut(ctx context.Context, ci *cachedItem, userID int64) error {
+	if ms := ci.marks.Load(); ms != nil {
+		if _, holds := ms.users[userID]; !holds && !ms.tooMany {
+			return ErrSoldOut
+		}
+	} else {
+		s.items.loadMarks(ci, -1)
+	}
+	id, ok, err := s.units.BuyerOrder(ctx, ci.it.ID, userID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: sold out here, the buyer's mark unreadable: %w", ErrUnavailable, err)
+	case ok:
+		return alreadyPurchased(id)
+	}
+	return ErrSoldOut
 }
 
 // early is the answer the item's cached state gives without any I/O: sale

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -28,11 +29,24 @@ type ItemStore interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	ListItems(ctx context.Context) ([]store.Item, error)
+	// EndSale ends the sale now (errors: store.ErrItemNotFound,
+	// store.ErrSaleEnded with the item as it is).
+	EndSale(ctx context.Context, id int64) (store.Item, error)
+	// AddStock adds n units to stock_total and the stock row in one
+	// transaction; inRedis runs inside it, while the rows are locked, and
+	// the transaction commits only if it succeeds (errors:
+	// store.ErrItemNotFound, store.ErrSaleEnded, store.ErrStockTooLarge).
+	AddStock(ctx context.Context, id, n int64, inRedis func(ctx context.Context, it store.Item) error) (store.Item, error)
 }
 
 // OrderReader reads persisted orders (store.Store).
 type OrderReader interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
+	// ListUserOrders returns a buyer's orders with an id below before
+	// (all when empty), newest first, at most limit.
+	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
+	// FindOrders returns the rows of those of ids that have one.
+	FindOrders(ctx context.Context, ids []string) (map[string]store.Order, error)
 }
 
 // OrderActions are the buyer's actions on a pending order, judged at the door
@@ -57,8 +71,31 @@ type Units interface {
 	// *stock.AlreadyReservedError).
 	ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
+	// BuyerOrders returns the order id the buyer holds for each of the
+	// items that has one (one pipeline).
+	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
+	// MarkedBuyers returns every buyer holding a mark for the item, or
+	// false when there are more than max.
+	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
+	// States reads stock_left, the sale-data revision and the mark count
+	// of several items (one pipeline).
+	States(ctx context.Context, itemIDs []int64) (map[int64]stock.ItemState, error)
+	// AddUnits puts n more units on sale, at most once per addID; loaded
+	// is false when the stock is not in Redis (nothing written).
+	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
+	// UndoAdd takes back an add's units if it was applied and not undone.
+	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
+	// AnnounceItem moves the item's sale-data revision and tells every
+	// instance (unitsBack: clear the sold-out flags too); endKey is the
+	// Idempotency-Key of the request that ended the sale, if any.
+	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error
+	// EndKey returns the Idempotency-Key the sale was ended with.
+	EndKey(ctx context.Context, itemID int64) (string, error)
 	// WatchUnitsBack calls fn for every unit given back, until ctx ends.
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
+	// WatchItems calls fn for every item whose sale data changed, until
+	// ctx ends.
+	WatchItems(ctx context.Context, fn func(itemID int64))
 }
 
 // StockFence holds an item's stock row still while fn runs, with the row and
@@ -145,6 +182,7 @@ type Server struct {
 	hub     *hub
 	global  *rate.Limiter
 	buyers  *keyedLimiters[int64]
+	admins  *keyedLimiters[int64]
 	ips     *keyedLimiters[string]
 	engine  *gin.Engine
 	now     func() time.Time
@@ -175,6 +213,7 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 		hub:    newHub(),
 		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
 		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		admins: newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
 		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, max(cfg.IPLimiterMaxKeys, 1)),
 		now:    time.Now,
 		unsure: newUnsureBuyers(10*time.Minute, 100_000),
@@ -220,9 +259,13 @@ func (s *Server) routes() *gin.Engine {
 	}
 	v1 := e.Group("/api/v1")
 	v1.POST("/items", s.createItem)
+	v1.GET("/items", s.listItems)
 	v1.GET("/items/:id", s.getItem)
 	v1.POST("/items/:id/warmup", s.warmup)
+	v1.POST("/items/:id/end", s.endSale)
+	v1.POST("/items/:id/stock", s.addStock)
 	v1.POST("/seckill/:itemId", s.purchase)
+	v1.GET("/orders", s.listOrders)
 	v1.GET("/orders/:orderId", s.getOrder)
 	v1.GET("/orders/:orderId/events", s.events)
 	v1.POST("/orders/:orderId/pay", s.pay)
@@ -295,7 +338,13 @@ func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 		if err == nil {
 			// Every authenticated route is charged to the principal's own
 			// limiter: one valid token cannot hammer MySQL or Temporal.
-			if ok, retry := s.buyers.allow(limiterKey(p), s.now()); !ok {
+			// Admins have limiters of their own: setting up sales is not
+			// shopping.
+			lim := s.buyers
+			if p.Role != auth.RoleBuyer {
+				lim = s.admins
+			}
+			if ok, retry := lim.allow(limiterKey(p), s.now()); !ok {
 				s.fail(c, rateLimited(retry))
 				return p, false
 			}
@@ -369,12 +418,27 @@ func (s *Server) Run(ctx context.Context) {
 	// reach the event streams. What is lost during a reconnect the periodic
 	// refreshes and the streams' polls catch up.
 	wg.Go(func() { s.units.WatchUnitsBack(ctx, s.items.unitBack) })
+	// Sale data changed elsewhere (an end, an add, a new item): reload it.
+	wg.Go(func() {
+		s.units.WatchItems(ctx, func(id int64) {
+			go func() {
+				if _, err := s.items.reload(ctx, id, -1); err != nil && ctx.Err() == nil {
+					s.log.Warn("reload item", "item_id", id, "err", err)
+				}
+			}()
+		})
+	})
 	wg.Go(func() { s.views.Watch(ctx, s.hub.publish) })
 	wg.Go(func() {
 		t := time.NewTicker(s.cfg.ItemRefresh)
 		defer t.Stop()
 		sweepEvery := max(s.cfg.LimiterIdleTTL/2, time.Second)
 		lastSweep := time.Now()
+		// The whole item list is re-read now and then: a new item or a
+		// change whose announcement and revision this instance both missed
+		// (Redis lost them) still arrives.
+		syncEvery := max(itemSyncPeriods*s.cfg.ItemRefresh, time.Second)
+		lastSync := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
@@ -385,8 +449,17 @@ func (s *Server) Run(ctx context.Context) {
 					s.log.Debug("refresh stock", "err", err)
 				}
 				cancel()
+				if now.Sub(lastSync) >= syncEvery {
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					if err := s.items.loadAll(sctx); err != nil && ctx.Err() == nil {
+						s.log.Debug("sync items", "err", err)
+					}
+					cancel()
+					lastSync = now
+				}
 				if now.Sub(lastSweep) >= sweepEvery {
 					s.buyers.sweep(now)
+					s.admins.sweep(now)
 					s.ips.sweep(now)
 					lastSweep = now
 				}
@@ -395,6 +468,10 @@ func (s *Server) Run(ctx context.Context) {
 	})
 	wg.Wait()
 }
+
+// itemSyncPeriods is how many ItemRefresh periods pass between two reads of
+// the whole item list from MySQL.
+const itemSyncPeriods = 15
 
 // parseID parses a positive decimal int64 id.
 func parseID(s string) (int64, bool) {

@@ -387,9 +387,15 @@ func TestUnitPurchaseOutcomeUnknownRetryLearnsTheOrder(t *testing.T) {
 	if !strings.Contains(string(r.body), mark) {
 		t.Fatalf("409 does not name order %s: %s", mark, r.body)
 	}
-	// Answered once: its next attempt meets the sold-out flag like anyone's.
+	// Answered once: its next attempt meets the sold-out flag like anyone's,
+	// and the flag's answer checks the buyer's mark: 409 again, never 410,
+	// and no reservation is tried.
 	reserves = h.units.reserves
-	expectErr(t, h.do("POST", path, h.buyer(1), nil), http.StatusGone, "SOLD_OUT")
+	r = h.do("POST", path, h.buyer(1), nil)
+	expectErr(t, r, http.StatusConflict, "ALREADY_PURCHASED")
+	if !strings.Contains(string(r.body), mark) {
+		t.Fatalf("409 does not name order %s: %s", mark, r.body)
+	}
 	if h.units.reserves != reserves {
 		t.Fatal("the buyer was still treated as unsure after Redis answered")
 	}
@@ -717,7 +723,7 @@ func TestUnitRouterErrors(t *testing.T) {
 	h := newUnitHarness(t)
 	h.srv.Engine().GET("/test/panic", func(*gin.Context) { panic("boom: secret detail") })
 	expectErr(t, h.do("GET", "/no/such/route", "", nil), http.StatusNotFound, "NOT_FOUND")
-	expectErr(t, h.do("GET", "/api/v1/orders", "", nil), http.StatusNotFound, "NOT_FOUND")
+	expectErr(t, h.do("GET", "/api/v1/nothing", "", nil), http.StatusNotFound, "NOT_FOUND")
 	expectErr(t, h.do("DELETE", "/api/v1/items/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 	expectErr(t, h.do("GET", "/api/v1/seckill/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 	expectErr(t, h.do("PUT", "/api/v1/orders/x/cancel", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")

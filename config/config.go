@@ -212,8 +212,13 @@ type API struct {
 	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s"`
 	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
-	IPRPS          float64       `env:"IP_RPS" envDefault:"50"`
-	IPBurst        int           `env:"IP_BURST" envDefault:"100"`
+	// AdminRPS and AdminBurst are each admin token's own limiter (item
+	// creation, warm-up, end, stock): a script that sets up a hundred sales
+	// back to back fits in the burst.
+	AdminRPS   float64 `env:"ADMIN_RPS" envDefault:"50"`
+	AdminBurst int     `env:"ADMIN_BURST" envDefault:"300"`
+	IPRPS      float64 `env:"IP_RPS" envDefault:"50"`
+	IPBurst    int     `env:"IP_BURST" envDefault:"100"`
 	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
 	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
 	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
@@ -455,6 +460,8 @@ func (c Config) Validate() error {
 	positive("API_GLOBAL_RPS", c.API.GlobalRPS)
 	positive("API_BUYER_RPS", c.API.BuyerRPS)
 	positive("API_IP_RPS", c.API.IPRPS)
+	positive("API_ADMIN_RPS", c.API.AdminRPS)
+	positive("API_ADMIN_BURST", float64(c.API.AdminBurst))
 	positive("API_WAKE_RATE", c.API.WakeRate)
 	positive("API_CONFIRM_TIMEOUT", c.API.ConfirmTimeout.Seconds())
 	positive("API_WRITE_TIMEOUT", c.API.WriteTimeout.Seconds())

@@ -1,0 +1,12 @@
+-- Take back the units of an add whose MySQL transaction did not commit, at
+-- most once: only if the add id is still recorded.
+-- KEYS[1] stock   KEYS[2] adds
+-- ARGV[1] add id
+-- Returns 1 when this call took the units back, 0 when there was nothing to undo.
+local n = redis.call('HGET', KEYS[2], ARGV[1])
+if not n then
+  return 0
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('DECRBY', KEYS[1], n)
+return 1
