@@ -331,7 +331,8 @@ func FuzzUnitRouter(f *testing.F) {
 		d.Log = slog.New(slog.DiscardHandler)
 	})
 	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/", "/api/v1/items/", "//api/v1/items/1", "/api/v1/items/1/",
-		"/api/v1/../healthz", "/API/V1/ITEMS/1", "/api/v1/orders/x/events/", "/\\evil.example/"} {
+		"/api/v1/../healthz", "/API/V1/ITEMS/1", "/api/v1/orders/x/events/", "/\\evil.example/", "/api/v1/items",
+		"/api/v1/orders", "/api/v1/orders/", "/api/v1/items/1/end/", "/api/v1/items/1/stock"} {
 		f.Add("GET", p, "")
 	}
 	f.Add("POST", "/healthz", "")
@@ -360,4 +361,83 @@ func isToken(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// sale controls (end, add units) and the lists (items, a buyer's orders).
+func FuzzUnitSaleControls(f *testing.F) {
+	h := newFuzzServer(f)
+	item := h.onSale(1_000_000)
+	ended := h.item(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute))
+	const owner = 7
+	h.pendingOrder(item, owner, time.Hour)
+	f.Add(uint8(0), uint8(0), "", "", "", uint16(0), uint8(3), []byte(nil), uint8(0))
+	f.Add(uint8(0), uint8(1), "", "", "", uint16(0), uint8(3), []byte(nil), uint8(0))
+	f.Add(uint8(0), uint8(2), "abc", "", "", uint16(0), uint8(3), []byte(nil), failSel(failItems, 0))
+	f.Add(uint8(0), uint8(0), "", "", "", uint16(0), uint8(3), []byte(nil), failSel(failUnits, 0))
+	f.Add(uint8(1), uint8(0), "", "", "", uint16(0), uint8(3), []byte(`{"add":5}`), uint8(0))
+	f.Add(uint8(1), uint8(1), "", "", "", uint16(0), uint8(3), []byte(`{"add":5}`), uint8(0))
+	f.Add(uint8(1), uint8(0), "", "", "", uint16(0), uint8(3), []byte(`{"add":1000001}`), uint8(0))
+	f.Add(uint8(1), uint8(0), "", "", "", uint16(0), uint8(3), []byte(`{"add":1e3}`), uint8(0))
+	f.Add(uint8(1), uint8(0), "", "", "", uint16(0), uint8(2), []byte(`{"add":5}`), uint8(0))
+	f.Add(uint8(1), uint8(0), "", "", "", uint16(0), uint8(3), []byte(`{"add":5}`), failSel(failUnits, 1))
+	f.Add(uint8(2), uint8(0), "", "status=ACTIVE", "", uint16(0), uint8(0), []byte(nil), uint8(0))
+	f.Add(uint8(2), uint8(0), "", "status=nope", "", uint16(0), uint8(0), []byte(nil), uint8(0))
+	f.Add(uint8(2), uint8(0), "", "status=ended,upcoming&status=x", "", uint16(0), uint8(0), []byte(nil), failSel(failUnits, 0))
+	f.Add(uint8(3), uint8(0), "", "", "", uint16(owner-1), uint8(2), []byte(nil), uint8(0))
+	f.Add(uint8(3), uint8(0), "", "limit=1&cursor=01ARZ3NDEKTSV4RRFFQ69G5FAV", "", uint16(owner-1), uint8(2), []byte(nil), uint8(0))
+	f.Add(uint8(3), uint8(0), "", "limit=0", "", uint16(owner-1), uint8(2), []byte(nil), uint8(0))
+	f.Add(uint8(3), uint8(0), "", "cursor=zzz", "", uint16(owner-1), uint8(2), []byte(nil), failSel(failOrders, 0))
+	f.Add(uint8(3), uint8(0), "", "", "", uint16(owner-1), uint8(3), []byte(nil), failSel(failUnits, 0))
+	f.Fuzz(func(t *testing.T, route, which uint8, id, query, rawAuth string, user uint16, authSel uint8, body []byte, fail uint8) {
+		failing := injected(h, fail)
+		defer h.inject(failNone, nil)
+		switch which % 3 {
+		case 0: // a fresh sale each time, so that an end or add finds one to act on
+			h.inject(failNone, nil)
+			id = strconv.FormatInt(h.onSale(10), 10)
+			injected(h, fail)
+		case 1:
+			id = strconv.FormatInt(ended, 10)
+		}
+		authz, p := authHeader(t, authSel, rawAuth, user)
+		var req *http.Request
+		switch route % 4 {
+		case 0:
+			req = request("POST", "/api/v1/items/"+id+"/end", authz, body)
+		case 1:
+			req = request("POST", "/api/v1/items/"+id+"/stock", authz, body)
+		case 2:
+			req = request("GET", "/api/v1/items", authz, body)
+		default:
+			req = request("GET", "/api/v1/orders", authz, body)
+		}
+		req.URL.RawQuery = query
+		rec := serveUnit(t, h, req, failing)
+		if rec.Code >= 300 {
+			return
+		}
+		switch route % 4 {
+		case 0, 1:
+			if p.Role != auth.RoleAdmin {
+				t.Fatalf("%s %q answered %d to %+v", req.Method, req.URL.Path, rec.Code, p)
+			}
+			var v api.ItemView
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.ID <= 0 || v.StockTotal <= 0 ||
+				route%4 == 0 && v.Status != api.ItemEnded || v.StockLeft < 0 {
+				t.Fatalf("%s %q: item %s (%v)", req.Method, req.URL.Path, rec.Body.Bytes(), err)
+			}
+		case 3:
+			var b struct {
+				Orders []order.View `json:"orders"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || p.Role != auth.RoleBuyer {
+				t.Fatalf("orders %s to %+v (%v)", rec.Body.Bytes(), p, err)
+			}
+			for _, v := range b.Orders {
+				if v.UserID != p.UserID {
+					t.Fatalf("buyer %d was shown an order of buyer %d", p.UserID, v.UserID)
+				}
+			}
+		}
+	})
 }
