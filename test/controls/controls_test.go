@@ -1,0 +1,234 @@
+// Package controls_test runs two `seckill api` processes on one MySQL
+// database and one Redis prefix and measures how fast a sale control given
+// to one reaches the other: an end (purchases answered 403 SALE_ENDED) and
+// an add of units to a sold-out sale (the sold-out flag cleared), and checks
+// that a buyer who holds a unit of a sold-out item is answered 409 with the
+// order by the instance that did not sell it.
+package controls_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+const secret = "controls-test-secret-0123456789abcdef"
+
+type instance struct {
+	url string
+}
+
+// startAPI runs `seckill api` on a free port until the test ends and waits
+// until it answers /healthz.
+func startAPI(t *testing.T, bin, logPath, name string, env []string) instance {
+	t.Helper()
+	addr := testenv.FreeAddr(t)
+	env = append(append([]string{}, env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
+	c, err := proc.Start(proc.Spec{Path: bin, Args: []string{"api"}, Env: env, Log: logPath, Append: true, Banner: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			if len(b) > 20000 {
+				b = b[len(b)-20000:]
+			}
+			t.Logf("api log (tail):\n%s", b)
+		}
+	})
+	in := instance{url: "http://" + addr}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if res, err := http.Get(in.url + "/healthz"); err == nil {
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return in
+			}
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("api %s exited at start: %v", name, c.Err())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("api %s did not answer /healthz within 60s", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type answer struct {
+	status int
+	body   []byte
+}
+
+func (a answer) code() string {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			OrderID string `json:"order_id"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(a.body, &e)
+	return e.Error.Code
+}
+
+func call(t *testing.T, method, url string, user int64, role auth.Role, body string) answer {
+	t.Helper()
+	tok, err := auth.Sign([]byte(secret), user, role, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return answer{status: res.StatusCode, body: b}
+}
+
+// until calls try until it holds and returns how long that took from since.
+func until(t *testing.T, what string, since time.Time, try func() bool) time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !try() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(since)
+}
+
+func TestControlsReachEveryInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two API processes on the real services")
+	}
+	bin := testenv.SeckillBinary(t)
+	db, mcfg := testenv.MySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	cfg := testenv.Config(t)
+	rmq := cfg.RocketMQ
+	rmq.Topic = testenv.Name(t, "orders")
+	rmq.ProducerGroup = testenv.Name(t, "pg")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+		t.Fatalf("RocketMQ: %v", err)
+	}
+	stk := stock.New(rdb, prefix)
+	newItem := func(units int64) int64 {
+		it, err := db.CreateItem(ctx, store.Item{Name: "controls", PriceCents: 100, StockTotal: units,
+			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 900})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stk.Load(ctx, it.ID, units); err != nil {
+			t.Fatal(err)
+		}
+		return it.ID
+	}
+	env := append(os.Environ(),
+		"SECKILL_REDIS_KEY_PREFIX="+prefix,
+		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
+		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
+		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+rmq.ProducerGroup,
+		"SECKILL_JWT_SECRET="+secret,
+		"SECKILL_API_BUYER_RPS=1000", "SECKILL_API_BUYER_BURST=1000",
+		"SECKILL_LOG_LEVEL=info",
+	)
+	logs := filepath.Join(t.TempDir(), "api.log")
+	ended, topped := newItem(1000), newItem(1)
+	one := startAPI(t, bin, logs, "api-1", env)
+	two := startAPI(t, bin, logs, "api-2", env)
+	buy := func(in instance, item, user int64) answer {
+		return call(t, "POST", fmt.Sprintf("%s/api/v1/seckill/%d", in.url, item), user, auth.RoleBuyer, "")
+	}
+
+	// End: given to api-1, measured on api-2 (which has the item cached and
+	// on sale) from the moment api-1 answered.
+	if a := buy(two, ended, 1); a.status != http.StatusAccepted {
+		t.Fatalf("purchase on api-2: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", fmt.Sprintf("%s/api/v1/items/%d/end", one.url, ended), 1, auth.RoleAdmin, ""); a.status != http.StatusOK {
+		t.Fatalf("end on api-1: %d %s", a.status, a.body)
+	}
+	answered := time.Now()
+	user := int64(1000)
+	took := until(t, "api-2 answers SALE_ENDED", answered, func() bool {
+		user++
+		a := buy(two, ended, user)
+		if a.status == http.StatusAccepted {
+			return false // accepted before the end reached it: an order like any other
+		}
+		return a.status == http.StatusForbidden && a.code() == "SALE_ENDED"
+	})
+	t.Logf("end given to api-1 reached api-2 in %v (%d purchases accepted meanwhile)", took.Round(time.Millisecond), user-1001)
+
+	// Add to a sold-out sale: given to api-1, api-2's sold-out flag clears.
+	a := buy(one, topped, 1)
+	if a.status != http.StatusAccepted {
+		t.Fatalf("purchase on api-1: %d %s", a.status, a.body)
+	}
+	var accepted struct {
+		OrderID string `json:"order_id"`
+	}
+	_ = json.Unmarshal(a.body, &accepted)
+	until(t, "api-2 holds the item sold out", time.Now(), func() bool {
+		user++
+		return buy(two, topped, user).status == http.StatusGone
+	})
+	// The buyer who holds the unit asks api-2, which did not sell it: 409
+	// with the order, never 410.
+	if a := buy(two, topped, 1); a.status != http.StatusConflict || a.code() != "ALREADY_PURCHASED" ||
+		!strings.Contains(string(a.body), accepted.OrderID) {
+		t.Fatalf("the holder on api-2: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", fmt.Sprintf("%s/api/v1/items/%d/stock", one.url, topped), 1, auth.RoleAdmin, `{"add":5}`); a.status != http.StatusOK {
+		t.Fatalf("add on api-1: %d %s", a.status, a.body)
+	}
+	answered = time.Now()
+	took = until(t, "api-2 sells the added units", answered, func() bool {
+		user++
+		return buy(two, topped, user).status == http.StatusAccepted
+	})
+	t.Logf("add given to api-1 cleared api-2's sold-out flag in %v", took.Round(time.Millisecond))
+
+	// Both instances list the items with the same view of the ended sale.
+	for _, in := range []instance{one, two} {
+		res, err := http.Get(in.url + "/api/v1/items?status=ENDED")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b struct {
+			Items []struct {
+				ID     int64  `json:"id"`
+				Status string `json:"status"`
+			} `json:"items"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&b)
+		_ = res.Body.Close()
+		if err != nil || len(b.Items) != 1 || b.Items[0].ID != ended {
+			t.Fatalf("%s lists ended sales %+v (%v)", in.url, b.Items, err)
+		}
+	}
+}
