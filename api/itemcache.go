@@ -283,6 +283,7 @@ func (c *itemCache) refresh(ctx context.Context) error {
 		return err
 	}
 	var stale []int64
+	now := time.Now()
 	c.mu.RLock()
 	for id, st := range states {
 		ci := c.byID[id]
@@ -297,10 +298,10 @@ func (c *itemCache) refresh(ctx context.Context) error {
 		}
 		ci.left.Store(st.Left)
 		ci.soldOut.Store(st.Left <= 0)
-		if st.Left <= 0 {
+		if st.Left <= 0 && now.Before(ci.it.EndAt) {
 			c.loadMarks(ci, st.Marks)
 		} else {
-			ci.marks.Store(nil)
+			ci.marks.Store(nil) // units again, or the sale ended: its answer comes first
 		}
 	}
 	c.mu.RUnlock()
