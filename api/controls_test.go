@@ -186,10 +186,11 @@ func TestAddStockDuringStampede(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := h.stk.Reservations(bctx, item)
+	rs, err := h.stk.ReadItemState(bctx, item)
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := rs.Reservations
 	marks, _ := h.stk.BuyerCount(bctx, item)
 	it, _ := h.db.GetItem(bctx, item)
 	st, _ := h.db.GetStock(bctx, item)

@@ -426,16 +426,16 @@ func (f *fakeUnits) MarkedBuyers(_ context.Context, item, max int64) (map[int64]
 	return out, true, nil
 }
 
-func (f *fakeUnits) States(_ context.Context, ids []int64) (map[int64]stock.ItemState, error) {
+func (f *fakeUnits) Pulses(_ context.Context, ids []int64) (map[int64]stock.Pulse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	out := map[int64]stock.ItemState{}
+	out := map[int64]stock.Pulse{}
 	for _, id := range ids {
 		n, ok := f.left[id]
-		st := stock.ItemState{Left: n, Loaded: ok, Rev: f.revs[id]}
+		st := stock.Pulse{Left: n, Loaded: ok, Rev: f.revs[id]}
 		for k := range f.buyers {
 			if k[0] == id {
 				st.Marks++

@@ -278,7 +278,7 @@ func (c *itemCache) refresh(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	c.mu.RUnlock()
-	states, err := c.st.States(ctx, ids)
+	states, err := c.st.Pulses(ctx, ids)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ type Units interface {
 	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
 	// States reads stock_left, the sale-data revision and the mark count
 	// of several items (one pipeline).
-	States(ctx context.Context, itemIDs []int64) (map[int64]stock.ItemState, error)
+	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
 	// AddUnits puts n more units on sale, at most once per addID; loaded
 	// is false when the stock is not in Redis (nothing written).
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)

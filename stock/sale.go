@@ -107,7 +107,7 @@ func (s *Store) EndKey(ctx context.Context, itemID int64) (string, error) {
 
 // WatchItems calls fn with the id of every item whose sale data changed,
 // until ctx ends. Messages lost during a reconnect are caught up by the
-// revisions read with States.
+// revisions read with Pulses.
 func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
 	redisx.Listen(ctx, s.rdb, s.ItemEventsChannel(), func(payload string) {
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
@@ -116,8 +116,8 @@ func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
 	})
 }
 
-// ItemState is what an API instance re-reads of an item every second.
-type ItemState struct {
+// Pulse is what an API instance re-reads of an item every second.
+type Pulse struct {
 	// Left is stock_left; Loaded is false when the stock key is missing.
 	Left   int64
 	Loaded bool
@@ -127,10 +127,10 @@ type ItemState struct {
 	Marks int64
 }
 
-// States reads the state of several items in one pipeline (three reads per
+// Pulses reads the state of several items in one pipeline (three reads per
 // item, each in the item's own slot).
-func (s *Store) States(ctx context.Context, itemIDs []int64) (map[int64]ItemState, error) {
-	out := make(map[int64]ItemState, len(itemIDs))
+func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, error) {
+	out := make(map[int64]Pulse, len(itemIDs))
 	if len(itemIDs) == 0 {
 		return out, nil
 	}
@@ -150,7 +150,7 @@ func (s *Store) States(ctx context.Context, itemIDs []int64) (map[int64]ItemStat
 		return nil, fmt.Errorf("read the state of %d items: %w", len(itemIDs), err)
 	}
 	for i, id := range itemIDs {
-		var st ItemState
+		var st Pulse
 		if n, err := cs[i].left.Int64(); err == nil {
 			st.Left, st.Loaded = n, true
 		}
