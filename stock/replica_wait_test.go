@@ -136,7 +136,7 @@ func TestReplicaWaitShortfallIsLostByAPromotion(t *testing.T) {
 		t.Fatalf("%d shortfalls counted, want 1", short.Load())
 	}
 	// The master dies; the replica is promoted.
-	if err := replica.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	promoted := stock.New(replica, "wait")
