@@ -312,7 +312,7 @@ type Worker struct {
 	WorkflowPollers int `env:"WORKFLOW_POLLERS" envDefault:"8"`
 	ActivityPollers int `env:"ACTIVITY_POLLERS" envDefault:"2"`
 	// DLQGroup consumes the order consumer group's dead-letter topic
-	// (%DLQ%<RocketMQ.ConsumerGroup>) and compensates each order in it.
+	// (%DLQ%<RocketMQ.ConsumerGroup>) and starts the saga of each order in it.
 	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
 	// StickyCacheSize is how many workflow executions the worker keeps
 	// cached between tasks (the Temporal SDK's sticky cache, 10,000 by

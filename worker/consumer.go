@@ -25,20 +25,34 @@ type Starter interface {
 // the dead-letter topic. A body that cannot be decoded names no order to act
 // on: it is logged and acknowledged.
 func OrderHandler(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
+	return startHandler("order message", s, outcomes{started: m.SagaStarts, failed: m.StartErrors, invalid: m.Invalid}, log, timeout, nil)
+}
+
+// outcomes count what a start handler did with each message.
+type outcomes struct{ started, failed, invalid interface{ Inc() } }
+
+// startHandler starts the saga of each message's order (what) and counts
+// the outcome; the workflow ID makes a start of an existing saga a success.
+// An error asks the broker for another delivery; an undecodable body is
+// logged and acknowledged. started, when set, is called after each start.
+func startHandler(what string, s Starter, c outcomes, log *slog.Logger, timeout time.Duration, started func(order.Message)) queue.Handler {
 	return func(ctx context.Context, msg *primitive.MessageExt) error {
 		om, err := order.DecodeMessage(msg.Body)
 		if err != nil {
-			m.Invalid.Inc()
-			log.Error("dropping undecodable order message", "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
+			c.invalid.Inc()
+			log.Error("dropping undecodable "+what, "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		if err := s.Start(sctx, om); err != nil {
-			m.StartErrors.Inc()
-			return err
+			c.failed.Inc()
+			return fmt.Errorf("%s of order %s: %w", what, om.OrderID, err)
 		}
-		m.SagaStarts.Inc()
+		c.started.Inc()
+		if started != nil {
+			started(om)
+		}
 		return nil
 	}
 }
@@ -60,27 +74,13 @@ const (
 // DeadLetterHandlerFunc re-drives an order whose message ran out of
 // deliveries (Temporal unreachable for longer than the order consumer's
 // redelivery budget): it starts the order's saga, exactly as the order
-// consumer would. The workflow ID makes that safe if a saga exists already.
-// An order is never failed because a dependency was down; an error asks the
-// broker for another delivery.
+// consumer would, and logs it. An order is never failed because a dependency
+// was down.
 func DeadLetterHandlerFunc(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
-	return func(ctx context.Context, msg *primitive.MessageExt) error {
-		om, err := order.DecodeMessage(msg.Body)
-		if err != nil {
-			m.DeadLetters.WithLabelValues(DeadLetterInvalid).Inc()
-			log.Error("dropping undecodable dead letter", "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
-			return nil
-		}
-		sctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		if err := s.Start(sctx, om); err != nil {
-			m.DeadLetterEr.Inc()
-			return fmt.Errorf("dead letter of order %s: %w", om.OrderID, err)
-		}
-		m.DeadLetters.WithLabelValues(DeadLetterStarted).Inc()
+	return startHandler("dead letter", s, outcomes{started: m.DeadLetters.WithLabelValues(DeadLetterStarted), failed: m.DeadLetterEr,
+		invalid: m.DeadLetters.WithLabelValues(DeadLetterInvalid)}, log, timeout, func(om order.Message) {
 		log.Warn("dead-lettered order re-driven: saga started", "order_id", om.OrderID, "item_id", om.ItemID, "user_id", om.UserID)
-		return nil
-	}
+	})
 }
 
 // StartOrderConsumer subscribes the saga starter to the orders topic.

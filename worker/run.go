@@ -95,7 +95,7 @@ func SwitchConsumer(ctx context.Context, baseURL, adminToken, path string) (held
 	if err != nil {
 		return false, fmt.Errorf("%s %s: %w", method, req.URL, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Held  bool `json:"held"`
 		Error struct{ Code, Message string }

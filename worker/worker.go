@@ -1,8 +1,10 @@
-// Package worker assembles the saga's worker process: the RocketMQ consumer
-// that turns each order message into an OrderSaga, the dead-letter consumer
-// that compensates orders whose saga never started, the Temporal worker that
-// runs the saga, and the /metrics endpoint. It only wires and registers; the
-// logic lives in workflows, activities and compensation.
+// Package worker holds the parts of the saga's worker process: the RocketMQ
+// consumer that turns each order message into an OrderSaga, the dead-letter
+// consumer that starts the sagas of orders whose messages ran out of
+// deliveries, the gate that holds the order consumer, the Temporal worker's
+// registration, the periodic reconcile, and the ops listener (/metrics,
+// /healthz, the consumer's admin switch). The saga's logic lives in
+// workflows, activities and compensation; cmd/seckill assembles the process.
 package worker
 
 import (
