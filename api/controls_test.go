@@ -222,7 +222,11 @@ func TestListOrders(t *testing.T) {
 			if _, err := h.db.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: buyer, ItemID: item}); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := h.db.DeductStock(ctx, id, item, time.Hour, 0); err != nil {
+			row, _, err := h.db.DeductStock(ctx, id, item, time.Hour, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.views.PublishStatus(ctx, row.View()); err != nil { // the saga's Notify
 				t.Fatal(err)
 			}
 		}
