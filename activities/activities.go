@@ -58,6 +58,9 @@ type OrderRef struct {
 	OrderID string `json:"order_id"`
 	ItemID  int64  `json:"item_id"`
 	UserID  int64  `json:"user_id"`
+	// PayBy is the deadline the order message carries (nil for messages
+	// of APIs from before early payment).
+	PayBy *time.Time `json:"pay_by,omitempty"`
 }
 
 // PersistResult is the persisted order and the item's payment window.
@@ -74,7 +77,9 @@ func closed(row store.Order) error {
 }
 
 // PersistOrder records the order (QUEUED: the saga has it, no unit taken from
-// the stock row yet) and returns the item's payment window. Idempotent on
+// the stock row yet, with the message's deadline) and returns it (PAID and
+// settling when the buyer paid it at the door while it was QUEUED) and the
+// item's payment window. Idempotent on
 // order_id: a row already there and open (a retry after a lost reply) is
 // success. A row already final is ORDER_CLOSED; the buyer holding another
 // order for the item is DUPLICATE_ORDER; an unknown item ITEM_NOT_FOUND; all
@@ -87,7 +92,7 @@ func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistRes
 	if err != nil {
 		return PersistResult{}, err
 	}
-	row, err := a.orders.CreateQueuedOrder(ctx, store.Order{OrderID: ref.OrderID, UserID: ref.UserID, ItemID: ref.ItemID})
+	row, err := a.orders.CreateQueuedOrder(ctx, store.Order{OrderID: ref.OrderID, UserID: ref.UserID, ItemID: ref.ItemID, PayBy: ref.PayBy})
 	if errors.Is(err, store.ErrDuplicate) {
 		return PersistResult{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonDuplicateOrder, err)
 	}
@@ -109,7 +114,7 @@ type DeductInput struct {
 
 // DecrementStock takes the order's unit from the stock row with the
 // optimistic lock and makes the order PENDING_PAYMENT with its deadline
-// (pay_by); decrement, stock_deduction marker and status are one transaction,
+// (pay_by), or PAID when the buyer paid it while it was QUEUED; decrement, stock_deduction marker and status are one transaction,
 // so a retry never decrements twice. It returns the order as it now is. A row
 // at zero is STOCK_EXHAUSTED and an order closed meanwhile ORDER_CLOSED, both
 // permanent; version conflicts and outages are retried.

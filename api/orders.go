@@ -50,14 +50,15 @@ func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, e
 // while the row moved on.
 const staleAfter = 30 * time.Second
 
-// stale reports whether an open view may be behind the database: QUEUED for
-// longer than staleAfter, or PENDING_PAYMENT past its deadline.
+// stale reports whether an open view may be behind the database: QUEUED (or
+// PAID still settling) for longer than staleAfter, or PENDING_PAYMENT past
+// its deadline.
 func (s *Server) stale(v order.View) bool {
 	now := s.now()
-	switch v.Status {
-	case order.StatusQueued:
+	switch {
+	case v.Status == order.StatusQueued, v.Settling:
 		return now.Sub(v.UpdatedAt) > staleAfter
-	case order.StatusPendingPayment:
+	case v.Status == order.StatusPendingPayment:
 		return v.PayBy == nil || now.After(v.PayBy.Add(order.PayGrace))
 	}
 	return false
@@ -184,7 +185,7 @@ func (s *Server) events(c *gin.Context) {
 		}
 		return rc.Flush() == nil
 	}
-	if !send(v) || v.Status.Final() {
+	if !send(v) || v.Settled() {
 		return
 	}
 	tick := time.NewTicker(s.opts.EventsPoll)
@@ -209,7 +210,7 @@ func (s *Server) events(c *gin.Context) {
 			}
 			v = nv
 		}
-		if !send(v) || v.Status.Final() {
+		if !send(v) || v.Settled() {
 			return
 		}
 	}
@@ -222,15 +223,16 @@ func (s *Server) writeTimeout() time.Duration {
 	return 15 * time.Second
 }
 
-// newer reports whether nv is a later state of the order than v.
+// newer reports whether nv is a later state of the order than v: further
+// along (order.View.Rank), or as far along with a later update.
 func newer(v, nv order.View) bool {
-	if v.Status.Final() || nv.Status == v.Status && nv.Reason == v.Reason {
+	if v.Settled() || nv.Status == v.Status && nv.Reason == v.Reason && nv.Settling == v.Settling {
 		return false
 	}
-	if nv.Status == order.StatusQueued {
-		return false // the purchase's own view never follows a saga status
+	if nv.Rank() != v.Rank() {
+		return nv.Rank() > v.Rank()
 	}
-	return !nv.UpdatedAt.Before(v.UpdatedAt) || nv.Status.Final()
+	return !nv.UpdatedAt.Before(v.UpdatedAt)
 }
 
 // hub fans the one Redis subscription of this instance out to the event

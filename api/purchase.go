@@ -71,7 +71,10 @@ func (s *Server) purchase(c *gin.Context) {
 		}
 	}
 
-	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC()}
+	// The deadline is computed once, here, and travels with the order (its
+	// reservation, the message, the row): every reader sees this instant.
+	payBy := order.Deadline(now, ci.it.PaymentTimeoutSeconds)
+	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC(), PayBy: &payBy}
 	// The reservation and the order's QUEUED status in one round trip,
 	// given up (outcome unknown) when the answer would come too late.
 	rctx, cancel := context.WithDeadline(ctx, by)
@@ -165,7 +168,7 @@ func early(ci *cachedItem, now time.Time) error {
 
 func queuedView(msg order.Message) order.View {
 	return order.View{OrderID: msg.OrderID, ItemID: msg.ItemID, UserID: msg.UserID, Status: order.StatusQueued,
-		CreatedAt: msg.ReservedAt, UpdatedAt: msg.ReservedAt}
+		PayBy: msg.PayBy, CreatedAt: msg.ReservedAt, UpdatedAt: msg.ReservedAt}
 }
 
 // answerBy is when a purchase's answer must be ready: the server's write
@@ -243,13 +246,16 @@ func (s *Server) confirm(ctx context.Context, msg order.Message, by time.Time) o
 type acceptedBody struct {
 	OrderID string       `json:"order_id"`
 	Status  order.Status `json:"status"`
+	// PayBy is the order's payment deadline: with early payment on, the
+	// order can be paid or cancelled from now until then.
+	PayBy *time.Time `json:"pay_by,omitempty"`
 }
 
 // accepted answers 202 for a reserved unit (its QUEUED status is stored).
 func (s *Server) accepted(c *gin.Context, msg order.Message) {
 	s.metrics.reserved.Inc()
-	body, err := json.Marshal(acceptedBody{OrderID: msg.OrderID, Status: order.StatusQueued})
-	if err != nil { // two strings cannot fail to encode
+	body, err := json.Marshal(acceptedBody{OrderID: msg.OrderID, Status: order.StatusQueued, PayBy: msg.PayBy})
+	if err != nil { // two strings and a time cannot fail to encode
 		s.fail(c, err)
 		return
 	}

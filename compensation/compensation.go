@@ -39,15 +39,17 @@ var _ Store = (*store.Store)(nil)
 // Activities are the compensations; the workflow refers to them through a
 // typed nil pointer and the worker registers one with real dependencies.
 type Activities struct {
-	store   Store
-	units   Units
-	retired Counter
+	store    Store
+	units    Units
+	retired  Counter
+	refunded Counter
 }
 
 // New returns the compensations. retired counts the phantom units RetireUnit
-// takes out of Redis.
-func New(st Store, units Units, retired Counter) *Activities {
-	return &Activities{store: st, units: units, retired: retired}
+// takes out of Redis; refunded the orders CloseOrder refunds (paid while
+// QUEUED, then closed: a phantom unit, mostly).
+func New(st Store, units Units, retired, refunded Counter) *Activities {
+	return &Activities{store: st, units: units, retired: retired, refunded: refunded}
 }
 
 // ErrTypeNotDue is the retryable error of a timeout close that came before the
@@ -74,8 +76,8 @@ type CloseResult struct {
 
 // CloseOrder closes the order on the database in one transaction (see
 // store.CloseOrder): a PAID row wins and nothing is given back; an open row
-// is closed with the status and reason; the order's stock-row unit is
-// restored once. The saga releases the Redis unit only if the answer is not
+// is closed with the status and reason (REFUNDED when it was paid while
+// QUEUED); the order's stock-row unit is restored once. The saga releases the Redis unit only if the answer is not
 // PAID.
 func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult, error) {
 	closing := store.Closing{Status: in.Status, Reason: in.Reason}
@@ -91,6 +93,10 @@ func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult
 		return CloseResult{}, err
 	}
 	log := activity.GetLogger(ctx)
+	if res.Refunded {
+		c.refunded.Inc()
+		log.Warn("order paid while QUEUED could not be completed: payment refunded", "order_id", in.OrderID, "reason", in.Reason)
+	}
 	switch {
 	case !res.Recorded:
 		log.Warn("order not recorded: the buyer holds another order for the item", "order_id", in.OrderID)

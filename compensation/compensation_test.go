@@ -128,7 +128,7 @@ func env(st *fakeStore, u *fakeUnits, c *count) *testsuite.TestActivityEnvironme
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	e := s.NewTestActivityEnvironment()
-	e.RegisterActivity(compensation.New(st, u, c))
+	e.RegisterActivity(compensation.New(st, u, c, c))
 	return e
 }
 

@@ -256,6 +256,13 @@ type API struct {
 	// costs the Temporal server a workflow task, which during a sale belongs
 	// to new orders first. A saga not woken yet finds the row at its deadline.
 	WakeRate float64 `env:"WAKE_RATE" envDefault:"25"`
+	// EarlyPay makes an order payable (and cancellable) from its 202, while
+	// it is still QUEUED, instead of once its saga has taken its unit. The
+	// rolling-upgrade switch: turn it on only once every API instance and
+	// every worker runs a release that knows paid_at (a worker from before
+	// it would make a paid QUEUED order PENDING_PAYMENT and time it out);
+	// see docs/deploy.md.
+	EarlyPay bool `env:"EARLY_PAY" envDefault:"true"`
 	// RelayFlushTimeout bounds the outbox flush at shutdown.
 	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
 	// RelayPoolSize is the relay's own Redis pool (per node on a cluster):

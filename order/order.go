@@ -21,17 +21,23 @@ const (
 	StatusPaid           Status = "PAID"
 	StatusCancelled      Status = "CANCELLED" // buyer cancelled or payment timed out; unit released
 	StatusFailed         Status = "FAILED"    // a step failed for good; unit released
+	// StatusRefunded: the buyer paid while the order was QUEUED (at the
+	// door, before the saga took its unit from the stock row) and the order
+	// could not be completed (the stock row had no unit for it: a phantom
+	// unit after a Redis failover); the payment is given back.
+	StatusRefunded Status = "REFUNDED"
 )
 
-// Final reports whether no further change can happen.
+// Final reports whether no further change can happen to the status. A PAID
+// view that is still settling (View.Settling) can yet become REFUNDED.
 func (s Status) Final() bool {
-	return s == StatusPaid || s == StatusCancelled || s == StatusFailed
+	return s == StatusPaid || s == StatusCancelled || s == StatusFailed || s == StatusRefunded
 }
 
 // Valid reports whether s is one of the known statuses.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusQueued, StatusPendingPayment, StatusPaid, StatusCancelled, StatusFailed:
+	case StatusQueued, StatusPendingPayment, StatusPaid, StatusCancelled, StatusFailed, StatusRefunded:
 		return true
 	}
 	return false
@@ -69,6 +75,19 @@ type Message struct {
 	ItemID     int64     `json:"item_id"`
 	UserID     int64     `json:"user_id"`
 	ReservedAt time.Time `json:"reserved_at"`
+	// PayBy is the order's payment deadline: ReservedAt plus the item's
+	// payment window, computed once by the API that reserved the unit. The
+	// 202, the reservation in Redis, the order row and the saga all carry
+	// this one value. Nil in messages of APIs from before early payment (the
+	// saga then sets the deadline when it takes the unit).
+	PayBy *time.Time `json:"pay_by,omitempty"`
+}
+
+// Deadline returns the payment deadline of an order reserved at reservedAt
+// for an item whose window is windowSeconds, at the millisecond precision
+// of the order row (so every reader sees the same instant).
+func Deadline(reservedAt time.Time, windowSeconds int) time.Time {
+	return reservedAt.Add(time.Duration(windowSeconds) * time.Second).UTC().Truncate(time.Millisecond)
 }
 
 // Encode returns the JSON body.
@@ -96,17 +115,42 @@ type View struct {
 	UserID  int64  `json:"user_id"`
 	Status  Status `json:"status"`
 	Reason  string `json:"reason"`
-	// PayBy is the payment deadline (RFC 3339), set once the order is
-	// PENDING_PAYMENT: a pay or cancel the API receives before it is taken.
-	PayBy     *time.Time `json:"pay_by,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	// PayBy is the payment deadline (RFC 3339), from the 202 on: a pay or
+	// cancel the API receives before it is taken (orders reserved by APIs
+	// from before early payment get it once they are PENDING_PAYMENT).
+	PayBy *time.Time `json:"pay_by,omitempty"`
+	// Settling is true on a PAID order whose payment was taken while it was
+	// QUEUED and whose unit the order tier has not confirmed yet: it becomes
+	// PAID without it once the stock row's unit is taken, or REFUNDED if the
+	// stock row has none. Event streams stay open until it is settled.
+	Settling  bool      `json:"settling,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Payable reports whether a pay or cancel received at t is in time: the
-// order is PENDING_PAYMENT and its deadline has not passed.
+// order is QUEUED or PENDING_PAYMENT and its deadline has not passed.
 func (v View) Payable(t time.Time) bool {
-	return v.Status == StatusPendingPayment && v.PayBy != nil && t.Before(*v.PayBy)
+	return (v.Status == StatusPendingPayment || v.Status == StatusQueued) && v.PayBy != nil && t.Before(*v.PayBy)
+}
+
+// Settled reports whether the view can no longer change: a final status
+// that is not a PAID still settling.
+func (v View) Settled() bool { return v.Status.Final() && !v.Settling }
+
+// Rank orders views of one order by how far along they are: a published
+// view never replaces one of a higher rank (QUEUED 0, PENDING_PAYMENT 1, a
+// PAID still settling 2, any settled final status 3).
+func (v View) Rank() int {
+	switch {
+	case v.Settled():
+		return 3
+	case v.Status.Final():
+		return 2
+	case v.Status == StatusPendingPayment:
+		return 1
+	}
+	return 0
 }
 
 // PayGrace is how long after an order's deadline the saga waits before it

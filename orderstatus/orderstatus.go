@@ -61,24 +61,56 @@ func (b *Board) MarkQueued(ctx context.Context, v order.View) error {
 	return nil
 }
 
-// PublishStatus stores the order's latest view and announces it on Channel.
-// Publishing the same view twice is harmless. The two commands share one
-// pipeline but not a transaction: on Redis Cluster the key and the channel
-// are not in one slot, and a subscriber reads the view from the message.
+// publishScript stores a view and announces it unless the stored view is
+// further along (order.View.Rank): a saga's late PENDING_PAYMENT never
+// replaces the PAID the door published, and a settled final status is never
+// replaced. The key's slot holds the view; PUBLISH needs no key (on Redis
+// Cluster it reaches every node).
+// KEYS[1] view key   ARGV[1] view JSON   ARGV[2] its rank   ARGV[3] TTL (s)   ARGV[4] channel
+// Returns 1 when stored and announced, 0 when the stored view is further along.
+var publishScript = redis.NewScript(`
+local old = redis.call('GET', KEYS[1])
+if old then
+  local ok, v = pcall(cjson.decode, old)
+  if ok and type(v) == 'table' then
+    local r = 0
+    local st = v['status']
+    if st == 'PENDING_PAYMENT' then r = 1
+    elseif st == 'PAID' or st == 'CANCELLED' or st == 'FAILED' or st == 'REFUNDED' then
+      if v['settling'] == true then r = 2 else r = 3 end
+    end
+    local new = tonumber(ARGV[2])
+    if r > new or (r == 3 and new == 3) then return 0 end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[1])
+return 1
+`)
+
+// PublishStatus stores the order's latest view and announces it on Channel,
+// unless the view stored is further along (see order.View.Rank): views only
+// move forward, whatever order the saga and the door publish them in.
+// Publishing the same view twice is harmless. It reports whether v was
+// stored.
 func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
+	_, err := b.Publish(ctx, v)
+	return err
+}
+
+// Publish is PublishStatus reporting whether v was stored (false: the view
+// stored was further along).
+func (b *Board) Publish(ctx context.Context, v order.View) (bool, error) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode order view: %w", err)
+		return false, fmt.Errorf("encode order view: %w", err)
 	}
-	_, err = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, Key(b.prefix, v.OrderID), body, TTL)
-		p.Publish(ctx, b.Channel(), body)
-		return nil
-	})
+	n, err := publishScript.Run(ctx, b.rdb, []string{Key(b.prefix, v.OrderID)},
+		body, v.Rank(), int64(TTL/time.Second), b.Channel()).Int64()
 	if err != nil {
-		return fmt.Errorf("publish status of order %s: %w", v.OrderID, err)
+		return false, fmt.Errorf("publish status of order %s: %w", v.OrderID, err)
 	}
-	return nil
+	return n == 1, nil
 }
 
 // Status returns the latest view of an order, if any.

@@ -63,3 +63,38 @@ wait:
 		t.Fatalf("view TTL %v, want (0, %v]", ttl, orderstatus.TTL)
 	}
 }
+
+// Views only move forward: a late PENDING_PAYMENT (the saga's Notify) never
+// replaces the door's PAID; a PAID still settling gives way to the settled
+// PAID or to REFUNDED; a settled final status is never replaced.
+func TestPublishNeverGoesBackwards(t *testing.T) {
+	testenv.Integration(t)
+	rdb, prefix := testenv.Redis(t)
+	b := orderstatus.New(rdb, prefix)
+	ctx := context.Background()
+	id := order.NewID()
+	view := func(s order.Status, settling bool) order.View {
+		return order.View{OrderID: id, ItemID: 1, UserID: 2, Status: s, Settling: settling}
+	}
+	for i, step := range []struct {
+		v      order.View
+		stored bool
+		want   order.Status
+	}{
+		{view(order.StatusQueued, false), true, order.StatusQueued},
+		{view(order.StatusPaid, true), true, order.StatusPaid},             // the door, while QUEUED
+		{view(order.StatusPendingPayment, false), false, order.StatusPaid}, // a late saga view
+		{view(order.StatusRefunded, false), true, order.StatusRefunded},    // phantom unit
+		{view(order.StatusPaid, false), false, order.StatusRefunded},       // settled: stays
+		{view(order.StatusPendingPayment, false), false, order.StatusRefunded},
+	} {
+		stored, err := b.Publish(ctx, step.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := b.Status(ctx, id)
+		if stored != step.stored || got.Status != step.want {
+			t.Fatalf("step %d (%s settling=%v): stored %v, view %s; want %v, %s", i, step.v.Status, step.v.Settling, stored, got.Status, step.stored, step.want)
+		}
+	}
+}

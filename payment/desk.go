@@ -19,14 +19,29 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
 // Orders records the decision on the order row (store.Store).
 type Orders interface {
-	RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ store.Order, changed bool, _ error)
-	RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ store.Order, changed bool, _ error)
+	RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ store.Order, changed bool, _ error)
+	RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ store.Order, changed bool, _ error)
+	RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ store.Order, changed bool, _ error)
+}
+
+// Views reads an order's latest view in Redis (orderstatus.Board): the
+// QUEUED view the purchase stored names the order's item.
+type Views interface {
+	Status(ctx context.Context, orderID string) (order.View, bool, error)
+}
+
+// Reservations reads an order's live reservation in Redis (stock.Store):
+// the message the API reserved the unit with, its deadline included.
+type Reservations interface {
+	Reservation(ctx context.Context, itemID int64, orderID string) (order.Message, bool, error)
 }
 
 // Statuses publishes an order's view for the API instances (orderstatus.Board).
@@ -43,8 +58,10 @@ type Sagas interface {
 type Counter interface{ Inc() }
 
 var (
-	_ Orders = (*store.Store)(nil)
-	_ Sagas  = (*workflows.Client)(nil)
+	_ Orders       = (*store.Store)(nil)
+	_ Sagas        = (*workflows.Client)(nil)
+	_ Views        = (*orderstatus.Board)(nil)
+	_ Reservations = (*stock.Store)(nil)
 )
 
 // ErrNotRecorded: the pay or cancel could not be recorded within
@@ -80,6 +97,9 @@ type Desk struct {
 	opts     Options
 	log      *slog.Logger
 	wakes    chan wake
+	// early payment (WithEarlyPayment): a QUEUED order is payable.
+	views Views
+	units Reservations
 }
 
 type wake struct{ orderID, signal string }
@@ -100,6 +120,19 @@ func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped 
 	return &Desk{orders: orders, statuses: statuses, sagas: sagas, skipped: skipped, opts: opts,
 		log: log.With("component", "payment"), wakes: make(chan wake, opts.MaxQueued)}
 }
+
+// WithEarlyPayment makes a QUEUED order payable and cancellable from its 202
+// on (the rolling-upgrade switch SECKILL_API_EARLY_PAY: only once every API
+// and worker runs code that knows paid_at; see docs/deploy.md). An order
+// that has no row yet is proven the caller's by its live reservation in
+// Redis (views names its item, units holds the reservation) before anything
+// is written.
+func (d *Desk) WithEarlyPayment(views Views, units Reservations) *Desk {
+	d.views, d.units = views, units
+	return d
+}
+
+func (d *Desk) early() bool { return d.views != nil && d.units != nil }
 
 // Run sends the queued wakes at Options.WakeRate until ctx ends; what is
 // still queued then is left to the sagas' deadlines.
@@ -133,38 +166,83 @@ func (d *Desk) send(ctx context.Context, w wake) {
 }
 
 // Pay records the buyer's payment of an order received at receivedAt and
-// answers with the PAID order. Paying a PAID order again returns it.
-// order.ErrNotFound when the buyer has no such order row (yet);
-// order.ErrNotPayable (with the order as it is) when it is not
-// PENDING_PAYMENT or its deadline had passed.
-// ErrNotRecorded when it could not be recorded within order.DoorLimit of
-// receivedAt.
+// answers with the PAID order (still settling when the order was QUEUED).
+// Paying a paid order again returns it. order.ErrNotFound when the buyer has
+// no such order; order.ErrNotPayable (with the order as it is) when it is
+// not open and unpaid or its deadline had passed. ErrNotRecorded when it
+// could not be recorded within order.DoorLimit of receivedAt.
 func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
-	ctx, cancel := bounded(ctx, receivedAt)
-	defer cancel()
-	row, changed, err := d.orders.RecordPayment(ctx, orderID, userID, receivedAt)
-	return d.after(ctx, row, changed, err, workflows.SignalPay)
+	return d.decide(ctx, orderID, userID, receivedAt, true)
 }
 
-// Cancel records the buyer's cancel of a PENDING_PAYMENT order received in
-// time and answers with the CANCELLED order; the saga gives the units back.
-// Errors as for Pay; cancelling twice is order.ErrNotPayable.
+// Cancel records the buyer's cancel of an unpaid order received in time and
+// answers with the CANCELLED order; the saga gives the units back. Errors as
+// for Pay; cancelling twice is order.ErrNotPayable.
 func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	return d.decide(ctx, orderID, userID, receivedAt, false)
+}
+
+func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receivedAt time.Time, pay bool) (order.View, error) {
 	ctx, cancel := bounded(ctx, receivedAt)
 	defer cancel()
-	row, changed, err := d.orders.RecordCancel(ctx, orderID, userID, receivedAt)
-	return d.after(ctx, row, changed, err, workflows.SignalCancel)
+	signal, record := workflows.SignalPay, d.orders.RecordPayment
+	if !pay {
+		signal, record = workflows.SignalCancel, d.orders.RecordCancel
+	}
+	row, changed, err := record(ctx, orderID, userID, receivedAt, d.early())
+	if !errors.Is(err, store.ErrNotFound) || !d.early() {
+		// A paid QUEUED row needs no wake: the saga makes it PAID when it
+		// takes the unit.
+		return d.after(ctx, row, changed, err, signal, !row.PaidQueued())
+	}
+	// No row: the saga has not run. The order is payable from its 202 if
+	// the caller holds its live reservation.
+	m, err := d.prove(ctx, orderID, userID)
+	if err != nil {
+		return order.View{}, err
+	}
+	row, changed, err = d.orders.RecordEarly(ctx, m, receivedAt, pay)
+	// A row written here has no saga to wake yet: the saga finds it.
+	return d.after(ctx, row, changed, err, signal, false)
 }
 
 // bounded is ctx ending order.DoorLimit after receivedAt. The decision is
-// the row's: a pay received before pay_by whose UPDATE is still waiting when
+// the row's: a pay received before pay_by whose write is still waiting when
 // the saga's close is due (pay_by + order.PayGrace) would find the order
 // closed and be refused, so the desk gives up well before that.
 func bounded(ctx context.Context, receivedAt time.Time) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
 }
 
-func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string) (order.View, error) {
+// prove returns the reservation of orderID if userID holds it: the order's
+// view names its item, and the item's live reservation names the buyer and
+// the deadline. order.ErrNotFound for an order id that is not the caller's
+// (forged, unknown, another buyer's); order.ErrNotPayable for an order of
+// the caller that has no live reservation or no deadline (reserved by an
+// API from before early payment).
+func (d *Desk) prove(ctx context.Context, orderID string, userID int64) (order.Message, error) {
+	v, ok, err := d.views.Status(ctx, orderID)
+	if err != nil {
+		return order.Message{}, fmt.Errorf("prove order %s: %w", orderID, err)
+	}
+	if !ok || v.UserID != userID || v.ItemID <= 0 {
+		return order.Message{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
+	}
+	m, ok, err := d.units.Reservation(ctx, v.ItemID, orderID)
+	switch {
+	case err != nil:
+		return order.Message{}, fmt.Errorf("prove order %s: %w", orderID, err)
+	case ok && m.UserID != userID:
+		return order.Message{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
+	case !ok:
+		return order.Message{}, fmt.Errorf("order %s holds no unit: %w", orderID, order.ErrNotPayable)
+	case m.PayBy == nil:
+		return order.Message{}, fmt.Errorf("order %s has no deadline yet: %w", orderID, order.ErrNotPayable)
+	}
+	return m, nil
+}
+
+func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string, wake bool) (order.View, error) {
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// Whether the UPDATE landed is not known (the driver dropped its
@@ -184,7 +262,9 @@ func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err err
 	if perr := d.statuses.PublishStatus(ctx, v); perr != nil {
 		d.log.Warn("publish status", "order_id", v.OrderID, "status", v.Status, "err", perr)
 	}
-	d.wake(v.OrderID, signal)
+	if wake {
+		d.wake(v.OrderID, signal)
+	}
 	return v, nil
 }
 

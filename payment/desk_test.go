@@ -16,19 +16,28 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// fakeOrders answers RecordPayment/RecordCancel with a fixed row.
+// fakeOrders answers RecordPayment/RecordCancel with a fixed row, and
+// RecordEarly with early (recording what it was asked to write).
 type fakeOrders struct {
 	row     store.Order
 	changed bool
 	err     error
+
+	early   store.Order
+	written []order.Message
 }
 
-func (f *fakeOrders) RecordPayment(context.Context, string, int64, time.Time) (store.Order, bool, error) {
+func (f *fakeOrders) RecordPayment(context.Context, string, int64, time.Time, bool) (store.Order, bool, error) {
 	return f.row, f.changed, f.err
 }
 
-func (f *fakeOrders) RecordCancel(context.Context, string, int64, time.Time) (store.Order, bool, error) {
+func (f *fakeOrders) RecordCancel(context.Context, string, int64, time.Time, bool) (store.Order, bool, error) {
 	return f.row, f.changed, f.err
+}
+
+func (f *fakeOrders) RecordEarly(_ context.Context, m order.Message, _ time.Time, _ bool) (store.Order, bool, error) {
+	f.written = append(f.written, m)
+	return f.early, true, nil
 }
 
 type fakeStatuses struct {
@@ -146,5 +155,92 @@ func TestWakesPacedAndBounded(t *testing.T) {
 	}
 	if len(sg.signals) != 0 {
 		t.Fatalf("%d wakes sent past the pace", len(sg.signals))
+	}
+}
+
+// fakeRedis holds the orders' views and reservations.
+type fakeRedis struct {
+	views map[string]order.View
+	res   map[string]order.Message
+}
+
+func (f *fakeRedis) Status(_ context.Context, id string) (order.View, bool, error) {
+	v, ok := f.views[id]
+	return v, ok, nil
+}
+
+func (f *fakeRedis) Reservation(_ context.Context, itemID int64, id string) (order.Message, bool, error) {
+	m, ok := f.res[id]
+	return m, ok && m.ItemID == itemID, nil
+}
+
+// With early payment, an order without a row is payable if the caller holds
+// its live reservation; an order id that is not the caller's (unknown,
+// forged, another buyer's) or holds no unit writes nothing. A pay recorded
+// while QUEUED wakes no saga (the saga takes the unit and settles it).
+func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
+	deadline := payBy()
+	paid := store.Order{OrderID: "Q1", UserID: 7, ItemID: 3, Status: order.StatusQueued, PayBy: deadline, PaidAt: &time.Time{}}
+	rd := &fakeRedis{
+		views: map[string]order.View{
+			"Q1": {OrderID: "Q1", ItemID: 3, UserID: 7, Status: order.StatusQueued},
+			"Q2": {OrderID: "Q2", ItemID: 3, UserID: 7, Status: order.StatusQueued},  // reservation gone
+			"Q3": {OrderID: "Q3", ItemID: 3, UserID: 7, Status: order.StatusQueued},  // view claims buyer 7, reservation says 8
+			"Q4": {OrderID: "Q4", ItemID: 3, UserID: 7, Status: order.StatusQueued},  // reserved by an old API: no deadline
+			"Q5": {OrderID: "Q5", ItemID: 3, UserID: 8, Status: order.StatusQueued}}, // another buyer's
+		res: map[string]order.Message{
+			"Q1": {OrderID: "Q1", ItemID: 3, UserID: 7, PayBy: deadline},
+			"Q3": {OrderID: "Q3", ItemID: 3, UserID: 8, PayBy: deadline},
+			"Q4": {OrderID: "Q4", ItemID: 3, UserID: 7},
+			"Q5": {OrderID: "Q5", ItemID: 3, UserID: 8, PayBy: deadline}},
+	}
+	for _, tc := range []struct {
+		id   string
+		want error
+	}{
+		{"Q0", order.ErrNotFound}, {"Q2", order.ErrNotPayable}, {"Q3", order.ErrNotFound},
+		{"Q4", order.ErrNotPayable}, {"Q5", order.ErrNotFound},
+	} {
+		o := &fakeOrders{err: store.ErrNotFound}
+		d, _ := newDesk(t, o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
+		d.WithEarlyPayment(rd, rd)
+		if _, err := d.Pay(context.Background(), tc.id, 7, time.Now()); !errors.Is(err, tc.want) || len(o.written) != 0 {
+			t.Fatalf("%s: err %v, wrote %v; want %v and nothing written", tc.id, err, o.written, tc.want)
+		}
+	}
+
+	o, st, sg := &fakeOrders{err: store.ErrNotFound, early: paid}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}
+	d, _ := newDesk(t, o, st, sg, payment.Options{WakeRate: 1000})
+	d.WithEarlyPayment(rd, rd)
+	v, err := d.Pay(context.Background(), "Q1", 7, time.Now())
+	if err != nil || v.Status != order.StatusPaid || !v.Settling || len(o.written) != 1 || o.written[0].PayBy != deadline {
+		t.Fatalf("early pay: %+v %v, wrote %v", v, err, o.written)
+	}
+	// A QUEUED row paid at the door: published, no wake.
+	o.err, o.row, o.changed = nil, paid, true
+	if v, err := d.Pay(context.Background(), "Q1", 7, time.Now()); err != nil || !v.Settling {
+		t.Fatalf("pay of a QUEUED row: %+v %v", v, err)
+	}
+	st.mu.Lock()
+	published := len(st.got)
+	st.mu.Unlock()
+	if published != 2 {
+		t.Fatalf("published %d views, want 2", published)
+	}
+	// Positive signal that the wake queue is drained: a wake sent after
+	// them arrives first and alone.
+	o.row = store.Order{OrderID: "P1", UserID: 7, ItemID: 3, Status: order.StatusPaid, PayBy: deadline}
+	if _, err := d.Pay(context.Background(), "P1", 7, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-sg.signals; got != workflows.SignalPay+" P1" {
+		t.Fatalf("woke %q, want only P1's saga", got)
+	}
+
+	// Without the switch the door never looks at Redis: no row, not found.
+	o2 := &fakeOrders{err: store.ErrNotFound}
+	d2, _ := newDesk(t, o2, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
+	if _, err := d2.Pay(context.Background(), "Q1", 7, time.Now()); !errors.Is(err, order.ErrNotFound) || len(o2.written) != 0 {
+		t.Fatalf("pay with early payment off: %v, wrote %v", err, o2.written)
 	}
 }

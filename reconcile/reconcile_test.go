@@ -46,7 +46,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	}
 	t.Cleanup(tc.Close)
 	tq := testenv.Name(t, "saga")
-	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, orderstatus.New(rdb, prefix), nil), compensation.New(st, stk, counter{}))
+	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, orderstatus.New(rdb, prefix), nil), compensation.New(st, stk, counter{}, counter{}))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	}
 	waitStatus(t, st, running.OrderID, order.StatusPendingPayment)
 	rdb.Del(ctx, stk.ItemKeys(it.ID).Outbox)
-	if _, _, err := st.RecordCancel(ctx, running.OrderID, running.UserID, time.Now()); err != nil {
+	if _, _, err := st.RecordCancel(ctx, running.OrderID, running.UserID, time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
 	// ... and past the moment its own timer should have woken it (the

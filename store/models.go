@@ -40,7 +40,15 @@ type Order struct {
 	ItemID    int64        `gorm:"column:item_id"`
 	Status    order.Status `gorm:"column:status"`
 	Reason    string       `gorm:"column:reason"`
-	PayBy     *time.Time   `gorm:"column:pay_by"` // set when the order becomes PENDING_PAYMENT
+	// PayBy is the payment deadline: the order message's (reservation time
+	// plus the item's window) from the first write of the row, or, for
+	// orders of APIs from before early payment, set when the order becomes
+	// PENDING_PAYMENT.
+	PayBy *time.Time `gorm:"column:pay_by"`
+	// PaidAt is when the API received the buyer's payment. A QUEUED row with
+	// PaidAt was paid before the saga took its unit: it holds no unit yet,
+	// and the deduction's transaction makes it PAID (or the saga REFUNDED).
+	PaidAt    *time.Time   `gorm:"column:paid_at"`
 	CreatedAt time.Time    `gorm:"column:created_at"`
 	UpdatedAt time.Time    `gorm:"column:updated_at"`
 }
@@ -48,11 +56,20 @@ type Order struct {
 // TableName pins the table name.
 func (Order) TableName() string { return "seckill_order" }
 
-// View converts the row to the shared order view.
+// View converts the row to the shared order view. A QUEUED row paid at the
+// door shows as PAID, still settling: the buyer's payment is the decision.
 func (o Order) View() order.View {
-	return order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
+	v := order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
 		Reason: o.Reason, PayBy: o.PayBy, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
+	if o.PaidQueued() {
+		v.Status, v.Settling = order.StatusPaid, true
+	}
+	return v
 }
+
+// PaidQueued reports whether the order was paid while QUEUED and holds no
+// stock-row unit yet.
+func (o Order) PaidQueued() bool { return o.Status == order.StatusQueued && o.PaidAt != nil }
 
 // StockDeduction marks that an order took a unit from the stock row.
 type StockDeduction struct {

@@ -18,15 +18,17 @@ import (
 // unique key uk_order_order_id) and moves a row only forward: QUEUED or
 // PENDING_PAYMENT to a final status, never out of one.
 
-// CreateQueuedOrder inserts o as QUEUED: the saga has the order, the stock
-// row is not touched yet (DeductStock moves it to PENDING_PAYMENT). When a row
-// with the same order_id already exists (a retry after a lost reply, or a row
-// recorded by someone else) it returns that row unchanged: the caller looks at
-// its status. When the buyer already holds another order for the item
-// (uk_order_user_item) it returns ErrDuplicate.
+// CreateQueuedOrder inserts o as QUEUED with o.PayBy (the order message's
+// deadline; nil for messages of APIs from before early payment): the saga
+// has the order, the stock row is not touched yet (DeductStock takes the
+// unit). When a row with the same order_id already exists (a retry after a
+// lost reply, a row the door wrote for a pay or cancel received while the
+// order was QUEUED, or one recorded by someone else) it returns that row
+// unchanged: the caller looks at its status. When the buyer already holds
+// another order for the item (uk_order_user_item) it returns ErrDuplicate.
 func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	o.ID, o.Status, o.Reason, o.PayBy, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
+	o.ID, o.Status, o.Reason, o.PaidAt, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
 	err := s.db.WithContext(ctx).Omit("id").Create(&o).Error
 	if err == nil {
 		return o, nil
@@ -47,7 +49,7 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 // order.ErrNotPayable, returned with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
-	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '' WHERE order_id = ? AND status = ?",
+	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
 		order.StatusPaid, orderID, order.StatusPendingPayment)
 	if res.Error != nil {
 		return Order{}, fmt.Errorf("mark order %s paid: %w", orderID, res.Error)
@@ -62,30 +64,51 @@ func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error)
 	return o, nil
 }
 
-// RecordPayment is the buyer's payment judged at the door: the order moves
-// from PENDING_PAYMENT to PAID only if it belongs to userID and receivedAt
-// (when the API received the request) is before its deadline. The row is the
-// decision; the saga follows it. Paying a PAID order again returns it with
-// changed false; any other outcome is order.ErrNotPayable with the row, or
-// ErrNotFound.
-func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ Order, changed bool, _ error) {
-	return s.recordAtDoor(ctx, orderID, userID, receivedAt, order.StatusPaid, "")
+// RecordPayment is the buyer's payment judged at the door, one conditional
+// update of the order row: it is taken only if the order belongs to userID,
+// is unpaid and open, and receivedAt (when the API received the request) is
+// before its deadline. A PENDING_PAYMENT order (it holds its stock-row unit)
+// becomes PAID. With early, a QUEUED order (no unit taken from the stock row
+// yet) keeps its status and records paid_at: the deduction's transaction
+// makes it PAID, so no row ever claims a unit it does not hold. The row is
+// the decision; the saga follows it. Paying a paid order again returns it
+// with changed false; any other outcome is order.ErrNotPayable with the row,
+// or ErrNotFound when there is no row (yet).
+func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
+	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, true)
 }
 
 // RecordCancel is the buyer's cancel judged at the door, like RecordPayment:
-// PENDING_PAYMENT and in time becomes CANCELLED (BUYER_CANCELLED). The saga
-// gives the units back. Cancelling twice is order.ErrNotPayable, as before.
-func (s *Store) RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (_ Order, changed bool, _ error) {
-	return s.recordAtDoor(ctx, orderID, userID, receivedAt, order.StatusCancelled, order.ReasonBuyerCancelled)
+// an unpaid PENDING_PAYMENT order (or, with early, a QUEUED one) received
+// in time becomes CANCELLED (BUYER_CANCELLED). The saga gives the units
+// back. Cancelling twice, or cancelling a paid order, is order.ErrNotPayable.
+func (s *Store) RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
+	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, false)
 }
 
-func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, receivedAt time.Time, status order.Status, reason string) (Order, bool, error) {
+func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early, pay bool) (Order, bool, error) {
 	db := s.db.WithContext(ctx)
-	res := db.Exec(`UPDATE seckill_order SET status = ?, reason = ?
-		WHERE order_id = ? AND user_id = ? AND status = ? AND pay_by > ?`,
-		status, reason, orderID, userID, order.StatusPendingPayment, receivedAt.UTC())
-	if res.Error != nil {
-		return Order{}, false, fmt.Errorf("record %s of order %s: %w", status, orderID, res.Error)
+	open := []order.Status{order.StatusPendingPayment}
+	if early {
+		open = append(open, order.StatusQueued)
+	}
+	at := receivedAt.UTC().Truncate(time.Millisecond)
+	var res *gorm.DB
+	err := retryDeadlock(ctx, func() error {
+		if pay {
+			res = db.Exec(`UPDATE seckill_order SET paid_at = ?, reason = '',
+				status = IF(status = ?, ?, status)
+				WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?`,
+				at, order.StatusPendingPayment, order.StatusPaid, orderID, userID, open, at)
+		} else {
+			res = db.Exec(`UPDATE seckill_order SET status = ?, reason = ?
+				WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?`,
+				order.StatusCancelled, order.ReasonBuyerCancelled, orderID, userID, open, at)
+		}
+		return res.Error
+	})
+	if err != nil {
+		return Order{}, false, fmt.Errorf("record %s of order %s: %w", doorAction(pay), orderID, err)
 	}
 	o, err := orderRow(db, orderID)
 	if err != nil {
@@ -95,10 +118,74 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 		return Order{}, false, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
 	}
 	changed := res.RowsAffected == 1
-	if o.Status == status && (changed || status == order.StatusPaid) {
-		return o, changed, nil
+	switch {
+	case changed:
+		return o, true, nil
+	case pay && (o.Status == order.StatusPaid || o.PaidQueued()):
+		return o, false, nil
 	}
-	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.Status, order.ErrNotPayable)
+	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.View().Status, order.ErrNotPayable)
+}
+
+func doorAction(pay bool) string {
+	if pay {
+		return "payment"
+	}
+	return "cancel"
+}
+
+// RecordEarly is the door's pay (pay true) or cancel of an order that has no
+// row yet: its saga has not run, and the caller has proven from the live
+// Redis reservation that m is this buyer's order, reserved with deadline
+// m.PayBy, and that receivedAt is before it. It inserts the row the saga will
+// find: QUEUED with paid_at (the saga takes the unit and makes it PAID), or
+// CANCELLED (the saga gives the unit back). A plain INSERT, never an upsert:
+// if a row with this order_id appeared meanwhile (the saga's PersistOrder),
+// the decision is RecordPayment's or RecordCancel's on that row; if the
+// buyer's (user_id, item_id) is held by another order's row, nothing is
+// written and the answer is order.ErrNotPayable.
+func (s *Store) RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ Order, changed bool, _ error) {
+	if m.PayBy == nil || !receivedAt.Before(*m.PayBy) {
+		return Order{}, false, fmt.Errorf("order %s: received after its deadline: %w", m.OrderID, order.ErrNotPayable)
+	}
+	at := receivedAt.UTC().Truncate(time.Millisecond)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	payBy := m.PayBy.UTC().Truncate(time.Millisecond)
+	row := Order{OrderID: m.OrderID, UserID: m.UserID, ItemID: m.ItemID, Status: order.StatusQueued, PayBy: &payBy,
+		PaidAt: &at, CreatedAt: now, UpdatedAt: now}
+	if !pay {
+		row.Status, row.Reason, row.PaidAt = order.StatusCancelled, order.ReasonBuyerCancelled, nil
+	}
+	db := s.db.WithContext(ctx)
+	err := retryDeadlock(ctx, func() error { return db.Omit("id").Create(&row).Error })
+	switch {
+	case err == nil:
+		return row, true, nil
+	case !isDuplicate(err):
+		return Order{}, false, fmt.Errorf("record %s of order %s: %w", doorAction(pay), m.OrderID, err)
+	}
+	o, ch, err := s.recordAtDoor(ctx, m.OrderID, m.UserID, receivedAt, true, pay)
+	if errors.Is(err, ErrNotFound) {
+		return Order{}, false, fmt.Errorf("buyer %d holds another order for item %d: %w", m.UserID, m.ItemID, order.ErrNotPayable)
+	}
+	return o, ch, err
+}
+
+// retryDeadlock runs one write again when InnoDB chose it as a deadlock
+// victim (error 1213: the statement was rolled back, so running it again is
+// safe), a few times with a short pause.
+func retryDeadlock(ctx context.Context, write func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := write()
+		if mysqlErrNumber(err) != 1213 || attempt == 5 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
 }
 
 // Closing is how CloseOrder should close an order.
@@ -119,6 +206,7 @@ type CloseResult struct {
 	Order    Order // the row as it is now: PAID, CANCELLED or FAILED
 	Restored bool  // this call gave the stock-row unit back
 	Recorded bool  // false when no row can hold the order (the buyer's row belongs to another order id)
+	Refunded bool  // this call closed an order paid while QUEUED: REFUNDED
 }
 
 // CloseOrder is the saga's compensation on the database, one transaction that
@@ -126,7 +214,9 @@ type CloseResult struct {
 // serialize):
 //   - a PAID row is left alone and nothing is given back: the payment won;
 //   - an open row (QUEUED, PENDING_PAYMENT) is closed with c's status and
-//     reason (a final row keeps its own: the first final status wins);
+//     reason (a final row keeps its own: the first final status wins), except
+//     a QUEUED row paid at the door, which becomes REFUNDED: it never held a
+//     unit, and the buyer's payment is given back;
 //   - a missing row is inserted closed, so the order is on record;
 //   - the order's stock_deduction marker, if it exists and is not restored,
 //     is flipped and the stock row goes up by one (version+1).
@@ -190,10 +280,16 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 					return fmt.Errorf("order %s due at %s: %w", o.OrderID, row.PayBy.Add(c.AfterDeadline).Format(time.RFC3339Nano), ErrNotDue)
 				}
 			}
-			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", c.Status, c.Reason, row.ID).Error; err != nil {
+			status := c.Status
+			if row.PaidAt != nil {
+				// Paid while QUEUED, and the saga cannot take its unit:
+				// the payment goes back (the row never held a unit).
+				status, out.Refunded = order.StatusRefunded, true
+			}
+			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", status, c.Reason, row.ID).Error; err != nil {
 				return fmt.Errorf("close order %s: %w", o.OrderID, err)
 			}
-			row.Status, row.Reason = c.Status, c.Reason
+			row.Status, row.Reason = status, c.Reason
 		}
 		out.Order = row
 		restored, err := restoreDeduction(tx, o.OrderID)

@@ -35,8 +35,10 @@ var (
 var ErrOrderClosed = errors.New("order already closed")
 
 // DeductStock takes one unit from the item's stock row for the order and
-// makes the order PENDING_PAYMENT with its deadline (now + window by the
-// database's clock), at most once per order: the conditional decrement
+// makes the order PENDING_PAYMENT (or PAID, when the buyer paid while it was
+// QUEUED) with its deadline (the one the row already has from the order
+// message, else now + window by the database's clock), at most once per
+// order: the conditional decrement
 //
 //	UPDATE stock SET stock=stock-1, version=version+1 WHERE item_id=? AND version=? AND stock>0
 //
@@ -106,10 +108,12 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			if err != nil {
 				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
 			}
-			res = tx.Exec(`UPDATE seckill_order SET status = ?,
+			// An order paid at the door while QUEUED (paid_at) becomes PAID
+			// here, with its unit: no row claims a unit it does not hold.
+			res = tx.Exec(`UPDATE seckill_order SET status = IF(paid_at IS NULL, ?, ?),
 				pay_by = COALESCE(pay_by, NOW(3) + INTERVAL ? MICROSECOND)
 				WHERE order_id = ? AND status IN (?, ?)`,
-				order.StatusPendingPayment, window.Microseconds(), orderID,
+				order.StatusPendingPayment, order.StatusPaid, window.Microseconds(), orderID,
 				order.StatusQueued, order.StatusPendingPayment)
 			if res.Error != nil {
 				return fmt.Errorf("order %s to %s: %w", orderID, order.StatusPendingPayment, res.Error)

@@ -188,16 +188,16 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 	}
 	now := time.Now()
 	// P1 paid in time; another buyer cannot pay it; a late pay is refused.
-	if r, _, err := st.RecordPayment(ctx, "P1", 11, now); !errors.Is(err, store.ErrNotFound) {
+	if r, _, err := st.RecordPayment(ctx, "P1", 11, now, false); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("pay by another buyer %+v %v", r, err)
 	}
-	if r, _, err := st.RecordPayment(ctx, "P1", 10, now); err != nil || r.Status != order.StatusPaid {
+	if r, _, err := st.RecordPayment(ctx, "P1", 10, now, false); err != nil || r.Status != order.StatusPaid {
 		t.Fatalf("pay %+v %v", r, err)
 	}
-	if r, _, err := st.RecordPayment(ctx, "P1", 10, now); err != nil || r.Status != order.StatusPaid {
+	if r, _, err := st.RecordPayment(ctx, "P1", 10, now, false); err != nil || r.Status != order.StatusPaid {
 		t.Fatalf("pay again %+v %v", r, err)
 	}
-	if r, _, err := st.RecordPayment(ctx, "P2", 11, now.Add(2*time.Minute)); !errors.Is(err, order.ErrNotPayable) || r.Status != order.StatusPendingPayment {
+	if r, _, err := st.RecordPayment(ctx, "P2", 11, now.Add(2*time.Minute), false); !errors.Is(err, order.ErrNotPayable) || r.Status != order.StatusPendingPayment {
 		t.Fatalf("late pay %+v %v", r, err)
 	}
 	// Timeout closes: refused before the deadline plus grace; P1 stays PAID.
@@ -209,13 +209,13 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 		t.Fatalf("close of a paid order %+v %v", res, err)
 	}
 	// P3 cancelled at the door; the saga's close then restores its unit once.
-	if r, _, err := st.RecordCancel(ctx, "P3", 12, now); err != nil || r.Status != order.StatusCancelled || r.Reason != order.ReasonBuyerCancelled {
+	if r, _, err := st.RecordCancel(ctx, "P3", 12, now, false); err != nil || r.Status != order.StatusCancelled || r.Reason != order.ReasonBuyerCancelled {
 		t.Fatalf("cancel %+v %v", r, err)
 	}
-	if _, _, err := st.RecordCancel(ctx, "P3", 12, now); !errors.Is(err, order.ErrNotPayable) {
+	if _, _, err := st.RecordCancel(ctx, "P3", 12, now, false); !errors.Is(err, order.ErrNotPayable) {
 		t.Fatalf("cancel twice: %v", err)
 	}
-	if _, _, err := st.RecordPayment(ctx, "P3", 12, now); !errors.Is(err, order.ErrNotPayable) {
+	if _, _, err := st.RecordPayment(ctx, "P3", 12, now, false); !errors.Is(err, order.ErrNotPayable) {
 		t.Fatalf("pay a cancelled order: %v", err)
 	}
 	for i, want := range []bool{true, false} {

@@ -19,11 +19,15 @@ type Metrics struct {
 	// PhantomUnits counts reservations retired because the stock row never
 	// had their unit (STOCK_EXHAUSTED).
 	PhantomUnits prometheus.Counter
+	// Refunds counts orders paid while QUEUED that could not be completed
+	// (a phantom unit, mostly) and ended REFUNDED.
+	Refunds prometheus.Counter
 	// Drift is the unrepaired drift the last reconcile run found, by kind;
 	// Repairs counts what reconcile runs repaired.
 	Drift   *prometheus.GaugeVec
 	Repairs *prometheus.CounterVec
-	// Payable is the time from an order's 202 to PENDING_PAYMENT.
+	// Payable is the time from an order's 202 to its stock-row unit taken
+	// (PENDING_PAYMENT, or PAID when it was paid while QUEUED).
 	Payable prometheus.Histogram
 }
 
@@ -55,6 +59,10 @@ func NewMetrics() *Metrics {
 			Name: "seckill_worker_phantom_units_retired_total",
 			Help: "Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit.",
 		}),
+		Refunds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_worker_refunds_total",
+			Help: "Orders paid while QUEUED that the saga could not complete (the stock row had no unit: a phantom unit) and that ended REFUNDED.",
+		}),
 		Drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "seckill_reconcile_drift",
 			Help: "Drift between Redis, MySQL and Temporal left unrepaired by the last reconcile run, by kind.",
@@ -66,10 +74,10 @@ func NewMetrics() *Metrics {
 	}
 	m.Payable = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "seckill_order_payable_seconds",
-		Help:    "Time from an order's 202 (its id's timestamp) to PENDING_PAYMENT (its stock-row unit taken).",
+		Help:    "Time from an order's 202 (its id's timestamp) to its stock-row unit taken (PENDING_PAYMENT, or PAID when paid while QUEUED). With early payment an order is payable from its 202: this is the order tier's catch-up.",
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
 	})
-	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits, m.Drift, m.Repairs, m.Payable,
+	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits, m.Refunds, m.Drift, m.Repairs, m.Payable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

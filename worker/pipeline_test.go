@@ -143,7 +143,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 
 func (p *pipeline) startWorker() {
 	w := worker.NewTemporalWorker(p.tc, p.cfg.Temporal.TaskQueue, p.cfg.Worker,
-		activities.New(p.st, p.views, p.metrics.Payable), compensation.New(p.st, p.stk, p.metrics.PhantomUnits))
+		activities.New(p.st, p.views, p.metrics.Payable), compensation.New(p.st, p.stk, p.metrics.PhantomUnits, p.metrics.Refunds))
 	if err := w.Start(); err != nil {
 		p.t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ type saga struct {
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
 	s := &saga{
 		in:   in,
-		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID},
+		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, PayBy: in.PayBy},
 		view: order.View{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, Status: order.StatusQueued, CreatedAt: in.ReservedAt, UpdatedAt: in.ReservedAt},
 	}
 	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (order.View, error) { return s.view, nil },
@@ -111,12 +111,26 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	if err := s.step(ctx, acts.PersistOrder, s.ref, &persisted); err != nil {
 		return s.fail(ctx, "PersistOrder", err)
 	}
+	// Early payment: the order was payable from its 202 until pay_by. If
+	// that (plus the grace for pays in flight) passed while it was QUEUED
+	// and unpaid, it is closed now, its unit given back, no stock-row unit
+	// taken. Rows without a deadline yet (messages of older APIs, and so
+	// every history from before this change) never get here.
+	if p := persisted.Order; p.Status == order.StatusQueued && p.PayBy != nil &&
+		!workflow.Now(ctx).Before(p.PayBy.Add(order.PayGrace)) && earlyPay(ctx) {
+		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+	}
 	var pending order.View
 	in := activities.DeductInput{OrderRef: s.ref, PaymentTimeoutSeconds: persisted.PaymentTimeoutSeconds}
 	if err := s.step(ctx, acts.DecrementStock, in, &pending); err != nil {
 		return s.fail(ctx, "DecrementStock", err)
 	}
 	s.view = pending
+	if pending.Status == order.StatusPaid && earlyPay(ctx) {
+		// Paid at the door while QUEUED: the deduction made it PAID with
+		// its unit. Done in this workflow task, no wake needed.
+		return s.finishPaid(ctx)
+	}
 	s.upsertStatus(ctx, order.StatusPendingPayment)
 	s.notify(ctx)
 
@@ -229,9 +243,12 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 		return s.view, errors.Join(cause, err)
 	}
 	s.view = res.Order
-	if status == order.StatusFailed && s.view.Status != order.StatusFailed {
+	var appErr *temporal.ApplicationError
+	phantom := errors.As(cause, &appErr) && appErr.Type() == order.ReasonStockExhausted
+	if status == order.StatusFailed && s.view.Status != order.StatusFailed && s.view.Status != order.StatusRefunded {
 		// The row was decided elsewhere first (ORDER_CLOSED): its status
-		// stands and the saga has not failed.
+		// stands and the saga has not failed. (REFUNDED: the order was
+		// paid while QUEUED and failed all the same; the saga fails.)
 		cause = nil
 	}
 	if s.view.Status == order.StatusPaid {
@@ -240,8 +257,7 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	}
 	s.upsertStatus(dctx, s.view.Status)
 	unit := comp.ReleaseUnit
-	var appErr *temporal.ApplicationError
-	if errors.As(cause, &appErr) && appErr.Type() == order.ReasonStockExhausted {
+	if phantom && cause != nil {
 		unit = comp.RetireUnit
 	}
 	if err := s.step(dctx, unit, compensation.ReleaseInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID}, nil); err != nil {
@@ -250,6 +266,19 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	}
 	s.notify(dctx)
 	return s.view, cause
+}
+
+// earlyPayChange is the GetVersion change id of early payment (an order
+// payable from its 202): version 1 finishes an order paid while QUEUED as
+// soon as the deduction makes it PAID, and closes an unpaid order whose
+// deadline passed while QUEUED before taking its unit. It is asked only on
+// those two paths, which no history from before the change can reach (no
+// row had a deadline while QUEUED, no deduction made an order PAID), so
+// every other order pays no marker for it.
+const earlyPayChange = "early-pay"
+
+func earlyPay(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, earlyPayChange, workflow.DefaultVersion, 1) >= 1
 }
 
 // settlePaid confirms the payment on the row (a no-op when the API recorded

@@ -58,7 +58,7 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *calls) {
 	env.RegisterWorkflowWithOptions(OrderSaga, workflow.RegisterOptions{Name: WorkflowType})
 	// Real structs with no dependencies: an unmocked call panics and fails the test.
 	env.RegisterActivity(activities.New(nil, nil, nil))
-	env.RegisterActivity(compensation.New(nil, nil, nil))
+	env.RegisterActivity(compensation.New(nil, nil, nil, nil))
 	return env, &calls{}
 }
 

@@ -121,6 +121,9 @@ func runAPI(ctx context.Context, a *app) error {
 	}
 	desk := payment.New(db, views, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
+	if cfg.API.EarlyPay {
+		desk.WithEarlyPayment(views, units)
+	}
 	srv := api.New(cfg.API, api.Deps{
 		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,

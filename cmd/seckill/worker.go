@@ -114,7 +114,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
 		}
 		tw := worker.NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, views, metrics.Payable),
-			compensation.New(st, units, metrics.PhantomUnits))
+			compensation.New(st, units, metrics.PhantomUnits, metrics.Refunds))
 		if err := tw.Start(); err != nil {
 			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
 		}
