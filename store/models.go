@@ -34,12 +34,12 @@ func (Stock) TableName() string { return "stock" }
 
 // Order is a row of `seckill_order`.
 type Order struct {
-	ID        int64        `gorm:"column:id;primaryKey"`
-	OrderID   string       `gorm:"column:order_id"`
-	UserID    int64        `gorm:"column:user_id"`
-	ItemID    int64        `gorm:"column:item_id"`
-	Status    order.Status `gorm:"column:status"`
-	Reason    string       `gorm:"column:reason"`
+	ID      int64        `gorm:"column:id;primaryKey"`
+	OrderID string       `gorm:"column:order_id"`
+	UserID  int64        `gorm:"column:user_id"`
+	ItemID  int64        `gorm:"column:item_id"`
+	Status  order.Status `gorm:"column:status"`
+	Reason  string       `gorm:"column:reason"`
 	// PayBy is the payment deadline: the order message's (reservation time
 	// plus the item's window) from the first write of the row, or, for
 	// orders of APIs from before early payment, set when the order becomes
@@ -48,9 +48,9 @@ type Order struct {
 	// PaidAt is when the API received the buyer's payment. A QUEUED row with
 	// PaidAt was paid before the saga took its unit: it holds no unit yet,
 	// and the deduction's transaction makes it PAID (or the saga REFUNDED).
-	PaidAt    *time.Time   `gorm:"column:paid_at"`
-	CreatedAt time.Time    `gorm:"column:created_at"`
-	UpdatedAt time.Time    `gorm:"column:updated_at"`
+	PaidAt    *time.Time `gorm:"column:paid_at"`
+	CreatedAt time.Time  `gorm:"column:created_at"`
+	UpdatedAt time.Time  `gorm:"column:updated_at"`
 }
 
 // TableName pins the table name.
