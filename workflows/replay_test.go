@@ -18,7 +18,9 @@ func TestReplayHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
-	for _, path := range []string{"paid", "payment_timeout", "buyer_cancel", "operator_cancel", "stock_exhausted", "duplicate_buyer"} {
+	for _, path := range []string{"paid", "payment_timeout", "buyer_cancel", "operator_cancel", "stock_exhausted", "duplicate_buyer",
+		// Early payment (GetVersion "early-pay"; recorded by worker/early_pay_test.go).
+		"paid_while_queued", "refunded", "timeout_while_queued", "cancel_while_queued"} {
 		want[path+".json"] = false
 	}
 	for _, f := range files {
