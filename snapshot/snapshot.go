@@ -143,8 +143,11 @@ func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob 
 func Live(s order.Status) bool { return s == order.StatusPendingPayment || s == order.StatusPaid }
 
 // Released reports whether an order status gave its unit back (CANCELLED,
-// FAILED).
-func Released(s order.Status) bool { return s == order.StatusCancelled || s == order.StatusFailed }
+// FAILED) or never held a stock-row unit (REFUNDED: paid while QUEUED, the
+// stock row had none; its phantom reservation is retired).
+func Released(s order.Status) bool {
+	return s == order.StatusCancelled || s == order.StatusFailed || s == order.StatusRefunded
+}
 
 // WakesBy is when a running saga of a final order wakes on its own at the
 // latest: its payment timer fires at pay_by + order.PayGrace. An order closed
