@@ -346,9 +346,10 @@ type Reconcile struct {
 	// Grace is how old a reservation or QUEUED order must be before its
 	// missing pieces count as drift.
 	Grace time.Duration `env:"GRACE" envDefault:"2m"`
-	// Repair makes the periodic run repair what has one safe answer (off:
-	// it reports, logs and exports seckill_reconcile_drift).
-	Repair bool `env:"REPAIR" envDefault:"false"`
+	// Repair makes the periodic run repair what has one safe answer; every
+	// repair re-checks its premise as it writes, so it is safe during a
+	// sale (off: it reports, logs and exports seckill_reconcile_drift).
+	Repair bool `env:"REPAIR" envDefault:"true"`
 }
 
 // Load parses the environment once and validates it: a bad value stops the

@@ -149,6 +149,9 @@ func (r Report) Find(name string) (Violation, bool) {
 // read; violations are in the report.
 func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 	it, err := snapshot.Load(ctx, snapshot.Sources{MySQL: d.Store, Redis: d.Stock, Workflows: d.Workflows}, in.ItemID)
+	if err == nil {
+		err = it.WorkflowsErr
+	}
 	if err != nil {
 		return Report{ItemID: in.ItemID, Accepted: len(in.Accepted), AfterTimeouts: in.AfterTimeouts}, err
 	}

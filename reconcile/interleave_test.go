@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -169,4 +170,31 @@ func TestGraceAndOneRestore(t *testing.T) {
 	if w.givenBack[old] != 1 {
 		t.Fatalf("%s given back %d times", old, w.givenBack[old])
 	}
+}
+
+// Temporal's visibility does not answer: the MySQL and Redis repairs still
+// run; what needs the sagas (a held unit of a final order) waits.
+func TestRepairsWithoutTemporal(t *testing.T) {
+	w := newWorld(10)
+	long := time.Now().Add(-time.Minute)
+	lost := w.reserve(1, long)
+	w.persistAndDeduct(lost, time.Now().Add(time.Hour))
+	delete(w.resv, lost)
+	held := w.reserve(2, long)
+	w.persistAndDeduct(held, time.Now().Add(-time.Minute))
+	w.orders[held].Status = order.StatusCancelled
+	w.deds[held].Restored = true
+	w.row.Stock++
+	delete(w.running, held)
+	w.listErr = errors.New("visibility timed out")
+	rep := run(t, w, true)
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != PaidUnitOnSale || !rep.Findings[0].Repaired {
+		t.Fatalf("findings %+v, want only the reservation put back", rep.Findings)
+	}
+	w.listErr = nil
+	rep = run(t, w, true)
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != FinalUnitHeld || !rep.Findings[0].Repaired {
+		t.Fatalf("findings %+v, want the held unit released once Temporal answers", rep.Findings)
+	}
+	w.checkUnits(t)
 }

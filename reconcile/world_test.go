@@ -34,6 +34,7 @@ type world struct {
 	// Temporal
 	running map[string]bool
 
+	listErr   error // Temporal's visibility fails
 	after     map[string]func()
 	givenBack map[string]int // order id -> Redis units given back for it
 	restored  int
@@ -248,6 +249,9 @@ func (w sagaSide) Signal(_ context.Context, id, _ string) error {
 }
 
 func (w sagaSide) ListOrderWorkflows(context.Context, int64) ([]snapshot.Workflow, error) {
+	if w.listErr != nil {
+		return nil, w.listErr
+	}
 	var out []snapshot.Workflow
 	for id := range w.orders {
 		st := "Completed"

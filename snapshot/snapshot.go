@@ -71,9 +71,11 @@ type Item struct {
 	Redis stock.ItemState
 	// Outbox holds the order ids waiting in the outbox; nil when not read.
 	Outbox map[string]bool
-	// Workflows are the item's sagas; WorkflowsRead says they were listed.
+	// Workflows are the item's sagas; WorkflowsRead says they were listed,
+	// WorkflowsErr why not when they could not be.
 	Workflows     []Workflow
 	WorkflowsRead bool
+	WorkflowsErr  error
 
 	// Indexes over the above.
 	Orders     map[string]store.Order          // by order id
@@ -97,10 +99,14 @@ func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
 		}
 	}
 	if src.Workflows != nil {
+		// Temporal's visibility is the part most often slow or away; the
+		// MySQL and Redis parts stand without it, and each user decides
+		// whether it can judge without the sagas.
 		if it.Workflows, err = src.Workflows.ListOrderWorkflows(ctx, itemID); err != nil {
-			return nil, fmt.Errorf("list workflows of item %d: %w", itemID, err)
+			it.WorkflowsErr = fmt.Errorf("list workflows of item %d: %w", itemID, err)
+		} else {
+			it.WorkflowsRead = true
 		}
-		it.WorkflowsRead = true
 	}
 	it.index()
 	return it, nil

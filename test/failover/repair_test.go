@@ -4,9 +4,14 @@
 // cancelling at the door, Redis killed -9 and restarted in the middle, and
 // drift planted while buyers buy — and the sale still ends exact. Redis is a
 // private redis-server (its own port and directory, AOF fsynced on every
-// write), so killing it disturbs no one else:
+// write), so killing it disturbs no one else, and Temporal is a private dev
+// server (in memory), so 2,000 sagas of this sale neither slow nor are slowed
+// by the shared one:
 //
 //	flock /tmp/seckill-failover.lock env SECKILL_FAILOVER=1 go test ./test/failover/ -run LiveRepair -v
+//
+// -live-repair.units, -live-repair.buyers and -live-repair.rate size the sale
+// (a smaller one for a quick look on a busy machine).
 
 package failover_test
 
@@ -14,6 +19,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +34,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
@@ -42,6 +50,45 @@ import (
 )
 
 const repairSecret = "live-repair-test-secret-32-bytes!"
+
+var (
+	liveUnits  = flag.Int64("live-repair.units", 2000, "units of the live-repair sale")
+	liveBuyers = flag.Int64("live-repair.buyers", 20000, "buyers of the live-repair sale")
+	liveRate   = flag.Int64("live-repair.rate", 700, "purchase attempts per second of the live-repair sale")
+)
+
+// startPrivateTemporal runs a Temporal dev server of this test's own (in
+// memory, the search attributes registered) and returns its address.
+func startPrivateTemporal(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("SECKILL_TEMPORAL_CLI")
+	if bin == "" {
+		cache := os.Getenv("SECKILL_CACHE_DIR")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache", "seckill")
+		}
+		bin = filepath.Join(cache, "temporal-1.5.1", "bin", "temporal")
+		if _, err := os.Stat(bin); err != nil {
+			if bin, err = exec.LookPath("temporal"); err != nil {
+				t.Fatalf("temporal CLI not found (scripts/stack up installs it): %v", err)
+			}
+		}
+	}
+	addr := testenv.FreeAddr(t)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	free := func() string { a := testenv.FreeAddr(t); return a[strings.LastIndex(a, ":")+1:] }
+	c, err := proc.Start(proc.Spec{Path: bin, Args: []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port,
+		"--http-port", free(), "--metrics-port", free(), "--headless", "--log-level", "error",
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		"--search-attribute", "SeckillItemId=Int", "--search-attribute", "SeckillUserId=Int",
+		"--search-attribute", "SeckillOrderStatus=Keyword"}, Log: filepath.Join(t.TempDir(), "temporal.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(10 * time.Second) })
+	return addr
+}
 
 // privateRedis is a redis-server of this test's own.
 type privateRedis struct {
@@ -129,11 +176,9 @@ type repairRuns struct {
 
 func TestLiveRepairDuringASale(t *testing.T) {
 	requireEnabled(t)
+	units, buyers, rate := *liveUnits, *liveBuyers, *liveRate
 	const (
-		units   = 2000
-		buyers  = 20000
 		window  = 10 * time.Second
-		rate    = 700 // purchase attempts per second
 		grace   = time.Minute
 		planted = 3 // drifts of each repairable kind planted mid-sale
 	)
@@ -153,10 +198,15 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		t.Fatalf("RocketMQ: %v", err)
 	}
 	taskQueue := testenv.Name(t, "saga")
-	tc, err := temporalx.Dial(ctx, cfg.Temporal, testenv.Logger(t))
-	if err != nil {
-		t.Fatalf("Temporal: %v", err)
-	}
+	cfg.Temporal.Address = startPrivateTemporal(t)
+	var tc client.Client
+	waitFor(t, time.Minute, "the private Temporal server", func() (bool, string) {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		tc, err = temporalx.Dial(dctx, cfg.Temporal, testenv.Logger(t))
+		return err == nil, fmt.Sprint(err)
+	})
 	t.Cleanup(tc.Close)
 	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
 	// SeckillItemId is global in Temporal: this run's own item id.
@@ -174,7 +224,7 @@ func TestLiveRepairDuringASale(t *testing.T) {
 
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SECKILL_REDIS_") {
+		if !strings.HasPrefix(kv, "SECKILL_REDIS_") && !strings.HasPrefix(kv, "SECKILL_TEMPORAL_ADDRESS=") {
 			env = append(env, kv)
 		}
 	}
@@ -187,6 +237,7 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
 		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
 		"SECKILL_TEMPORAL_TASK_QUEUE="+taskQueue,
+		"SECKILL_TEMPORAL_ADDRESS="+cfg.Temporal.Address,
 		"SECKILL_JWT_SECRET="+repairSecret,
 		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
 		"SECKILL_API_BUYER_RPS=100", "SECKILL_API_BUYER_BURST=100",
@@ -216,8 +267,9 @@ func TestLiveRepairDuringASale(t *testing.T) {
 			runs.runs++
 			if jerr := json.Unmarshal(out, &rep); jerr != nil {
 				runs.errors++
-				if runs.errors <= 5 {
-					t.Logf("reconcile run %d: %v %v", runs.runs, err, jerr)
+				var ee *exec.ExitError
+				if runs.errors <= 5 && errors.As(err, &ee) {
+					t.Logf("reconcile run %d: %v: %s", runs.runs, err, strings.TrimSpace(string(ee.Stderr)))
 				}
 			}
 			for _, f := range rep.Findings {
@@ -291,9 +343,9 @@ func TestLiveRepairDuringASale(t *testing.T) {
 	go func() {
 		defer close(buyersDone)
 		var wg sync.WaitGroup
-		tick := time.NewTicker(time.Second / rate)
+		tick := time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
-		for i := range int64(buyers) {
+		for i := range buyers {
 			<-tick.C
 			wg.Go(func() { buy(firstBuyer + i) })
 			sent.Add(1)
@@ -352,7 +404,7 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		sale.mu.Lock()
 		n := len(sale.accepted)
 		sale.mu.Unlock()
-		if n >= units/2 {
+		if int64(n) >= units/2 {
 			break
 		}
 		if time.Now().After(deadline) {
