@@ -424,11 +424,13 @@ func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
-// stuckQueued: an order row still QUEUED past the grace.
+// stuckQueued: an order row still QUEUED past the grace since the row was
+// written (an order that waited in the queue is young to this rule: its saga
+// has only begun).
 func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
-		if o.Status == order.StatusQueued && old(it, grace, o.OrderID, o.CreatedAt) {
+		if o.Status == order.StatusQueued && it.At.Sub(o.CreatedAt) > grace {
 			out = append(out, Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
 		}
 	}

@@ -37,6 +37,11 @@ func TestRuleFunctions(t *testing.T) {
 	queued := w.reserve(6, long)
 	w.orders[queued] = &store.Order{OrderID: queued, UserID: 6, ItemID: 1, Status: order.StatusQueued, CreatedAt: long}
 	w.running[queued] = true
+	// reserved a minute ago, its row written just now (it waited in the
+	// queue): not stuck
+	late := w.reserve(7, long)
+	w.orders[late] = &store.Order{OrderID: late, UserID: 7, ItemID: 1, Status: order.StatusQueued, CreatedAt: now}
+	w.running[late] = true
 
 	it, err := snapshot.Load(t.Context(), snapshot.Sources{MySQL: mysqlSide{w}, Redis: redisSide{w}, Outbox: outboxSide{w}, Workflows: sagaSide{w}}, 1)
 	if err != nil {
