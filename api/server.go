@@ -143,6 +143,11 @@ type Deps struct {
 	Relay   Watcher
 	Checks  map[string]Check
 	Log     *slog.Logger
+	// Figures and Counts feed the control room's summary (503 without
+	// them); DevTokens, only in development, adds POST /api/v1/dev/token.
+	Figures   SaleFigures
+	Counts    OrderCounts
+	DevTokens DevTokens
 }
 
 // check panics naming the first missing required dependency: a server
@@ -165,6 +170,10 @@ type Options struct {
 	EventsPoll time.Duration
 	// EventsMax bounds how long one event stream stays open.
 	EventsMax time.Duration
+	// TemporalUI is the Temporal Web UI's base URL and TemporalNamespace
+	// the sagas' namespace: the control room links each sale's sagas.
+	TemporalUI        string
+	TemporalNamespace string
 }
 
 // Server holds the handlers' dependencies and the per-instance state (item
@@ -189,6 +198,9 @@ type Server struct {
 	ready   readiness
 	streams streamCounts
 	unsure  *unsureBuyers
+	pages   pages
+	sums    summaryCache
+	payable *payableTracker
 }
 
 // New builds the server and its routes. gin's mode is the process's
@@ -210,13 +222,14 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 	s := &Server{
 		cfg: cfg, opts: opts, deps: deps, log: deps.Log.With("component", "api"),
 		metrics: deps.Metrics, units: deps.Units, views: deps.Views, tokens: deps.Tokens,
-		hub:    newHub(),
-		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
-		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
-		admins: newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
-		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, max(cfg.IPLimiterMaxKeys, 1)),
-		now:    time.Now,
-		unsure: newUnsureBuyers(10*time.Minute, 100_000),
+		hub:     newHub(),
+		global:  rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
+		buyers:  newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		admins:  newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
+		ips:     newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, max(cfg.IPLimiterMaxKeys, 1)),
+		now:     time.Now,
+		unsure:  newUnsureBuyers(10*time.Minute, 100_000),
+		payable: newPayableTracker(),
 	}
 	var onNew func(int64)
 	if deps.Relay != nil {
@@ -270,6 +283,7 @@ func (s *Server) routes() *gin.Engine {
 	v1.GET("/orders/:orderId/events", s.events)
 	v1.POST("/orders/:orderId/pay", s.pay)
 	v1.POST("/orders/:orderId/cancel", s.cancel)
+	s.pageRoutes(e)
 	return e
 }
 
@@ -428,7 +442,12 @@ func (s *Server) Run(ctx context.Context) {
 			}()
 		})
 	})
-	wg.Go(func() { s.views.Watch(ctx, s.hub.publish) })
+	wg.Go(func() {
+		s.views.Watch(ctx, func(v order.View) {
+			s.hub.publish(v)
+			s.observePayable(v)
+		})
+	})
 	wg.Go(func() {
 		t := time.NewTicker(s.cfg.ItemRefresh)
 		defer t.Stop()
@@ -461,6 +480,10 @@ func (s *Server) Run(ctx context.Context) {
 					s.buyers.sweep(now)
 					s.admins.sweep(now)
 					s.ips.sweep(now)
+					s.payable.forget(func(id int64) bool {
+						ci, _ := s.items.peek(id)
+						return ci != nil && now.Sub(ci.it.EndAt) < summaryRecent
+					})
 					lastSweep = now
 				}
 			}

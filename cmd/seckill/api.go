@@ -124,11 +124,16 @@ func runAPI(ctx context.Context, a *app) error {
 	if cfg.API.EarlyPay {
 		desk.WithEarlyPayment(views, units)
 	}
-	srv := api.New(cfg.API, api.Deps{
+	deps := api.Deps{
 		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
-		Relay: rel, Checks: checks, Log: log,
-	}, api.Options{})
+		Relay: rel, Checks: checks, Log: log, Figures: units, Counts: db,
+	}
+	if cfg.Dev {
+		// The pages' "sign in as buyer N": development machines only.
+		deps.DevTokens = api.DevIssuer{Secret: []byte(cfg.JWTSecret.Value())}
+	}
+	srv := api.New(cfg.API, deps, api.Options{TemporalUI: cfg.Temporal.UIURL, TemporalNamespace: cfg.Temporal.Namespace})
 
 	ln, err := net.Listen("tcp", cfg.API.Addr)
 	if err != nil {

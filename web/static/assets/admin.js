@@ -1,0 +1,185 @@
+// The control room: every sale's live figures (GET /api/v1/admin/summary,
+// polled twice a second; the server reads them at most twice a second
+// whatever the number of open rooms), and the sale controls, each confirmed.
+"use strict";
+
+(() => {
+  const S = seckill, $ = id => document.getElementById(id);
+  const TOKEN_KEY = "seckill.admin.token";
+  let token = S.loadToken(TOKEN_KEY);
+  const cards = new Map();
+  const STATUSES = ["QUEUED", "PENDING_PAYMENT", "PAID", "CANCELLED", "FAILED"];
+
+  // ------------------------------------------------------------ sign-in
+  function renderWho() {
+    const info = token && S.tokenInfo(token);
+    if (info) {
+      $("who").replaceChildren(`Admin ${info.user} `,
+        S.el("button", { type: "button", class: "secondary", id: "signout", onclick: signOut }, "Sign out"));
+    } else {
+      $("who").textContent = "Not signed in";
+    }
+    $("signin").hidden = !!info;
+    $("room").hidden = !info;
+  }
+  function signIn(t) {
+    const info = S.tokenInfo(t);
+    if (!info || !info.user) { S.say($("signin-msg"), "bad", "That is not a token (expected three dot-separated parts)."); return; }
+    if (info.role !== "admin") { S.say($("signin-msg"), "bad", `That token is for the ${info.role} role; the control room needs an admin token.`); return; }
+    token = t;
+    localStorage.setItem(TOKEN_KEY, t);
+    S.say($("signin-msg"), "", "");
+    renderWho();
+  }
+  function signOut() { token = null; localStorage.removeItem(TOKEN_KEY); renderWho(); }
+  $("token-form").addEventListener("submit", e => { e.preventDefault(); signIn($("token").value.trim()); $("token").value = ""; });
+  $("dev-form").addEventListener("submit", async e => {
+    e.preventDefault();
+    const r = await S.devToken(1, "admin");
+    if (!r.ok) { S.say($("signin-msg"), "bad", "Development sign-in refused: " + S.errorText(r)); return; }
+    signIn(r.data.token);
+  });
+
+  // ------------------------------------------------------------ confirmation
+  // confirmAction shows the dialog; resolves true only on "Yes".
+  function confirmAction(text, yes) {
+    const d = $("confirm");
+    $("confirm-text").textContent = text;
+    $("confirm-yes").textContent = yes;
+    d.returnValue = "";
+    return new Promise(resolve => {
+      d.addEventListener("close", () => resolve(d.returnValue === "yes"), { once: true });
+      d.showModal();
+    });
+  }
+
+  // ------------------------------------------------------------ create
+  $("create-form").addEventListener("submit", async e => {
+    e.preventDefault();
+    const start = new Date(S.now() + Number($("c-start").value) * 1000);
+    const end = new Date(start.getTime() + Number($("c-minutes").value) * 60000);
+    const body = {
+      name: $("c-name").value, price_cents: Number($("c-price").value), stock_total: Number($("c-units").value),
+      start_at: start.toISOString(), end_at: end.toISOString(), payment_timeout_seconds: Number($("c-window").value),
+    };
+    const ok = await confirmAction(`Create "${body.name}": ${body.stock_total} units at ${S.money(body.price_cents)}, ` +
+      `from ${start.toLocaleTimeString()} to ${end.toLocaleString()}, ${body.payment_timeout_seconds} s to pay?`, "Create the sale");
+    if (!ok) { S.say($("create-msg"), "", "Nothing created."); return; }
+    const r = await S.call("POST", "/api/v1/items", { token, body });
+    if (r.ok) S.say($("create-msg"), "ok", `Sale ${r.data.id} created: "${r.data.name}", ${r.data.stock_total} units.`);
+    else S.say($("create-msg"), "bad", "Not created: " + S.errorText(r));
+  });
+
+  // ------------------------------------------------------------ sales
+  function fig(label, id) {
+    const dd = S.el("dd", { id });
+    return [S.el("div", {}, S.el("dt", {}, label), dd), dd];
+  }
+  function card(s) {
+    const id = s.item.id;
+    let c = cards.get(id);
+    if (c) return c;
+    const r = {};
+    const figs = [];
+    const add = (label, key) => { const [box, dd] = fig(label, `s${id}-${key}`); r[key] = dd; figs.push(box); };
+    add("Units left (Redis)", "left");
+    add("Accepted (202)", "accepted");
+    STATUSES.forEach(st => add(st.replace("_", " "), st));
+    add("202 → payable p50", "p50");
+    add("202 → payable p99", "p99");
+    add("Outbox backlog", "outbox");
+    const root = S.el("article", { class: "card", id: `sale-${id}`, "aria-labelledby": `sale-${id}-name` },
+      r.name = S.el("h3", { id: `sale-${id}-name` }),
+      S.el("div", { class: "row" }, r.badge = S.el("span", { class: "badge", id: `sale-${id}-state` }), r.window = S.el("span", { class: "muted" })),
+      S.el("dl", { class: "figs" }, figs),
+      S.el("div", { class: "row" },
+        r.sagas = S.el("a", { id: `sale-${id}-sagas`, target: "_blank", rel: "noopener" }, "Sagas in the Temporal UI")),
+      S.el("div", { class: "row" },
+        r.end = S.el("button", { type: "button", class: "danger", id: `end-${id}`, onclick: () => endSale(id) }, "End now…")),
+      S.el("form", { class: "row", onsubmit: e => { e.preventDefault(); addUnits(id); } },
+        S.el("label", { for: `add-${id}` }, "Units to add"),
+        r.add = S.el("input", { id: `add-${id}`, type: "number", min: "1", max: "1000000", value: "100", inputmode: "numeric" }),
+        S.el("button", { type: "submit", class: "secondary", id: `add-${id}-go` }, "Add units…")),
+      r.msg = S.el("p", { class: "msg", id: `sale-${id}-msg`, role: "status" }));
+    c = { root, r, name: "" };
+    cards.set(id, c);
+    return c;
+  }
+  const ms = v => v === null || v === undefined ? "—" : v >= 10000 ? (v / 1000).toFixed(1) + " s" : Math.round(v) + " ms";
+
+  function paint(b) {
+    const order = [];
+    for (const s of b.sales) {
+      const c = card(s), r = c.r, it = s.item;
+      c.name = it.name;
+      r.name.textContent = `#${it.id} ${it.name}`;
+      r.badge.textContent = it.status;
+      r.badge.className = "badge " + it.status;
+      r.window.textContent = `${S.when(it.start_at)} → ${S.when(it.end_at)} · ${it.stock_total} units · ${S.money(it.price_cents)}`;
+      r.left.textContent = s.units_left === null ? "not loaded" : s.units_left;
+      r.accepted.textContent = s.accepted;
+      STATUSES.forEach(st => { r[st].textContent = (s.orders && s.orders[st]) || 0; });
+      r.p50.textContent = ms(s.payable.p50_ms);
+      r.p99.textContent = ms(s.payable.p99_ms) + (s.payable.count ? ` (${s.payable.count})` : "");
+      r.outbox.textContent = s.outbox_backlog;
+      if (s.sagas_url) { r.sagas.href = s.sagas_url; r.sagas.hidden = false; } else r.sagas.hidden = true;
+      r.end.disabled = it.status === "ENDED";
+      order.push(c.root);
+    }
+    const seen = new Set(b.sales.map(s => s.item.id));
+    for (const [id] of cards) if (!seen.has(id)) cards.delete(id);
+    // Keep focus where it is: only re-append when the list itself changed.
+    const box = $("sales");
+    if (box.children.length !== order.length || order.some((n, i) => box.children[i] !== n)) box.replaceChildren(...order);
+    if (b.sales.length === 0) S.say($("sales-msg"), "", "No sales in the last hour. Create one above.");
+    if (b.temporal_ui) { $("temporal-link").href = b.temporal_ui; $("temporal-link").hidden = false; }
+  }
+
+  let last = null;
+  async function poll() {
+    if (token) {
+      const r = await S.call("GET", "/api/v1/admin/summary", { token });
+      if (r.ok) {
+        last = r.data;
+        S.say($("sales-msg"), "", "");
+        paint(r.data);
+      } else {
+        S.say($("sales-msg"), "bad", "The figures could not be read: " + S.errorText(r));
+        if (r.status === 401 || r.status === 403) signOut();
+      }
+    }
+    setTimeout(poll, 500);
+  }
+  setInterval(() => {
+    if (!last) return;
+    const age = S.now() - Date.parse(last.read_at);
+    $("freshness").textContent = `Figures read at ${new Date(Date.parse(last.read_at)).toLocaleTimeString()} (server clock), ${S.duration(age)} ago.`;
+  }, 250);
+
+  async function endSale(id) {
+    const c = cards.get(id);
+    const ok = await confirmAction(`End sale #${id} "${c.name}" now? New purchases are refused at once; orders already accepted go on.`, "End the sale now");
+    if (!ok) { S.say(c.r.msg, "", "Not ended."); return; }
+    const r = await S.call("POST", `/api/v1/items/${id}/end`, { token });
+    if (r.ok) S.say(c.r.msg, "ok", `Sale ended at ${S.when(r.data.end_at)}.`);
+    else S.say(c.r.msg, "bad", "Not ended: " + S.errorText(r));
+  }
+  async function addUnits(id) {
+    const c = cards.get(id);
+    const n = Number(c.r.add.value);
+    const ok = await confirmAction(`Add ${n} units to sale #${id} "${c.name}"?`, `Add ${n} units`);
+    if (!ok) { S.say(c.r.msg, "", "Nothing added."); return; }
+    const r = await S.call("POST", `/api/v1/items/${id}/stock`, { token, body: { add: n } });
+    if (r.ok) S.say(c.r.msg, "ok", `Added ${n} units: ${r.data.stock_left} of ${r.data.stock_total} left.`);
+    else S.say(c.r.msg, "bad", "Not added: " + S.errorText(r));
+  }
+
+  async function start() {
+    renderWho();
+    const c = await S.syncClock();
+    if (!c.ok) S.say($("signin-msg"), "bad", "The server's clock could not be read: " + S.errorText(c));
+    $("dev-form").hidden = !S.isDev();
+    poll();
+  }
+  start();
+})();

@@ -1,0 +1,105 @@
+// Shared by the storefront and the control room: the API client, the
+// server's clock, tokens, formatting. Plain browser JavaScript, no build.
+"use strict";
+
+const seckill = (() => {
+  // ---- the server's clock: countdowns never trust the browser's clock.
+  let offsetMs = 0;          // server time minus browser time
+  let bestRoundTrip = Infinity;
+  let dev = false;
+  async function syncClock() {
+    for (let i = 0; i < 3; i++) {
+      const t0 = Date.now();
+      const r = await call("GET", "/api/v1/time");
+      const t1 = Date.now();
+      if (!r.ok) return r;
+      dev = !!r.data.dev;
+      const rtt = t1 - t0;
+      // The sample with the shortest round trip is the most exact.
+      if (rtt <= bestRoundTrip) {
+        bestRoundTrip = rtt;
+        offsetMs = Date.parse(r.data.now) - (t0 + rtt / 2);
+      }
+    }
+    return { ok: true };
+  }
+  function now() { return Date.now() + offsetMs; }
+  function isDev() { return dev; }
+
+  // ---- the API: every answer comes back as {ok, status, data, error}.
+  async function call(method, path, opts = {}) {
+    const headers = { "Accept": "application/json" };
+    if (opts.token) headers["Authorization"] = "Bearer " + opts.token;
+    let body;
+    if (opts.body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(opts.body);
+    }
+    let res;
+    try {
+      res = await fetch(path, { method, headers, body, cache: "no-store" });
+    } catch (e) {
+      return { ok: false, status: 0, error: { code: "NETWORK", message: "the server could not be reached (" + e.message + ")" } };
+    }
+    let data = null;
+    const text = await res.text().catch(() => "");
+    try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+    const out = { ok: res.ok, status: res.status, data, retryAfter: Number(res.headers.get("Retry-After")) || 0 };
+    if (!res.ok) {
+      out.error = (data && data.error) || { code: "HTTP_" + res.status, message: text.slice(0, 200) || res.statusText };
+    }
+    return out;
+  }
+
+  // ---- tokens, kept in this browser only.
+  function tokenInfo(token) {
+    try {
+      const p = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+      return { user: Number(p.sub), role: p.role, exp: p.exp ? p.exp * 1000 : 0 };
+    } catch (e) { return null; }
+  }
+  function loadToken(key) {
+    const t = localStorage.getItem(key);
+    const info = t && tokenInfo(t);
+    if (!info || (info.exp && info.exp < Date.now())) { localStorage.removeItem(key); return null; }
+    return t;
+  }
+  async function devToken(user, role) {
+    return call("POST", "/api/v1/dev/token", { body: { user_id: user, role } });
+  }
+
+  // ---- formatting.
+  function duration(ms) {
+    if (ms < 0) ms = 0;
+    const s = Math.ceil(ms / 1000), h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60), r = s % 60;
+    if (h > 0) return `${h} h ${String(m).padStart(2, "0")} min ${String(r).padStart(2, "0")} s`;
+    if (m > 0) return `${m} min ${String(r).padStart(2, "0")} s`;
+    return `${r} s`;
+  }
+  function money(cents) { return (cents / 100).toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 }); }
+  function when(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
+  function errorText(r) { return r.error ? `${r.error.message} (${r.error.code}${r.status ? ", HTTP " + r.status : ""})` : ""; }
+
+  // el("button", {class: "x", onclick: f}, "text", child...) builds DOM without HTML strings.
+  function el(tag, attrs, ...children) {
+    const n = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith("on")) n.addEventListener(k.slice(2), v);
+      else if (k === "class") n.className = v;
+      else if (v === true) n.setAttribute(k, "");
+      else n.setAttribute(k, v);
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      n.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return n;
+  }
+  function say(node, cls, ...content) {
+    node.className = "msg" + (cls ? " " + cls : "");
+    node.replaceChildren(...content.flat().map(c => c instanceof Node ? c : document.createTextNode(String(c))));
+  }
+
+  return { syncClock, now, isDev, call, tokenInfo, loadToken, devToken, duration, money, when, errorText, el, say };
+})();
