@@ -1,0 +1,357 @@
+// Package browser_test drives the storefront and the control room in a real
+// headless Chromium (Debian's package, installed by scripts/stack up) against
+// child `seckill api` and `seckill worker` processes on a private slice of the
+// local stack. Screenshots of every step are saved under
+// .stack/test-logs/browser/ (SECKILL_BROWSER_OUT overrides); with
+// SECKILL_SCREENSHOTS_TO_DOCS=1 the storefront's and the control room's are
+// also copied to docs/ for the README.
+package browser_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/queue"
+)
+
+// chromiumPath finds the browser; without it the test skips, unless
+// SECKILL_REQUIRE_BROWSER=1 (make test) makes that a failure.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SECKILL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("SECKILL_REQUIRE_BROWSER") == "1" {
+		t.Fatal("chromium not found (scripts/stack up installs Debian's chromium)")
+	}
+	t.Skip("chromium not found: scripts/stack up installs it (SECKILL_REQUIRE_BROWSER=1 makes this a failure)")
+	return ""
+}
+
+// deployment is one API and one worker on a private database, Redis prefix,
+// topic and task queue.
+type deployment struct {
+	t      *testing.T
+	base   string // http://127.0.0.1:port
+	secret []byte
+	http   *http.Client
+}
+
+func deploy(t *testing.T) *deployment {
+	t.Helper()
+	bin := testenv.SeckillBinary(t)
+	st, mcfg := testenv.MySQL(t)
+	_, prefix := testenv.Redis(t)
+	cfg := testenv.Config(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Temporal's SeckillItemId is global across test databases: this run's
+	// sale ids must be its own for the control room's saga links.
+	if err := st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
+		t.Fatal(err)
+	}
+	rmq := cfg.RocketMQ
+	rmq.Topic = testenv.Name(t, "orders")
+	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+		t.Fatalf("RocketMQ: %v", err)
+	}
+	taskQueue := testenv.Name(t, "saga")
+	tc, err := temporalx.Dial(ctx, cfg.Temporal, testenv.Logger(t))
+	if err != nil {
+		t.Fatalf("Temporal: %v", err)
+	}
+	t.Cleanup(tc.Close)
+	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
+
+	addr := testenv.FreeAddr(t)
+	env := append(os.Environ(),
+		"SECKILL_DEV=1",
+		"SECKILL_REDIS_KEY_PREFIX="+prefix,
+		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
+		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
+		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
+		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
+		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
+		"SECKILL_TEMPORAL_TASK_QUEUE="+taskQueue,
+		"SECKILL_API_ADDR="+addr,
+		"SECKILL_WORKER_METRICS_ADDR="+testenv.FreeAddr(t),
+		"SECKILL_LOG_LEVEL=info",
+	)
+	logs := t.TempDir()
+	for _, role := range []string{"worker", "api"} {
+		logPath := filepath.Join(logs, role+".log")
+		c, err := proc.Start(proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Banner: "browser test " + role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.Stop(20 * time.Second)
+			if t.Failed() {
+				b, _ := os.ReadFile(logPath)
+				if len(b) > 20000 {
+					b = b[len(b)-20000:]
+				}
+				t.Logf("%s log (tail):\n%s", role, b)
+			}
+		})
+	}
+	d := &deployment{t: t, base: "http://" + addr, secret: []byte(cfg.JWTSecret.Value()), http: &http.Client{Timeout: 15 * time.Second}}
+	d.waitReady()
+	return d
+}
+
+// waitReady waits for /readyz to answer 200 (every dependency reached).
+func (d *deployment) waitReady() {
+	d.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		res, err := d.http.Get(d.base + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("api at %s not ready after 90 s (last: %v)", d.base, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (d *deployment) token(user int64, role auth.Role) string {
+	d.t.Helper()
+	tok, err := auth.Sign(d.secret, user, role, time.Hour, time.Now())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return tok
+}
+
+// call sends a JSON request and decodes the answer into out (if not nil).
+func (d *deployment) call(method, path, tok string, body, out any) int {
+	d.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, d.base+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	res, err := d.http.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	b, _ := io.ReadAll(res.Body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			d.t.Fatalf("%s %s: %d %s: %v", method, path, res.StatusCode, b, err)
+		}
+	}
+	return res.StatusCode
+}
+
+type itemView struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	StockLeft int64  `json:"stock_left"`
+	Status    string `json:"status"`
+}
+
+func (d *deployment) createSale(name string, units int64, startIn time.Duration) itemView {
+	d.t.Helper()
+	start := time.Now().Add(startIn).UTC()
+	var it itemView
+	code := d.call("POST", "/api/v1/items", d.token(1, auth.RoleAdmin), map[string]any{
+		"name": name, "price_cents": 1999, "stock_total": units,
+		"start_at": start.Format(time.RFC3339Nano), "end_at": start.Add(time.Hour).Format(time.RFC3339Nano),
+		"payment_timeout_seconds": 600,
+	}, &it)
+	if code != http.StatusCreated {
+		d.t.Fatalf("create sale: %d", code)
+	}
+	return it
+}
+
+// browser is one headless Chromium; each page gets a browser context of its
+// own (its own storage: one signed-in person per page).
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	out string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	exe := chromiumPath(t)
+	out := os.Getenv("SECKILL_BROWSER_OUT")
+	if out == "" {
+		out = filepath.Join(testenv.RepoRoot(t), ".stack", "test-logs", "browser")
+	}
+	_ = os.RemoveAll(out)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The flags Chromium needs on these machines: no sandbox as root, no
+	// GPU, and none of its own network traffic (the network is closed).
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	if err := chromedp.Do(bctx); err != nil { // starts the browser
+		cancelBrowser()
+		cancelAlloc()
+		t.Fatalf("start chromium %s: %v", exe, err)
+	}
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	t.Logf("screenshots: %s", out)
+	return &browser{t: t, ctx: bctx, out: out}
+}
+
+// page is one tab in a browser context of its own.
+type page struct {
+	t    *testing.T
+	name string
+	ctx  context.Context
+	out  string
+}
+
+func (b *browser) page(name string) *page {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	b.t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		b.t.Fatalf("open tab %s: %v", name, err)
+	}
+	return &page{t: b.t, name: name, ctx: ctx, out: b.out}
+}
+
+// do runs browser actions, each step bounded so a broken page fails the
+// test instead of hanging it.
+func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.shot("FAILED-" + strings.ReplaceAll(what, " ", "-"))
+		p.t.Fatalf("%s: %s: %v", p.name, what, err)
+	}
+}
+
+// until waits for a JavaScript condition to hold in the page.
+func (p *page) until(what, cond string, within time.Duration) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, within+5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within))); err != nil {
+		p.shot("FAILED-" + strings.ReplaceAll(what, " ", "-"))
+		p.t.Fatalf("%s: waiting for %s (%s): %v", p.name, what, cond, err)
+	}
+}
+
+// text returns the text of the element with the id.
+func (p *page) text(id string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.getElementById(%q)||{}).textContent||""`, id)))
+	if err != nil {
+		p.t.Fatalf("%s: text of #%s: %v", p.name, id, err)
+	}
+	return s
+}
+
+func (p *page) eval(expr string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		p.t.Fatalf("%s: %s: %v", p.name, expr, err)
+	}
+	return s
+}
+
+// shot saves a full-page screenshot as NN-name.png in the output folder.
+func (p *page) shot(name string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Logf("%s: screenshot %s: %v", p.name, name, err)
+		return ""
+	}
+	shotMu.Lock()
+	shotN++
+	path := filepath.Join(p.out, fmt.Sprintf("%02d-%s.png", shotN, name))
+	shotMu.Unlock()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot %s", path)
+	return path
+}
+
+var (
+	shotMu sync.Mutex
+	shotN  int
+)
+
+// js quotes a Go string for JavaScript.
+func js(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// toDocs copies a screenshot to docs/ (SECKILL_SCREENSHOTS_TO_DOCS=1).
+func toDocs(t *testing.T, src, name string) {
+	t.Helper()
+	if os.Getenv("SECKILL_SCREENSHOTS_TO_DOCS") != "1" || src == "" {
+		return
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(testenv.RepoRoot(t), "docs", name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,198 @@
+package browser_test
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// signIn opens a page and signs in with the development button.
+func signIn(p *page, url string, user int64) {
+	p.t.Helper()
+	p.do("open "+url, chromedp.Navigate(url))
+	p.until("the development sign-in", `!document.getElementById("dev-form").hidden`, 15*time.Second)
+	if user > 0 {
+		p.do("choose the buyer", chromedp.SetValue(chromedp.ID("dev-user"), strconv.FormatInt(user, 10)))
+	}
+	p.do("sign in", chromedp.Click(chromedp.ID("dev-signin")))
+	p.until("signed in", `document.getElementById("signin").hidden`, 15*time.Second)
+}
+
+// confirm answers the control room's confirmation dialog with yes.
+func confirm(p *page) {
+	p.t.Helper()
+	p.until("the confirmation dialog", `document.getElementById("confirm").open`, 10*time.Second)
+	p.do("confirm", chromedp.Click(chromedp.ID("confirm-yes")))
+	p.until("the dialog closed", `!document.getElementById("confirm").open`, 10*time.Second)
+}
+
+// figure is the control-room expression of one figure of a sale.
+func figure(item int64, key string) string {
+	return fmt.Sprintf(`(document.getElementById("s%d-%s")||{}).textContent`, item, key)
+}
+
+func TestStorefrontAndControlRoom(t *testing.T) {
+	testenv.Integration(t)
+	b := newBrowser(t)
+	d := deploy(t)
+
+	// ---- 1. A buyer waits for the countdown, buys, pays.
+	lamp := d.createSale("Limited edition lamp", 1, 8*time.Second)
+	alice := b.page("buyer-1001")
+	signIn(alice, d.base+"/", 1001)
+	buy := fmt.Sprintf(`document.getElementById("buy-%d")`, lamp.ID)
+	alice.until("the sale with its countdown", fmt.Sprintf(`(document.getElementById("sale-%d-clock")||{}).textContent.startsWith("Starts in")`, lamp.ID), 15*time.Second)
+	if alice.eval(buy+`.disabled ? "off" : "on"`) != "off" {
+		t.Fatal("the buy button is enabled before the sale starts")
+	}
+	alice.shot("storefront-countdown")
+	alice.eval(`String(window.__sameDocument = 1)`) // gone if the page reloads
+	alice.until("the buy button enabled once the countdown ends", "!"+buy+".disabled", 30*time.Second)
+	alice.do("buy", chromedp.Click(chromedp.ID(fmt.Sprintf("buy-%d", lamp.ID))))
+	alice.until("the order page", `location.hash.startsWith("#/orders/")`, 15*time.Second)
+	orderID := alice.eval(`location.hash.slice("#/orders/".length)`)
+	alice.shot("order-accepted")
+	alice.until("PENDING_PAYMENT arriving without a reload",
+		`document.getElementById("order-status").dataset.status === "PENDING_PAYMENT" && window.__sameDocument === 1`, 90*time.Second)
+	if w := alice.text("order-payby"); !regexp.MustCompile(`^Pay within .+`).MatchString(w) {
+		t.Errorf("pay_by countdown: %q", w)
+	}
+	alice.shot("order-pending-payment")
+	alice.do("pay", chromedp.Click(chromedp.ID("order-pay")))
+	alice.until("PAID", `document.getElementById("order-status").dataset.status === "PAID"`, 30*time.Second)
+	alice.shot("order-paid")
+
+	// ---- 2. A second buyer: sold out, in words.
+	bob := b.page("buyer-1002")
+	signIn(bob, d.base+"/", 1002)
+	bob.until("no unit left", fmt.Sprintf(`(document.getElementById("sale-%d-units")||{}).textContent.startsWith("0 of 1")`, lamp.ID), 15*time.Second)
+	bob.do("try to buy", chromedp.Click(chromedp.ID(fmt.Sprintf("buy-%d", lamp.ID))))
+	bob.until("the sold-out answer", fmt.Sprintf(`document.getElementById("sale-%d-msg").textContent.startsWith("Sold out")`, lamp.ID), 15*time.Second)
+	bob.shot("second-buyer-sold-out")
+
+	// The first buyer's orders list the paid order.
+	alice.do("open my orders", chromedp.Navigate(d.base+"/#/orders"))
+	alice.until("the paid order in my orders", fmt.Sprintf(`document.getElementById("orders").textContent.includes(%s) && document.getElementById("orders").textContent.includes("Paid")`, js(orderID)), 15*time.Second)
+	alice.shot("my-orders")
+
+	// ---- 3. The control room during a 200-unit sale.
+	admin := b.page("admin")
+	signIn(admin, d.base+"/admin", 0)
+	admin.do("fill in the new sale",
+		chromedp.SetValue(chromedp.ID("c-name"), "Stampede sale"),
+		chromedp.SetValue(chromedp.ID("c-units"), "200"),
+		chromedp.SetValue(chromedp.ID("c-start"), "3"),
+		chromedp.Click(chromedp.ID("c-submit")))
+	confirm(admin)
+	admin.until("the sale created", `document.getElementById("create-msg").textContent.startsWith("Sale ")`, 15*time.Second)
+	m := regexp.MustCompile(`^Sale (\d+) created`).FindStringSubmatch(admin.text("create-msg"))
+	if m == nil {
+		t.Fatalf("create answer: %q", admin.text("create-msg"))
+	}
+	sale, _ := strconv.ParseInt(m[1], 10, 64)
+	admin.until("the new sale in the control room", figure(sale, "accepted")+` === "0"`, 15*time.Second)
+
+	// Buyers 2001-2200 buy in four waves; after each the control room must
+	// show the accepted count and the units left it reached.
+	type accepted struct {
+		OrderID string `json:"order_id"`
+	}
+	var orders []string
+	var mu sync.Mutex
+	wave := func(from, n int64) {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 25)
+		for u := from; u < from+n; u++ {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				tok := d.token(u, auth.RoleBuyer)
+				for {
+					var a accepted
+					code := d.call("POST", fmt.Sprintf("/api/v1/seckill/%d", sale), tok, nil, &a)
+					if code == http.StatusForbidden { // not started yet (the form's 3 s)
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
+					if code != http.StatusAccepted {
+						t.Errorf("buyer %d: %d", u, code)
+						return
+					}
+					mu.Lock()
+					orders = append(orders, a.OrderID)
+					mu.Unlock()
+					return
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for w := int64(0); w < 4; w++ {
+		wave(2001+50*w, 50)
+		n := 50 * (w + 1)
+		admin.until(fmt.Sprintf("%d accepted in the control room", n),
+			fmt.Sprintf(`%s === "%d" && %s === "%d"`, figure(sale, "accepted"), n, figure(sale, "left"), 200-n), 15*time.Second)
+		if w == 1 {
+			admin.shot("control-room-half-sold")
+			bob.until("the storefront's units left", fmt.Sprintf(`(document.getElementById("sale-%d-units")||{}).textContent.startsWith("100 of 200")`, sale), 15*time.Second)
+			toDocs(t, bob.shot("storefront"), "storefront.png")
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	admin.until("every order payable", figure(sale, "PENDING_PAYMENT")+` === "200"`, 180*time.Second)
+	for _, id := range orders[:20] {
+		// Each buyer pays their own order: find its buyer from the order.
+		var v struct {
+			UserID int64 `json:"user_id"`
+		}
+		if code := d.call("GET", "/api/v1/orders/"+id, d.token(1, auth.RoleAdmin), nil, &v); code != http.StatusOK {
+			t.Fatalf("GET order %s: %d", id, code)
+		}
+		if code := d.call("POST", "/api/v1/orders/"+id+"/pay", d.token(v.UserID, auth.RoleBuyer), nil, nil); code != http.StatusOK {
+			t.Fatalf("pay %s: %d", id, code)
+		}
+	}
+	admin.until("20 paid in the control room", figure(sale, "PAID")+` === "20" && `+figure(sale, "PENDING_PAYMENT")+` === "180"`, 30*time.Second)
+	admin.until("the 202 -> payable latency", figure(sale, "p50")+` !== "—"`, 10*time.Second)
+	toDocs(t, admin.shot("control-room"), "control-room.png")
+
+	// ---- 4. Add units to the sold-out lamp: the second buyer gets one.
+	admin.do("add one unit to the lamp", chromedp.SetValue(chromedp.ID(fmt.Sprintf("add-%d", lamp.ID)), "1"),
+		chromedp.Click(chromedp.ID(fmt.Sprintf("add-%d-go", lamp.ID))))
+	confirm(admin)
+	admin.until("the unit added", fmt.Sprintf(`document.getElementById("sale-%d-msg").textContent.startsWith("Added 1 units")`, lamp.ID), 15*time.Second)
+	bob.until("the added unit on the storefront", fmt.Sprintf(`document.getElementById("sale-%d-units").textContent.startsWith("1 of 2")`, lamp.ID), 15*time.Second)
+	bob.do("buy the added unit", chromedp.Click(chromedp.ID(fmt.Sprintf("buy-%d", lamp.ID))))
+	bob.until("the second buyer's order page", `location.hash.startsWith("#/orders/")`, 15*time.Second)
+	bob.do("back to the sales", chromedp.Navigate(d.base+"/#/"))
+
+	// ---- 5. End now: the buy button of an open page turns off.
+	buySale := fmt.Sprintf(`document.getElementById("buy-%d")`, sale)
+	bob.until("the stampede sale buyable (sold out, window open)", buySale+" && !"+buySale+".disabled", 15*time.Second)
+	admin.do("end the sale", chromedp.Click(chromedp.ID(fmt.Sprintf("end-%d", sale))))
+	confirm(admin)
+	ended := time.Now()
+	bob.until("the buy button off after the end", buySale+".disabled", 10*time.Second)
+	t.Logf("end now -> buy button off on an open page: %s", time.Since(ended).Round(10*time.Millisecond))
+	admin.until("the sale shown ended", fmt.Sprintf(`document.getElementById("sale-%d-state").textContent === "ENDED"`, sale), 10*time.Second)
+	bob.shot("storefront-after-end-now")
+	admin.shot("control-room-after-end-now")
+
+	// ---- 6. Readable at 360 px: no sideways scrolling.
+	for _, p := range []*page{bob, admin} {
+		p.do("narrow the window", chromedp.EmulateViewport(360, 780))
+		p.until("the page fitting 360 px", `document.documentElement.scrollWidth <= 360`, 10*time.Second)
+		p.shot(p.name + "-360px")
+	}
+}
