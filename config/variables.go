@@ -70,6 +70,10 @@ var ToolingVariables = []string{
 	"SECKILL_SAGA_BENCH",
 	"SECKILL_SAGA_BENCH_N",
 	"SECKILL_RECORD_HISTORIES",
+	"SECKILL_REQUIRE_BROWSER", // scripts/test: test/browser fails without chromium
+	"SECKILL_CHROMIUM",        // test/browser: the browser to drive
+	"SECKILL_BROWSER_OUT",     // test/browser: where the screenshots go
+	"SECKILL_BROWSER_DOCS",    // test/browser: copy the README's screenshots to docs/
 }
 
 // toolingPrefixes are families of tooling variables: the cluster profile's

@@ -3,7 +3,7 @@
 // child `seckill api` and `seckill worker` processes on a private slice of the
 // local stack. Screenshots of every step are saved under
 // .stack/test-logs/browser/ (SECKILL_BROWSER_OUT overrides); with
-// SECKILL_SCREENSHOTS_TO_DOCS=1 the storefront's and the control room's are
+// SECKILL_BROWSER_DOCS=1 the storefront's and the control room's are
 // also copied to docs/ for the README.
 package browser_test
 
@@ -341,10 +341,10 @@ var (
 // js quotes a Go string for JavaScript.
 func js(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-// toDocs copies a screenshot to docs/ (SECKILL_SCREENSHOTS_TO_DOCS=1).
+// toDocs copies a screenshot to docs/ (SECKILL_BROWSER_DOCS=1).
 func toDocs(t *testing.T, src, name string) {
 	t.Helper()
-	if os.Getenv("SECKILL_SCREENSHOTS_TO_DOCS") != "1" || src == "" {
+	if os.Getenv("SECKILL_BROWSER_DOCS") != "1" || src == "" {
 		return
 	}
 	b, err := os.ReadFile(src)
