@@ -195,4 +195,3 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 		p.shot(p.name + "-360px")
 	}
 }
-
