@@ -61,6 +61,12 @@ ensure_prometheus_installed() {
   apt_install prometheus
 }
 
+# ensure_browser_installed: Debian's Chromium, which test/browser drives headless (the pages' tests).
+ensure_browser_installed() {
+  command -v chromium >/dev/null && return 0
+  apt_install chromium
+}
+
 ensure_java() {
   command -v java >/dev/null || apt_install openjdk-17-jre-headless
 }
