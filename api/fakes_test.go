@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -278,6 +279,8 @@ type fakeUnits struct {
 	// markFails makes the next BuyerOrder calls fail (Redis unreachable
 	// while a failover promotes a replica); -1: every one.
 	markFails int
+	// figureReads counts Figures calls (the control room's reads).
+	figureReads atomic.Int64
 	reserves  int // ReserveQueued calls
 	// stall makes ReserveQueued wait until its context ends (a batch stuck
 	// behind a Redis that does not answer) and fail with its error.

@@ -148,6 +148,12 @@ func serveUnit(t *testing.T, h *unitHarness, req *http.Request, failing bool) *h
 		return rec.ResponseRecorder
 	case strings.HasPrefix(ct, "text/plain") && req.URL.Path == "/metrics":
 		return rec.ResponseRecorder
+	case req.Method == "GET" && (req.URL.Path == "/" || req.URL.Path == "/admin" || strings.HasPrefix(req.URL.Path, "/assets/")):
+		// The pages (package web): HTML, CSS and JavaScript, never JSON.
+		if ct == "" || strings.HasPrefix(ct, "application/json") {
+			t.Fatalf("%s: a page served as %q", what, ct)
+		}
+		return rec.ResponseRecorder
 	default:
 		if !json.Valid(body) {
 			t.Fatalf("%s: body is not JSON", what)
@@ -343,6 +349,55 @@ func FuzzUnitRouter(f *testing.F) {
 			return // not a request line net/http would pass on
 		}
 		serveUnit(t, h, request(method, path, authz, nil), false)
+	})
+}
+
+// the pages' own routes: the server's clock, the development sign-in, the
+// control room's summary, the embedded files.
+func FuzzUnitPages(f *testing.F) {
+	h := newUnitServer(f, func(c *config.API, d *api.Deps, o *api.Options) {
+		c.BuyerRPS, c.BuyerBurst = 1e9, 1e9
+		c.IPRPS, c.IPBurst = 1e9, 1e9
+		d.Log = slog.New(slog.DiscardHandler)
+		d.DevTokens = api.DevIssuer{Secret: testSecret}
+		d.Figures, d.Counts = d.Units.(*fakeUnits), d.Orders.(*fakeOrders)
+		o.TemporalUI = "http://127.0.0.1:8233"
+	})
+	h.onSale(10)
+	f.Add(uint8(0), "", "", uint16(1), uint8(0), []byte(`{"user_id":1001}`), uint8(0))
+	f.Add(uint8(0), "", "", uint16(1), uint8(0), []byte(`{"user_id":1,"role":"admin"}`), uint8(0))
+	f.Add(uint8(0), "", "", uint16(1), uint8(0), []byte(`{"user_id":-1,"role":"root"}`), uint8(0))
+	f.Add(uint8(0), "", "", uint16(1), uint8(0), []byte(`[1e999]`), uint8(0))
+	f.Add(uint8(1), "", "", uint16(1), uint8(3), []byte(nil), uint8(0))
+	f.Add(uint8(1), "", "", uint16(1), uint8(3), []byte(nil), failSel(failUnits, 0))
+	f.Add(uint8(1), "", "", uint16(1), uint8(3), []byte(nil), failSel(failOrders, 0))
+	f.Add(uint8(1), "", "", uint16(2), uint8(2), []byte(nil), uint8(0))
+	f.Add(uint8(2), "", "", uint16(0), uint8(0), []byte(nil), uint8(0))
+	f.Add(uint8(3), "store.js", "", uint16(0), uint8(0), []byte(nil), uint8(0))
+	f.Add(uint8(3), "../index.html", "", uint16(0), uint8(0), []byte(nil), uint8(0))
+	f.Add(uint8(3), "%2e%2e/web.go", "", uint16(0), uint8(0), []byte(nil), uint8(0))
+	f.Fuzz(func(t *testing.T, route uint8, file, rawAuth string, user uint16, authSel uint8, body []byte, fail uint8) {
+		failing := injected(h, fail)
+		defer h.inject(failNone, nil)
+		authz, _ := authHeader(t, authSel, rawAuth, user)
+		var req *http.Request
+		switch route % 4 {
+		case 0:
+			req = request("POST", "/api/v1/dev/token", authz, body)
+		case 1:
+			req = request("GET", "/api/v1/admin/summary", authz, body)
+		case 2:
+			req = request("GET", "/api/v1/time", authz, body)
+		default:
+			if strings.ContainsAny(file, "?# \t\r\n") {
+				return
+			}
+			req = request("GET", "/assets/"+file, authz, body)
+		}
+		rec := serveUnit(t, h, req, failing)
+		if route%4 == 1 && rec.Code < 300 && authSel%4 != 3 {
+			t.Fatalf("the summary answered %d to a non-admin", rec.Code)
+		}
 	})
 }
 

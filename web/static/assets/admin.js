@@ -175,6 +175,8 @@
   }
 
   async function start() {
+    const linked = S.tokenFromLink();
+    if (linked) signIn(linked, " (from the link)");
     renderWho();
     const c = await S.syncClock();
     if (!c.ok) S.say($("signin-msg"), "bad", "The server's clock could not be read: " + S.errorText(c));

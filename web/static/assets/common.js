@@ -64,6 +64,14 @@ const seckill = (() => {
     if (!info || (info.exp && info.exp < Date.now())) { localStorage.removeItem(key); return null; }
     return t;
   }
+  // tokenFromLink takes a token handed over in the link (…#token=JWT, as
+  // make run prints it) and removes it from the address bar and history.
+  function tokenFromLink() {
+    const m = location.hash.match(/^#token=([A-Za-z0-9_.-]+)$/);
+    if (!m) return null;
+    history.replaceState(null, "", location.pathname + location.search);
+    return m[1];
+  }
   async function devToken(user, role) {
     return call("POST", "/api/v1/dev/token", { body: { user_id: user, role } });
   }
@@ -101,5 +109,5 @@ const seckill = (() => {
     node.replaceChildren(...content.flat().map(c => c instanceof Node ? c : document.createTextNode(String(c))));
   }
 
-  return { syncClock, now, isDev, call, tokenInfo, loadToken, devToken, duration, money, when, errorText, el, say };
+  return { syncClock, now, isDev, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, when, errorText, el, say };
 })();

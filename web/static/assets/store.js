@@ -341,6 +341,8 @@
   window.addEventListener("hashchange", route);
 
   async function start() {
+    const linked = S.tokenFromLink();
+    if (linked) signIn(linked, " (from the link)");
     renderWho();
     const c = await S.syncClock();
     if (!c.ok) S.say($("sales-msg"), "bad", "The server's clock could not be read: " + S.errorText(c));

@@ -1,0 +1,252 @@
+package api_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+// Figures is the control room's read of the fake Redis (stock.Store.Figures).
+func (f *fakeUnits) Figures(_ context.Context, ids []int64) (map[int64]stock.SaleFigures, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.figureReads.Add(1)
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[int64]stock.SaleFigures{}
+	for _, id := range ids {
+		fig := stock.SaleFigures{Left: -1}
+		if n, ok := f.left[id]; ok {
+			fig.Left = n
+		}
+		for k := range f.buyers {
+			if k[0] == id {
+				fig.Buyers++
+			}
+		}
+		out[id] = fig
+	}
+	return out, nil
+}
+
+// CountOrders counts the fake table's rows (store.Store.CountOrders).
+func (f *fakeOrders) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	want := map[int64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := map[int64]map[order.Status]int64{}
+	for _, o := range f.rows {
+		if !want[o.ItemID] {
+			continue
+		}
+		if out[o.ItemID] == nil {
+			out[o.ItemID] = map[order.Status]int64{}
+		}
+		out[o.ItemID][o.Status]++
+	}
+	return out, nil
+}
+
+func withPages(dev bool) unitOpt {
+	return func(_ *config.API, d *api.Deps, o *api.Options) {
+		o.TemporalUI, o.TemporalNamespace = "http://ui.example:8233", "default"
+		if dev {
+			d.DevTokens = api.DevIssuer{Secret: testSecret}
+		}
+	}
+}
+
+// pagesHarness wires the control room's reads to the fakes.
+func pagesHarness(t *testing.T, dev bool) *unitHarness {
+	t.Helper()
+	var h *unitHarness
+	h = newUnitHarness(t, withPages(dev), func(_ *config.API, d *api.Deps, _ *api.Options) {
+		d.Figures = d.Units.(*fakeUnits)
+		d.Counts = d.Orders.(*fakeOrders)
+	})
+	return h
+}
+
+func TestUnitPagesServed(t *testing.T) {
+	h := pagesHarness(t, false)
+	for path, want := range map[string]string{"/": "text/html", "/admin": "text/html",
+		"/assets/store.js": "javascript", "/assets/admin.js": "javascript", "/assets/common.js": "javascript",
+		"/assets/app.css": "text/css"} {
+		r := h.do("GET", path, "", nil)
+		expect(t, r, http.StatusOK, "")
+		if ct := r.header.Get("Content-Type"); !strings.Contains(ct, want) {
+			t.Fatalf("%s: Content-Type %q, want %s", path, ct, want)
+		}
+		if strings.HasPrefix(want, "text/html") && !strings.Contains(r.header.Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Fatalf("%s: no content security policy: %v", path, r.header)
+		}
+		etag := r.header.Get("ETag")
+		req, _ := http.NewRequest("GET", h.ts.URL+path, nil)
+		req.Header.Set("If-None-Match", etag)
+		res, err := h.ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if etag == "" || res.StatusCode != http.StatusNotModified {
+			t.Fatalf("%s: revalidation with ETag %q answered %d", path, etag, res.StatusCode)
+		}
+	}
+	for _, path := range []string{"/assets/", "/assets/nope.js", "/assets/../index.html", "/assets/%2e%2e/index.html", "/index.html", "/admin.html"} {
+		expectErr(t, h.do("GET", path, "", nil), http.StatusNotFound, "NOT_FOUND")
+	}
+}
+
+func TestUnitServerTimeAndDevSignIn(t *testing.T) {
+	off := pagesHarness(t, false)
+	r := off.do("GET", "/api/v1/time", "", nil)
+	expect(t, r, http.StatusOK, "")
+	m := r.json(t)
+	now, err := time.Parse(time.RFC3339Nano, m["now"].(string))
+	if err != nil || time.Since(now).Abs() > time.Minute || m["dev"] != false {
+		t.Fatalf("time %s", r.body)
+	}
+	// Without the development switch the route does not exist.
+	expectErr(t, off.do("POST", "/api/v1/dev/token", "", map[string]any{"user_id": 7}), http.StatusNotFound, "NOT_FOUND")
+
+	on := pagesHarness(t, true)
+	if on.do("GET", "/api/v1/time", "", nil).json(t)["dev"] != true {
+		t.Fatal("time does not announce the development sign-in")
+	}
+	r = on.do("POST", "/api/v1/dev/token", "", map[string]any{"user_id": 7})
+	expect(t, r, http.StatusOK, "")
+	p, err := auth.NewVerifier(testSecret).Verify(r.json(t)["token"].(string))
+	if err != nil || p.UserID != 7 || p.Role != auth.RoleBuyer {
+		t.Fatalf("dev token %s: %+v %v", r.body, p, err)
+	}
+	r = on.do("POST", "/api/v1/dev/token", "", map[string]any{"user_id": 1, "role": "admin"})
+	expect(t, r, http.StatusOK, "")
+	if p, _ := auth.NewVerifier(testSecret).Verify(r.json(t)["token"].(string)); p.Role != auth.RoleAdmin {
+		t.Fatalf("admin dev token %s", r.body)
+	}
+	for _, bad := range []any{map[string]any{"user_id": 0}, map[string]any{"user_id": 7, "role": "root"},
+		map[string]any{"user_id": "7"}, "not json", map[string]any{"user_id": 2_000_000_000}} {
+		expectErr(t, on.do("POST", "/api/v1/dev/token", "", bad), http.StatusBadRequest, "BAD_REQUEST")
+	}
+}
+
+func TestUnitAdminSummary(t *testing.T) {
+	h := pagesHarness(t, false)
+	expectErr(t, h.do("GET", "/api/v1/admin/summary", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("GET", "/api/v1/admin/summary", h.buyer(5), nil), http.StatusForbidden, "FORBIDDEN")
+
+	id := h.onSale(10)
+	old := h.item(3, time.Now().Add(-3*time.Hour), time.Now().Add(-2*time.Hour)) // ended over an hour ago
+	for u := int64(1); u <= 3; u++ {
+		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", id), h.buyer(u), nil), http.StatusAccepted, "")
+	}
+	// Two of the three are persisted: one pending, one paid, which became
+	// payable 250 ms after its 202 (its view published then).
+	reserved := time.Now().Add(-time.Second)
+	paid := ulid.MustNew(ulid.Timestamp(reserved), rand.Reader).String()
+	payBy := reserved.Add(250*time.Millisecond + 900*time.Second)
+	h.orders.put(store.Order{OrderID: paid, UserID: 1, ItemID: id, Status: order.StatusPaid, PayBy: &payBy})
+	h.orders.put(store.Order{OrderID: order.NewID(), UserID: 2, ItemID: id, Status: order.StatusPendingPayment, PayBy: &payBy})
+	h.views.publish(order.View{OrderID: paid, ItemID: id, UserID: 1, Status: order.StatusPendingPayment, PayBy: &payBy})
+
+	type summary struct {
+		ServerTime time.Time `json:"server_time"`
+		ReadAt     time.Time `json:"read_at"`
+		Sales      []struct {
+			Item          api.ItemView           `json:"item"`
+			UnitsLeft     *int64                 `json:"units_left"`
+			Accepted      int64                  `json:"accepted"`
+			Orders        map[order.Status]int64 `json:"orders"`
+			Payable       api.PayableLatency     `json:"payable"`
+			OutboxBacklog int64                  `json:"outbox_backlog"`
+			SagasURL      string                 `json:"sagas_url"`
+		} `json:"sales"`
+	}
+	read := func() summary {
+		var s summary
+		r := h.do("GET", "/api/v1/admin/summary", h.admin, nil)
+		expect(t, r, http.StatusOK, "")
+		if err := json.Unmarshal(r.body, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// The reading is reused for summaryTTL: wait for one that has the
+	// payable order (a positive signal, not a sleep).
+	var s summary
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s = read()
+		if len(s.Sales) == 1 && s.Sales[0].Payable.Count == 1 && s.Sales[0].Orders[order.StatusPaid] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("summary %+v", s)
+		}
+	}
+	got := s.Sales[0]
+	if got.Item.ID != id || got.UnitsLeft == nil || *got.UnitsLeft != 7 || got.Accepted != 3 {
+		t.Fatalf("sale %+v", got)
+	}
+	// Three accepted, two rows past QUEUED: one still QUEUED.
+	if got.Orders[order.StatusQueued] != 1 || got.Orders[order.StatusPendingPayment] != 1 || got.Orders[order.StatusFailed] != 0 {
+		t.Fatalf("orders by status %v", got.Orders)
+	}
+	if p50 := got.Payable.P50MS; p50 == nil || *p50 < 240 || *p50 > 270 {
+		t.Fatalf("202 -> payable %+v, want about 250 ms", got.Payable)
+	}
+	if !strings.HasPrefix(got.SagasURL, "http://ui.example:8233/namespaces/default/workflows?query=") ||
+		!strings.Contains(got.SagasURL, fmt.Sprintf("SeckillItemId%%3D%d", id)) {
+		t.Fatalf("sagas link %q", got.SagasURL)
+	}
+	for _, sale := range s.Sales {
+		if sale.Item.ID == old {
+			t.Fatal("a sale ended over an hour ago is listed")
+		}
+	}
+
+	// Many polls share a reading: at most one read of Redis per 500 ms.
+	before, start := h.units.figureReads.Load(), time.Now()
+	for range 20 {
+		read()
+	}
+	reads := h.units.figureReads.Load() - before
+	if limit := int64(time.Since(start)/(500*time.Millisecond)) + 1; reads > limit {
+		t.Fatalf("%d Redis reads for 20 polls in %s (cache of 500 ms allows %d)", reads, time.Since(start), limit)
+	}
+
+	// Redis down: the error is the API's, in JSON.
+	h.units.mu.Lock()
+	h.units.err = errDown
+	h.units.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r := h.do("GET", "/api/v1/admin/summary", h.admin, nil)
+		if r.status == http.StatusServiceUnavailable {
+			expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("summary with Redis down: %d %s", r.status, r.body)
+		}
+	}
+}
