@@ -42,9 +42,13 @@ type Stages struct {
 	WorkerOps string
 	Full      FlashSale // stage 4; SkipFull leaves it out
 	SkipFull  bool
-	Temporal  client.Client
-	Progress  io.Writer
-	Log       *slog.Logger
+	// NoControlRoom leaves the control room closed: by default stage 1 is
+	// measured again with it open (GET /api/v1/admin/summary twice a
+	// second, as /admin polls) and stage 2 runs with it open.
+	NoControlRoom bool
+	Temporal      client.Client
+	Progress      io.Writer
+	Log           *slog.Logger
 }
 
 // Ratio is one pipeline figure against its baseline.
@@ -177,6 +181,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	log.Info("CPU charged to the pipeline", "processes", fmt.Sprint(pipelinePIDs))
 	soldRate := 0.0
 	var soldCPU map[string]float64
+	var roomRatios []Ratio
 	if it, err := s.soldOutItem(ctx, secret, buyers[0]); err != nil {
 		fail("stage 1", err)
 	} else {
@@ -191,9 +196,33 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		soldRate = rate(sold, "410")
 		rep.Details["sold_out"] = sold
 		rep.Details["cpu_us_per_answer_sold_out"] = soldCPU
+		if !s.NoControlRoom {
+			// The same load again with the control room open: what an
+			// operator watching the sale costs the front door.
+			settle("stage 1 with the control room open")
+			room, err := OpenControlRoom(ctx, s.APIURL, secret, 500*time.Millisecond)
+			if err != nil {
+				fail("stage 1 control room", err)
+			} else {
+				log.Info("stage 1 pipeline again with the control room open", "item", it)
+				meter := StartCPU(pipelinePIDs)
+				open := Fixed(ctx, s.Load, s.HTTPDuration, "sold out, control room open", s.Progress, func(i uint64, t *vegeta.Target) {
+					t.Method, t.URL, t.Header = http.MethodPost, url, header(buyers[1+i%uint64(len(buyers)-1)].Token)
+				})
+				openCPU := meter.PerAnswer(open.Total)
+				rr := room.Close()
+				rep.Details["sold_out_control_room_open"] = open
+				rep.Details["control_room_stage1"] = rr
+				note := fmt.Sprintf("%d summary polls, p50 %.1f ms, p99 %.1f ms, %d errors", rr.Polls, rr.P50MS, rr.P99MS, rr.Errors)
+				roomRatios = append(roomRatios,
+					ratio("1", "sold-out rejections/s, control room open vs closed", rate(open, "410"), soldRate, "req/s", 0.9, note),
+					cpuRatio("1", "CPU-µs per sold-out answer, control room open vs closed", openCPU, soldCPU, 1.1))
+			}
+		}
 	}
 	rep.Ratios = append(rep.Ratios, ratio("1", "sold-out rejections/s vs bare gin", soldRate, bareRate, "req/s", 0.8, ""),
 		cpuRatio("1", "CPU-µs per sold-out answer vs bare gin", soldCPU, bareCPU, 1.25))
+	rep.Ratios = append(rep.Ratios, roomRatios...)
 
 	// Stage 2 baseline: the reservation script directly.
 	settle("stage 2 baseline")
@@ -218,7 +247,20 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	}
 	var acceptedRate, sagaRate float64
 	var acceptedCPU map[string]float64
+	var room *ControlRoom
+	if !s.NoControlRoom {
+		// Stage 2 runs with the control room open, as a real sale would.
+		if room, err = OpenControlRoom(ctx, s.APIURL, secret, 500*time.Millisecond); err != nil {
+			fail("stage 2 control room", err)
+		}
+	}
 	sr, err := fs.Run(ctx, d)
+	stage2Room := "control room closed"
+	if room != nil {
+		rr := room.Close()
+		rep.Details["control_room_stage2"] = rr
+		stage2Room = fmt.Sprintf("control room open: %d summary polls, p50 %.1f ms, p99 %.1f ms, %d errors", rr.Polls, rr.P50MS, rr.P99MS, rr.Errors)
+	}
 	if err != nil {
 		fail("stages 2-3", err)
 	} else {
@@ -269,7 +311,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 
 	floor := min(bareRate, lua.PerSecond)
 	rep.Ratios = append(rep.Ratios, ratio("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRate, floor, "req/s", 0.5,
-		fmt.Sprintf("bare %.0f/s, direct Lua %.0f/s", bareRate, lua.PerSecond)))
+		fmt.Sprintf("bare %.0f/s, direct Lua %.0f/s; %s", bareRate, lua.PerSecond, stage2Room)))
 	rep.Ratios = append(rep.Ratios, cpuRatio("2", "CPU-µs per accepted purchase vs bare gin's per answer", acceptedCPU, bareCPU, 2))
 	rep.Ratios = append(rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8,
 		"baseline: default worker, eager start, no result polling"))
