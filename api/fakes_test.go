@@ -281,7 +281,7 @@ type fakeUnits struct {
 	markFails int
 	// figureReads counts Figures calls (the control room's reads).
 	figureReads atomic.Int64
-	reserves  int // ReserveQueued calls
+	reserves    int // ReserveQueued calls
 	// stall makes ReserveQueued wait until its context ends (a batch stuck
 	// behind a Redis that does not answer) and fail with its error.
 	stall bool
