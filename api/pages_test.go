@@ -80,12 +80,10 @@ func withPages(dev bool) unitOpt {
 // pagesHarness wires the control room's reads to the fakes.
 func pagesHarness(t *testing.T, dev bool) *unitHarness {
 	t.Helper()
-	var h *unitHarness
-	h = newUnitHarness(t, withPages(dev), func(_ *config.API, d *api.Deps, _ *api.Options) {
+	return newUnitHarness(t, withPages(dev), func(_ *config.API, d *api.Deps, _ *api.Options) {
 		d.Figures = d.Units.(*fakeUnits)
 		d.Counts = d.Orders.(*fakeOrders)
 	})
-	return h
 }
 
 func TestUnitPagesServed(t *testing.T) {
