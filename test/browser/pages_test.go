@@ -217,4 +217,3 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 		p.shot(p.name + "-360px")
 	}
 }
-
