@@ -129,4 +129,3 @@ func checkOpenAPI(t testing.TB, req *http.Request, status int, header http.Heade
 		t.Fatalf("%s %s answered %d, which %s does not allow: %v\nbody: %s", req.Method, req.URL.Path, status, openAPIFile, err, body)
 	}
 }
-
