@@ -163,13 +163,14 @@
     switch (v.status) {
       case "QUEUED": return "Queued: your unit is reserved and the order is being recorded.";
       case "PENDING_PAYMENT": return "Waiting for your payment.";
-      case "PAID": return "Paid: the unit is yours.";
+      case "PAID": return v.settling ? "Paid: your payment is recorded; the order is being settled." : "Paid: the unit is yours.";
+      case "REFUNDED": return "Refunded: no unit could be delivered, so your payment is refunded.";
       case "CANCELLED": return "Cancelled: " + (reasonWords(v.reason) || "no reason given") + ".";
       case "FAILED": return "Failed: " + (reasonWords(v.reason) || "no reason given") + ".";
       default: return `${v.status}${v.reason ? ": " + reasonWords(v.reason) : ""}.`;
     }
   }
-  const statusWords = { QUEUED: "Queued", PENDING_PAYMENT: "Waiting for payment", PAID: "Paid", CANCELLED: "Cancelled", FAILED: "Failed" };
+  const statusWords = { QUEUED: "Queued", PENDING_PAYMENT: "Waiting for payment", PAID: "Paid", CANCELLED: "Cancelled", FAILED: "Failed", REFUNDED: "Refunded" };
   const isFinal = s => s === "PAID" || s === "CANCELLED" || s === "FAILED" || s === "REFUNDED";
 
   function paintOrder() {
@@ -186,10 +187,12 @@
     $("order-steps").replaceChildren(...path.map((s, i) =>
       S.el("li", { class: i < at ? "done" : i === at ? "now" : "", "aria-current": i === at ? "step" : null }, statusWords[s] || s)));
     const now = S.now(), payBy = v.pay_by ? Date.parse(v.pay_by) : 0;
-    const payable = v.status === "PENDING_PAYMENT" && payBy > now;
-    $("order-payby").textContent = v.status === "PENDING_PAYMENT"
-      ? (payable ? `Pay within ${S.duration(payBy - now)} (by ${S.when(v.pay_by)})` : "The payment window has closed.")
-      : v.status === "QUEUED" ? "You can pay as soon as the order is recorded." : "";
+    // An order is payable from its 202 (pay_by is known then), QUEUED or PENDING_PAYMENT alike.
+    const open = v.status === "PENDING_PAYMENT" || v.status === "QUEUED";
+    const payable = open && payBy > now;
+    $("order-payby").textContent = !open ? ""
+      : payable ? `Pay within ${S.duration(payBy - now)} (by ${S.when(v.pay_by)})`
+      : payBy ? "The payment window has closed." : "You can pay as soon as the order is recorded.";
     $("order-pay").disabled = !payable || !token;
     $("order-cancel").disabled = !payable || !token;
   }
@@ -317,7 +320,7 @@
         S.el("td", {}, S.el("a", { href: `#/orders/${o.order_id}` }, S.el("code", {}, o.order_id))),
         S.el("td", {}, it ? it.name : `Sale ${o.item_id}`),
         S.el("td", {}, statusWords[o.status] || o.status, o.reason ? S.el("div", { class: "muted" }, reasonWords(o.reason)) : null),
-        S.el("td", {}, o.status === "PENDING_PAYMENT" ? S.when(o.pay_by) : "—"),
+        S.el("td", {}, (o.status === "PENDING_PAYMENT" || o.status === "QUEUED") && o.pay_by ? S.when(o.pay_by) : "—"),
         S.el("td", {}, S.when(o.created_at))));
     }
     ordersCursor = (r.data && r.data.next_cursor) || "";
