@@ -11,7 +11,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -40,12 +39,8 @@ const announceTimeout = 2 * time.Second
 // lost answer): that one gets the 200 again. Either way the end is
 // announced again, so a repeat also repairs a lost announcement.
 func (s *Server) endSale(c *gin.Context) {
-	id, ok := parseID(c.Param("id"))
+	id, ok := s.adminItemID(c)
 	if !ok {
-		s.fail(c, badRequest("id: must be a positive integer"))
-		return
-	}
-	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
 		return
 	}
 	key := c.GetHeader("Idempotency-Key")
@@ -119,12 +114,8 @@ func parseAdd(body []byte) (int64, error) {
 // instance clears its sold-out flag at once (the announcement), or at its
 // next refresh. 200 with the item view (the new stock_total and stock_left).
 func (s *Server) addStock(c *gin.Context) {
-	id, ok := parseID(c.Param("id"))
+	id, ok := s.adminItemID(c)
 	if !ok {
-		s.fail(c, badRequest("id: must be a positive integer"))
-		return
-	}
-	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
 		return
 	}
 	body, err := io.ReadAll(c.Request.Body)

@@ -266,15 +266,26 @@ func (s *Server) getItem(c *gin.Context) {
 	c.JSON(http.StatusOK, itemView(ci.it, s.liveLeft(c, ci), s.now()))
 }
 
-// POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
-// it is already there (never overwrites live stock).
-func (s *Server) warmup(c *gin.Context) {
+// adminItemID reads the :id of an admin item route and checks the caller is
+// an admin, answering 400 or 401/403 itself when not (the id first, as
+// every such route did).
+func (s *Server) adminItemID(c *gin.Context) (int64, bool) {
 	id, ok := parseID(c.Param("id"))
 	if !ok {
 		s.fail(c, badRequest("id: must be a positive integer"))
-		return
+		return 0, false
 	}
 	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
+		return 0, false
+	}
+	return id, true
+}
+
+// POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
+// it is already there (never overwrites live stock).
+func (s *Server) warmup(c *gin.Context) {
+	id, ok := s.adminItemID(c)
+	if !ok {
 		return
 	}
 	ci, err := s.items.get(c.Request.Context(), id)
