@@ -67,6 +67,7 @@ var ToolingVariables = []string{
 	"SECKILL_FAILOVER",              // test/failover
 	"SECKILL_FAILOVER_OUTAGE_SECONDS",
 	"SECKILL_CLUSTER", // test/cluster
+	"SECKILL_SECURE",  // test/secure
 	"SECKILL_SAGA_BENCH",
 	"SECKILL_SAGA_BENCH_N",
 	"SECKILL_RECORD_HISTORIES",
