@@ -38,7 +38,7 @@ func TestStampede(t *testing.T) {
 	rmq.ProducerGroup = testenv.Name(t, "pg")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ (run scripts/stack up): %v", err)
 	}
 	producer, err := queue.NewProducer(rmq)

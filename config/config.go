@@ -160,6 +160,13 @@ type RocketMQ struct {
 	// MaxReconsume is how often a failing message is redelivered before it
 	// goes to the consumer group's dead-letter topic.
 	MaxReconsume int32 `env:"MAX_RECONSUME" envDefault:"16"`
+	// AccessKey and SecretKey are a user of a broker with ACL on (RocketMQ
+	// 5.3 ACL 2.0): every producer, consumer and topic admin signs its
+	// requests with them. Empty: the broker has no ACL. The user creates
+	// topics (the worker's dead-letter topic, the tests'), so it needs
+	// Create on topics besides Pub and Sub.
+	AccessKey string `env:"ACCESS_KEY"`
+	SecretKey Secret `env:"SECRET_KEY"`
 }
 
 // Temporal runs the order saga.
@@ -451,6 +458,9 @@ func (c Config) Validate() error {
 	}
 	for _, b := range c.RocketMQ.Brokers {
 		hostPort("ROCKETMQ_BROKER", b)
+	}
+	if (c.RocketMQ.AccessKey == "") != (c.RocketMQ.SecretKey == "") {
+		bad("ROCKETMQ_ACCESS_KEY", "ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY go together")
 	}
 	hostPort("TEMPORAL_ADDRESS", c.Temporal.Address)
 	if (c.Temporal.TLSCert == "") != (c.Temporal.TLSKey == "") {

@@ -3,15 +3,17 @@ package queue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/seckill/seckill/config"
 )
 
 // EnsureTopic creates (or updates) a topic with queues read and write queues
-// on every broker of brokerAddrs. Creating an existing topic is harmless.
-func EnsureTopic(ctx context.Context, nameServers, brokerAddrs []string, topic string, queues int) error {
-	return withAdmin(nameServers, func(a admin.Admin) error {
-		for _, b := range brokerAddrs {
+// on every broker of cfg.Brokers. Creating an existing topic is harmless.
+func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues int) error {
+	return withAdmin(ctx, cfg, func(a admin.Admin) error {
+		for _, b := range cfg.Brokers {
 			err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
 				admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
 			if err != nil {
@@ -22,14 +24,14 @@ func EnsureTopic(ctx context.Context, nameServers, brokerAddrs []string, topic s
 	})
 }
 
-// DeleteTopic removes a topic from every broker of brokerAddrs and from the name
-// servers (its queues and the consumer offsets on it go with it). Deleting a
-// missing topic is harmless.
-func DeleteTopic(ctx context.Context, nameServers, brokerAddrs []string, topic string) error {
-	return withAdmin(nameServers, func(a admin.Admin) error {
-		for _, b := range brokerAddrs {
+// DeleteTopic removes a topic from every broker of cfg.Brokers and from the
+// name servers (its queues and the consumer offsets on it go with it).
+// Deleting a missing topic is harmless.
+func DeleteTopic(ctx context.Context, cfg config.RocketMQ, topic string) error {
+	return withAdmin(ctx, cfg, func(a admin.Admin) error {
+		for _, b := range cfg.Brokers {
 			err := a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(b),
-				admin.WithNameSrvAddr(nameServers))
+				admin.WithNameSrvAddr(cfg.NameServers))
 			if err != nil {
 				return fmt.Errorf("delete topic %s on %s: %w", topic, b, err)
 			}
@@ -38,12 +40,20 @@ func DeleteTopic(ctx context.Context, nameServers, brokerAddrs []string, topic s
 	})
 }
 
-// withAdmin runs f with an admin client on the name servers, closed after.
-func withAdmin(nameServers []string, f func(admin.Admin) error) error {
-	a, err := admin.NewAdmin(admin.WithResolver(resolver(nameServers)))
+// withAdmin runs f with an admin client on cfg's name servers, closed after.
+func withAdmin(ctx context.Context, cfg config.RocketMQ, f func(admin.Admin) error) error {
+	a, err := admin.NewAdmin(admin.WithResolver(resolver(cfg.NameServers)), admin.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)))
 	if err != nil {
 		return fmt.Errorf("new rocketmq admin: %w", err)
 	}
 	defer func() { _ = a.Close() }()
+	if cfg.AccessKey != "" && len(cfg.Brokers) > 0 {
+		// The library's admin signs its requests only from its first
+		// GetAllSubscriptionGroup on (CreateTopic and DeleteTopic do not
+		// install the signing): without this call an ACL broker refuses them.
+		if _, err := a.GetAllSubscriptionGroup(ctx, cfg.Brokers[0], 5*time.Second); err != nil {
+			return fmt.Errorf("rocketmq admin on %s: %w", cfg.Brokers[0], err)
+		}
+	}
 	return f(a)
 }

@@ -9,6 +9,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/seckill/seckill/config"
 )
 
 // Handler processes one message. A nil error acknowledges it; an error asks
@@ -18,7 +19,10 @@ type Handler func(ctx context.Context, m *primitive.MessageExt) error
 
 // ConsumerOptions configure a push consumer.
 type ConsumerOptions struct {
-	NameServers  []string
+	NameServers []string
+	// AccessKey and SecretKey: as config.RocketMQ's (ACL).
+	AccessKey    string
+	SecretKey    config.Secret
 	Group        string
 	Topic        string
 	MaxReconsume int32
@@ -50,6 +54,7 @@ const settleAfterStart = time.Second
 func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	o := []consumer.Option{
 		consumer.WithNsResolver(resolver(opts.NameServers)),
+		consumer.WithCredentials(credentials(opts.AccessKey, opts.SecretKey)),
 		consumer.WithGroupName(opts.Group),
 		consumer.WithInstance(instanceName("consumer")),
 		consumer.WithConsumerModel(consumer.Clustering),

@@ -55,6 +55,7 @@ func (p *Producer) stored(status primitive.SendStatus) bool {
 func NewProducer(cfg config.RocketMQ) (*Producer, error) {
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(resolver(cfg.NameServers)),
+		producer.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)),
 		producer.WithGroupName(cfg.ProducerGroup),
 		producer.WithInstanceName(instanceName("producer")),
 		producer.WithRetry(2),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/seckill/seckill/config"
 )
 
 // SetClientLogLevel sets the RocketMQ client library's own logger (global to
@@ -24,6 +25,12 @@ var instanceSeq atomic.Int64
 // (and transaction check-backs) to whichever object created it first.
 func instanceName(role string) string {
 	return fmt.Sprintf("seckill-%s-%d-%d", role, os.Getpid(), instanceSeq.Add(1))
+}
+
+// credentials sign every request of a client for a broker with ACL on;
+// empty ones (no ACL) leave requests unsigned.
+func credentials(accessKey string, secretKey config.Secret) primitive.Credentials {
+	return primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey.Value()}
 }
 
 func resolver(nameServers []string) primitive.NsResolver {

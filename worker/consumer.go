@@ -87,6 +87,8 @@ func DeadLetterHandlerFunc(s Starter, m *Metrics, log *slog.Logger, timeout time
 func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
 	return queue.NewConsumer(queue.ConsumerOptions{
 		NameServers:     cfg.NameServers,
+		AccessKey:       cfg.AccessKey,
+		SecretKey:       cfg.SecretKey,
 		Group:           cfg.ConsumerGroup,
 		Topic:           cfg.Topic,
 		MaxReconsume:    cfg.MaxReconsume,
@@ -107,7 +109,7 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	// A broker just restarted may time out the first admin requests: try
 	// for a while before the worker gives up starting.
 	if err := retry(ctx, 10, 2*time.Second, func() error {
-		return queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1)
+		return queue.EnsureTopic(ctx, cfg, topic, 1)
 	}); err != nil {
 		return nil, err
 	}
@@ -117,6 +119,8 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	err := retry(ctx, 30, time.Second, func() (err error) {
 		c, err = queue.NewConsumer(queue.ConsumerOptions{
 			NameServers:     cfg.NameServers,
+			AccessKey:       cfg.AccessKey,
+			SecretKey:       cfg.SecretKey,
 			Group:           group,
 			Topic:           topic,
 			MaxReconsume:    deadLetterMaxReconsume,

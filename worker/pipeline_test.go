@@ -83,7 +83,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	if o.maxReconsume > 0 {
 		p.cfg.RocketMQ.MaxReconsume = o.maxReconsume
 	}
-	if err := queue.EnsureTopic(ctx, p.cfg.RocketMQ.NameServers, p.cfg.RocketMQ.Brokers, p.cfg.RocketMQ.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, p.cfg.RocketMQ, p.cfg.RocketMQ.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ broker %s: %v", p.cfg.RocketMQ.Brokers, err)
 	}
 	p.tc, err = temporalx.Dial(ctx, p.cfg.Temporal, p.log)

@@ -28,13 +28,13 @@ func newBenchTopicCmd(a *app) *cobra.Command {
 			defer cancel()
 			switch args[0] {
 			case "create":
-				if err := queue.EnsureTopic(ctx, c.NameServers, c.Brokers, c.Topic, queues); err != nil {
+				if err := queue.EnsureTopic(ctx, c, c.Topic, queues); err != nil {
 					return err
 				}
 				a.log.Info("topic ready", "topic", c.Topic, "queues", queues)
 			case "delete":
 				for _, t := range []string{c.Topic, worker.DeadLetterTopic(c.ConsumerGroup)} {
-					if err := queue.DeleteTopic(ctx, c.NameServers, c.Brokers, t); err != nil {
+					if err := queue.DeleteTopic(ctx, c, t); err != nil {
 						return err
 					}
 					a.log.Info("topic deleted", "topic", t)

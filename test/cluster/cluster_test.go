@@ -103,7 +103,7 @@ func newEnv(t *testing.T) *env {
 	}
 	rmq := cfg.RocketMQ
 	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ (scripts/stack up --profile cluster): %v", err)
 	}
 	e.taskQueue = testenv.Name(t, "saga")

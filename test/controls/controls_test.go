@@ -132,7 +132,7 @@ func TestControlsReachEveryInstance(t *testing.T) {
 	rmq.ProducerGroup = testenv.Name(t, "pg")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ: %v", err)
 	}
 	stk := stock.New(rdb, prefix)

@@ -62,7 +62,7 @@ func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 	rmq.ProducerGroup = testenv.Name(t, "pg")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ: %v", err)
 	}
 	stk := stock.New(rdb, prefix)

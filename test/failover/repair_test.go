@@ -204,7 +204,7 @@ func TestLiveRepairDuringASale(t *testing.T) {
 	cfg := testenv.Config(t)
 	rmq := cfg.RocketMQ
 	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ: %v", err)
 	}
 	taskQueue := testenv.Name(t, "saga")

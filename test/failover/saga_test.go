@@ -70,7 +70,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	rmq.ProducerGroup = testenv.Name(t, "pg")
 	rmq.ConsumerGroup = testenv.Name(t, "cg")
 	taskQueue := testenv.Name(t, "saga")
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ: %v", err)
 	}
 	stk := stock.New(rdb, prefix)

@@ -86,7 +86,7 @@ func TestRocketMQProduceConsume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	topic := testenv.Name(t, "smoke")
-	if err := queue.EnsureTopic(ctx, cfg.NameServers, cfg.Brokers, topic, 1); err != nil {
+	if err := queue.EnsureTopic(ctx, cfg, topic, 1); err != nil {
 		t.Fatalf("RocketMQ at %v/%s: %v", cfg.NameServers, cfg.Brokers, err)
 	}
 	cfg.Topic = topic

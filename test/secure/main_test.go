@@ -1,0 +1,60 @@
+package secure_test
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+)
+
+// TestMain runs the package's tests, then stops the servers they share
+// (started once per run by the first test that needs them: a broker or a
+// Temporal server costs tens of seconds to start on a small machine).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	stops := shared.stops
+	shared.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	if code != 0 {
+		for _, d := range shared.dirs {
+			fmt.Fprintf(os.Stderr, "test/secure: servers' files and logs kept in %s\n", d)
+		}
+	} else {
+		for _, d := range shared.dirs {
+			_ = os.RemoveAll(d)
+		}
+	}
+	os.Exit(code)
+}
+
+// shared collects what TestMain undoes after the last test: stops of
+// servers, and their directories (removed when every test passed, kept
+// with their logs otherwise).
+var shared struct {
+	mu    sync.Mutex
+	stops []func()
+	dirs  []string
+}
+
+// atExit has TestMain call stop after the last test (in reverse order).
+func atExit(stop func()) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.stops = append(shared.stops, stop)
+}
+
+// sharedDir makes a directory that outlives the test that made it (a shared
+// server's files); TestMain removes it, or keeps it when a test failed.
+func sharedDir(pattern string) (string, error) {
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.dirs = append(shared.dirs, d)
+	return d, nil
+}
