@@ -66,10 +66,18 @@ const (
 	// still held and whose saga is not running. Repair: release the unit
 	// (retire it when the order failed STOCK_EXHAUSTED).
 	FinalUnitHeld = "final_order_unit_held"
+	// RowLost: a saga completed, and its order has no row: MySQL lost it (a
+	// restore to before the order). Reported: the saga's result is the order.
+	RowLost = "order_row_lost"
+	// OpenOrderSagaClosed: an open row (QUEUED, PENDING_PAYMENT) whose saga
+	// has closed: MySQL lost the saga's last write (a restore to before it).
+	// Reported: the saga's result says how the order ended.
+	OpenOrderSagaClosed = "open_order_saga_closed"
 )
 
 // Kinds lists every kind of drift.
-var Kinds = []string{LostHandoff, SagaForFinalOrder, RedisStock, StockRow, StuckQueued, PaidUnitOnSale, FinalUnitHeld}
+var Kinds = []string{LostHandoff, SagaForFinalOrder, RedisStock, StockRow, StuckQueued, PaidUnitOnSale, FinalUnitHeld,
+	RowLost, OpenOrderSagaClosed}
 
 // Finding is one difference.
 type Finding struct {
@@ -196,6 +204,7 @@ var rules = []rule{
 	{sagasOfFinalOrders, (*Reconciler).wakeSaga},
 	{stuckQueued, nil},
 	{stockRowOffDeductions, nil},
+	{rowsBehindSagas, (*Reconciler).stillBehind},
 }
 
 func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Finding, error) {
@@ -435,6 +444,41 @@ func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 		}
 	}
 	return out
+}
+
+// rowsBehindSagas: a closed saga whose order row is missing (completed
+// only) or still open. A saga writes its row final before it closes, and
+// visibility lags the close, never leads it: only a row MySQL lost since (a
+// restore) looks like this.
+func rowsBehindSagas(it *snapshot.Item, _ time.Duration) []Finding {
+	var out []Finding
+	for _, w := range it.Workflows {
+		o, row := it.Orders[w.OrderID]
+		switch {
+		case w.Running():
+		case !row && w.Status == "Completed": // sagas that fail without a row (DUPLICATE_ORDER) are Failed
+			out = append(out, Finding{Kind: RowLost, OrderID: w.OrderID, Detail: "saga completed, no order row"})
+		case row && !o.Status.Final():
+			out = append(out, Finding{Kind: OpenOrderSagaClosed, OrderID: w.OrderID,
+				Detail: fmt.Sprintf("%s in MySQL, saga %s", o.Status, w.Status)})
+		}
+	}
+	return out
+}
+
+// stillBehind re-reads the row (the MySQL read came before the sagas'):
+// report only, what the saga decided is in its result.
+func (r *Reconciler) stillBehind(ctx context.Context, _ *snapshot.Item, f *Finding, _ bool) (bool, error) {
+	row, err := r.d.MySQL.FindOrder(ctx, f.OrderID)
+	missing := errors.Is(err, store.ErrNotFound)
+	if err != nil && !missing {
+		return false, err
+	}
+	if f.Kind == RowLost && !missing || f.Kind == OpenOrderSagaClosed && (missing || row.Status.Final()) {
+		return false, nil // written meanwhile
+	}
+	f.Action = "report only: MySQL lost it (a restore?); `temporal workflow result -w order-" + f.OrderID + "` says how it ended"
+	return true, nil
 }
 
 // stockRowOffDeductions: the stock row against its deductions, both from one

@@ -43,6 +43,14 @@ func TestRuleFunctions(t *testing.T) {
 	w.orders[late] = &store.Order{OrderID: late, UserID: 7, ItemID: 1, Status: order.StatusQueued, CreatedAt: now}
 	w.running[late] = true
 
+	// restored to before the saga's last write: PENDING_PAYMENT, saga
+	// completed; and to before the order: no row, saga completed
+	behind := w.reserve(8, long)
+	w.persistAndDeduct(behind, now.Add(time.Hour))
+	delete(w.running, behind)
+	gone := w.reserve(9, long)
+	w.lostRow[gone] = true
+
 	it, err := snapshot.Load(t.Context(), snapshot.Sources{MySQL: mysqlSide{w}, Redis: redisSide{w}, Outbox: outboxSide{w}, Workflows: sagaSide{w}}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +72,13 @@ func TestRuleFunctions(t *testing.T) {
 	one("final orders holding units", finalOrdersHoldingUnits(it, grace), held)
 	one("lost handoffs", lostHandoffs(it, grace), handoff)
 	one("stuck queued", stuckQueued(it, grace), queued)
+	kinds := map[string]string{}
+	for _, f := range rowsBehindSagas(it, grace) {
+		kinds[f.OrderID] = f.Kind
+	}
+	if len(kinds) != 2 || kinds[behind] != OpenOrderSagaClosed || kinds[gone] != RowLost {
+		t.Errorf("rows behind their sagas: %v, want %s: %s and %s: %s", kinds, behind, OpenOrderSagaClosed, gone, RowLost)
+	}
 	if fs := sagasOfFinalOrders(it, grace); len(fs) != 0 {
 		t.Errorf("sagas of final orders: %v (the door's saga is waiting for its wake)", ids(fs))
 	}

@@ -33,6 +33,7 @@ type world struct {
 	released map[string]bool
 	// Temporal
 	running map[string]bool
+	lostRow map[string]bool // completed sagas whose order row MySQL lost
 
 	listErr   error // Temporal's visibility fails
 	after     map[string]func()
@@ -44,7 +45,7 @@ func newWorld(units int64) *world {
 	return &world{item: store.Item{ID: 1, StockTotal: units}, row: store.Stock{ItemID: 1, Stock: units, Version: 1},
 		orders: map[string]*store.Order{}, deds: map[string]*store.StockDeduction{}, left: units,
 		resv: map[string]order.Message{}, marks: map[int64]string{}, released: map[string]bool{}, running: map[string]bool{},
-		after: map[string]func(){}, givenBack: map[string]int{}}
+		lostRow: map[string]bool{}, after: map[string]func(){}, givenBack: map[string]int{}}
 }
 
 func (w *world) hook(step string) {
@@ -259,6 +260,9 @@ func (w sagaSide) ListOrderWorkflows(context.Context, int64) ([]snapshot.Workflo
 			st = "Running"
 		}
 		out = append(out, snapshot.Workflow{WorkflowID: "order-" + id, OrderID: id, Status: st})
+	}
+	for id := range w.lostRow {
+		out = append(out, snapshot.Workflow{WorkflowID: "order-" + id, OrderID: id, Status: "Completed"})
 	}
 	for id := range w.running {
 		if w.orders[id] == nil {

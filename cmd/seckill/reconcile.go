@@ -31,7 +31,8 @@ func newReconcileCmd(a *app) *cobra.Command {
 		Short: "Compare Redis, MySQL and Temporal for each item and repair what has one safe answer",
 		Long: "Finds: lost handoffs (reserved, no outbox entry, no row, no saga), sagas running for final orders, Redis\n" +
 			"stock_left that does not match the units held, a stock row that disagrees with its deductions, orders stuck\n" +
-			"QUEUED, live orders whose Redis reservation is gone, final orders whose unit Redis still holds. --repair fixes\n" +
+			"QUEUED, live orders whose Redis reservation is gone, final orders whose unit Redis still holds, orders whose row\n" +
+			"MySQL lost behind their closed saga (after a restore; reported only). --repair fixes\n" +
 			"the ones with one safe answer (starts the saga, wakes it, puts the reservation back, releases the unit, sets\n" +
 			"stock_left) and reports the rest. Exits non-zero when drift remains.",
 		Args: cobra.NoArgs,

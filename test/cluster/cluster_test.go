@@ -342,6 +342,10 @@ func TestClusterSales(t *testing.T) {
 	// not sent. To be sure it holds some, api-1 runs this sale cut off from
 	// the brokers (a name server address where nothing listens): its relay
 	// reads entries and cannot send them.
+	// test/failover's TestHandoffSurvivesKill9MidSale stays beside it: it
+	// kills a relay mid-send (this one cannot send) and counts the messages
+	// on the topic, so it alone proves the duplicate bound of a relay that
+	// died with sends in flight, and the survivor's clean SIGTERM exit.
 	e.restart(e.apis[0], "SECKILL_ROCKETMQ_NAMESRV=127.0.0.1:1")
 	outcomes = append(outcomes, e.run(sale{units: 400, fault: "kill -9 api-1",
 		during: func(ctx context.Context, itemID int64) error {
@@ -356,7 +360,15 @@ func TestClusterSales(t *testing.T) {
 		}}))
 
 	// kill -9 of a worker while sagas run: Temporal hands its tasks to the
-	// other worker; the broker redelivers what its consumer held.
+	// other worker; the broker redelivers what its consumer held. This sale
+	// replaced test/failover's TestSagaWorkerKilledMidSaga (one worker killed
+	// mid-saga and restarted, 30 orders, a third paid, the rest timed out,
+	// then units counted): the same kill mid-saga, here with a live peer
+	// taking over and the killed worker restarted, over 400 orders through
+	// the API, paid and timed out, and the invariant checker's rules cover
+	// every count that test made (stock row and stock_left = S - paid, paid
+	// orders keep their reservation, cancelled ones their deduction
+	// restored, one row per order).
 	outcomes = append(outcomes, e.run(sale{units: 400, fault: "kill -9 worker-1",
 		after: func(ctx context.Context, itemID int64) error {
 			e.waitPersisted(ctx, itemID, 40)
