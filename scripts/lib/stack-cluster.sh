@@ -269,6 +269,8 @@ temporal_server_config() {
   local TEMPORAL_WORKER_PORT=$((TEMPORAL_PORT + 6)) TEMPORAL_HISTORY_MEMBERSHIP_PORT=$((TEMPORAL_MEMBERSHIP_PORT + 1))
   local TEMPORAL_MATCHING_MEMBERSHIP_PORT=$((TEMPORAL_MEMBERSHIP_PORT + 2))
   local TEMPORAL_WORKER_MEMBERSHIP_PORT=$((TEMPORAL_MEMBERSHIP_PORT + 6))
+  # TLS to PostgreSQL: off, the profile's postgres serves loopback only (test/secure runs it with TLS)
+  local PG_TLS=false PG_TLS_CA="" PG_TLS_CERT="" PG_TLS_KEY="" PG_TLS_VERIFY_HOST=true
   render_template "$REPO/deploy/temporal/server.yaml" "$cfg/development.yaml"
 }
 launch_temporal-server() {

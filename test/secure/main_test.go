@@ -5,12 +5,15 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/seckill/seckill/queue"
 )
 
 // TestMain runs the package's tests, then stops the servers they share
 // (started once per run by the first test that needs them: a broker or a
 // Temporal server costs tens of seconds to start on a small machine).
 func TestMain(m *testing.M) {
+	queue.SetClientLogLevel("error")
 	code := m.Run()
 	shared.mu.Lock()
 	stops := shared.stops

@@ -247,7 +247,6 @@ func freeTCPPort(offsets ...int) (int, error) {
 // a topic admin, without credentials or with a wrong secret.
 func TestRocketMQACL(t *testing.T) {
 	requireEnabled(t)
-	queue.SetClientLogLevel("error")
 	rmq := startACLRocketMQ(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
