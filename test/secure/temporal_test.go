@@ -188,11 +188,7 @@ func launchTemporalOnTLSPostgres(t testing.TB, ca *testCA) (pg tlsPostgres, addr
 // 127.0.0.1) and a password, and creates Temporal's login.
 func startTLSPostgres(t testing.TB, ca *testCA, dir string) (tlsPostgres, error) {
 	data := filepath.Join(dir, "pgdata")
-	pg := tlsPostgres{socket: dir}
-	var err error
-	if pg.port, err = freeTCPPort(); err != nil {
-		return pg, err
-	}
+	pg := tlsPostgres{socket: dir, port: freePort(t)}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return pg, err
 	}
