@@ -86,7 +86,7 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 	d.ns = cfg.Temporal.Namespace
 	rmq := cfg.RocketMQ
 	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq.NameServers, rmq.Brokers, rmq.Topic, 4); err != nil {
+	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
 		t.Fatalf("RocketMQ: %v", err)
 	}
 	taskQueue := testenv.Name(t, "saga")
