@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Secret is a string that never prints its value.
@@ -93,9 +95,17 @@ type Redis struct {
 	// MasterName, when set, is the Sentinel master's name and Addrs (or
 	// Addr) the Sentinels: a failover client.
 	MasterName string `env:"SENTINEL_MASTER"`
-	Password   Secret `env:"PASSWORD"`
-	DB         int    `env:"DB" envDefault:"0"`
-	PoolSize   int    `env:"POOL_SIZE" envDefault:"64"`
+	// Username and Password log in to Redis (ACL user; no username is the
+	// default user); SentinelUsername and SentinelPassword to the Sentinels.
+	Username         string `env:"USERNAME"`
+	Password         Secret `env:"PASSWORD"`
+	SentinelUsername string `env:"SENTINEL_USERNAME"`
+	SentinelPassword Secret `env:"SENTINEL_PASSWORD"`
+	// TLS to every node (and Sentinel); see TLSFiles.
+	TLS      bool     `env:"TLS"`
+	TLSFiles TLSFiles `envPrefix:"TLS_"`
+	DB       int      `env:"DB" envDefault:"0"`
+	PoolSize int      `env:"POOL_SIZE" envDefault:"64"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
 	// AutoPipeline coalesces the reservations of concurrent purchases into
@@ -139,12 +149,26 @@ type MySQL struct {
 	MaxOpenConns int           `env:"MAX_OPEN_CONNS" envDefault:"32"`
 	MaxIdleConns int           `env:"MAX_IDLE_CONNS" envDefault:"16"`
 	ConnMaxLife  time.Duration `env:"CONN_MAX_LIFETIME" envDefault:"30m"`
+	// TLS verifies the server's certificate and name (verify-full); see TLSFiles.
+	TLS      bool     `env:"TLS"`
+	TLSFiles TLSFiles `envPrefix:"TLS_"`
 }
 
-// DSN is the go-sql-driver/mysql data source name.
-func (m MySQL) DSN() string {
-	return fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27&timeout=5s",
+// DSN is the go-sql-driver/mysql data source name. With TLS it registers
+// the TLS settings with the driver, under a name derived from them so that
+// two configurations in one process do not overwrite each other's.
+func (m MySQL) DSN() (string, error) {
+	dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27&timeout=5s",
 		m.User, m.Password.Value(), net.JoinHostPort(m.Host, strconv.Itoa(m.Port)), m.Database)
+	t, err := m.TLSFiles.Client(m.TLS, "SECKILL_MYSQL_TLS")
+	if err != nil || t == nil {
+		return dsn, err
+	}
+	name := fmt.Sprintf("seckill-%x", sha256.Sum256([]byte(fmt.Sprintf("%#v", m.TLSFiles))))[:24]
+	if err := mysql.RegisterTLSConfig(name, t); err != nil {
+		return "", fmt.Errorf("SECKILL_MYSQL_TLS: %w", err)
+	}
+	return dsn + "&tls=" + name, nil
 }
 
 // RocketMQ is the order queue between the API and the saga.
@@ -180,15 +204,9 @@ type Temporal struct {
 	// (on a 2-core box shared with the dev server it is several % of the
 	// server's work); across a WAN (Temporal Cloud) choose gzip.
 	Compression string `env:"COMPRESSION" envDefault:"none"`
-	// TLS to the frontend (Temporal Cloud, a cluster with mTLS). TLS turns
-	// it on with the system roots; TLSCA replaces them; TLSCert and TLSKey
-	// (PEM files) are the client certificate of mTLS; TLSServerName
-	// overrides the name checked in the server's certificate.
-	TLS           bool   `env:"TLS"`
-	TLSCert       string `env:"TLS_CERT"`
-	TLSKey        string `env:"TLS_KEY"`
-	TLSCA         string `env:"TLS_CA"`
-	TLSServerName string `env:"TLS_SERVER_NAME"`
+	// TLS to the frontend (Temporal Cloud, a cluster with mTLS); see TLSFiles.
+	TLS      bool     `env:"TLS"`
+	TLSFiles TLSFiles `envPrefix:"TLS_"`
 	// APIKey authenticates to Temporal Cloud with an API key (implies TLS).
 	APIKey Secret `env:"API_KEY"`
 }
@@ -463,9 +481,14 @@ func (c Config) Validate() error {
 		bad("ROCKETMQ_ACCESS_KEY", "ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY go together")
 	}
 	hostPort("TEMPORAL_ADDRESS", c.Temporal.Address)
-	if (c.Temporal.TLSCert == "") != (c.Temporal.TLSKey == "") {
-		bad("TEMPORAL_TLS_CERT", "TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
+	certAndKey := func(name string, f TLSFiles) {
+		if (f.Cert == "") != (f.Key == "") {
+			bad(name+"_TLS_CERT", "SECKILL_%s_TLS_CERT and SECKILL_%s_TLS_KEY go together", name, name)
+		}
 	}
+	certAndKey("REDIS", c.Redis.TLSFiles)
+	certAndKey("MYSQL", c.MySQL.TLSFiles)
+	certAndKey("TEMPORAL", c.Temporal.TLSFiles)
 	switch c.Temporal.Compression {
 	case "none", "gzip":
 	default:

@@ -37,8 +37,8 @@ func TestEnvOverridesAndSecretsMasked(t *testing.T) {
 	if strings.Contains(s, "hunter2") || strings.Contains(s, "topsecret") {
 		t.Fatalf("secret printed: %s", s)
 	}
-	if !strings.Contains(c.MySQL.DSN(), "seckill:hunter2@tcp(127.0.0.1:3306)/seckill") {
-		t.Fatalf("dsn: %s", c.MySQL.DSN())
+	if dsn, err := c.MySQL.DSN(); err != nil || !strings.Contains(dsn, "seckill:hunter2@tcp(127.0.0.1:3306)/seckill") {
+		t.Fatalf("dsn: %s, %v", dsn, err)
 	}
 }
 

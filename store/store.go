@@ -35,7 +35,11 @@ type Store struct {
 
 // Open connects and pings the database.
 func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
-	db, err := gorm.Open(mysql.Open(cfg.DSN()), &gorm.Config{
+	dsn, err := cfg.DSN()
+	if err != nil {
+		return nil, err
+	}
+	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
 		// No prepared-statement cache: gorm prepares on a pool connection, also

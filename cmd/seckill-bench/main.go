@@ -125,7 +125,10 @@ func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (c checkDeps, 
 		return c, err
 	}
 	c.closers = append(c.closers, func() { _ = st.Close() })
-	rdb := redisx.Open(a.cfg.Redis, redisx.Options{PoolSize: 16, Name: "seckill-bench"})
+	rdb, err := redisx.Open(a.cfg.Redis, redisx.Options{PoolSize: 16, Name: "seckill-bench"})
+	if err != nil {
+		return c, err
+	}
 	c.closers = append(c.closers, func() { _ = rdb.Close() })
 	if err := redisx.Ping(ctx, rdb); err != nil {
 		return c, fmt.Errorf("%s: %w", redisx.Describe(a.cfg.Redis), err)

@@ -46,7 +46,10 @@ func (d *deps) mysql(ctx context.Context) (*store.Store, error) {
 // ping it fails when Redis does not answer now; without, commands fail
 // until it does (the API serves its cheap answers meanwhile).
 func (d *deps) redis(ctx context.Context, o redisx.Options, ping bool) (redis.UniversalClient, error) {
-	rdb := redisx.Open(d.cfg.Redis, o)
+	rdb, err := redisx.Open(d.cfg.Redis, o)
+	if err != nil {
+		return nil, err
+	}
 	if ping {
 		if err := redisx.Ping(ctx, rdb); err != nil {
 			_ = rdb.Close()

@@ -19,7 +19,11 @@ func newMigrateCmd(a *app) *cobra.Command {
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			m, err := migrations.New(a.cfg.MySQL.DSN())
+			dsn, err := a.cfg.MySQL.DSN()
+			if err != nil {
+				return err
+			}
+			m, err := migrations.New(dsn)
 			if err != nil {
 				return err
 			}

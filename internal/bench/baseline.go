@@ -74,7 +74,10 @@ type LuaResult struct {
 // one distinct buyer per call, until units are sold. Its keys live under a
 // private prefix and are deleted afterwards.
 func LuaBaseline(ctx context.Context, cfg config.Redis, prefix string, concurrency int, units int64) (LuaResult, error) {
-	rdb := redisx.Open(cfg, redisx.Options{PoolSize: concurrency, Name: "seckill-bench-lua"})
+	rdb, err := redisx.Open(cfg, redisx.Options{PoolSize: concurrency, Name: "seckill-bench-lua"})
+	if err != nil {
+		return LuaResult{}, err
+	}
 	defer func() { _ = rdb.Close() }()
 	st := stock.New(rdb, prefix)
 	const item = 1

@@ -28,20 +28,25 @@ type Options struct {
 }
 
 // Open returns the client for cfg.
-func Open(cfg config.Redis, o Options) redis.UniversalClient {
+func Open(cfg config.Redis, o Options) (redis.UniversalClient, error) {
 	pool := cfg.PoolSize
 	if o.PoolSize > 0 {
 		pool = o.PoolSize
 	}
+	tlsCfg, err := cfg.TLSFiles.Client(cfg.TLS, "SECKILL_REDIS_TLS")
+	if err != nil {
+		return nil, err
+	}
 	uo := &redis.UniversalOptions{
-		Addrs: cfg.Addresses(), Password: cfg.Password.Value(), DB: cfg.DB,
+		Addrs: cfg.Addresses(), Username: cfg.Username, Password: cfg.Password.Value(), DB: cfg.DB,
 		MasterName: cfg.MasterName, IsClusterMode: cfg.Cluster,
-		PoolSize: pool, ClientName: o.Name,
+		SentinelUsername: cfg.SentinelUsername, SentinelPassword: cfg.SentinelPassword.Value(),
+		TLSConfig: tlsCfg, PoolSize: pool, ClientName: o.Name,
 	}
 	if o.Timeout > 0 {
 		uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
 	}
-	return redis.NewUniversalClient(uo)
+	return redis.NewUniversalClient(uo), nil
 }
 
 // Ping checks that Redis answers (on a cluster: that every master does).

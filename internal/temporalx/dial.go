@@ -3,11 +3,8 @@ package temporalx
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -30,7 +27,8 @@ func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger) (client
 	default:
 		return nil, fmt.Errorf("SECKILL_TEMPORAL_COMPRESSION=%q: want none or gzip", cfg.Compression)
 	}
-	tlsCfg, err := tlsConfig(cfg)
+	// An API key implies TLS (Temporal Cloud).
+	tlsCfg, err := cfg.TLSFiles.Client(cfg.TLS || cfg.APIKey.Value() != "", "SECKILL_TEMPORAL_TLS")
 	if err != nil {
 		return nil, err
 	}
@@ -43,32 +41,4 @@ func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger) (client
 		return nil, fmt.Errorf("dial temporal at %s (namespace %s): %w", cfg.Address, cfg.Namespace, err)
 	}
 	return c, nil
-}
-
-// tlsConfig builds the TLS settings of the frontend connection; nil means
-// plaintext (loopback, a private network).
-func tlsConfig(cfg config.Temporal) (*tls.Config, error) {
-	if !cfg.TLS && cfg.TLSCert == "" && cfg.TLSCA == "" && cfg.APIKey.Value() == "" {
-		return nil, nil
-	}
-	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLSServerName}
-	if cfg.TLSCert != "" {
-		pair, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("SECKILL_TEMPORAL_TLS_CERT/KEY: %w", err)
-		}
-		t.Certificates = []tls.Certificate{pair}
-	}
-	if cfg.TLSCA != "" {
-		pem, err := os.ReadFile(cfg.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("SECKILL_TEMPORAL_TLS_CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("SECKILL_TEMPORAL_TLS_CA: no certificate in %s", cfg.TLSCA)
-		}
-		t.RootCAs = pool
-	}
-	return t, nil
 }

@@ -64,7 +64,11 @@ func MySQL(t testing.TB) (*store.Store, config.MySQL) {
 	Integration(t)
 	cfg := Config(t).MySQL
 	name := "seckill_t_" + Suffix()
-	admin, err := gorm.Open(mysql.Open(cfg.DSN()), &gorm.Config{Logger: logger.Discard})
+	dsn, err := cfg.DSN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatalf("MariaDB at %s:%d is not reachable (run scripts/stack up): %v", cfg.Host, cfg.Port, err)
 	}
@@ -77,7 +81,10 @@ func MySQL(t testing.TB) (*store.Store, config.MySQL) {
 		_ = adminDB.Close()
 	})
 	cfg.Database = name
-	m, err := migrations.New(cfg.DSN())
+	if dsn, err = cfg.DSN(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := migrations.New(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +109,10 @@ func Redis(t testing.TB) (redis.UniversalClient, string) {
 	t.Helper()
 	Integration(t)
 	cfg := Config(t).Redis
-	rdb := redisx.Open(cfg, redisx.Options{PoolSize: 128, Name: "seckill-test"})
+	rdb, err := redisx.Open(cfg, redisx.Options{PoolSize: 128, Name: "seckill-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := redisx.Ping(ctx, rdb); err != nil {
