@@ -68,9 +68,9 @@ func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...st
 		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
 		"SECKILL_TEMPORAL_ADDRESS="+tmp.Address, "SECKILL_TEMPORAL_NAMESPACE="+tmp.Namespace,
 		"SECKILL_TEMPORAL_TASK_QUEUE="+tmp.TaskQueue,
-		fmt.Sprintf("SECKILL_TEMPORAL_TLS=%t", tmp.TLS), "SECKILL_TEMPORAL_TLS_CA="+tmp.TLSCA,
-		"SECKILL_TEMPORAL_TLS_CERT="+tmp.TLSCert, "SECKILL_TEMPORAL_TLS_KEY="+tmp.TLSKey,
-		"SECKILL_TEMPORAL_TLS_SERVER_NAME="+tmp.TLSServerName,
+		fmt.Sprintf("SECKILL_TEMPORAL_TLS=%t", tmp.TLS), "SECKILL_TEMPORAL_TLS_CA="+tmp.TLSFiles.CA,
+		"SECKILL_TEMPORAL_TLS_CERT="+tmp.TLSFiles.Cert, "SECKILL_TEMPORAL_TLS_KEY="+tmp.TLSFiles.Key,
+		"SECKILL_TEMPORAL_TLS_SERVER_NAME="+tmp.TLSFiles.ServerName,
 		"SECKILL_RECONCILE_INTERVAL=0",
 	)
 	env = append(env, extra...)
