@@ -25,6 +25,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -416,7 +417,7 @@ func TestTemporalOnTLSPostgres(t *testing.T) {
 	t.Run("sale", func(t *testing.T) {
 		tmp := testenv.Config(t).Temporal
 		tmp.Address, tmp.Namespace = addr, "default"
-		tmp.TLS, tmp.TLSCA, tmp.TLSCert, tmp.TLSKey, tmp.TLSServerName = false, "", "", "", ""
+		tmp.TLS, tmp.TLSFiles = false, config.TLSFiles{}
 		runSale(t, testenv.Config(t).RocketMQ, tmp)
 		// Every connection of Temporal's login is encrypted.
 		out, err := pg.psqlSuper(`select count(*) filter (where s.ssl) || ' ' || count(*) filter (where not s.ssl)
