@@ -78,7 +78,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.attempts, "attempts", 5, "attempts per buyer (429 honours Retry-After; 503 and network errors retry)")
 	fl.DurationVar(&f.lead, "lead", 3*time.Second, "the sale starts this long after the item is created")
 	fl.DurationVar(&f.paymentTimeout, "payment-timeout", 30*time.Second, "the item's payment window (5s..24h)")
-	fl.Float64Var(&f.payFraction, "pay-fraction", 0.5, "fraction of orders paid as soon as they wait for payment")
+	fl.Float64Var(&f.payFraction, "pay-fraction", 0.5, "fraction of orders paid, each at its 202 (again once it waits for payment if the door refused it while QUEUED)")
 	fl.BoolVar(&f.waitTimeouts, "wait-timeouts", true, "wait for every unpaid order to time out, then check that every unpaid unit is back")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 40*time.Minute, "give up waiting for the pipeline to drain after this long")
 	fl.IntVar(&f.apiPID, "api-pid", 0, "pid of the API process for memory figures (0: find the seckill api process)")
@@ -166,8 +166,8 @@ func newRoot() *cobra.Command {
 		},
 		Short: "Run a flash sale against a running API and worker, then check the invariants in MySQL, Redis and Temporal",
 		Long: "Creates an item with --units units starting --lead ahead, mints tokens for --buyers buyers and fires their\n" +
-			"purchase attempts at the start instant; waits for every accepted order to be persisted, pays --pay-fraction\n" +
-			"of them, lets the rest time out, and checks the invariants. Writes <out>/sale-<time>.{json,html}.\n" +
+			"purchase attempts at the start instant; pays --pay-fraction of the orders at their 202, waits for every\n" +
+			"accepted order to be persisted, lets the rest time out, and checks the invariants. Writes <out>/sale-<time>.{json,html}.\n" +
 			"Exits non-zero on any invariant violation.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -279,21 +279,24 @@ func newBenchCheckCmd(a *app) *cobra.Command {
 
 func newBenchStagesCmd(a *app) *cobra.Command {
 	var (
-		f          benchFlags
-		bareAddr   string
-		duration   time.Duration
-		sagaOrders int
-		luaUnits   int64
-		latency    int
-		skipFull   bool
-		doc        string
+		f                benchFlags
+		bareAddr         string
+		duration         time.Duration
+		sagaOrders       int
+		stage2Runs       int
+		waitingWorkflows int
+		luaUnits         int64
+		latency          int
+		skipFull         bool
+		doc              string
 	)
 	cmd := &cobra.Command{
 		Use:   "stages",
 		Short: "Measure each pipeline stage against its own baseline in one run (make bench)",
 		Long: "1. bare gin endpoint vs purchase attempts on a sold-out item; 2. the reservation Lua script via go-redis vs\n" +
-			"accepted purchases/s over HTTP; 3. a minimal workflow (three no-op local activities) vs sagas/s from message to\n" +
-			"PENDING_PAYMENT; 4. the full flash sale. Needs `seckill api` and `seckill worker` running. Writes\n" +
+			"accepted purchases/s over HTTP (--stage2-runs sales); 3. a minimal workflow (three no-op local activities) vs\n" +
+			"sagas/s from message to PENDING_PAYMENT; 3b and 4. a sale whose orders are paid at their 202, and the full flash\n" +
+			"sale, against a waiting workflow (local activity, timer, local activity). Needs `seckill api` and `seckill worker` running. Writes\n" +
 			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -328,7 +331,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 				full.APIPID = bench.FindPID("api")
 			}
 			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: duration,
-				SagaOrders: sagaOrders, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
+				SagaOrders: sagaOrders, Stage2Runs: stage2Runs, WaitingWorkflows: waitingWorkflows, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
 				WorkerOps: f.workerOps,
 				Progress:  cmd.ErrOrStderr(), Log: a.log}
 			rep := s.Run(ctx, d)
@@ -363,6 +366,8 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 	cmd.Flags().StringVar(&bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each fixed-duration HTTP measurement")
 	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 4000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
+	cmd.Flags().IntVar(&stage2Runs, "stage2-runs", 3, "stage 2's sales of --saga-orders units, one after the other: figures are their median, with min and max")
+	cmd.Flags().IntVar(&waitingWorkflows, "waiting-workflows", 2000, "waiting workflows (local activity, 1 s timer, local activity) in the yardstick of stages 3b and 4; 0 leaves it out")
 	cmd.Flags().Int64Var(&luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
 	cmd.Flags().IntVar(&latency, "latency-units", 1500, "units of stage 3b's sale (buyer-facing latency, every order paid; 0 leaves it out)")
 	cmd.Flags().BoolVar(&skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")

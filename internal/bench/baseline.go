@@ -135,7 +135,37 @@ func MinimalWorkflow(ctx workflow.Context, n int) error {
 	return nil
 }
 
-// WorkflowResult is the minimal-workflow baseline.
+// WaitTimer is how long WaitingWorkflow waits.
+const WaitTimer = time.Second
+
+// WaitingWorkflow is stage 4's yardstick, the shape of a saga that waits for
+// its payment: a no-op local activity, a timer (WaitTimer), a no-op local
+// activity. Unlike MinimalWorkflow it needs two workflow tasks and a timer.
+func WaitingWorkflow(ctx workflow.Context, n int) error {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteLocalActivity(ctx, minimalStep, 0).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := workflow.Sleep(ctx, WaitTimer); err != nil {
+		return err
+	}
+	return workflow.ExecuteLocalActivity(ctx, minimalStep, 1).Get(ctx, nil)
+}
+
+// BaselineWorkflow is a workflow the Temporal baseline runs, and the name it
+// is registered under.
+type BaselineWorkflow struct {
+	Name string
+	Fn   func(workflow.Context, int) error
+}
+
+// The two Temporal baselines: one workflow task, and a wait between two.
+var (
+	Minimal = BaselineWorkflow{Name: "BenchMinimalWorkflow", Fn: MinimalWorkflow}
+	Waiting = BaselineWorkflow{Name: "BenchWaitingWorkflow", Fn: WaitingWorkflow}
+)
+
+// WorkflowResult is a Temporal baseline.
 type WorkflowResult struct {
 	Workflows int     `json:"workflows"`
 	Seconds   float64 `json:"seconds"`
@@ -147,13 +177,13 @@ type WorkflowResult struct {
 const baselineStarters = 32
 
 // WorkflowBaseline is the Temporal engine at its best as a user would get it
-// alone: n minimal workflows started by baselineStarters goroutines with eager
+// alone: n workflows of the given shape started by baselineStarters goroutines with eager
 // start, on a private task queue served by a worker in this process with the
 // SDK's default options, completions counted inside the worker (no result
 // polling: no long polls compete with the server's work). It measures from the
 // first start to the last completion. Nothing of the saga's settings is
 // copied: the baseline must not share our overheads.
-func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string, n int) (WorkflowResult, error) {
+func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string, n int, wf BaselineWorkflow) (WorkflowResult, error) {
 	// A client of its own with the SDK's defaults (only a quiet logger): not
 	// the pipeline's tuned one.
 	c, err := client.DialContext(ctx, client.Options{HostPort: cfg.Address, Namespace: cfg.Namespace,
@@ -166,12 +196,12 @@ func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string
 	finished := make(chan struct{})
 	w := worker.New(c, taskQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, i int) error {
-		err := MinimalWorkflow(ctx, i)
+		err := wf.Fn(ctx, i)
 		if err == nil && !workflow.IsReplaying(ctx) && done.Add(1) == int64(n) {
 			close(finished)
 		}
 		return err
-	}, workflow.RegisterOptions{Name: "BenchMinimalWorkflow"})
+	}, workflow.RegisterOptions{Name: wf.Name})
 	if err := w.Start(); err != nil {
 		return WorkflowResult{}, err
 	}
@@ -190,7 +220,7 @@ func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string
 				}
 				_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 					ID: fmt.Sprintf("%s-%d", taskQueue, i), TaskQueue: taskQueue, EnableEagerStart: true,
-				}, "BenchMinimalWorkflow", int(i))
+				}, wf.Name, int(i))
 				if err != nil {
 					once.Do(func() { firstErr = err })
 					return
@@ -200,12 +230,12 @@ func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return WorkflowResult{}, fmt.Errorf("start minimal workflow: %w", firstErr)
+		return WorkflowResult{}, fmt.Errorf("start %s: %w", wf.Name, firstErr)
 	}
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		return WorkflowResult{}, fmt.Errorf("minimal workflows: %d of %d completed: %w", done.Load(), n, ctx.Err())
+		return WorkflowResult{}, fmt.Errorf("%s: %d of %d completed: %w", wf.Name, done.Load(), n, ctx.Err())
 	}
 	el := time.Since(start).Seconds()
 	return WorkflowResult{Workflows: n, Seconds: el, PerSecond: float64(n) / el}, nil

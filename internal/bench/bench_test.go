@@ -50,7 +50,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	if code == http.StatusAccepted {
-		_, _ = fmt.Fprintf(w, `{"order_id":%q,"status":"QUEUED"}`, f.owners[tok])
+		_, _ = fmt.Fprintf(w, `{"order_id":%q,"status":"QUEUED","pay_by":"2030-01-02T03:04:05.678Z"}`, f.owners[tok])
 	} else {
 		_, _ = io.WriteString(w, `{"error":{"code":"X","message":"x"}}`)
 	}
@@ -64,8 +64,27 @@ func TestSaleHonoursRetryAfterAndCountsAcceptances(t *testing.T) {
 	for i := 1; i <= 300; i++ {
 		buyers = append(buyers, Buyer{ID: int64(i), Token: "t" + strconv.Itoa(i)})
 	}
+	var mu sync.Mutex
+	payable := map[string]time.Time{}
+	onAccepted := func(orderID string, userID int64, payBy, at time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if orderID != fmt.Sprintf("order-%d", userID) || at.IsZero() {
+			t.Errorf("OnAccepted(%s, %d, %s, %s)", orderID, userID, payBy, at)
+		}
+		payable[orderID] = payBy
+	}
 	res := Sale{BaseURL: srv.URL, ItemID: 7, Buyers: buyers, Load: Load{Connections: 8, Timeout: 5 * time.Second},
-		MaxAttempts: 3, Units: 50}.Run(context.Background())
+		MaxAttempts: 3, Units: 50, OnAccepted: onAccepted}.Run(context.Background())
+	want := time.Date(2030, 1, 2, 3, 4, 5, 678e6, time.UTC)
+	for id, payBy := range payable {
+		if !payBy.Equal(want) {
+			t.Fatalf("order %s: pay_by %s, want %s", id, payBy, want)
+		}
+	}
+	if len(payable) != 50 {
+		t.Fatalf("OnAccepted called for %d orders, want 50", len(payable))
+	}
 
 	if len(res.Accepted) != 50 {
 		t.Fatalf("accepted %d, want 50", len(res.Accepted))
@@ -158,5 +177,51 @@ func TestSettleReadsTheMachine(t *testing.T) {
 	}
 	if t1 <= t0 || b1 < b0 {
 		t.Fatalf("jiffies went backwards or stood still: busy %d->%d, total %d->%d", b0, b1, t0, t1)
+	}
+}
+
+// A chosen order is paid at its 202: 202 -> payable counts the paid one, and
+// a pay refused before its deadline counts as refused.
+func TestPaysAtThe202(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/orders/paid/") {
+			_, _ = io.WriteString(w, `{"status":"PAID"}`)
+			return
+		}
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, `{"error":{"code":"ORDER_NOT_PAYABLE","message":"x"}}`)
+	}))
+	defer srv.Close()
+	now := time.Now()
+	w := &watcher{payFraction: 1, apiURLs: []string{srv.URL}, tokens: map[int64]string{1: "t1", 2: "t2"},
+		paid: map[string]int64{}, payRec: NewRecorder(now), payQ: make(chan payJob, 4), orders: map[string]*payState{}}
+	w.accepted("paid", 1, now.Add(time.Minute), now)
+	w.accepted("refused", 2, now.Add(time.Minute), now)
+	w.accepted("paid", 1, now.Add(time.Minute), now) // a second 202 for the same order: one pay
+	close(w.payQ)
+	w.payer(context.Background())
+	payable, refused := w.paySummary()
+	if payable.Count != 1 || payable.Max <= 0 || refused != 1 {
+		t.Fatalf("202 -> payable %+v, refused %d; want one paid order and one refused", payable, refused)
+	}
+	if w.paid["200"] != 1 || w.paid["409"] != 1 {
+		t.Fatalf("pay answers %v", w.paid)
+	}
+}
+
+func TestSpreadAndMedians(t *testing.T) {
+	if got := spread([]float64{3, 1, 2}, "%.0f"); got != "1 / 2 / 3" {
+		t.Fatalf("spread %q", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Fatalf("median %v", got)
+	}
+	m := medianByKey([]map[string]float64{{"broker": 10, "total": 100}, {"broker": 30, "total": 90}, {"broker": 20, "total": 120}})
+	if m["broker"] != 20 || m["total"] != 100 {
+		t.Fatalf("medianByKey %v", m)
+	}
+	h := histogram([]time.Duration{50 * time.Millisecond, time.Second, time.Hour}, []float64{0.1, 1, 10})
+	if fmt.Sprint(h) != "[1 1 1]" {
+		t.Fatalf("histogram %v", h)
 	}
 }

@@ -40,6 +40,10 @@ type Sale struct {
 	// Units is the item's stock: the sale is sold out when that many 202s came.
 	Units    int64
 	Progress io.Writer
+	// OnAccepted, when set, is called for each 202 as it arrives, with the
+	// order's pay_by from its body (zero if absent) and the arrival time:
+	// the buyer may pay from then on. It must not block.
+	OnAccepted func(orderID string, userID int64, payBy, at time.Time)
 }
 
 // SaleResult is what the buyers were told.
@@ -171,7 +175,8 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 		switch r.Code {
 		case http.StatusAccepted:
 			var body struct {
-				OrderID string `json:"order_id"`
+				OrderID string    `json:"order_id"`
+				PayBy   time.Time `json:"pay_by"`
 			}
 			_ = json.Unmarshal(r.Body, &body)
 			if seen[body.OrderID] {
@@ -180,6 +185,9 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 			}
 			seen[body.OrderID] = true
 			res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.OrderID, UserID: s.Buyers[i].ID})
+			if s.OnAccepted != nil {
+				s.OnAccepted(body.OrderID, s.Buyers[i].ID, body.PayBy, end)
+			}
 			if n := accepted.Add(1); n == s.Units && res.SoldOutAfter == 0 {
 				res.SoldOutAfter = end.Sub(res.Start)
 			}

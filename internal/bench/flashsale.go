@@ -41,7 +41,9 @@ type FlashSale struct {
 	// Lead is how far ahead of now the sale starts; the buyers fire at that instant.
 	Lead           time.Duration
 	PaymentTimeout time.Duration
-	// PayFraction of the orders are paid as soon as they wait for payment.
+	// PayFraction of the orders are paid as a buyer would: at their 202 (a
+	// pay the door refuses while the order is QUEUED, with early payment
+	// off, is sent again once the order waits for payment).
 	PayFraction float64
 	// WaitTimeouts waits for every unpaid order's payment window to close
 	// and its compensation to run, then checks that every unpaid unit is back.
@@ -105,13 +107,19 @@ type SaleReport struct {
 	Invariants      *invariant.Report  `json:"invariants,omitempty"`
 	Notes           []string           `json:"notes,omitempty"`
 	PayLatency      map[string]Latency `json:"pay_latency,omitempty"`
-	// AcceptedToPayable is, over every accepted order, the time from its
-	// 202 (the order id's timestamp) to PENDING_PAYMENT (its deadline minus
-	// the payment window, both written by the database).
+	// AcceptedToPayable is, over every paid order, what its buyer waited
+	// to pay: from the 202's arrival to the arrival of the first 200 to a
+	// pay (sent at the 202, and again once the order waits for payment if
+	// the door refused it while QUEUED), both on the bench's clock.
 	AcceptedToPayable Latency `json:"accepted_to_payable"`
-	// PayableHistogram counts AcceptedToPayable over PayableBoundsS.
-	PayableHistogram []int64   `json:"accepted_to_payable_histogram"`
-	PayableBoundsS   []float64 `json:"accepted_to_payable_bounds_s"`
+	// AcceptedToDeducted is, over every order that took its unit from the
+	// stock row, the time from its 202 (the order id's timestamp) to that
+	// deduction (stock_deduction.created_at, written in the same
+	// transaction): the order tier's catch-up.
+	AcceptedToDeducted Latency `json:"accepted_to_deducted"`
+	// DeductedHistogram counts AcceptedToDeducted over DeductedBoundsS.
+	DeductedHistogram []int64   `json:"accepted_to_deducted_histogram"`
+	DeductedBoundsS   []float64 `json:"accepted_to_deducted_bounds_s"`
 	// InTimePaysRefused counts pays sent before the order's deadline that
 	// were not answered 200 (the saga issue's target: 0).
 	InTimePaysRefused int64 `json:"in_time_pays_refused"`
@@ -124,9 +132,9 @@ type SaleReport struct {
 	StampedeCPU map[string]float64 `json:"stampede_cpu_us_per_answer,omitempty"`
 }
 
-// PayableBoundsS are the upper bounds (seconds) of the 202 -> PENDING_PAYMENT
+// DeductedBoundsS are the upper bounds (seconds) of the 202 -> deducted
 // histogram.
-var PayableBoundsS = []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
+var DeductedBoundsS = []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
 
 // Machine is where the numbers were taken.
 type Machine struct {
@@ -291,12 +299,13 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 		}
 	}()
 
-	// The drain watch runs from the start: it counts orders reaching
-	// PENDING_PAYMENT per second and pays the chosen fraction at once.
+	// The drain watch runs from the start: it counts orders persisted per
+	// second; the chosen fraction is paid at the 202 (Sale.OnAccepted).
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	w := &watcher{db: d.Store, stock: d.Stock, item: it.ID, start: start, window: f.PaymentTimeout,
-		payFraction: f.PayFraction, apiURLs: urlsOr(f.APIURLs, f.APIURL), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start)}
+	w := &watcher{db: d.Store, stock: d.Stock, item: it.ID, start: start, payFraction: f.PayFraction,
+		apiURLs: urlsOr(f.APIURLs, f.APIURL), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start),
+		payQ: make(chan payJob, 1<<16), orders: map[string]*payState{}}
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); w.run(watchCtx) }()
 
@@ -320,7 +329,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 		}()
 	}
 	sale := Sale{BaseURL: f.APIURL, BaseURLs: f.APIURLs, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
-		Units: f.Units, Progress: f.Progress}
+		Units: f.Units, Progress: f.Progress, OnAccepted: w.accepted}
 	faultErr := make(chan error, 1)
 	if f.DuringStampede != nil {
 		go func() { faultErr <- f.DuringStampede(ctx, it.ID) }()
@@ -397,9 +406,13 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	if s := w.payRec.Summary(); s.Total > 0 {
 		rep.PayLatency = s.Latency
 	}
-	rep.AcceptedToPayable, rep.PayableHistogram = w.payableSummary()
-	rep.PayableBoundsS = PayableBoundsS
-	rep.InTimePaysRefused = w.inTimeRefusedCount()
+	rep.AcceptedToPayable, rep.InTimePaysRefused = w.paySummary()
+	if d, err := deductionLatencies(ctx, d.Store, it.ID); err != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("202 -> deducted not measured: %v", err))
+	} else {
+		rep.AcceptedToDeducted, rep.DeductedHistogram = summarize(d), histogram(d, DeductedBoundsS)
+		rep.DeductedBoundsS = DeductedBoundsS
+	}
 	rep.OrdersByStatus = w.statusTimeline()
 
 	// Quiet now (every saga waits for payment or is over): check. A second
@@ -433,7 +446,6 @@ type watcher struct {
 	stock       *stock.Store
 	item        int64
 	start       time.Time
-	window      time.Duration // the item's payment window
 	payFraction float64
 	apiURLs     []string
 	tokens      map[int64]string
@@ -450,8 +462,8 @@ type watcher struct {
 	payWG     sync.WaitGroup
 	payQ      chan payJob
 	first     time.Time
-	payable   []time.Duration // 202 -> PENDING_PAYMENT of each order seen with a deadline
-	refused   int64           // pays sent before the deadline and not answered 200
+	orders    map[string]*payState // the orders chosen to be paid
+	payable   []time.Duration      // 202 -> first accepted pay of each paid order
 	timeline  map[string][]int64
 	polls     int
 }
@@ -462,13 +474,40 @@ type payJob struct {
 	payBy   time.Time
 }
 
+// payState is one chosen order's payment as its buyer sees it.
+type payState struct {
+	acceptedAt time.Time // the 202's arrival (the order id's time when learnt from the database)
+	inFlight   bool
+	retried    bool // sent again once PENDING_PAYMENT (the door refused it while QUEUED)
+	paid       bool
+	refused    bool // the last pay was sent before pay_by and not answered 200
+}
+
+// accepted is Sale.OnAccepted: a chosen order is paid at once, as a buyer
+// holding its 202 would.
+func (w *watcher) accepted(orderID string, userID int64, payBy, at time.Time) {
+	if !pays(orderID, w.payFraction) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.orders[orderID] != nil {
+		return
+	}
+	w.orders[orderID] = &payState{acceptedAt: at, inFlight: true}
+	select {
+	case w.payQ <- payJob{orderID: orderID, userID: userID, payBy: payBy}:
+	default:
+		w.orders[orderID].inFlight = false
+	}
+}
+
 // payers is how many payments can be in flight at once.
 const payers = 128
 
 func (w *watcher) setExpected(n int) { w.mu.Lock(); w.expected = n; w.mu.Unlock() }
 
 func (w *watcher) run(ctx context.Context) {
-	w.payQ = make(chan payJob, 1<<16)
 	// Buyers pay independently of each other: enough payers that a pay is
 	// sent as soon as its order waits for payment, even when each one takes
 	// seconds (a busy Temporal server), not after the pays queued before it.
@@ -527,16 +566,8 @@ func (w *watcher) poll(ctx context.Context) {
 		if w.first.IsZero() {
 			w.first = now
 		}
-		if r.PayBy != nil {
-			if id, err := ulid.Parse(r.OrderID); err == nil {
-				w.payable = append(w.payable, r.PayBy.Add(-w.window).Sub(ulid.Time(id.Time())))
-			}
-		}
-		if r.Status == "PENDING_PAYMENT" && r.PayBy != nil && pays(r.OrderID, w.payFraction) {
-			select {
-			case w.payQ <- payJob{orderID: r.OrderID, userID: r.UserID, payBy: *r.PayBy}:
-			default:
-			}
+		if r.Status == string(order.StatusPendingPayment) && r.PayBy != nil && pays(r.OrderID, w.payFraction) {
+			w.payAgain(r.OrderID, r.UserID, *r.PayBy)
 		}
 	}
 	if w.polls++; w.polls%4 == 1 { // about once a second
@@ -587,18 +618,75 @@ func (w *watcher) countByStatus(ctx context.Context) map[string]int64 {
 	return out
 }
 
-func (w *watcher) payableSummary() (Latency, []int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	hist := make([]int64, len(PayableBoundsS))
-	for _, d := range w.payable {
-		i := sort.SearchFloat64s(PayableBoundsS, d.Seconds())
-		hist[min(i, len(hist)-1)]++
+// payAgain sends a chosen order's pay once it waits for payment, unless
+// its pay at the 202 was accepted or is still out: with early payment off
+// the door refuses a pay while the order is QUEUED. Called with w.mu held.
+func (w *watcher) payAgain(orderID string, userID int64, payBy time.Time) {
+	st := w.orders[orderID]
+	if st == nil { // no 202 seen for it (learnt from a 409 after a lost answer)
+		st = &payState{}
+		if id, err := ulid.Parse(orderID); err == nil {
+			st.acceptedAt = ulid.Time(id.Time())
+		}
+		w.orders[orderID] = st
 	}
-	return summarize(w.payable), hist
+	if st.paid || st.inFlight || st.retried {
+		return
+	}
+	st.inFlight, st.retried = true, true
+	select {
+	case w.payQ <- payJob{orderID: orderID, userID: userID, payBy: payBy}:
+	default:
+		st.inFlight = false
+	}
 }
 
-func (w *watcher) inTimeRefusedCount() int64 { w.mu.Lock(); defer w.mu.Unlock(); return w.refused }
+// paySummary is 202 -> payable over the paid orders, and how many chosen
+// orders were refused a pay sent before their deadline.
+func (w *watcher) paySummary() (Latency, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var refused int64
+	for _, st := range w.orders {
+		if st.refused && !st.paid {
+			refused++
+		}
+	}
+	return summarize(w.payable), refused
+}
+
+// histogram counts ds over the upper bounds (seconds); the last bucket
+// takes everything above.
+func histogram(ds []time.Duration, bounds []float64) []int64 {
+	hist := make([]int64, len(bounds))
+	for _, d := range ds {
+		i := sort.SearchFloat64s(bounds, d.Seconds())
+		hist[min(i, len(hist)-1)]++
+	}
+	return hist
+}
+
+// deductionLatencies is, for every order of the item that took a unit from
+// the stock row, the time from its 202 (the order id's timestamp) to the
+// deduction's row (written in the decrement's transaction, on the
+// database's clock in UTC).
+func deductionLatencies(ctx context.Context, db *store.Store, item int64) ([]time.Duration, error) {
+	var rows []struct {
+		OrderID   string
+		CreatedAt time.Time
+	}
+	if err := db.DB().WithContext(ctx).Raw("SELECT order_id, created_at FROM stock_deduction WHERE item_id = ?", item).
+		Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read the deductions of item %d: %w", item, err)
+	}
+	out := make([]time.Duration, 0, len(rows))
+	for _, r := range rows {
+		if id, err := ulid.Parse(r.OrderID); err == nil {
+			out = append(out, r.CreatedAt.Sub(ulid.Time(id.Time())))
+		}
+	}
+	return out, nil
+}
 
 func (w *watcher) statusTimeline() map[string][]int64 {
 	w.mu.Lock()
@@ -641,11 +729,17 @@ func (w *watcher) payer(ctx context.Context) {
 		if err != nil {
 			out = "error"
 		}
-		w.payRec.Add(out, time.Now(), time.Since(t0))
+		now := time.Now()
+		w.payRec.Add(out, now, now.Sub(t0))
 		w.mu.Lock()
 		w.paid[out]++
-		if code != http.StatusOK && t0.Before(j.payBy) {
-			w.refused++
+		if st := w.orders[j.orderID]; st != nil {
+			st.inFlight = false
+			if code == http.StatusOK && !st.paid {
+				st.paid = true
+				w.payable = append(w.payable, now.Sub(st.acceptedAt))
+			}
+			st.refused = code != http.StatusOK && (j.payBy.IsZero() || t0.Before(j.payBy))
 		}
 		w.mu.Unlock()
 	}

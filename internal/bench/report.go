@@ -73,7 +73,8 @@ func PrintSale(w io.Writer, r *SaleReport) {
 	if l, ok := r.PayLatency["all"]; ok {
 		printf(tw, "pay request -> answer\t%s\t\n", l.Seconds())
 	}
-	printf(tw, "202 -> PENDING_PAYMENT\t%s\t\n", r.AcceptedToPayable.Seconds())
+	printf(tw, "202 -> payable (first accepted pay)\t%s\t\n", r.AcceptedToPayable.Seconds())
+	printf(tw, "202 -> deducted\t%s\t\n", r.AcceptedToDeducted.Seconds())
 	for _, k := range sortedKeys(r.Memory) {
 		m := r.Memory[k]
 		if m.Error != "" {
@@ -347,17 +348,17 @@ func statusChart(tl map[string][]int64) template.HTML {
 	return lineChart("Orders by status", "seconds since the sale started", "orders", xs, false, series)
 }
 
-// payableChart draws the distribution of 202 -> PENDING_PAYMENT.
-func payableChart(r *SaleReport) template.HTML {
-	if len(r.PayableHistogram) == 0 || r.AcceptedToPayable.Count == 0 {
+// deductedChart draws the distribution of 202 -> deducted.
+func deductedChart(r *SaleReport) template.HTML {
+	if len(r.DeductedHistogram) == 0 || r.AcceptedToDeducted.Count == 0 {
 		return ""
 	}
-	ys := make([]float64, len(r.PayableHistogram))
-	for i, c := range r.PayableHistogram {
-		ys[i] = 100 * float64(c) / float64(r.AcceptedToPayable.Count)
+	ys := make([]float64, len(r.DeductedHistogram))
+	for i, c := range r.DeductedHistogram {
+		ys[i] = 100 * float64(c) / float64(r.AcceptedToDeducted.Count)
 	}
-	return lineChart("202 → PENDING_PAYMENT", "seconds (log scale, bucket upper bound)", "% of accepted orders",
-		r.PayableBoundsS, true, []Series{{Name: "orders", Y: ys}})
+	return lineChart("202 → deducted", "seconds (log scale, bucket upper bound)", "% of deducted orders",
+		r.DeductedBoundsS, true, []Series{{Name: "orders", Y: ys}})
 }
 
 var saleHTML = template.Must(template.New("sale").Parse(`<!doctype html>
@@ -376,7 +377,8 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
 <tr><td>pay answers</td><td>{{.PayAnswers}}</td></tr>
 <tr><td>pays sent in time and refused</td><td>{{.R.InTimePaysRefused}}</td></tr>
 <tr><td>pay request → answer</td><td>{{.PayLatency}}</td></tr>
-<tr><td>202 → PENDING_PAYMENT</td><td>{{.R.AcceptedToPayable.Seconds}}</td></tr>
+<tr><td>202 → payable (first accepted pay)</td><td>{{.R.AcceptedToPayable.Seconds}}</td></tr>
+<tr><td>202 → deducted</td><td>{{.R.AcceptedToDeducted.Seconds}}</td></tr>
 {{range $k, $m := .R.Memory}}<tr><td>{{$k}} memory</td><td>{{if $m.Error}}{{$m.Error}}{{else}}peak RSS {{printf "%.1f" $m.PeakRSSMB}} MB, VmHWM {{printf "%.1f" $m.HWMMB}} MB (pid {{$m.PID}}){{end}}</td></tr>{{end}}
 </table>
 <h2>Answers and latency</h2>
@@ -385,7 +387,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
 </table>
 {{.Timeline}}
 {{.Statuses}}
-{{.Payable}}
+{{.Deducted}}
 {{.Latency}}
 <h2>Invariants</h2>
 {{with .R.Invariants}}<p>stock {{.StockTotal}} · live orders {{.LiveOrders}} · orders {{$.Orders}} · stock row {{.StockRow}} · redis left {{.RedisLeft}} · reservations {{.RedisReservations}}{{if .WorkflowsChecked}} · workflows {{$.Workflows}}{{end}}</p>
@@ -418,7 +420,7 @@ func WriteSaleHTML(path string, r *SaleReport) error {
 	data := map[string]any{"R": r, "Rows": rows, "PayAnswers": PayAnswers(r.Paid),
 		"PayLatency": r.PayLatency["all"].Seconds(),
 		"Timeline":   timelineChart(r.Answers, r.OrdersPerSecond), "Latency": latencyChart(r.Answers),
-		"Statuses": statusChart(r.OrdersByStatus), "Payable": payableChart(r)}
+		"Statuses": statusChart(r.OrdersByStatus), "Deducted": deductedChart(r)}
 	if r.Invariants != nil {
 		data["Orders"], data["Workflows"] = Counts(r.Invariants.OrdersByStatus), Counts(r.Invariants.WorkflowsByStatus)
 	}
