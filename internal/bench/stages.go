@@ -44,7 +44,7 @@ type Stages struct {
 	// WaitingWorkflows is how many waiting workflows (WaitingWorkflow) the
 	// yardstick of stages 3b and 4 runs.
 	WaitingWorkflows int
-	LuaUnits   int64
+	LuaUnits         int64
 	// LatencyUnits is the size of stage 3b's sale (0 leaves it out).
 	LatencyUnits int
 	// WorkerOps is the worker's ops listener (http://host:port): stage 2
