@@ -200,8 +200,8 @@ func TestPaysAtThe202(t *testing.T) {
 	w.accepted("paid", 1, now.Add(time.Minute), now) // a second 202 for the same order: one pay
 	close(w.payQ)
 	w.payer(context.Background())
-	payable, refused := w.paySummary()
-	if payable.Count != 1 || payable.Max <= 0 || refused != 1 {
+	payable, refused, ids := w.paySummary()
+	if payable.Count != 1 || payable.Max <= 0 || refused != 1 || len(ids) != 1 || ids[0] != "refused" {
 		t.Fatalf("202 -> payable %+v, refused %d; want one paid order and one refused", payable, refused)
 	}
 	if w.paid["200"] != 1 || w.paid["409"] != 1 {
