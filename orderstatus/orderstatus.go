@@ -1,12 +1,7 @@
 // Package orderstatus is the order's latest view in Redis, for the API: the
 // QUEUED view written when a buyer's unit is reserved, every later view the
 // saga publishes, and the pub/sub channel that carries them to every API
-// instance's event streams.
-//
-//	P:order:<id>     string   latest order view JSON (TTL)
-//	P:events:order   channel  every published view
-//
-// The database stays the record: a view expires after TTL, and a reader that
+// instance's event streams (keys: package keyspace). The database stays the record: a view expires after TTL, and a reader that
 // finds none falls back to MySQL.
 package orderstatus
 
@@ -19,16 +14,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/order"
 )
 
 // TTL is how long a published view stays in Redis.
 const TTL = 7 * 24 * time.Hour
-
-// Key is the Redis key of an order's view. The stock package writes the
-// QUEUED view with this key in the same round trip as the reservation.
-func Key(prefix, orderID string) string { return prefix + ":order:" + orderID }
 
 // Board reads and publishes order views.
 type Board struct {
@@ -45,7 +37,7 @@ func New(rdb redis.UniversalClient, prefix string) *Board {
 }
 
 // Channel carries every view the saga publishes.
-func (b *Board) Channel() string { return b.prefix + ":events:order" }
+func (b *Board) Channel() string { return keyspace.OrderEvents(b.prefix) }
 
 // MarkQueued stores the QUEUED view of a fresh order unless a later one was
 // already published (SET NX): GET order can then answer for an order whose
@@ -55,7 +47,7 @@ func (b *Board) MarkQueued(ctx context.Context, v order.View) error {
 	if err != nil {
 		return fmt.Errorf("encode order view: %w", err)
 	}
-	if err := b.rdb.SetNX(ctx, Key(b.prefix, v.OrderID), body, TTL).Err(); err != nil {
+	if err := b.rdb.SetNX(ctx, keyspace.Order(b.prefix, v.OrderID), body, TTL).Err(); err != nil {
 		return fmt.Errorf("mark order %s queued: %w", v.OrderID, err)
 	}
 	return nil
@@ -105,7 +97,7 @@ func (b *Board) Publish(ctx context.Context, v order.View) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode order view: %w", err)
 	}
-	n, err := publishScript.Run(ctx, b.rdb, []string{Key(b.prefix, v.OrderID)},
+	n, err := publishScript.Run(ctx, b.rdb, []string{keyspace.Order(b.prefix, v.OrderID)},
 		body, v.Rank(), int64(TTL/time.Second), b.Channel()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("publish status of order %s: %w", v.OrderID, err)
@@ -115,7 +107,7 @@ func (b *Board) Publish(ctx context.Context, v order.View) (bool, error) {
 
 // Status returns the latest view of an order, if any.
 func (b *Board) Status(ctx context.Context, orderID string) (order.View, bool, error) {
-	body, err := b.rdb.Get(ctx, Key(b.prefix, orderID)).Bytes()
+	body, err := b.rdb.Get(ctx, keyspace.Order(b.prefix, orderID)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return order.View{}, false, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -59,7 +60,7 @@ wait:
 	if _, ok, err := b.Status(ctx, order.NewID()); ok || err != nil {
 		t.Fatalf("unknown order: ok=%v err=%v", ok, err)
 	}
-	if ttl := rdb.TTL(ctx, orderstatus.Key(prefix, v.OrderID)).Val(); ttl <= 0 || ttl > orderstatus.TTL {
+	if ttl := rdb.TTL(ctx, keyspace.Order(prefix, v.OrderID)).Val(); ttl <= 0 || ttl > orderstatus.TTL {
 		t.Fatalf("view TTL %v, want (0, %v]", ttl, orderstatus.TTL)
 	}
 }

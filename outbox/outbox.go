@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/stock"
 )
 
 // Stream is the outbox of every item under one key prefix.
@@ -33,8 +33,7 @@ func New(rdb redis.UniversalClient, prefix string) *Stream {
 	return &Stream{rdb: rdb, prefix: prefix}
 }
 
-// key is the item's stream, under the item's hash tag (stock.ItemKeys).
-func (s *Stream) key(itemID int64) string { return stock.ItemKeys(s.prefix, itemID).Outbox }
+func (s *Stream) key(itemID int64) string { return keyspace.ItemKeys(s.prefix, itemID).Outbox }
 
 // OrderIDs returns the order ids of every entry in the item's stream,
 // delivered or not (the reconciler's view of what is still on its way).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 )
@@ -176,7 +177,7 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 		// publishes the next status.
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, r := range taken {
-				p.SetNX(ctx, orderstatus.Key(s.prefix, r.msg.OrderID), r.view, orderstatus.TTL)
+				p.SetNX(ctx, keyspace.Order(s.prefix, r.msg.OrderID), r.view, orderstatus.TTL)
 			}
 			return nil
 		})

@@ -11,16 +11,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/redisx"
 )
 
-// The sale controls' side of an item in Redis:
-//
-//	P:{42}:adds    hash    add id -> units, one entry per stock add applied
-//	P:{42}:rev     string  revision of the item's sale data (end, stock_total);
-//	                       API instances reload the item when it moves
-//	P:{42}:endkey  string  the Idempotency-Key of the request that ended the sale
-//	P:events:items channel the id of an item whose sale data changed
+// The sale controls' side of an item in Redis: its adds, its revision (API
+// instances reload the item when it moves) and its end key.
 
 //go:embed add.lua
 var addLua string
@@ -33,14 +29,6 @@ var (
 	unaddScript = redis.NewScript(unaddLua)
 )
 
-// ItemEventsChannel carries the id of an item whenever its sale data changes
-// (created, ended, units added): every API instance reloads it.
-func (s *Store) ItemEventsChannel() string { return s.prefix + ":events:items" }
-
-func (s *Store) saleKey(itemID int64, name string) string {
-	return s.prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:" + name
-}
-
 // AddUnits puts n more units of an item on sale in Redis, at most once per
 // addID (a client retry after a dropped connection finds its id and adds
 // nothing). It reports whether the item's stock is loaded: when it is not,
@@ -50,7 +38,7 @@ func (s *Store) saleKey(itemID int64, name string) string {
 // the same id if that transaction does not commit.
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
-	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, s.saleKey(itemID, "adds")}, addID, n).Int64()
+	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID, n).Int64()
 	if err != nil {
 		return false, fmt.Errorf("add %d units to item %d: %w", n, itemID, err)
 	}
@@ -62,7 +50,7 @@ func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int6
 // took them back.
 func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error) {
 	k := s.ItemKeys(itemID)
-	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, s.saleKey(itemID, "adds")}, addID).Int64()
+	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID).Int64()
 	if err != nil {
 		return false, fmt.Errorf("undo add %s of item %d: %w", addID, itemID, err)
 	}
@@ -71,18 +59,19 @@ func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, 
 
 // AnnounceItem tells every API instance that an item's sale data changed:
 // its revision moves (instances that missed the message see it at their
-// next refresh) and its id goes out on ItemEventsChannel; units back clear
+// next refresh) and its id goes out on keyspace.ItemEvents; units back clear
 // the sold-out flags at once. endKey, when not empty, is remembered as the
 // Idempotency-Key of the request that ended the sale (a day).
 func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error {
+	k := s.ItemKeys(itemID)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Incr(ctx, s.saleKey(itemID, "rev"))
+		p.Incr(ctx, k.Rev)
 		if endKey != "" {
-			p.SetNX(ctx, s.saleKey(itemID, "endkey"), endKey, endKeyTTL)
+			p.SetNX(ctx, k.EndKey, endKey, endKeyTTL)
 		}
-		p.Publish(ctx, s.ItemEventsChannel(), itemID)
+		p.Publish(ctx, keyspace.ItemEvents(s.prefix), itemID)
 		if unitsBack {
-			p.Publish(ctx, s.StockEventsChannel(), itemID)
+			p.Publish(ctx, keyspace.StockEvents(s.prefix), itemID)
 		}
 		return nil
 	})
@@ -95,7 +84,7 @@ func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, 
 // EndKey returns the Idempotency-Key of the request that ended the item's
 // sale ("" when none was given or it expired).
 func (s *Store) EndKey(ctx context.Context, itemID int64) (string, error) {
-	v, err := s.rdb.Get(ctx, s.saleKey(itemID, "endkey")).Result()
+	v, err := s.rdb.Get(ctx, s.ItemKeys(itemID).EndKey).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
@@ -109,7 +98,7 @@ func (s *Store) EndKey(ctx context.Context, itemID int64) (string, error) {
 // until ctx ends. Messages lost during a reconnect are caught up by the
 // revisions read with Pulses.
 func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
-	redisx.Listen(ctx, s.rdb, s.ItemEventsChannel(), func(payload string) {
+	redisx.Listen(ctx, s.rdb, keyspace.ItemEvents(s.prefix), func(payload string) {
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
 			fn(id)
 		}
@@ -142,7 +131,7 @@ func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, e
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range itemIDs {
 			k := s.ItemKeys(id)
-			cs[i] = cmds{left: p.Get(ctx, k.Stock), rev: p.Get(ctx, s.saleKey(id, "rev")), marks: p.HLen(ctx, k.Buyers)}
+			cs[i] = cmds{left: p.Get(ctx, k.Stock), rev: p.Get(ctx, k.Rev), marks: p.HLen(ctx, k.Buyers)}
 		}
 		return nil
 	})

@@ -1,22 +1,11 @@
 // Package stock keeps the live flash-sale stock in Redis: the atomic
 // reservation (one unit per buyer, never below zero, the order appended to the
 // item's outbox stream in the same script), its release by compensation, and
-// the reads and repairs the reconciler and the invariant checker need.
-//
-// Every key of one item shares the hash tag {itemID}, so the scripts run
-// unchanged on Redis Cluster:
-//
-//	P:{42}:stock   string  units not reserved (stock_left)
-//	P:{42}:buyers  hash    user id -> order id; the buyer's mark, never removed
-//	P:{42}:orders  hash    order id -> reservation JSON; removed on release
-//	P:{42}:outbox  stream  reservations waiting to be published (package outbox)
-//	P:{42}:released set    order ids whose unit was released or retired; never restored
-//	P:events:stock channel the id of an item whenever a unit comes back
-//
-// P is the configured key prefix ("seckill"). The outbox stream is written
-// here (by the reserve script, atomically with the unit) and read, claimed
-// and acknowledged by package outbox; the order's view (package orderstatus)
-// is written here once, with the reservation, in the same round trip.
+// the reads and repairs the reconciler and the invariant checker need. The
+// keys are laid out in package keyspace. The outbox stream is written here
+// (by the reserve script, atomically with the unit) and read, claimed and
+// acknowledged by package outbox; the order's view (package orderstatus) is
+// written here once, with the reservation, in the same round trip.
 package stock
 
 import (
@@ -30,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -97,29 +87,15 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 	return &Store{rdb: rdb, prefix: prefix}
 }
 
-// Keys of one item.
-type Keys struct{ Stock, Buyers, Orders, Outbox, Released string }
-
-// ItemKeys returns the keys of an item under prefix; they share the hash tag
-// {itemID}, so one item's keys live in one cluster slot.
-func ItemKeys(prefix string, itemID int64) Keys {
-	tag := prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:"
-	return Keys{Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders", Outbox: tag + "outbox",
-		Released: tag + "released"}
-}
-
 // ItemKeys returns the keys of an item.
-func (s *Store) ItemKeys(itemID int64) Keys { return ItemKeys(s.prefix, itemID) }
-
-// StockEventsChannel carries the id of an item whenever a unit comes back.
-func (s *Store) StockEventsChannel() string { return s.prefix + ":events:stock" }
+func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(s.prefix, itemID) }
 
 // WatchUnitsBack calls fn with the item id of every unit that comes back
 // (released, or stock_left raised by a repair) until ctx ends: each API
 // instance clears its sold-out flag. Messages lost during a reconnect are
 // caught up by the API's periodic stock refresh.
 func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
-	redisx.Listen(ctx, s.rdb, s.StockEventsChannel(), func(payload string) {
+	redisx.Listen(ctx, s.rdb, keyspace.StockEvents(s.prefix), func(payload string) {
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
 			fn(id)
 		}
@@ -128,7 +104,7 @@ func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
 
 // AnnounceUnitBack tells every API instance that item has units again.
 func (s *Store) AnnounceUnitBack(ctx context.Context, itemID int64) error {
-	if err := s.rdb.Publish(ctx, s.StockEventsChannel(), itemID).Err(); err != nil {
+	if err := s.rdb.Publish(ctx, keyspace.StockEvents(s.prefix), itemID).Err(); err != nil {
 		return fmt.Errorf("announce units of item %d: %w", itemID, err)
 	}
 	return nil
@@ -314,7 +290,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 		}
 		// A failed SET NX only leaves GET order blind until the saga
 		// publishes the next status.
-		_ = s.ap.SetNX(ctx, orderstatus.Key(s.prefix, r.OrderID), b, orderstatus.TTL).Err()
+		_ = s.ap.SetNX(ctx, keyspace.Order(s.prefix, r.OrderID), b, orderstatus.TTL).Err()
 		return left, nil
 	}
 	var res *redis.Cmd
@@ -323,7 +299,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 	// until the saga publishes the next status, as with MarkQueued.
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		res = reserveScript.EvalSha(ctx, p, keys, args...)
-		p.SetNX(ctx, orderstatus.Key(s.prefix, r.OrderID), b, orderstatus.TTL)
+		p.SetNX(ctx, keyspace.Order(s.prefix, r.OrderID), b, orderstatus.TTL)
 		return nil
 	})
 	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
@@ -338,7 +314,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 		// Not reserved: drop the view (best effort; it names an order that
 		// no one was told about).
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
-		_ = s.rdb.Del(dctx, orderstatus.Key(s.prefix, r.OrderID)).Err()
+		_ = s.rdb.Del(dctx, keyspace.Order(s.prefix, r.OrderID)).Err()
 		cancel()
 		return 0, err
 	}
@@ -349,7 +325,7 @@ func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View
 // goes up by one, only if the reservation was still there, so a repeated
 // release never adds a unit twice; the order joins the released set, so no
 // repair puts its reservation back later (Restore). The buyer keeps the mark.
-// Every API instance hears of the unit on StockEventsChannel. It reports
+// Every API instance hears of the unit (keyspace.StockEvents). It reports
 // whether this call released the unit.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
@@ -367,7 +343,7 @@ func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool,
 func (s *Store) giveBack(ctx context.Context, itemID int64, orderID, mode string) (bool, error) {
 	k := s.ItemKeys(itemID)
 	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Released},
-		orderID, itemID, s.StockEventsChannel(), mode).Int64()
+		orderID, itemID, keyspace.StockEvents(s.prefix), mode).Int64()
 	if err != nil {
 		return false, fmt.Errorf("%s order %s of item %d: %w", mode, orderID, itemID, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -55,7 +56,7 @@ func TestReserveReleaseRoundTrip(t *testing.T) {
 		t.Fatalf("outbox has %d entries, want 2", n)
 	}
 
-	sub := rdb.Subscribe(ctx, s.StockEventsChannel())
+	sub := rdb.Subscribe(ctx, keyspace.StockEvents(prefix))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
