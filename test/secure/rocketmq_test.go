@@ -29,12 +29,13 @@ const (
 	rmqAdminSecret = "rmq-admin-secret-0123456789"
 	rmqAppUser     = "seckill"
 	rmqAppSecret   = "seckill-secret-0123456789"
-	// rmqAppRights are what seckill's producer, consumers and topic admin
-	// need on the broker: send (Pub), consume and commit offsets (Sub),
-	// create the dead-letter topic and the tests' topics (Create, Update),
-	// and the admin's first request (Get).
+	// rmqAppResources and rmqAppActions are what seckill's producer,
+	// consumers and topic admin need on the broker: send (Pub), consume and
+	// commit offsets (Sub), create the dead-letter topic and the tests'
+	// topics (Create; the broker asks for it on every create-or-update of
+	// a topic, whether the topic exists or not).
 	rmqAppResources = "Topic:*,Group:*"
-	rmqAppActions   = "Pub,Sub,Create,Update,Get"
+	rmqAppActions   = "Pub,Sub,Create"
 )
 
 var aclRocketMQ struct {
@@ -46,7 +47,7 @@ var aclRocketMQ struct {
 // startACLRocketMQ returns a RocketMQ 5.3.3 name server and broker of this
 // package's own with ACL 2.0 on (authentication and authorization), and the
 // credentials of a normal user allowed to send, consume and create topics
-// (rmqAppActions on every topic and group): the returned config's
+// (rmqAppActions on every topic and group), nothing else: the returned config's
 // NameServers, Brokers, AccessKey and SecretKey are set, the rest is the
 // defaults' (set Topic and the groups per test). The servers start once per
 // package run (~30 s on a busy 2-core box) and stop after the last test.
