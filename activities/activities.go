@@ -86,7 +86,7 @@ func closed(row store.Order) error {
 // permanent.
 func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistResult, error) {
 	item, err := a.orders.GetItem(ctx, ref.ItemID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, order.ErrItemNotFound) {
 		return PersistResult{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonItemNotFound, err)
 	}
 	if err != nil {
@@ -124,7 +124,7 @@ func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.
 	switch {
 	case errors.Is(err, store.ErrStockExhausted):
 		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonStockExhausted, err)
-	case errors.Is(err, store.ErrNotFound): // the item has no stock row
+	case errors.Is(err, order.ErrItemNotFound), errors.Is(err, order.ErrNotFound): // no stock row (or order row)
 		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonItemNotFound, err)
 	case errors.Is(err, store.ErrOrderClosed):
 		if row.OrderID == "" {
@@ -154,7 +154,7 @@ func (a *Activities) Notify(ctx context.Context, v order.View) error {
 // status is ORDER_NOT_PAYABLE (permanent), with the row in the details.
 func (a *Activities) MarkPaid(ctx context.Context, ref OrderRef) (order.View, error) {
 	row, err := a.orders.SetOrderPaid(ctx, ref.OrderID)
-	if errors.Is(err, order.ErrNotPayable) || errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, order.ErrNotPayable) || errors.Is(err, order.ErrNotFound) {
 		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonNotPayable, err, row.View())
 	}
 	if err != nil {

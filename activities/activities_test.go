@@ -50,7 +50,7 @@ func (f *fakeStore) GetItem(_ context.Context, id int64) (store.Item, error) {
 	}
 	it, ok := f.items[id]
 	if !ok {
-		return store.Item{}, store.ErrNotFound
+		return store.Item{}, order.ErrItemNotFound
 	}
 	return it, nil
 }
@@ -89,7 +89,7 @@ func (f *fakeStore) DeductStock(_ context.Context, orderID string, itemID int64,
 	}
 	left, ok := f.stock[itemID]
 	if !ok {
-		return store.Order{}, false, store.ErrNotFound
+		return store.Order{}, false, order.ErrItemNotFound
 	}
 	if left == 0 {
 		return store.Order{}, false, store.ErrStockExhausted
@@ -111,7 +111,7 @@ func (f *fakeStore) SetOrderPaid(_ context.Context, orderID string) (store.Order
 	row, ok := f.rows[orderID]
 	switch {
 	case !ok:
-		return store.Order{}, store.ErrNotFound
+		return store.Order{}, order.ErrNotFound
 	case row.Status == order.StatusPendingPayment:
 		row.Status = order.StatusPaid
 		f.rows[orderID] = row

@@ -50,11 +50,11 @@ func newError(status int, code, msg string) *Error {
 // The API's error answers. Handlers return these (or wrap them); domain
 // errors from other packages are translated in toError.
 var (
+	itemNotFound      = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
+	orderNotFound     = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
 	ErrBadRequest     = newError(http.StatusBadRequest, "BAD_REQUEST", "bad request")
 	ErrUnauthorized   = newError(http.StatusUnauthorized, "UNAUTHORIZED", "a valid bearer token is required")
 	ErrForbidden      = newError(http.StatusForbidden, "FORBIDDEN", "this route needs another role")
-	ErrItemNotFound   = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
-	ErrOrderNotFound  = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
 	ErrSaleNotStarted = newError(http.StatusForbidden, "SALE_NOT_STARTED", "the sale has not started yet")
 	ErrSaleEnded      = newError(http.StatusForbidden, "SALE_ENDED", "the sale has ended")
 	ErrSoldOut        = newError(http.StatusGone, "SOLD_OUT", "sold out")
@@ -68,7 +68,7 @@ var (
 	// order.DoorLimit of its arrival (payment.ErrNotRecorded).
 	ErrActionNotRecorded = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
 		"temporarily unavailable; whether your pay or cancel was recorded is not known yet; GET the order, or try again")
-	ErrNotFound         = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
+	ErrNoRoute          = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
 	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
 	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
@@ -132,10 +132,10 @@ func toError(err error) *Error {
 		return ErrUnavailable // stock not in Redis: nothing can be reserved now
 	case errors.Is(err, auth.ErrInvalidToken):
 		return ErrUnauthorized
-	case errors.Is(err, order.ErrNotFound): // store.ErrOrderNotFound too
-		return ErrOrderNotFound
-	case errors.Is(err, store.ErrItemNotFound):
-		return ErrItemNotFound
+	case errors.Is(err, order.ErrNotFound):
+		return orderNotFound
+	case errors.Is(err, order.ErrItemNotFound):
+		return itemNotFound
 	case errors.Is(err, store.ErrSaleEnded):
 		return ErrSaleAlreadyEnded
 	case errors.Is(err, store.ErrStockTooLarge):
@@ -206,7 +206,7 @@ func (s *Server) recovery() gin.HandlerFunc {
 				if r == http.ErrAbortHandler {
 					panic(r)
 				}
-				s.log.Error("panic in handler", "route", c.FullPath(), "panic", r, "stack", string(stackTrace()))
+				s.log.Error("panic in handler", "route", c.FullPath(), "panic", r, "stack", string(debug.Stack()))
 				s.metrics.rejected(ErrInternal.Code)
 				writeError(c, ErrInternal)
 			}
@@ -214,5 +214,3 @@ func (s *Server) recovery() gin.HandlerFunc {
 		c.Next()
 	}
 }
-
-func stackTrace() []byte { return debug.Stack() }

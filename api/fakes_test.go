@@ -74,7 +74,7 @@ func (f *fakeItems) GetItem(_ context.Context, id int64) (store.Item, error) {
 	}
 	it, ok := f.byID[id]
 	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrItemNotFound)
+		return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
 	}
 	return it, nil
 }
@@ -101,7 +101,7 @@ func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
 	}
 	it, ok := f.byID[id]
 	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrItemNotFound)
+		return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	if !now.Before(it.EndAt) {
@@ -124,7 +124,7 @@ func (f *fakeItems) AddStock(ctx context.Context, id, n int64, inRedis func(cont
 	}
 	it, ok := f.byID[id]
 	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrItemNotFound)
+		return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
 	}
 	if !time.Now().Before(it.EndAt) {
 		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
@@ -154,7 +154,7 @@ func (f *fakeOrders) FindOrder(_ context.Context, id string) (store.Order, error
 	}
 	o, ok := f.rows[id]
 	if !ok {
-		return store.Order{}, fmt.Errorf("order %s: %w", id, store.ErrOrderNotFound)
+		return store.Order{}, fmt.Errorf("order %s: %w", id, order.ErrNotFound)
 	}
 	return o, nil
 }

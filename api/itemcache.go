@@ -1,8 +1,6 @@
 package api
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,8 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
 
@@ -133,11 +133,8 @@ func (c *itemCache) reload(ctx context.Context, id, rev int64) (*cachedItem, err
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		it, err := c.items.GetItem(lctx, id)
-		if errors.Is(err, store.ErrItemNotFound) {
-			return nil, ErrItemNotFound
-		}
 		if err != nil {
-			return nil, fmt.Errorf("reload item %d: %w", id, err)
+			return nil, err
 		}
 		return c.replace(it, rev), nil
 	})
@@ -158,7 +155,7 @@ func (c *itemCache) all() []*cachedItem {
 	return out
 }
 
-// peek answers from memory only: the cached item, or ErrItemNotFound for an
+// peek answers from memory only: the cached item, or order.ErrItemNotFound for an
 // id remembered as missing, or (nil, nil) when only MySQL can tell.
 func (c *itemCache) peek(id int64) (*cachedItem, error) {
 	c.mu.RLock()
@@ -169,12 +166,12 @@ func (c *itemCache) peek(id int64) (*cachedItem, error) {
 	case ok:
 		return ci, nil
 	case missed && time.Now().Before(missUntil):
-		return nil, ErrItemNotFound
+		return nil, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
 	}
 	return nil, nil
 }
 
-// get returns the cached item or ErrItemNotFound, loading a miss from MySQL.
+// get returns the cached item or order.ErrItemNotFound, loading a miss from MySQL.
 func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 	if ci, err := c.peek(id); ci != nil || err != nil {
 		return ci, err
@@ -184,17 +181,16 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		it, err := c.items.GetItem(lctx, id)
-		if errors.Is(err, store.ErrItemNotFound) {
+		if errors.Is(err, order.ErrItemNotFound) {
 			c.mu.Lock()
 			if len(c.misses) >= 10_000 {
 				clear(c.misses)
 			}
 			c.misses[id] = time.Now().Add(c.missTTL)
 			c.mu.Unlock()
-			return nil, ErrItemNotFound
 		}
 		if err != nil {
-			return nil, fmt.Errorf("load item %d: %w", id, err)
+			return nil, err
 		}
 		return c.put(it), nil
 	})

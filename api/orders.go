@@ -31,7 +31,7 @@ func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, e
 		if ok {
 			return v, nil
 		}
-		return order.View{}, ErrOrderNotFound
+		return order.View{}, order.ErrNotFound
 	}
 	o, dbErr := s.deps.Orders.FindOrder(ctx, orderID)
 	switch {
@@ -73,7 +73,7 @@ func (s *Server) visibleOrder(c *gin.Context) (auth.Principal, order.View, bool)
 	}
 	id := c.Param("orderId")
 	if !order.ValidID(id) {
-		s.fail(c, ErrOrderNotFound)
+		s.fail(c, order.ErrNotFound)
 		return p, order.View{}, false
 	}
 	v, err := s.lookupOrder(c.Request.Context(), id)
@@ -82,7 +82,7 @@ func (s *Server) visibleOrder(c *gin.Context) (auth.Principal, order.View, bool)
 		return p, order.View{}, false
 	}
 	if !p.IsAdmin() && v.UserID != p.UserID {
-		s.fail(c, ErrOrderNotFound)
+		s.fail(c, order.ErrNotFound)
 		return p, order.View{}, false
 	}
 	return p, v, true
@@ -120,7 +120,7 @@ func (s *Server) act(c *gin.Context, pay bool) {
 	// The desk matches the order's buyer by user id alone: an admin whose
 	// id equals the buyer's must not get that far.
 	if !order.ValidID(id) || p.Role != auth.RoleBuyer {
-		s.fail(c, ErrOrderNotFound)
+		s.fail(c, order.ErrNotFound)
 		return
 	}
 	if s.deps.Actions == nil {
@@ -145,7 +145,7 @@ func (s *Server) act(c *gin.Context, pay bool) {
 			s.fail(c, ErrOrderNotPayable)
 			return
 		}
-		s.fail(c, ErrOrderNotFound)
+		s.fail(c, order.ErrNotFound)
 	default:
 		s.fail(c, err)
 	}

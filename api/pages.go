@@ -68,7 +68,7 @@ func (s *Server) servePage(name string) gin.HandlerFunc {
 func (s *Server) writePage(c *gin.Context, name string) {
 	p, ok := s.pages[name]
 	if !ok {
-		s.fail(c, ErrNotFound)
+		s.fail(c, ErrNoRoute)
 		return
 	}
 	h := c.Writer.Header()
@@ -90,7 +90,7 @@ func (s *Server) writePage(c *gin.Context, name string) {
 func (s *Server) asset(c *gin.Context) {
 	name := strings.TrimPrefix(c.Param("file"), "/")
 	if name == "" || strings.Contains(name, "..") || strings.HasSuffix(name, ".html") {
-		s.fail(c, ErrNotFound)
+		s.fail(c, ErrNoRoute)
 		return
 	}
 	s.writePage(c, "assets/"+name)

@@ -29,13 +29,13 @@ type ItemStore interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	ListItems(ctx context.Context) ([]store.Item, error)
-	// EndSale ends the sale now (errors: store.ErrItemNotFound,
+	// EndSale ends the sale now (errors: order.ErrItemNotFound,
 	// store.ErrSaleEnded with the item as it is).
 	EndSale(ctx context.Context, id int64) (store.Item, error)
 	// AddStock adds n units to stock_total and the stock row in one
 	// transaction; inRedis runs inside it, while the rows are locked, and
 	// the transaction commits only if it succeeds (errors:
-	// store.ErrItemNotFound, store.ErrSaleEnded, store.ErrStockTooLarge).
+	// order.ErrItemNotFound, store.ErrSaleEnded, store.ErrStockTooLarge).
 	AddStock(ctx context.Context, id, n int64, inRedis func(ctx context.Context, it store.Item) error) (store.Item, error)
 }
 
@@ -262,7 +262,7 @@ func (s *Server) routes() *gin.Engine {
 	e.Use(s.recovery())
 	e.Use(s.metrics.middleware())
 	e.Use(s.bodyLimit())
-	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNotFound) })
+	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNoRoute) })
 	e.NoMethod(func(c *gin.Context) { s.fail(c, ErrMethodNotAllowed) })
 
 	e.GET("/healthz", s.healthz)

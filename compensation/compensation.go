@@ -117,7 +117,7 @@ type ReleaseInput struct {
 // its units back.
 func (c *Activities) paid(ctx context.Context, orderID string) (bool, error) {
 	row, err := c.store.FindOrder(ctx, orderID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, order.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil && row.Status == order.StatusPaid, err

@@ -63,7 +63,7 @@ func (f *fakeStore) FindOrder(context.Context, string) (store.Order, error) {
 		return store.Order{}, f.findErr
 	}
 	if f.row.OrderID == "" {
-		return store.Order{}, store.ErrNotFound
+		return store.Order{}, order.ErrNotFound
 	}
 	return f.row, nil
 }

@@ -43,10 +43,12 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Errors shared by the stages that look orders up or act on them.
+// The vocabulary's errors: one per missing entity (every layer wraps these,
+// the API maps them to HTTP once) and the refusal of a pay or cancel.
 var (
-	ErrNotFound   = errors.New("order not found")
-	ErrNotPayable = errors.New("order is no longer pending payment")
+	ErrNotFound     = errors.New("order not found")
+	ErrItemNotFound = errors.New("item not found")
+	ErrNotPayable   = errors.New("order is no longer pending payment")
 )
 
 // NewID returns a new order id: a ULID, unique across instances and restarts

@@ -190,7 +190,7 @@ func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receive
 		signal, record = workflows.SignalCancel, d.orders.RecordCancel
 	}
 	row, changed, err := record(ctx, orderID, userID, receivedAt, d.early())
-	if !errors.Is(err, store.ErrNotFound) || !d.early() {
+	if !errors.Is(err, order.ErrNotFound) || !d.early() {
 		// A paid QUEUED row needs no wake: the saga makes it PAID when it
 		// takes the unit.
 		return d.after(ctx, row, changed, err, signal, !row.PaidQueued())
@@ -248,8 +248,6 @@ func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err err
 		// Whether the UPDATE landed is not known (the driver dropped its
 		// connection; the statement may still commit): GET answers.
 		return order.View{}, fmt.Errorf("%s: %w: %w", signal, ErrNotRecorded, err)
-	case errors.Is(err, store.ErrNotFound):
-		return order.View{}, fmt.Errorf("%s: %w", err.Error(), order.ErrNotFound)
 	case err != nil:
 		return row.View(), err
 	}

@@ -115,7 +115,7 @@ func TestPayErrors(t *testing.T) {
 		o    *fakeOrders
 		want error
 	}{
-		{"not found", &fakeOrders{err: store.ErrNotFound}, order.ErrNotFound},
+		{"not found", &fakeOrders{err: order.ErrNotFound}, order.ErrNotFound},
 		{"late", &fakeOrders{row: store.Order{Status: order.StatusPendingPayment, PayBy: payBy()}, err: order.ErrNotPayable}, order.ErrNotPayable},
 		{"closed", &fakeOrders{row: store.Order{Status: order.StatusCancelled}, err: order.ErrNotPayable}, order.ErrNotPayable},
 	} {
@@ -201,7 +201,7 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 		{"Q0", order.ErrNotFound}, {"Q2", order.ErrNotPayable}, {"Q3", order.ErrNotFound},
 		{"Q4", order.ErrNotPayable}, {"Q5", order.ErrNotFound},
 	} {
-		o := &fakeOrders{err: store.ErrNotFound}
+		o := &fakeOrders{err: order.ErrNotFound}
 		d, _ := newDesk(t, o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
 		d.WithEarlyPayment(rd, rd)
 		if _, err := d.Pay(context.Background(), tc.id, 7, time.Now()); !errors.Is(err, tc.want) || len(o.written) != 0 {
@@ -209,7 +209,7 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 		}
 	}
 
-	o, st, sg := &fakeOrders{err: store.ErrNotFound, early: paid}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}
+	o, st, sg := &fakeOrders{err: order.ErrNotFound, early: paid}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}
 	d, _ := newDesk(t, o, st, sg, payment.Options{WakeRate: 1000})
 	d.WithEarlyPayment(rd, rd)
 	v, err := d.Pay(context.Background(), "Q1", 7, time.Now())
@@ -238,7 +238,7 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 	}
 
 	// Without the switch the door never looks at Redis: no row, not found.
-	o2 := &fakeOrders{err: store.ErrNotFound}
+	o2 := &fakeOrders{err: order.ErrNotFound}
 	d2, _ := newDesk(t, o2, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
 	if _, err := d2.Pay(context.Background(), "Q1", 7, time.Now()); !errors.Is(err, order.ErrNotFound) || len(o2.written) != 0 {
 		t.Fatalf("pay with early payment off: %v, wrote %v", err, o2.written)

@@ -137,7 +137,7 @@ func (w mysqlSide) FindOrder(_ context.Context, id string) (store.Order, error) 
 	if o := w.orders[id]; o != nil {
 		return *o, nil
 	}
-	return store.Order{}, store.ErrOrderNotFound
+	return store.Order{}, order.ErrNotFound
 }
 
 func (w mysqlSide) WithLiveOrder(_ context.Context, id string, fn func(store.Order) error) (bool, error) {

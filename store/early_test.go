@@ -85,7 +85,7 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	if _, _, err := st.RecordEarly(ctx, message("E4", 23, it.ID, now), now, true); !errors.Is(err, order.ErrNotPayable) {
 		t.Fatalf("late early pay: %v", err)
 	}
-	if _, err := st.FindOrder(ctx, "E4"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.FindOrder(ctx, "E4"); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("row of a late pay: %v", err)
 	}
 
@@ -94,7 +94,7 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	if _, _, err := st.RecordEarly(ctx, message("E5", 20, it.ID, payBy), now, false); !errors.Is(err, order.ErrNotPayable) {
 		t.Fatalf("early cancel of an order whose buyer holds another: %v", err)
 	}
-	if _, err := st.FindOrder(ctx, "E5"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.FindOrder(ctx, "E5"); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("row of E5: %v", err)
 	}
 	if r, _ := st.FindOrder(ctx, "E1"); r.Status != order.StatusPaid {

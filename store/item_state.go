@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/order"
 )
@@ -38,24 +37,17 @@ func (s ItemState) Unrestored() []string {
 
 // ReadItemState reads an item's ItemState in one read-only REPEATABLE READ
 // transaction: InnoDB serves every read of it from the snapshot the first
-// one takes. ErrItemNotFound when the item or its stock row is missing.
+// one takes. order.ErrItemNotFound when the item or its stock row is missing.
 func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
 	var st ItemState
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
 		st = ItemState{}
-		err := tx.Where("id = ?", itemID).Take(&st.Item).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return fmt.Errorf("item %d: %w", itemID, ErrItemNotFound)
+		if st.Item, err = itemRow(tx, itemID); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("read item %d: %w", itemID, err)
-		}
-		err = tx.Where("item_id = ?", itemID).Take(&st.Stock).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return fmt.Errorf("stock row of item %d: %w", itemID, ErrItemNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("read stock row of item %d: %w", itemID, err)
+		if st.Stock, err = stockRow(tx, itemID); err != nil {
+			return err
 		}
 		if err := tx.Where("item_id = ?", itemID).Find(&st.Orders).Error; err != nil {
 			return fmt.Errorf("read orders of item %d: %w", itemID, err)
@@ -87,13 +79,12 @@ func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Durat
 // not live.
 func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row Order
-		err := lockOrder(tx, orderID, &row)
-		if errors.Is(err, gorm.ErrRecordNotFound) {
+		row, err := orderRow(forUpdate(tx), orderID)
+		if errors.Is(err, order.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("lock order %s: %w", orderID, err)
+			return err
 		}
 		if row.Status != order.StatusPendingPayment && row.Status != order.StatusPaid {
 			return nil
@@ -115,13 +106,9 @@ func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order
 func (s *Store) FenceStock(ctx context.Context, itemID int64, seen Stock, deducted []string,
 	fn func(row Stock, deducted []string) error) (moved bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row Stock
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("item_id = ?", itemID).Take(&row).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return fmt.Errorf("stock row of item %d: %w", itemID, ErrItemNotFound)
-		}
+		row, err := stockRow(forUpdate(tx), itemID)
 		if err != nil {
-			return fmt.Errorf("lock stock row of item %d: %w", itemID, err)
+			return err
 		}
 		moved = row.Version != seen.Version
 		if moved {

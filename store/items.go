@@ -4,10 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/order"
 )
+
+// ErrSaleEnded: the item's sale has already ended (its end_at has passed by
+// the database's clock); an operator cannot end it again or add units to it.
+var ErrSaleEnded = errors.New("sale already ended")
+
+// MaxStockTotal is the most units an item may ever have (stock_total and the
+// stock row are INT columns).
+const MaxStockTotal = 2_000_000_000
+
+// ErrStockTooLarge: an add would take stock_total past MaxStockTotal.
+var ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
 
 // CreateItem inserts the item and its stock row in one transaction and
 // returns the item with its id.
@@ -27,17 +41,22 @@ func (s *Store) CreateItem(ctx context.Context, it Item) (Item, error) {
 	return s.GetItem(ctx, it.ID)
 }
 
-// GetItem reads one item; ErrNotFound when there is none.
+// GetItem reads one item (order.ErrItemNotFound when there is none).
 func (s *Store) GetItem(ctx context.Context, id int64) (Item, error) {
-	var it Item
-	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&it).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Item{}, fmt.Errorf("item %d: %w", id, ErrItemNotFound)
-	}
-	if err != nil {
-		return Item{}, fmt.Errorf("get item %d: %w", id, err)
-	}
-	return it, nil
+	return itemRow(s.db.WithContext(ctx), id)
+}
+
+func itemRow(db *gorm.DB, id int64) (Item, error) {
+	return take[Item](db, order.ErrItemNotFound, "item "+strconv.FormatInt(id, 10), "id = ?", id)
+}
+
+// GetStock reads an item's stock row.
+func (s *Store) GetStock(ctx context.Context, itemID int64) (Stock, error) {
+	return stockRow(s.db.WithContext(ctx), itemID)
+}
+
+func stockRow(db *gorm.DB, itemID int64) (Stock, error) {
+	return take[Stock](db, order.ErrItemNotFound, "stock row of item "+strconv.FormatInt(itemID, 10), "item_id = ?", itemID)
 }
 
 // ListItems returns every item, newest first (the API's cache loads them).
@@ -49,27 +68,11 @@ func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	return items, nil
 }
 
-// GetStock reads an item's stock row.
-func (s *Store) GetStock(ctx context.Context, itemID int64) (Stock, error) {
-	var st Stock
-	err := s.db.WithContext(ctx).Where("item_id = ?", itemID).Take(&st).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Stock{}, fmt.Errorf("stock of item %d: %w", itemID, ErrNotFound)
-	}
-	if err != nil {
-		return Stock{}, fmt.Errorf("get stock of item %d: %w", itemID, err)
-	}
-	return st, nil
-}
-
 // ListItemEnds returns every item's id with the end of its sale (the relay's
 // discovery: readers of closed items retire).
 func (s *Store) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
-	var rows []struct {
-		ID    int64     `gorm:"column:id"`
-		EndAt time.Time `gorm:"column:end_at"`
-	}
-	if err := s.db.WithContext(ctx).Model(&Item{}).Select("id", "end_at").Find(&rows).Error; err != nil {
+	var rows []Item
+	if err := s.db.WithContext(ctx).Select("id", "end_at").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list item ends: %w", err)
 	}
 	out := make(map[int64]time.Time, len(rows))
@@ -77,4 +80,75 @@ func (s *Store) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
 		out[r.ID] = r.EndAt
 	}
 	return out, nil
+}
+
+// EndSale ends the item's sale now, by the database's clock: end_at becomes
+// NOW(3) (and a start_at still ahead becomes one millisecond before it, so
+// start_at < end_at holds and the item reads ENDED, never UPCOMING). One
+// conditional UPDATE on the item row, which takes its row lock: an AddStock
+// in flight finishes first or sees the sale ended. An item whose end_at has
+// already passed is left as it is and returned with ErrSaleEnded: ending is
+// idempotent, the first end's end_at stands.
+func (s *Store) EndSale(ctx context.Context, itemID int64) (Item, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3),
+		start_at = LEAST(start_at, NOW(3) - INTERVAL 1000 MICROSECOND)
+		WHERE id = ? AND end_at > NOW(3)`, itemID)
+	if res.Error != nil {
+		return Item{}, fmt.Errorf("end sale of item %d: %w", itemID, res.Error)
+	}
+	it, err := s.GetItem(ctx, itemID)
+	if err != nil {
+		return Item{}, err
+	}
+	if res.RowsAffected == 0 {
+		return it, fmt.Errorf("item %d ended at %s: %w", itemID, it.EndAt.UTC().Format(time.RFC3339Nano), ErrSaleEnded)
+	}
+	return it, nil
+}
+
+// AddStock adds n units to an item for sale: stock_total and the stock row
+// (version + 1, so optimistic deductions in flight re-read it) in one
+// transaction that locks the item row, then the stock row, in that order.
+// inRedis runs inside the transaction after both writes, while both row locks
+// are held, and the transaction commits only if it succeeds: the Redis side
+// of the add (stock.Store.AddUnits) happens exactly while the rows are
+// locked. A stock-row writer that locks the row (deductions, restores, a
+// recount that holds the row while it writes Redis) therefore sees either
+// neither side of the add or both. An ended sale is ErrSaleEnded; an unknown
+// item order.ErrItemNotFound; nothing is written in either case.
+func (s *Store) AddStock(ctx context.Context, itemID, n int64, inRedis func(ctx context.Context, it Item) error) (Item, error) {
+	var out Item
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		it, err := itemRow(forUpdate(tx), itemID)
+		if err != nil {
+			return err
+		}
+		var ended bool
+		if err := tx.Raw("SELECT ? <= NOW(3)", it.EndAt).Scan(&ended).Error; err != nil {
+			return fmt.Errorf("read the clock: %w", err)
+		}
+		if ended {
+			return fmt.Errorf("item %d ended at %s: %w", itemID, it.EndAt.UTC().Format(time.RFC3339Nano), ErrSaleEnded)
+		}
+		if it.StockTotal+n > MaxStockTotal {
+			return fmt.Errorf("item %d has %d units, %d more: %w", itemID, it.StockTotal, n, ErrStockTooLarge)
+		}
+		if err := tx.Exec("UPDATE item SET stock_total = stock_total + ? WHERE id = ?", n, itemID).Error; err != nil {
+			return fmt.Errorf("raise stock_total of item %d: %w", itemID, err)
+		}
+		res := tx.Exec("UPDATE stock SET stock = stock + ?, version = version + 1 WHERE item_id = ?", n, itemID)
+		if res.Error != nil {
+			return fmt.Errorf("raise stock row of item %d: %w", itemID, res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("stock row of item %d: %w", itemID, order.ErrItemNotFound)
+		}
+		it.StockTotal += n
+		if err := inRedis(ctx, it); err != nil {
+			return err
+		}
+		out = it
+		return nil
+	})
+	return out, err
 }

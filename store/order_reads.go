@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -10,18 +9,46 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// FindOrder reads an order by its public order id; ErrNotFound when there is
-// none (the API's GET order falls back to it once the Redis status expired).
+// FindOrder reads an order by its public order id (order.ErrNotFound when
+// there is none): the one read of an order row, for the API and the saga.
 func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
-	var o Order
-	err := s.db.WithContext(ctx).Where("order_id = ?", orderID).Take(&o).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Order{}, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
+	return orderRow(s.db.WithContext(ctx), orderID)
+}
+
+// orderRow is FindOrder with db (a pool, a transaction, forUpdate).
+func orderRow(db *gorm.DB, orderID string) (Order, error) {
+	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
+}
+
+// FindOrders reads the orders among ids that have a row, by order id.
+func (s *Store) FindOrders(ctx context.Context, ids []string) (map[string]Order, error) {
+	out := make(map[string]Order, len(ids))
+	if len(ids) == 0 {
+		return out, nil
 	}
-	if err != nil {
-		return Order{}, fmt.Errorf("find order %s: %w", orderID, err)
+	var rows []Order
+	if err := s.db.WithContext(ctx).Where("order_id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("find %d orders: %w", len(ids), err)
 	}
-	return o, nil
+	for _, o := range rows {
+		out[o.OrderID] = o
+	}
+	return out, nil
+}
+
+// ListUserOrders returns a buyer's orders, newest first (order ids are ULIDs:
+// ordered by creation time), those with an order id below before when it is
+// not empty, at most limit.
+func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]Order, error) {
+	q := s.db.WithContext(ctx).Where("user_id = ?", userID)
+	if before != "" {
+		q = q.Where("order_id < ?", before)
+	}
+	var rows []Order
+	if err := q.Order("order_id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list orders of buyer %d: %w", userID, err)
+	}
+	return rows, nil
 }
 
 // CountOrders counts the orders of each item by status, in one query over
@@ -43,12 +70,10 @@ func (s *Store) CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map
 		return nil, fmt.Errorf("count orders of %d items: %w", len(itemIDs), err)
 	}
 	for _, r := range rows {
-		m := out[r.ItemID]
-		if m == nil {
-			m = make(map[order.Status]int64)
-			out[r.ItemID] = m
+		if out[r.ItemID] == nil {
+			out[r.ItemID] = make(map[order.Status]int64)
 		}
-		m[r.Status] = r.N
+		out[r.ItemID][r.Status] = r.N
 	}
 	return out, nil
 }

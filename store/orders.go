@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/seckill/seckill/order"
 )
@@ -37,7 +36,7 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 		return Order{}, fmt.Errorf("insert order %s: %w", o.OrderID, err)
 	}
 	existing, err := orderRow(s.db.WithContext(ctx), o.OrderID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, order.ErrNotFound) {
 		return Order{}, fmt.Errorf("buyer %d already has another order for item %d: %w", o.UserID, o.ItemID, ErrDuplicate)
 	}
 	return existing, err
@@ -73,7 +72,7 @@ func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error)
 // makes it PAID, so no row ever claims a unit it does not hold. The row is
 // the decision; the saga follows it. Paying a paid order again returns it
 // with changed false; any other outcome is order.ErrNotPayable with the row,
-// or ErrNotFound when there is no row (yet).
+// or order.ErrNotFound when there is no row (yet).
 func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, true)
 }
@@ -115,7 +114,7 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 		return Order{}, false, err
 	}
 	if o.UserID != userID {
-		return Order{}, false, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
+		return Order{}, false, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
 	}
 	changed := res.RowsAffected == 1
 	switch {
@@ -165,7 +164,7 @@ func (s *Store) RecordEarly(ctx context.Context, m order.Message, receivedAt tim
 		return Order{}, false, fmt.Errorf("record %s of order %s: %w", doorAction(pay), m.OrderID, err)
 	}
 	o, ch, err := s.recordAtDoor(ctx, m.OrderID, m.UserID, receivedAt, true, pay)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, order.ErrNotFound) {
 		return Order{}, false, fmt.Errorf("buyer %d holds another order for item %d: %w", m.UserID, m.ItemID, order.ErrNotPayable)
 	}
 	return o, ch, err
@@ -234,9 +233,8 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	// timeout). The row lock on an existing row is the same.
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = CloseResult{}
-		var row Order
-		err := lockOrder(tx, o.OrderID, &row)
-		if errors.Is(err, gorm.ErrRecordNotFound) {
+		row, err := orderRow(forUpdate(tx), o.OrderID)
+		if errors.Is(err, order.ErrNotFound) {
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			row = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason,
 				CreatedAt: now, UpdatedAt: now}
@@ -254,8 +252,8 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			// PersistOrder whose insert landed late: close that row), or
 			// another order id holds the buyer's (user_id, item_id). An
 			// insert failure does not abort a MySQL transaction.
-			err = lockOrder(tx, o.OrderID, &row)
-			if errors.Is(err, gorm.ErrRecordNotFound) {
+			row, err = orderRow(forUpdate(tx), o.OrderID)
+			if errors.Is(err, order.ErrNotFound) {
 				out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 				restored, err := restoreDeduction(tx, o.OrderID)
 				out.Restored = restored
@@ -263,7 +261,7 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("read order %s: %w", o.OrderID, err)
+			return err
 		}
 		out.Recorded = true
 		switch {
@@ -303,24 +301,6 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 		out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	}
 	return out, nil
-}
-
-// lockOrder reads one order by order id with a row lock (inside tx).
-func lockOrder(tx *gorm.DB, orderID string, row *Order) error {
-	return tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("order_id = ?", orderID).Take(row).Error
-}
-
-// orderRow reads one order by order id with db (a pool or a transaction).
-func orderRow(db *gorm.DB, orderID string) (Order, error) {
-	var o Order
-	err := db.Where("order_id = ?", orderID).Take(&o).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Order{}, fmt.Errorf("order %s: %w", orderID, ErrOrderNotFound)
-	}
-	if err != nil {
-		return Order{}, fmt.Errorf("read order %s: %w", orderID, err)
-	}
-	return o, nil
 }
 
 // clip shortens s to at most n characters (the reason column is VARCHAR(512)).

@@ -73,13 +73,9 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 		// Read outside the transaction: the version check in the UPDATE is
 		// what makes the write safe, and the row lock is held only for the
 		// UPDATE and the two writes after it.
-		var st Stock
-		err := db.Select("stock", "version").Where("item_id = ?", itemID).Take(&st).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return Order{}, false, fmt.Errorf("stock row of item %d: %w", itemID, ErrNotFound)
-		}
+		st, err := stockRow(db.Select("stock", "version"), itemID)
 		if err != nil {
-			return Order{}, false, fmt.Errorf("read stock of item %d: %w", itemID, err)
+			return Order{}, false, err
 		}
 		if st.Stock <= 0 {
 			// A retry of an order that did deduct must not read as exhausted.
@@ -131,7 +127,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			return already()
 		case errors.Is(err, ErrOrderClosed):
 			row, rerr := orderRow(db, orderID)
-			if rerr != nil && !errors.Is(rerr, ErrNotFound) {
+			if rerr != nil && !errors.Is(rerr, order.ErrNotFound) {
 				return Order{}, false, rerr
 			}
 			return row, false, fmt.Errorf("order %s is %s: %w", orderID, row.Status, ErrOrderClosed)
@@ -194,18 +190,4 @@ func restoreDeduction(tx *gorm.DB, orderID string) (bool, error) {
 		return false, fmt.Errorf("restore stock for order %s: stock row missing", orderID)
 	}
 	return true, nil
-}
-
-// Deduction reads an order's stock_deduction marker; ErrNotFound when the
-// order never took a unit from the stock row.
-func (s *Store) Deduction(ctx context.Context, orderID string) (StockDeduction, error) {
-	var d StockDeduction
-	err := s.db.WithContext(ctx).Where("order_id = ?", orderID).Take(&d).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return StockDeduction{}, fmt.Errorf("deduction of order %s: %w", orderID, ErrNotFound)
-	}
-	if err != nil {
-		return StockDeduction{}, fmt.Errorf("read deduction of order %s: %w", orderID, err)
-	}
-	return d, nil
 }

@@ -188,7 +188,7 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 	}
 	now := time.Now()
 	// P1 paid in time; another buyer cannot pay it; a late pay is refused.
-	if r, _, err := st.RecordPayment(ctx, "P1", 11, now, false); !errors.Is(err, store.ErrNotFound) {
+	if r, _, err := st.RecordPayment(ctx, "P1", 11, now, false); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("pay by another buyer %+v %v", r, err)
 	}
 	if r, _, err := st.RecordPayment(ctx, "P1", 10, now, false); err != nil || r.Status != order.StatusPaid {

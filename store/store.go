@@ -8,24 +8,18 @@ import (
 	"fmt"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/order"
 )
 
-// Errors callers map to their own outcomes.
-// ErrItemNotFound and ErrOrderNotFound say which entity is missing; both
-// match ErrNotFound, and ErrOrderNotFound also matches order.ErrNotFound (the
-// vocabulary the API maps to ORDER_NOT_FOUND).
-var (
-	ErrNotFound      = errors.New("not found")
-	ErrItemNotFound  = fmt.Errorf("item %w", ErrNotFound)
-	ErrOrderNotFound = fmt.Errorf("%w (%w)", order.ErrNotFound, ErrNotFound)
-	ErrDuplicate     = errors.New("duplicate")
-)
+// ErrDuplicate: the buyer already holds another order for the item. A
+// missing row is order.ErrNotFound or order.ErrItemNotFound.
+var ErrDuplicate = errors.New("duplicate")
 
 // Store wraps a gorm connection pool.
 type Store struct {
@@ -87,7 +81,33 @@ func (s *Store) Close() error {
 	return sqlDB.Close()
 }
 
+// take reads the one row of T matching query with db (a pool, a transaction,
+// or either with a locking clause); notFound, wrapped with what, when there
+// is none.
+func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (T, error) {
+	var row T
+	err := db.Where(query, args...).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return row, fmt.Errorf("%s: %w", what, notFound)
+	}
+	if err != nil {
+		return row, fmt.Errorf("read %s: %w", what, err)
+	}
+	return row, nil
+}
+
+// forUpdate is db with SELECT ... FOR UPDATE.
+func forUpdate(db *gorm.DB) *gorm.DB { return db.Clauses(clause.Locking{Strength: "UPDATE"}) }
+
 // isDuplicate reports a MySQL unique-key violation (error 1062).
 func isDuplicate(err error) bool {
 	return errors.Is(err, gorm.ErrDuplicatedKey) || mysqlErrNumber(err) == 1062
+}
+
+func mysqlErrNumber(err error) uint16 {
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
 }

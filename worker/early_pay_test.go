@@ -9,8 +9,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/store"
 )
 
 // reserveEarly takes a unit as an API with early payment does (the deadline
@@ -51,7 +51,7 @@ func TestSagaPaidWhileQueued(t *testing.T) {
 	if _, err := p.pay(forged); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("pay of a forged order id: %v, want not found", err)
 	}
-	if _, err := p.st.FindOrder(ctx, forged.OrderID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := p.st.FindOrder(ctx, forged.OrderID); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("row of a forged order id: %v", err)
 	}
 	v, err := p.pay(m)
@@ -76,7 +76,7 @@ func TestSagaPaidWhileQueued(t *testing.T) {
 	if _, tasks := p.assertLean(m.OrderID); tasks != 1 {
 		t.Fatalf("%d workflow tasks, want 1 (no wake)", tasks)
 	}
-	if d, err := p.st.Deduction(ctx, m.OrderID); err != nil || d.Restored {
+	if d, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v", d, err)
 	}
 	if s := p.stockRow(it.ID); s.Stock != 2 {
@@ -122,7 +122,7 @@ func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); ok || p.redisLeft(it.ID) != 0 {
 		t.Fatal("the phantom unit is still held or back on sale")
 	}
-	if _, err := p.st.Deduction(ctx, m.OrderID); !errors.Is(err, store.ErrNotFound) {
+	if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 		t.Fatalf("deduction: %v, want none", err)
 	}
 	p.saveHistory(m.OrderID, "refunded")
@@ -155,7 +155,7 @@ func TestSagaClosedWhileQueued(t *testing.T) {
 			t.Fatalf("saga of %s: %s", m.OrderID, st)
 		}
 		p.assertLean(m.OrderID)
-		if _, err := p.st.Deduction(ctx, m.OrderID); !errors.Is(err, store.ErrNotFound) {
+		if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 			t.Fatalf("deduction of %s: %v, want none", m.OrderID, err)
 		}
 	}

@@ -32,7 +32,7 @@ func TestSagaPaid(t *testing.T) {
 	if s := p.stockRow(it.ID); s.Stock != 2 || s.Version != 1 {
 		t.Fatalf("stock row %+v, want stock 2 version 1", s)
 	}
-	if d, err := p.st.Deduction(ctx, m.OrderID); err != nil || d.Restored {
+	if d, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v", d, err)
 	}
 	if v, ok, _ := p.views.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPendingPayment {
@@ -97,7 +97,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	if s := p.stockRow(it.ID); s.Stock != 1 {
 		t.Fatalf("stock row %+v after timeout, want 1", s)
 	}
-	if d, err := p.st.Deduction(ctx, a.OrderID); err != nil || !d.Restored {
+	if d, ok, err := testenv.Deduction(ctx, p.st, a.OrderID); !ok || err != nil || !d.Restored {
 		t.Fatalf("deduction %+v %v, want restored", d, err)
 	}
 	if n := p.redisLeft(it.ID); n != 1 {
@@ -277,7 +277,7 @@ func TestSagaStockExhausted(t *testing.T) {
 		t.Fatalf("saga %s, want FAILED", st)
 	}
 	p.assertLean(m.OrderID)
-	if _, err := p.st.Deduction(ctx, m.OrderID); !errors.Is(err, store.ErrNotFound) {
+	if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 		t.Fatalf("deduction: %v, want none", err)
 	}
 	if n := p.redisLeft(it.ID); n != 0 {

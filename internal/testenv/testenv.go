@@ -183,3 +183,10 @@ func TerminateLeftovers(tc Workflows, namespace, taskQueue string) {
 		}
 	}
 }
+
+// Deduction reads an order's stock_deduction marker; ok is false when the
+// order never took a unit from the stock row.
+func Deduction(ctx context.Context, st *store.Store, orderID string) (d store.StockDeduction, ok bool, err error) {
+	res := st.DB().WithContext(ctx).Where("order_id = ?", orderID).Limit(1).Find(&d)
+	return d, res.RowsAffected == 1, res.Error
+}

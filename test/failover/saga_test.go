@@ -202,7 +202,7 @@ func (e *sagaEnv) checkUnits(ms []order.Message, units int64) {
 				e.t.Errorf("paid order %s lost its reservation", m.OrderID)
 			}
 		case order.StatusCancelled:
-			if d, err := e.st.Deduction(ctx, m.OrderID); err != nil || !d.Restored {
+			if d, ok, err := testenv.Deduction(ctx, e.st, m.OrderID); !ok || err != nil || !d.Restored {
 				e.t.Errorf("cancelled order %s: deduction %+v %v, want restored", m.OrderID, d, err)
 			}
 		default:
