@@ -781,9 +781,9 @@ func TestPayWithoutTemporal(t *testing.T) {
 }
 
 func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {
-	h := newHarness(t, func(c *config.API, _ *api.Deps, o *api.Options) {
+	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
 		c.ReadTimeout, c.WriteTimeout = time.Second, time.Second
-		o.EventsPoll = 300 * time.Millisecond
+		c.EventsPoll = 300 * time.Millisecond
 	})
 	item := h.activeItem(1)
 	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(41), nil)

@@ -607,7 +607,7 @@ func unitConfig() config.API {
 		GlobalRPS: 1e6, GlobalBurst: 1e6, BuyerRPS: 1000, BuyerBurst: 1000, IPRPS: 1e6, IPBurst: 1e6,
 		AdminRPS: 1e6, AdminBurst: 1e6,
 		LimiterIdleTTL: 2 * time.Minute, LimiterMaxKeys: 1 << 16, IPLimiterMaxKeys: 1 << 16,
-		StreamsPerBuyer: 4, StreamsMax: 100, ItemRefresh: time.Hour,
+		StreamsPerBuyer: 4, StreamsMax: 100, ItemRefresh: time.Hour, EventsPoll: time.Hour, EventsMax: time.Minute,
 		ConfirmTimeout: 100 * time.Millisecond, // fuzzing with Redis down must not wait the 10 s default
 	}
 }
@@ -624,7 +624,7 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 		Items: items, Orders: orders, Units: units, Views: views, Actions: actions,
 		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
-	o := api.Options{EventsPoll: time.Hour, EventsMax: time.Minute}
+	var o api.Options
 	for _, opt := range opts {
 		opt(&cfg, &deps, &o)
 	}
@@ -649,9 +649,9 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 func newUnitHarness(t testing.TB, opts ...unitOpt) *unitHarness {
 	t.Helper()
 	h := newUnitServer(t, opts...)
-	ts := httptest.NewUnstartedServer(h.srv.Handler())
+	ts := httptest.NewUnstartedServer(h.srv.Engine())
 	ts.Config = h.srv.HTTPServer()
-	ts.Config.Handler = h.srv.Handler()
+	ts.Config.Handler = h.srv.Engine()
 	ts.Start()
 	t.Cleanup(ts.Close)
 	h.ts = ts

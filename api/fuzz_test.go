@@ -21,7 +21,7 @@ func fuzzHarness(f *testing.F) (*harness, int64) {
 // (the services are up, so nothing may be UNAVAILABLE or INTERNAL).
 func serve(t *testing.T, h *harness, req *http.Request) {
 	rec := httptest.NewRecorder()
-	h.srv.Handler().ServeHTTP(rec, req)
+	h.srv.Engine().ServeHTTP(rec, req)
 	if rec.Code >= 500 {
 		t.Fatalf("%s %s -> %d %s", req.Method, req.URL, rec.Code, rec.Body.Bytes())
 	}

@@ -120,7 +120,7 @@ func serveUnit(t *testing.T, h *unitHarness, req *http.Request, failing bool) *h
 	ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
 	defer cancel()
 	rec := &streamRecorder{ResponseRecorder: httptest.NewRecorder(), cancel: cancel}
-	h.srv.Handler().ServeHTTP(rec, req.WithContext(ctx))
+	h.srv.Engine().ServeHTTP(rec, req.WithContext(ctx))
 	code, body, ct := rec.Code, rec.Body.Bytes(), rec.Header().Get("Content-Type")
 	what := fmt.Sprintf("%s %q (failing %v) -> %d %q", req.Method, req.URL.Path, failing, code, body)
 	switch {

@@ -49,6 +49,7 @@ func testAPIConfig(t testing.TB) config.API {
 	c.BuyerRPS, c.BuyerBurst = 1000, 1000
 	c.IPRPS, c.IPBurst = 1e6, 1e6
 	c.ItemRefresh = 200 * time.Millisecond
+	c.EventsPoll = 500 * time.Millisecond
 	return c
 }
 
@@ -71,7 +72,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		Items: db, Orders: db, Units: stk, Views: views, Tokens: auth.NewVerifier(testSecret),
 		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
-	o := api.Options{EventsPoll: 500 * time.Millisecond}
+	var o api.Options
 	for _, opt := range opts {
 		opt(&cfg, &deps, &o)
 	}
@@ -79,9 +80,9 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
-	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts := httptest.NewUnstartedServer(srv.Engine())
 	ts.Config = srv.HTTPServer()
-	ts.Config.Handler = srv.Handler()
+	ts.Config.Handler = srv.Engine()
 	ts.Start()
 	t.Cleanup(func() {
 		ts.Close()

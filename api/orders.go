@@ -24,15 +24,6 @@ func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, e
 	if err != nil {
 		s.log.Debug("order status from redis", "order_id", orderID, "err", err)
 	}
-	if s.deps.Orders == nil {
-		if err != nil {
-			return order.View{}, err
-		}
-		if ok {
-			return v, nil
-		}
-		return order.View{}, order.ErrNotFound
-	}
 	o, dbErr := s.deps.Orders.FindOrder(ctx, orderID)
 	switch {
 	case dbErr == nil:
@@ -161,13 +152,13 @@ func (s *Server) events(c *gin.Context) {
 	if !ok {
 		return
 	}
-	release, ok := s.streams.acquire(p.UserID, max(s.cfg.StreamsPerBuyer, 1), max(s.cfg.StreamsMax, 1))
+	release, ok := s.streams.acquire(p.UserID, s.cfg.StreamsPerBuyer, s.cfg.StreamsMax)
 	if !ok {
 		s.fail(c, tooManyStreams)
 		return
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.EventsMax)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.EventsMax)
 	defer cancel()
 	rc := http.NewResponseController(c.Writer)
 	// The stream outlives the server's read and write timeouts.
@@ -179,7 +170,7 @@ func (s *Server) events(c *gin.Context) {
 	c.Status(http.StatusOK)
 	send := func(v order.View) bool {
 		b, _ := json.Marshal(v)
-		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if _, err := c.Writer.Write(append(append([]byte("event: status\ndata: "), b...), '\n', '\n')); err != nil {
 			return false
 		}
@@ -188,7 +179,7 @@ func (s *Server) events(c *gin.Context) {
 	if !send(v) || v.Settled() {
 		return
 	}
-	tick := time.NewTicker(s.opts.EventsPoll)
+	tick := time.NewTicker(s.cfg.EventsPoll)
 	defer tick.Stop()
 	for {
 		select {
@@ -202,7 +193,7 @@ func (s *Server) events(c *gin.Context) {
 		case <-tick.C:
 			nv, err := s.lookupOrder(ctx, v.OrderID)
 			if err != nil || !newer(v, nv) {
-				_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
+				_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 				if _, err := c.Writer.Write([]byte(": keep-alive\n\n")); err != nil || rc.Flush() != nil {
 					return
 				}
@@ -214,13 +205,6 @@ func (s *Server) events(c *gin.Context) {
 			return
 		}
 	}
-}
-
-func (s *Server) writeTimeout() time.Duration {
-	if s.cfg.WriteTimeout > 0 {
-		return s.cfg.WriteTimeout
-	}
-	return 15 * time.Second
 }
 
 // newer reports whether nv is a later state of the order than v: further

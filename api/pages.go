@@ -175,23 +175,19 @@ func (s *Server) devToken(c *gin.Context) {
 	c.JSON(http.StatusOK, devTokenBody{Token: tok, UserID: req.UserID, Role: role, ExpiresAt: exp.UTC()})
 }
 
-// DevIssuer signs development tokens with the API's own secret.
-type DevIssuer struct {
-	Secret []byte
-	TTL    time.Duration
-}
+// DevIssuer signs development tokens, valid for devTokenTTL, with the API's
+// own secret.
+type DevIssuer struct{ Secret []byte }
+
+const devTokenTTL = 12 * time.Hour
 
 var _ DevTokens = DevIssuer{}
 
-// Issue signs a token for the user and role, valid for TTL (12 h if unset).
+// Issue signs a token for the user and role.
 func (d DevIssuer) Issue(userID int64, role auth.Role) (string, time.Time, error) {
-	ttl := d.TTL
-	if ttl <= 0 {
-		ttl = 12 * time.Hour
-	}
 	now := time.Now()
-	tok, err := auth.Sign(d.Secret, userID, role, ttl, now)
-	return tok, now.Add(ttl), err
+	tok, err := auth.Sign(d.Secret, userID, role, devTokenTTL, now)
+	return tok, now.Add(devTokenTTL), err
 }
 
 // pageRoutes adds the pages and the routes only they use.

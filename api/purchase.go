@@ -175,7 +175,7 @@ func queuedView(msg order.Message) order.View {
 // timeout runs from the request's arrival, and an answer written after it is
 // a dropped connection to the buyer. A margin is left for the write itself.
 func (s *Server) answerBy(start time.Time) time.Time {
-	wt := s.writeTimeout()
+	wt := s.cfg.WriteTimeout
 	return start.Add(wt - min(time.Second, wt/10))
 }
 

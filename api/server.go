@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,30 +30,23 @@ type ItemStore interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	ListItems(ctx context.Context) ([]store.Item, error)
-	// EndSale ends the sale now (errors: order.ErrItemNotFound,
-	// store.ErrSaleEnded with the item as it is).
+	// EndSale returns store.ErrSaleEnded with the item as it is when the
+	// sale had already ended.
 	EndSale(ctx context.Context, id int64) (store.Item, error)
-	// AddStock adds n units to stock_total and the stock row in one
-	// transaction; inRedis runs inside it, while the rows are locked, and
-	// the transaction commits only if it succeeds (errors:
-	// order.ErrItemNotFound, store.ErrSaleEnded, store.ErrStockTooLarge).
+	// AddStock runs inRedis inside its transaction, while the item and stock
+	// rows are locked; the add commits only if inRedis succeeds.
 	AddStock(ctx context.Context, id, n int64, inRedis func(ctx context.Context, it store.Item) error) (store.Item, error)
 }
 
 // OrderReader reads persisted orders (store.Store).
 type OrderReader interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
-	// ListUserOrders returns a buyer's orders with an id below before
-	// (all when empty), newest first, at most limit.
 	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
-	// FindOrders returns the rows of those of ids that have one.
 	FindOrders(ctx context.Context, ids []string) (map[string]store.Order, error)
 }
 
-// OrderActions are the buyer's actions on a pending order, judged at the door
-// against the order's deadline and the time the request was received
-// (payment.Desk). Errors: order.ErrNotFound, order.ErrNotPayable (with the
-// order as it is); paying a paid order again returns its view.
+// OrderActions are the buyer's pay and cancel, judged at the door against
+// the order's deadline and the time the request was received (payment.Desk).
 type OrderActions interface {
 	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
@@ -67,34 +61,23 @@ type Units interface {
 	Left(ctx context.Context, itemID int64) (int64, error)
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
 	// ReserveQueued takes the buyer's unit and stores the order's QUEUED
-	// view in one round trip (errors: stock.ErrSoldOut, stock.ErrNotLoaded,
-	// *stock.AlreadyReservedError).
+	// view in one round trip.
 	ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
-	// BuyerOrders returns the order id the buyer holds for each of the
-	// items that has one (one pipeline).
 	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
-	// MarkedBuyers returns every buyer holding a mark for the item, or
-	// false when there are more than max.
+	// MarkedBuyers returns false when the item has more than max marks.
 	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
-	// States reads stock_left, the sale-data revision and the mark count
-	// of several items (one pipeline).
 	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
-	// AddUnits puts n more units on sale, at most once per addID; loaded
-	// is false when the stock is not in Redis (nothing written).
+	// AddUnits applies an add at most once per addID; loaded is false (and
+	// nothing written) when the stock is not in Redis.
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
-	// UndoAdd takes back an add's units if it was applied and not undone.
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
 	// AnnounceItem moves the item's sale-data revision and tells every
-	// instance (unitsBack: clear the sold-out flags too); endKey is the
-	// Idempotency-Key of the request that ended the sale, if any.
+	// instance; endKey is the Idempotency-Key of the request that ended the
+	// sale, if any (EndKey returns it).
 	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error
-	// EndKey returns the Idempotency-Key the sale was ended with.
 	EndKey(ctx context.Context, itemID int64) (string, error)
-	// WatchUnitsBack calls fn for every unit given back, until ctx ends.
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
-	// WatchItems calls fn for every item whose sale data changed, until
-	// ctx ends.
 	WatchItems(ctx context.Context, fn func(itemID int64))
 }
 
@@ -109,7 +92,6 @@ type StockFence interface {
 type Views interface {
 	MarkQueued(ctx context.Context, v order.View) error
 	Status(ctx context.Context, orderID string) (order.View, bool, error)
-	// Watch calls fn with every published view, until ctx ends.
 	Watch(ctx context.Context, fn func(order.View))
 }
 
@@ -126,52 +108,50 @@ type Watcher interface {
 // Check is one readiness probe; it must respect ctx's deadline.
 type Check func(ctx context.Context) error
 
-// Deps are what the server is built from. Items, Orders, Units, Views,
-// Tokens, Metrics and Log are required (New panics without them). Actions may
-// be nil (pay and cancel then answer 503); Relay and Checks are optional.
+// Deps are what the server is built from. Actions may be nil (pay and cancel
+// then answer 503), Figures and Counts too (the control room's summary then
+// answers 503); Stock nil warms a lost stock key from stock_total (right only
+// before the first purchase); DevTokens, only in development, adds
+// POST /api/v1/dev/token. Relay and Checks are optional; the rest is required.
 type Deps struct {
-	Items   ItemStore
-	Orders  OrderReader
-	Units   Units
-	Views   Views
-	Actions OrderActions
-	// Stock is what the warmup computes a lost stock key from; nil loads
-	// stock_total (right only before the first purchase).
-	Stock   StockFence
-	Tokens  Tokens
-	Metrics *Metrics
-	Relay   Watcher
-	Checks  map[string]Check
-	Log     *slog.Logger
-	// Figures and Counts feed the control room's summary (503 without
-	// them); DevTokens, only in development, adds POST /api/v1/dev/token.
+	Items     ItemStore
+	Orders    OrderReader
+	Units     Units
+	Views     Views
+	Actions   OrderActions
+	Stock     StockFence
+	Tokens    Tokens
+	Metrics   *Metrics
+	Relay     Watcher
+	Checks    map[string]Check
+	Log       *slog.Logger
 	Figures   SaleFigures
 	Counts    OrderCounts
 	DevTokens DevTokens
 }
 
-// check panics naming the first missing required dependency: a server
-// without one would fail on the first request that needs it instead.
-func (d Deps) check() {
+// check panics naming a missing dependency or setting: a server without it
+// would fail on the first request that needs it instead. Settings have their
+// defaults in config.
+func check(cfg config.API, d Deps) {
 	for name, missing := range map[string]bool{
-		"Items": d.Items == nil, "Orders": d.Orders == nil, "Units": d.Units == nil, "Views": d.Views == nil,
-		"Tokens": d.Tokens == nil, "Metrics": d.Metrics == nil, "Log": d.Log == nil,
+		"Deps.Items": d.Items == nil, "Deps.Orders": d.Orders == nil, "Deps.Units": d.Units == nil,
+		"Deps.Views": d.Views == nil, "Deps.Tokens": d.Tokens == nil, "Deps.Metrics": d.Metrics == nil,
+		"Deps.Log": d.Log == nil, "config.API.ConfirmTimeout": cfg.ConfirmTimeout <= 0,
+		"config.API.ItemRefresh": cfg.ItemRefresh <= 0, "config.API.WriteTimeout": cfg.WriteTimeout <= 0,
+		"config.API.EventsPoll": cfg.EventsPoll <= 0, "config.API.EventsMax": cfg.EventsMax <= 0,
+		"config.API.StreamsPerBuyer": cfg.StreamsPerBuyer <= 0, "config.API.StreamsMax": cfg.StreamsMax <= 0,
+		"config.API.IPLimiterMaxKeys": cfg.IPLimiterMaxKeys <= 0,
 	} {
 		if missing {
-			panic("api.New: Deps." + name + " is required")
+			panic("api.New: " + name + " is required")
 		}
 	}
 }
 
-// Options are the tunables that are not in config.API.
+// Options are what the control room links to: the Temporal Web UI's base
+// URL and the sagas' namespace (config.Temporal).
 type Options struct {
-	// EventsPoll is how often an open event stream re-reads the order (in case
-	// a pub/sub message was lost) and sends a keep-alive comment.
-	EventsPoll time.Duration
-	// EventsMax bounds how long one event stream stays open.
-	EventsMax time.Duration
-	// TemporalUI is the Temporal Web UI's base URL and TemporalNamespace
-	// the sagas' namespace: the control room links each sale's sagas.
 	TemporalUI        string
 	TemporalNamespace string
 }
@@ -206,19 +186,7 @@ type Server struct {
 // New builds the server and its routes. gin's mode is the process's
 // business: main sets it (gin.SetMode) before calling New.
 func New(cfg config.API, deps Deps, opts Options) *Server {
-	deps.check()
-	if opts.EventsPoll <= 0 {
-		opts.EventsPoll = 5 * time.Second
-	}
-	if opts.EventsMax <= 0 {
-		opts.EventsMax = time.Hour
-	}
-	if cfg.ConfirmTimeout <= 0 {
-		cfg.ConfirmTimeout = 10 * time.Second
-	}
-	if cfg.ItemRefresh <= 0 {
-		cfg.ItemRefresh = time.Second
-	}
+	check(cfg, deps)
 	s := &Server{
 		cfg: cfg, opts: opts, deps: deps, log: deps.Log.With("component", "api"),
 		metrics: deps.Metrics, units: deps.Units, views: deps.Views, tokens: deps.Tokens,
@@ -226,12 +194,12 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 		global:  rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
 		buyers:  newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
 		admins:  newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
-		ips:     newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, max(cfg.IPLimiterMaxKeys, 1)),
+		ips:     newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.IPLimiterMaxKeys),
 		now:     time.Now,
 		unsure:  newUnsureBuyers(10*time.Minute, 100_000),
 		payable: newPayableTracker(),
 	}
-	var onNew func(int64)
+	onNew := func(int64) {}
 	if deps.Relay != nil {
 		onNew = deps.Relay.Watch
 	}
@@ -241,10 +209,7 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 	return s
 }
 
-// Handler is the HTTP handler of every route.
-func (s *Server) Handler() http.Handler { return s.engine }
-
-// Engine exposes the gin engine (tests add routes to it).
+// Engine is the handler of every route (tests add routes to it).
 func (s *Server) Engine() *gin.Engine { return s.engine }
 
 func (s *Server) routes() *gin.Engine {
@@ -259,9 +224,7 @@ func (s *Server) routes() *gin.Engine {
 		// itself must not get a server that silently trusts nobody.
 		panic("api.New: trusted proxies: " + err.Error())
 	}
-	e.Use(s.recovery())
-	e.Use(s.metrics.middleware())
-	e.Use(s.bodyLimit())
+	e.Use(s.recovery(), s.metrics.middleware(), s.bodyLimit())
 	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNoRoute) })
 	e.NoMethod(func(c *gin.Context) { s.fail(c, ErrMethodNotAllowed) })
 
@@ -306,6 +269,10 @@ func (s *Server) publicMetrics() gin.HandlerFunc {
 	}
 }
 
+// HTTPServer is the http.Server of every route on the configured address
+// (the event stream lifts its own deadlines).
+func (s *Server) HTTPServer() *http.Server { return s.httpServer(s.cfg.Addr, s.engine) }
+
 // MetricsServer is the http.Server of /metrics on its own listener
 // (config.API.MetricsAddr), unlimited; nil when /metrics is on the public
 // listener.
@@ -315,13 +282,18 @@ func (s *Server) MetricsServer() *http.Server {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.metrics.Handler())
+	return s.httpServer(s.cfg.MetricsAddr, mux)
+}
+
+func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{
-		Addr:              s.cfg.MetricsAddr,
-		Handler:           mux,
+		Addr:              addr,
+		Handler:           h,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		WriteTimeout:      s.cfg.WriteTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
@@ -348,12 +320,9 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		p, err := s.tokens.Verify(strings.TrimSpace(h[7:]))
-		if err == nil {
-			// Every authenticated route is charged to the principal's own
-			// limiter: one valid token cannot hammer MySQL or Temporal.
-			// Admins have limiters of their own: setting up sales is not
-			// shopping.
+		if p, err := s.tokens.Verify(strings.TrimSpace(h[7:])); err == nil {
+			// One valid token cannot hammer MySQL or Temporal; admins have
+			// limiters of their own: setting up sales is not shopping.
 			lim := s.buyers
 			if p.Role != auth.RoleBuyer {
 				lim = s.admins
@@ -365,24 +334,20 @@ func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 			return p, true
 		}
 	}
-	if !s.allowIP(c) {
-		return auth.Principal{}, false
+	if s.allowIP(c) {
+		s.fail(c, ErrUnauthorized)
 	}
-	s.fail(c, ErrUnauthorized)
 	return auth.Principal{}, false
 }
 
 // requireRole authenticates and checks the role (403 FORBIDDEN otherwise).
 func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bool) {
 	p, ok := s.authenticate(c)
-	if !ok {
-		return p, false
-	}
-	if p.Role != role {
+	if ok && p.Role != role {
 		s.fail(c, ErrForbidden)
 		return p, false
 	}
-	return p, true
+	return p, ok
 }
 
 // allowIP applies the per-IP limiter of unauthenticated traffic; it answers
@@ -422,17 +387,14 @@ func ipKey(addr string) string {
 // Run keeps the per-instance state fresh until ctx ends: it loads the items,
 // refreshes stock_left and the sold-out flags every ItemRefresh, listens to
 // the order and stock events (one subscription per instance, fanned out in
-// memory) and evicts idle limiters.
+// memory) and evicts idle limiters. What pub/sub loses during a reconnect
+// the refreshes and the streams' polls catch up.
 func (s *Server) Run(ctx context.Context) {
 	if err := s.items.loadAll(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("load items", "err", err)
 	}
 	var wg sync.WaitGroup
-	// Pub/sub: units given back clear the sold-out flags; published views
-	// reach the event streams. What is lost during a reconnect the periodic
-	// refreshes and the streams' polls catch up.
 	wg.Go(func() { s.units.WatchUnitsBack(ctx, s.items.unitBack) })
-	// Sale data changed elsewhere (an end, an add, a new item): reload it.
 	wg.Go(func() {
 		s.units.WatchItems(ctx, func(id int64) {
 			go func() {
@@ -448,85 +410,59 @@ func (s *Server) Run(ctx context.Context) {
 			s.observePayable(v)
 		})
 	})
-	wg.Go(func() {
-		t := time.NewTicker(s.cfg.ItemRefresh)
-		defer t.Stop()
-		sweepEvery := max(s.cfg.LimiterIdleTTL/2, time.Second)
-		lastSweep := time.Now()
-		// The whole item list is re-read now and then: a new item or a
-		// change whose announcement and revision this instance both missed
-		// (Redis lost them) still arrives.
-		syncEvery := max(itemSyncPeriods*s.cfg.ItemRefresh, time.Second)
-		lastSync := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				rctx, cancel := context.WithTimeout(ctx, s.cfg.ItemRefresh)
-				if err := s.items.refresh(rctx); err != nil && ctx.Err() == nil {
-					s.log.Debug("refresh stock", "err", err)
-				}
-				cancel()
-				if now.Sub(lastSync) >= syncEvery {
-					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					if err := s.items.loadAll(sctx); err != nil && ctx.Err() == nil {
-						s.log.Debug("sync items", "err", err)
-					}
-					cancel()
-					lastSync = now
-				}
-				if now.Sub(lastSweep) >= sweepEvery {
-					s.buyers.sweep(now)
-					s.admins.sweep(now)
-					s.ips.sweep(now)
-					s.payable.forget(func(id int64) bool {
-						ci, _ := s.items.peek(id)
-						return ci != nil && now.Sub(ci.it.EndAt) < summaryRecent
-					})
-					lastSweep = now
-				}
-			}
-		}
-	})
+	wg.Go(func() { s.tick(ctx) })
 	wg.Wait()
 }
 
 // itemSyncPeriods is how many ItemRefresh periods pass between two reads of
-// the whole item list from MySQL.
+// the whole item list from MySQL: a new item or a change whose announcement
+// and revision this instance both missed (Redis lost them) still arrives.
 const itemSyncPeriods = 15
 
-// parseID parses a positive decimal int64 id.
-func parseID(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 19 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if ch < '0' || ch > '9' {
-			return 0, false
+// tick runs the periodic work of Run.
+func (s *Server) tick(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ItemRefresh)
+	defer t.Stop()
+	sweepEvery := max(s.cfg.LimiterIdleTTL/2, time.Second)
+	syncEvery := max(itemSyncPeriods*s.cfg.ItemRefresh, time.Second)
+	lastSweep, lastSync := time.Now(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.ItemRefresh)
+			if err := s.items.refresh(rctx); err != nil && ctx.Err() == nil {
+				s.log.Debug("refresh stock", "err", err)
+			}
+			cancel()
+			if now.Sub(lastSync) >= syncEvery {
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := s.items.loadAll(sctx); err != nil && ctx.Err() == nil {
+					s.log.Debug("sync items", "err", err)
+				}
+				cancel()
+				lastSync = now
+			}
+			if now.Sub(lastSweep) >= sweepEvery {
+				s.buyers.sweep(now)
+				s.admins.sweep(now)
+				s.ips.sweep(now)
+				s.payable.forget(func(id int64) bool {
+					ci, _ := s.items.peek(id)
+					return ci != nil && now.Sub(ci.it.EndAt) < summaryRecent
+				})
+				lastSweep = now
+			}
 		}
-		d := int64(ch - '0')
-		if n > (1<<63-1-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
 	}
-	return n, n > 0
 }
 
-// HTTPServer returns the http.Server for the configured address with the
-// configured timeouts (the event stream lifts its own deadlines).
-func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{
-		Addr:              s.cfg.Addr,
-		Handler:           s.engine,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+// parseID parses a positive decimal int64 id (digits only).
+func parseID(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
 	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
 }

@@ -198,11 +198,7 @@ func (s *Server) temporalWorkflows() string {
 	if s.opts.TemporalUI == "" {
 		return ""
 	}
-	ns := s.opts.TemporalNamespace
-	if ns == "" {
-		ns = "default"
-	}
-	return s.opts.TemporalUI + "/namespaces/" + url.PathEscape(ns) + "/workflows"
+	return s.opts.TemporalUI + "/namespaces/" + url.PathEscape(s.opts.TemporalNamespace) + "/workflows"
 }
 
 // payableTracker keeps, per item, a histogram of 202 -> payable from the

@@ -259,8 +259,13 @@ type API struct {
 	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
 	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
 	// of one buyer and of the instance; past them a stream is 429.
-	StreamsPerBuyer int           `env:"STREAMS_PER_BUYER" envDefault:"4"`
-	StreamsMax      int           `env:"STREAMS_MAX" envDefault:"10000"`
+	StreamsPerBuyer int `env:"STREAMS_PER_BUYER" envDefault:"4"`
+	StreamsMax      int `env:"STREAMS_MAX" envDefault:"10000"`
+	// EventsPoll is how often an open event stream re-reads its order (in
+	// case a pub/sub message was lost) and sends a keep-alive; EventsMax
+	// bounds how long one stream stays open.
+	EventsPoll      time.Duration `env:"EVENTS_POLL" envDefault:"5s"`
+	EventsMax       time.Duration `env:"EVENTS_MAX" envDefault:"1h"`
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
 	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"512"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
@@ -516,6 +521,9 @@ func (c Config) Validate() error {
 	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))
 	positive("API_RELAY_POOL_SIZE", float64(c.API.RelayPoolSize))
 	positive("API_STREAMS_MAX", float64(c.API.StreamsMax))
+	positive("API_EVENTS_POLL", c.API.EventsPoll.Seconds())
+	positive("API_EVENTS_MAX", c.API.EventsMax.Seconds())
+	positive("API_ITEM_REFRESH", c.API.ItemRefresh.Seconds())
 	for _, p := range c.API.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			bad("API_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
