@@ -470,7 +470,7 @@ func rowsBehindSagas(it *snapshot.Item, _ time.Duration) []Finding {
 // report only, what the saga decided is in its result.
 func (r *Reconciler) stillBehind(ctx context.Context, _ *snapshot.Item, f *Finding, _ bool) (bool, error) {
 	row, err := r.d.MySQL.FindOrder(ctx, f.OrderID)
-	missing := errors.Is(err, store.ErrNotFound)
+	missing := errors.Is(err, order.ErrNotFound)
 	if err != nil && !missing {
 		return false, err
 	}
