@@ -156,8 +156,10 @@ prepare_mariadb() {
 check_mariadb() { mariadb_app_login || prepare_mariadb; }
 
 # ================================================================= rocketmq
+# -XX:TieredStopAtLevel=1 (C1 only): C2 kept compiling for minutes after a start, 73 s of CPU in the broker's first
+# 4 minutes against 5 s with C1 only, most of the broker's CPU per message during a sale (docs/performance.md).
 rmq_java_opts() { # ROLE HEAP
-  echo "-server -Xms$2 -Xmx$2 -XX:+UseG1GC -XX:MaxDirectMemorySize=384m -XX:-OmitStackTraceInFastThrow"
+  echo "-server -Xms$2 -Xmx$2 -XX:+UseG1GC -XX:TieredStopAtLevel=1 -XX:MaxDirectMemorySize=384m -XX:-OmitStackTraceInFastThrow"
   echo "--add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED"
   echo "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED"
   echo "-Drocketmq.home.dir=$RMQ_DIR/home -Duser.home=$RMQ_DIR/$1"
@@ -249,7 +251,12 @@ registerNameServerPeriod=10000
 transactionTimeOut=6000
 transactionCheckInterval=10000
 transactionCheckMax=15
+messageIndexEnable=false
+timerWheelEnable=false
 CONF
+  # messageIndexEnable=false: nothing queries messages by key (consumers still read the keys); saves the index
+  # dispatch and its 400 MB mapped index file. timerWheelEnable=false: no timed messages (a retry's delay level is
+  # the schedule service's); its threads cost ~3 % of a core on an idle broker.
   # shellcheck disable=SC2046
   launch "$svc" "$(log_file "$svc")" java $(rmq_java_opts "$B_ROLE" 512m) \
     -cp "$ROCKETMQ_LIB/*" org.apache.rocketmq.broker.BrokerStartup -c "$B_CONF"
