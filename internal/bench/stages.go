@@ -280,12 +280,17 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		}
 		if err != nil {
 			fail(fmt.Sprintf("stages 2-3, sale %d", run+1), err)
+		}
+		if sr == nil || sr.Accepted == 0 {
 			continue
 		}
+		// A sale whose drain or check failed still measured its purchases.
 		sales = append(sales, sr)
 		acceptedRates = append(acceptedRates, sr.AcceptedPerSec)
 		acceptedCPUs = append(acceptedCPUs, sr.StampedeCPU)
-		sagaRates = append(sagaRates, sr.SagasPerSec)
+		if sr.Drained {
+			sagaRates = append(sagaRates, sr.SagasPerSec)
+		}
 		if sr.Invariants != nil && !sr.Invariants.OK() {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("stages 2-3, sale %d: %d invariant violations", run+1, len(sr.Invariants.Violations)))
 		}
