@@ -19,7 +19,8 @@
 //	phantom_order           an order row or reservation no buyer was given a 202 for
 //	duplicate_buyer         a buyer holding (or told about) more than one order for the item
 //	stock_row               stock row + live orders != S
-//	stock_deduction         a live order without its deduction, or a released order whose deduction was not restored
+//	stock_deduction         a live order without its deduction (a PAID one: paid for a unit it does not hold), or a
+//	                        released order whose deduction was not restored
 //	redis_stock             Redis stock_left + live reservations != S
 //	leaked_unit             a unit held by an order that was released (or whose row is gone), or, after the payment
 //	                        window, a unpaid unit not back in Redis or in the stock row
@@ -366,21 +367,33 @@ func stockRow(c *check) {
 }
 
 // stockDeductions: a live order holds an unrestored deduction, a released
-// one does not.
+// one does not. A PAID order without one is named apart: a payment taken for
+// a unit MySQL never gave it (it must have ended REFUNDED).
 func stockDeductions(c *check) {
-	var missing, notRestored []string
+	var paid, pending, notRestored []string
 	for _, r := range c.it.MySQL.Orders {
 		d, ok := c.it.Deductions[r.OrderID]
 		switch {
+		case r.Status == order.StatusPaid && (!ok || d.Restored):
+			paid = append(paid, r.OrderID)
 		case snapshot.Live(r.Status) && (!ok || d.Restored):
-			missing = append(missing, r.OrderID)
+			pending = append(pending, r.OrderID)
 		case snapshot.Released(r.Status) && ok && !d.Restored:
 			notRestored = append(notRestored, r.OrderID)
 		}
 	}
-	if n := len(missing) + len(notRestored); n > 0 {
-		c.add(StockDeduction, int64(n), "%d live orders without a deduction (e.g. %s), %d released orders whose deduction was not restored (e.g. %s)",
-			len(missing), sample(missing), len(notRestored), sample(notRestored))
+	var detail []string
+	if len(paid) > 0 {
+		detail = append(detail, fmt.Sprintf("%d PAID orders without a unit (no unrestored deduction), e.g. %s", len(paid), sample(paid)))
+	}
+	if len(pending) > 0 {
+		detail = append(detail, fmt.Sprintf("%d PENDING_PAYMENT orders without a deduction, e.g. %s", len(pending), sample(pending)))
+	}
+	if len(notRestored) > 0 {
+		detail = append(detail, fmt.Sprintf("%d released orders whose deduction was not restored, e.g. %s", len(notRestored), sample(notRestored)))
+	}
+	if len(detail) > 0 {
+		c.add(StockDeduction, int64(len(paid)+len(pending)+len(notRestored)), "%s", strings.Join(detail, "; "))
 	}
 }
 

@@ -2,10 +2,12 @@ package invariant_test
 
 import (
 	"context"
-	"github.com/redis/go-redis/v9"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
@@ -262,6 +264,29 @@ func TestCatchesLeakedUnit(t *testing.T) {
 	wantOnly(t, rep, invariant.LeakedUnit, 1)
 	if rep.RedisLeft != 2 {
 		t.Fatalf("redis left %d", rep.RedisLeft)
+	}
+}
+
+// An order left PAID without a unit: its buyer paid while it was QUEUED, its
+// reservation was a phantom (Redis sold a unit MySQL never had), and the row
+// became PAID with no deduction and the stock row untouched, where it must
+// have ended REFUNDED. The checker names it, by id, as a PAID order without
+// a unit; the stock row is off by that unit too.
+func TestCatchesPaidWithoutUnit(t *testing.T) {
+	s := newSale(t, 3)
+	s.pay(s.buy(1))
+	m := order.Message{OrderID: order.NewID(), ItemID: s.item, UserID: 2, ReservedAt: time.Now().UTC()}
+	if _, err := s.stock.Reserve(s.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	s.accepted = append(s.accepted, invariant.Accepted{OrderID: m.OrderID, UserID: 2})
+	s.exec("INSERT INTO seckill_order (order_id, user_id, item_id, status, paid_at) VALUES (?, 2, ?, 'PAID', NOW(3))", m.OrderID, s.item)
+	s.wf.set(m.OrderID, "Completed")
+
+	rep := s.check(false, false)
+	wantOnly(t, rep, invariant.StockDeduction, 1, invariant.StockRow)
+	if v, _ := rep.Find(invariant.StockDeduction); !strings.Contains(v.Detail, "1 PAID orders without a unit") || !strings.Contains(v.Detail, m.OrderID) {
+		t.Fatalf("detail does not name the PAID order %s: %s", m.OrderID, v.Detail)
 	}
 }
 

@@ -499,10 +499,13 @@ func TestBackupRestoreDrill(t *testing.T) {
 	if v := events.next(); v.Status != order.StatusQueued {
 		t.Fatalf("first event of %s: %+v, want QUEUED", queued, v)
 	}
+	paidAt := time.Now()
 	d.act("pay", queued)
+	// The saga cannot run while the consumer is held: this PAID is the door's.
 	if v := events.next(); v.Status != order.StatusPaid || !v.Settling {
 		t.Fatalf("event after the pay of a QUEUED order: %+v, want PAID settling", v)
 	}
+	t.Logf("the event stream showed the door's PAID (settling) %s after the pay was sent", time.Since(paidAt).Round(time.Millisecond))
 	if d.status(queued) == order.StatusPaid {
 		t.Fatalf("order %s PAID in MySQL while its saga is held", queued)
 	}
