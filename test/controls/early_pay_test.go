@@ -127,7 +127,7 @@ func TestEarlyPaySwitch(t *testing.T) {
 	if v := get(off, 4, queued.OrderID); v.Status != order.StatusQueued {
 		t.Fatalf("GET after the refused pay: %+v, want QUEUED", v)
 	}
-	if _, err := db.FindOrder(ctx, queued.OrderID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := db.FindOrder(ctx, queued.OrderID); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("the refused pay wrote an order row (or the read failed): %v", err)
 	}
 	// ... and a PENDING_PAYMENT order is paid as before (its saga's forward
