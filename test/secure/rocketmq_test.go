@@ -50,7 +50,9 @@ var aclRocketMQ struct {
 // (rmqAppActions on every topic and group), nothing else: the returned config's
 // NameServers, Brokers, AccessKey and SecretKey are set, the rest is the
 // defaults' (set Topic and the groups per test). The servers start once per
-// package run (~30 s on a busy 2-core box) and stop after the last test.
+// package run (30 s to 2 min on a 2-core box, by its load; the user and
+// its ACL are made with mqadmin, two more JVMs) and stop after the last
+// test.
 func startACLRocketMQ(t testing.TB) config.RocketMQ {
 	t.Helper()
 	aclRocketMQ.once.Do(func() { aclRocketMQ.cfg, aclRocketMQ.err = launchACLRocketMQ() })
