@@ -404,14 +404,6 @@ func TestRedisDownIs503AndReservesNothing(t *testing.T) {
 		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = down.Close() })
 		downUnits := stock.New(down, "seckill_t_down")
-		if testenv.Config(t).Redis.AutoPipeline {
-			if err := downUnits.UseAutoPipeline(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if testenv.Config(t).Redis.BatchReserve {
-			downUnits.UseBatching()
-		}
 		d.Units, d.Views = downUnits, orderstatus.New(down, "seckill_t_down")
 	})
 	// Create the item in MySQL directly (the API cannot load Redis).

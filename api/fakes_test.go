@@ -272,8 +272,8 @@ type fakeUnits struct {
 
 	// Injected failures.
 	err        error // every call
-	reserveErr error // ReserveQueued only, before anything is taken
-	// failAfter makes ReserveQueued take the unit and still fail (Redis
+	reserveErr error // Reserve only, before anything is taken
+	// failAfter makes Reserve take the unit and still fail (Redis
 	// timed out after the script ran).
 	failAfter error
 	// markFails makes the next BuyerOrder calls fail (Redis unreachable
@@ -281,8 +281,8 @@ type fakeUnits struct {
 	markFails int
 	// figureReads counts Figures calls (the control room's reads).
 	figureReads atomic.Int64
-	reserves    int // ReserveQueued calls
-	// stall makes ReserveQueued wait until its context ends (a batch stuck
+	reserves    int // Reserve calls
+	// stall makes Reserve wait until its context ends (a batch stuck
 	// behind a Redis that does not answer) and fail with its error.
 	stall bool
 }
@@ -344,7 +344,7 @@ func (f *fakeUnits) LeftMany(_ context.Context, ids []int64) (map[int64]int64, e
 	return out, nil
 }
 
-func (f *fakeUnits) ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error) {
+func (f *fakeUnits) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reserves++
@@ -373,7 +373,7 @@ func (f *fakeUnits) ReserveQueued(ctx context.Context, r order.Message, v order.
 	}
 	f.left[r.ItemID] = n - 1
 	f.buyers[key] = r.OrderID
-	_ = f.views.MarkQueued(context.Background(), v)
+	_ = f.views.MarkQueued(context.Background(), r.QueuedView())
 	if f.failAfter != nil {
 		return 0, f.failAfter
 	}
@@ -700,7 +700,7 @@ const (
 	failItems
 	failOrders
 	failUnits   // every Units call
-	failReserve // ReserveQueued only, before anything is taken
+	failReserve // Reserve only, before anything is taken
 	failViews
 	failActions
 	failKinds

@@ -58,14 +58,6 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	db, _ := testenv.MySQL(t)
 	rdb, prefix := testenv.Redis(t)
 	stk := stock.New(rdb, prefix)
-	if testenv.Config(t).Redis.AutoPipeline { // as `seckill api` does
-		if err := stk.UseAutoPipeline(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if testenv.Config(t).Redis.BatchReserve {
-		stk.UseBatching()
-	}
 	views := orderstatus.New(rdb, prefix)
 	cfg := testAPIConfig(t)
 	deps := api.Deps{

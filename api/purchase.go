@@ -78,7 +78,7 @@ func (s *Server) purchase(c *gin.Context) {
 	// The reservation and the order's QUEUED status in one round trip,
 	// given up (outcome unknown) when the answer would come too late.
 	rctx, cancel := context.WithDeadline(ctx, by)
-	left, err := s.units.ReserveQueued(rctx, msg, queuedView(msg))
+	left, err := s.units.Reserve(rctx, msg)
 	cancel()
 	var already *stock.AlreadyReservedError
 	switch {
@@ -166,11 +166,6 @@ func early(ci *cachedItem, now time.Time) error {
 	return nil
 }
 
-func queuedView(msg order.Message) order.View {
-	return order.View{OrderID: msg.OrderID, ItemID: msg.ItemID, UserID: msg.UserID, Status: order.StatusQueued,
-		PayBy: msg.PayBy, CreatedAt: msg.ReservedAt, UpdatedAt: msg.ReservedAt}
-}
-
 // answerBy is when a purchase's answer must be ready: the server's write
 // timeout runs from the request's arrival, and an answer written after it is
 // a dropped connection to the buyer. A margin is left for the write itself.
@@ -191,7 +186,7 @@ func earliest(a, b time.Time) time.Time {
 func (s *Server) markQueued(ctx context.Context, msg order.Message, by time.Time) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(time.Second)))
 	defer cancel()
-	if err := s.views.MarkQueued(ctx, queuedView(msg)); err != nil {
+	if err := s.views.MarkQueued(ctx, msg.QueuedView()); err != nil {
 		// The unit is reserved and in the outbox; only GET order is blind
 		// until the saga publishes the next status.
 		s.log.Warn("order reserved but QUEUED status not stored", "order_id", msg.OrderID, "err", err)

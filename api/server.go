@@ -60,9 +60,8 @@ type Units interface {
 	Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error)
 	Left(ctx context.Context, itemID int64) (int64, error)
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
-	// ReserveQueued takes the buyer's unit and stores the order's QUEUED
-	// view in one round trip.
-	ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error)
+	// Reserve takes the buyer's unit and stores the order's QUEUED view.
+	Reserve(ctx context.Context, r order.Message) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
 	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
 	// MarkedBuyers returns false when the item has more than max marks.

@@ -108,25 +108,13 @@ type Redis struct {
 	PoolSize int      `env:"POOL_SIZE" envDefault:"64"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
-	// AutoPipeline coalesces the reservations of concurrent purchases into
-	// shared pipelines (go-redis autopipelining) in the API: one write and
-	// one read for many purchases instead of a round trip each. go-redis
-	// marks the API experimental; the API's tests (Redis down included) run
-	// with this setting, and false restores one pipeline per purchase.
-	AutoPipeline bool `env:"AUTO_PIPELINE" envDefault:"true"`
-	// BatchReserve reserves the concurrent purchases of one item with one
-	// script call per batch (up to 64) instead of one each: the script's
-	// fixed cost is shared. Measured with BenchmarkReserveQueued (stock):
-	// less CPU per reservation in Redis and in the API than autopipelining
-	// alone. Takes precedence over AutoPipeline for reservations.
-	BatchReserve bool `env:"BATCH_RESERVE" envDefault:"true"`
 	// WaitReplicas, when above 0, answers a batch of reservations only once
 	// that many replicas of the item's master hold it (Redis WAIT, at most
 	// WaitTimeout; past it the batch stands and
 	// seckill_redis_replica_wait_short_total counts it). Replication is
 	// asynchronous: without it a failover can promote a replica that lacks
 	// the last reservations buyers were told about. 0 for one Redis without
-	// replicas; 1 on a cluster with a replica per master. Needs BatchReserve.
+	// replicas; 1 on a cluster with a replica per master.
 	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0"`
 	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
@@ -459,9 +447,6 @@ func (c Config) Validate() error {
 	positive("REDIS_POOL_SIZE", float64(c.Redis.PoolSize))
 	if c.Redis.WaitReplicas < 0 {
 		bad("REDIS_WAIT_REPLICAS", "must not be negative, got %d", c.Redis.WaitReplicas)
-	}
-	if c.Redis.WaitReplicas > 0 && !c.Redis.BatchReserve {
-		bad("REDIS_WAIT_REPLICAS", "needs SECKILL_REDIS_BATCH_RESERVE=true")
 	}
 	if c.Redis.WaitReplicas > 0 {
 		positive("REDIS_WAIT_TIMEOUT", c.Redis.WaitTimeout.Seconds())

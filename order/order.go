@@ -110,6 +110,12 @@ func DecodeMessage(b []byte) (Message, error) {
 	return m, nil
 }
 
+// QueuedView is the view of the order m reserved: QUEUED since ReservedAt.
+func (m Message) QueuedView() View {
+	return View{OrderID: m.OrderID, ItemID: m.ItemID, UserID: m.UserID, Status: StatusQueued,
+		PayBy: m.PayBy, CreatedAt: m.ReservedAt, UpdatedAt: m.ReservedAt}
+}
+
 // View is an order as the API returns it and as the saga publishes it.
 type View struct {
 	OrderID string `json:"order_id"`

@@ -32,7 +32,7 @@ func TestOutboxLifecycle(t *testing.T) {
 	reserved := map[string]order.Message{}
 	for user := int64(1); user <= 3; user++ {
 		m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: user, ReservedAt: time.Now().UTC().Truncate(time.Millisecond)}
-		if _, err := units.ReserveQueued(ctx, m, order.View{OrderID: m.OrderID, Status: order.StatusQueued}); err != nil {
+		if _, err := units.Reserve(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		reserved[m.OrderID] = m

@@ -114,7 +114,6 @@ func TestReplicaWaitShortfallIsLostByAPromotion(t *testing.T) {
 	})
 
 	s := stock.New(master, "wait")
-	s.UseBatching()
 	var short atomic.Int64
 	s.UseReplicaWait(1, 100*time.Millisecond, func() { short.Add(1) })
 	const item = 7
@@ -123,13 +122,13 @@ func TestReplicaWaitShortfallIsLostByAPromotion(t *testing.T) {
 	}
 	// Replicated and acknowledged: no shortfall.
 	m1 := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 1, ReservedAt: time.Now().UTC()}
-	if _, err := s.ReserveQueued(ctx, m1, order.View{OrderID: m1.OrderID, Status: order.StatusQueued}); err != nil || short.Load() != 0 {
+	if _, err := s.Reserve(ctx, m1); err != nil || short.Load() != 0 {
 		t.Fatalf("replicated reservation: %v, %d short", err, short.Load())
 	}
 
 	link.cut.Store(true) // the replica hears nothing more from its master
 	m2 := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 2, ReservedAt: time.Now().UTC()}
-	if _, err := s.ReserveQueued(ctx, m2, order.View{OrderID: m2.OrderID, Status: order.StatusQueued}); err != nil {
+	if _, err := s.Reserve(ctx, m2); err != nil {
 		t.Fatalf("reservation past a WAIT timeout: %v (it stands; the buyer is answered 202)", err)
 	}
 	if short.Load() != 1 {

@@ -11,18 +11,15 @@ package stock
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/orderstatus"
 )
 
 // Reservation outcomes other than success.
@@ -38,9 +35,6 @@ func (e *AlreadyReservedError) Error() string {
 	return "buyer already has order " + e.OrderID + " for this item"
 }
 
-//go:embed reserve.lua
-var reserveLua string
-
 //go:embed release.lua
 var releaseLua string
 
@@ -48,7 +42,6 @@ var releaseLua string
 var restoreLua string
 
 var (
-	reserveScript = redis.NewScript(reserveLua)
 	releaseScript = redis.NewScript(releaseLua)
 	restoreScript = redis.NewScript(restoreLua)
 )
@@ -57,26 +50,8 @@ var (
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
-	// ap, when set, carries ReserveQueued's commands: concurrent callers'
-	// commands are coalesced into shared pipelines (see UseAutoPipeline).
-	ap redis.Cmdable
-	// batch, when set, carries ReserveQueued (see UseBatching).
-	batch *batcher
-	wait  replicaWait
-}
-
-// UseAutoPipeline makes ReserveQueued send its commands through go-redis's
-// autopipeliner on c (the client the Store was built on): the commands of
-// concurrent purchases share one write and one read instead of a round trip
-// each, which is what a purchase stampede costs on a small machine. Order
-// per caller is kept (one ordered stream).
-func (s *Store) UseAutoPipeline() error {
-	ap, err := s.rdb.AutoPipeline()
-	if err != nil {
-		return fmt.Errorf("redis autopipeline: %w", err)
-	}
-	s.ap = ap
-	return nil
+	batch  batcher
+	wait   replicaWait
 }
 
 // New returns a Store whose keys start with prefix.
@@ -84,7 +59,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 	if rdb == nil {
 		panic("stock.New: nil redis client")
 	}
-	return &Store{rdb: rdb, prefix: prefix}
+	return &Store{rdb: rdb, prefix: prefix, batch: batcher{pending: map[int64][]*batchReq{}, running: map[int64]bool{}}}
 }
 
 // ItemKeys returns the keys of an item.
@@ -208,117 +183,6 @@ func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64,
 		}
 	}
 	return out, nil
-}
-
-// Reserve takes one unit for the buyer in one atomic script: the buyer must
-// hold no order for the item, stock must be above zero; then it decrements,
-// records the reservation, marks the buyer and appends the reservation to
-// the item's outbox stream. It returns the units left.
-func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
-	k := s.ItemKeys(r.ItemID)
-	cmd := reserveScript.Run(ctx, s.rdb, []string{k.Stock, k.Buyers, k.Orders, k.Outbox},
-		r.UserID, r.OrderID, r.Encode())
-	if err := cmd.Err(); err != nil {
-		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
-	}
-	return reserveReply(r, cmd)
-}
-
-// reserveReply decodes the reserve script's reply.
-func reserveReply(r order.Message, cmd *redis.Cmd) (int64, error) {
-	res, err := cmd.Slice()
-	if err != nil {
-		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
-	}
-	if len(res) != 2 {
-		return 0, fmt.Errorf("reserve: unexpected reply %v", res)
-	}
-	code, _ := res[0].(int64)
-	switch code {
-	case 0:
-		left, _ := res[1].(int64)
-		return left, nil
-	case 1:
-		return 0, ErrSoldOut
-	case 2:
-		id, _ := res[1].(string)
-		if id == r.OrderID {
-			// This attempt's own mark: the script ran before, its reply was
-			// lost, and the client sent it again. The unit is this order's;
-			// how many are left is not known (1 keeps the sold-out flag down).
-			return 1, nil
-		}
-		return 0, &AlreadyReservedError{OrderID: id}
-	case 3:
-		return 0, fmt.Errorf("item %d: %w", r.ItemID, ErrNotLoaded)
-	}
-	return 0, fmt.Errorf("reserve: unexpected code %d", code)
-}
-
-// ReserveQueued is Reserve and orderstatus's MarkQueued in one round trip:
-// the reserve script and the SET NX of the order's QUEUED view go to Redis in
-// one pipeline. This is why it spans two packages: the order key belongs to
-// orderstatus and lives in another hash slot than the item's keys, so the
-// script cannot write it, yet a purchase must not pay a second round trip
-// for it. The view is stored only if the
-// script took the unit: when it did not (sold out, already reserved, not
-// loaded) the view written by the pipeline is deleted again; the order id is
-// fresh, so nothing else has written that key. On any other error the caller
-// learns nothing about the reservation and must find out (BuyerOrder), as
-// with Reserve; the view, if stored, is then correct only if it did reserve.
-func (s *Store) ReserveQueued(ctx context.Context, r order.Message, v order.View) (int64, error) {
-	if s.batch != nil {
-		return s.reserveBatched(ctx, r, v)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return 0, fmt.Errorf("encode order view: %w", err)
-	}
-	k := s.ItemKeys(r.ItemID)
-	keys := []string{k.Stock, k.Buyers, k.Orders, k.Outbox}
-	args := []any{r.UserID, r.OrderID, r.Encode()}
-	if s.ap != nil {
-		// Two commands, each in a shared pipeline; the view only after the
-		// script took the unit.
-		cmd := reserveScript.Run(ctx, s.ap, keys, args...)
-		if err := cmd.Err(); err != nil {
-			return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
-		}
-		left, err := reserveReply(r, cmd)
-		if err != nil {
-			return 0, err
-		}
-		// A failed SET NX only leaves GET order blind until the saga
-		// publishes the next status.
-		_ = s.ap.SetNX(ctx, keyspace.Order(s.prefix, r.OrderID), b, orderstatus.TTL).Err()
-		return left, nil
-	}
-	var res *redis.Cmd
-	// The pipeline's own error is that of its first failed command; what
-	// counts is the script's. A failed SET NX only leaves GET order blind
-	// until the saga publishes the next status, as with MarkQueued.
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		res = reserveScript.EvalSha(ctx, p, keys, args...)
-		p.SetNX(ctx, keyspace.Order(s.prefix, r.OrderID), b, orderstatus.TTL)
-		return nil
-	})
-	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
-		// Redis lost its script cache (restart, SCRIPT FLUSH): EVAL loads it.
-		res = reserveScript.Eval(ctx, s.rdb, keys, args...)
-	}
-	if err := res.Err(); err != nil {
-		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, err)
-	}
-	left, err := reserveReply(r, res)
-	if err != nil {
-		// Not reserved: drop the view (best effort; it names an order that
-		// no one was told about).
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 500*time.Millisecond)
-		_ = s.rdb.Del(dctx, keyspace.Order(s.prefix, r.OrderID)).Err()
-		cancel()
-		return 0, err
-	}
-	return left, nil
 }
 
 // Release gives an order's unit back: the reservation is removed and stock

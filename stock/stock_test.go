@@ -3,7 +3,6 @@ package stock_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,62 +144,44 @@ func TestReserveStampede(t *testing.T) {
 	t.Logf("won=%d sold_out=%d duplicate=%d", won.Load(), soldOut.Load(), dup.Load())
 }
 
-// TestReserveQueued: the reservation and the QUEUED view in one round trip
-// (plain pipeline, autopipeline, and after Redis lost its script cache); a
-// refused reservation leaves no view behind.
-func TestReserveQueued(t *testing.T) {
-	for _, auto := range []bool{false, true} {
-		t.Run("autopipeline="+strconv.FormatBool(auto), func(t *testing.T) {
-			rdb, prefix := testenv.Redis(t)
-			s := stock.New(rdb, prefix)
-			if auto {
-				if err := s.UseAutoPipeline(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ctx := context.Background()
-			view := func(m order.Message) order.View {
-				return order.View{OrderID: m.OrderID, ItemID: m.ItemID, UserID: m.UserID, Status: order.StatusQueued}
-			}
-			if _, err := s.ReserveQueued(ctx, msg(1, 1), view(msg(1, 1))); !errors.Is(err, stock.ErrNotLoaded) {
-				t.Fatalf("before load: want ErrNotLoaded, got %v", err)
-			}
-			if _, err := s.Load(ctx, 1, 2); err != nil {
-				t.Fatal(err)
-			}
-			a := msg(1, 10)
-			if left, err := s.ReserveQueued(ctx, a, view(a)); err != nil || left != 1 {
-				t.Fatalf("reserve: left=%d err=%v", left, err)
-			}
-			if v, ok, err := orderstatus.New(rdb, prefix).Status(ctx, a.OrderID); err != nil || !ok || v.Status != order.StatusQueued {
-				t.Fatalf("QUEUED view: %+v %v %v", v, ok, err)
-			}
-			again := msg(1, 10)
-			var dup *stock.AlreadyReservedError
-			if _, err := s.ReserveQueued(ctx, again, view(again)); !errors.As(err, &dup) || dup.OrderID != a.OrderID {
-				t.Fatalf("same buyer again: %v", err)
-			}
-			// Redis forgets its scripts (restart, SCRIPT FLUSH): EVAL takes over.
-			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			b := msg(1, 11)
-			if left, err := s.ReserveQueued(ctx, b, view(b)); err != nil || left != 0 {
-				t.Fatalf("reserve after SCRIPT FLUSH: left=%d err=%v", left, err)
-			}
-			late := msg(1, 12)
-			if _, err := s.ReserveQueued(ctx, late, view(late)); !errors.Is(err, stock.ErrSoldOut) {
-				t.Fatalf("want sold out, got %v", err)
-			}
-			for _, m := range []order.Message{again, late} {
-				if _, ok, _ := orderstatus.New(rdb, prefix).Status(ctx, m.OrderID); ok {
-					t.Fatalf("refused order %s left a view", m.OrderID)
-				}
-			}
-			if n := rdb.XLen(ctx, s.ItemKeys(1).Outbox).Val(); n != 2 {
-				t.Fatalf("outbox has %d entries, want 2", n)
-			}
-		})
+// The reservation stores the order's QUEUED view with it (also after Redis
+// lost its script cache); a refused reservation leaves no view behind.
+func TestReserveStoresQueuedView(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	views := orderstatus.New(rdb, prefix)
+	ctx := context.Background()
+	if _, err := s.Load(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	a := msg(1, 10)
+	if left, err := s.Reserve(ctx, a); err != nil || left != 1 {
+		t.Fatalf("reserve: left=%d err=%v", left, err)
+	}
+	if v, ok, err := views.Status(ctx, a.OrderID); err != nil || !ok || v != a.QueuedView() {
+		t.Fatalf("QUEUED view: %+v %v %v, want %+v", v, ok, err, a.QueuedView())
+	}
+	again := msg(1, 10)
+	var dup *stock.AlreadyReservedError
+	if _, err := s.Reserve(ctx, again); !errors.As(err, &dup) || dup.OrderID != a.OrderID {
+		t.Fatalf("same buyer again: %v", err)
+	}
+	// Redis forgets its scripts (restart, SCRIPT FLUSH): EVAL takes over.
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := msg(1, 11)
+	if left, err := s.Reserve(ctx, b); err != nil || left != 0 {
+		t.Fatalf("reserve after SCRIPT FLUSH: left=%d err=%v", left, err)
+	}
+	late := msg(1, 12)
+	if _, err := s.Reserve(ctx, late); !errors.Is(err, stock.ErrSoldOut) {
+		t.Fatalf("want sold out, got %v", err)
+	}
+	for _, m := range []order.Message{again, late} {
+		if _, ok, _ := views.Status(ctx, m.OrderID); ok {
+			t.Fatalf("refused order %s left a view", m.OrderID)
+		}
 	}
 }
 

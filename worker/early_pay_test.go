@@ -20,9 +20,7 @@ func (p *pipeline) reserveEarly(itemID, userID int64, reservedAt time.Time, wind
 	p.t.Helper()
 	payBy := order.Deadline(reservedAt, int(window/time.Second))
 	m := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: userID, ReservedAt: reservedAt.UTC(), PayBy: &payBy}
-	v := order.View{OrderID: m.OrderID, ItemID: itemID, UserID: userID, Status: order.StatusQueued, PayBy: &payBy,
-		CreatedAt: m.ReservedAt, UpdatedAt: m.ReservedAt}
-	if _, err := p.stk.ReserveQueued(context.Background(), m, v); err != nil {
+	if _, err := p.stk.Reserve(context.Background(), m); err != nil {
 		p.t.Fatal(err)
 	}
 	return m

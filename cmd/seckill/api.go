@@ -63,14 +63,6 @@ func runAPI(ctx context.Context, a *app) error {
 		return err
 	}
 	units := stock.New(rdb, cfg.Redis.KeyPrefix)
-	if cfg.Redis.AutoPipeline {
-		if err := units.UseAutoPipeline(); err != nil {
-			return err
-		}
-	}
-	if cfg.Redis.BatchReserve {
-		units.UseBatching()
-	}
 	metrics := api.NewMetrics(prometheus.NewRegistry())
 	if cfg.Redis.WaitReplicas > 0 {
 		units.UseReplicaWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout, metrics.ReplicaWaitShort.Inc)

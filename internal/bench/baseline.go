@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/keyspace"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
@@ -72,10 +74,11 @@ type LuaResult struct {
 	Errors       int64   `json:"errors"`
 }
 
-// LuaBaseline runs the reservation script (stock.Store.Reserve, the very
-// script the API runs) directly through go-redis from concurrency goroutines,
-// one distinct buyer per call, until units are sold. Its keys live under a
-// private prefix and are deleted afterwards.
+// LuaBaseline reserves through the API's own reservation path
+// (stock.Store.Reserve: the batched script and the QUEUED view) directly
+// through go-redis from concurrency goroutines, one distinct buyer per call,
+// until units are sold. Its keys live under a private prefix and are deleted
+// afterwards.
 func LuaBaseline(ctx context.Context, cfg config.Redis, prefix string, concurrency int, units int64) (LuaResult, error) {
 	rdb, err := redisx.Open(cfg, redisx.Options{PoolSize: concurrency, Name: "seckill-bench-lua"})
 	if err != nil {
@@ -85,8 +88,19 @@ func LuaBaseline(ctx context.Context, cfg config.Redis, prefix string, concurren
 	st := stock.New(rdb, prefix)
 	const item = 1
 	k := st.ItemKeys(item)
-	// One item's keys share a hash slot: one DEL works on a cluster too.
-	defer rdb.Del(context.WithoutCancel(ctx), k.Stock, k.Buyers, k.Orders, k.Outbox)
+	defer func() {
+		dctx := context.WithoutCancel(ctx)
+		// The QUEUED views are keys of their own, one per order.
+		ids, _ := rdb.HKeys(dctx, k.Orders).Result()
+		_, _ = rdb.Pipelined(dctx, func(p redis.Pipeliner) error {
+			for _, id := range ids {
+				p.Del(dctx, keyspace.Order(prefix, id))
+			}
+			return nil
+		})
+		// One item's keys share a hash slot: one DEL works on a cluster too.
+		rdb.Del(dctx, k.Stock, k.Buyers, k.Orders, k.Outbox)
+	}()
 	rdb.Del(ctx, k.Stock, k.Buyers, k.Orders, k.Outbox)
 	if _, err := st.Load(ctx, item, units); err != nil {
 		return LuaResult{}, err

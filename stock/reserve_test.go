@@ -19,13 +19,12 @@ import (
 	"github.com/seckill/seckill/stock"
 )
 
-// Batched reservations keep every rule under a stampede: never below zero,
+// Reservations keep every rule under a stampede: never below zero,
 // one unit per buyer (a buyer racing himself inside one batch included), one
 // outbox entry and one QUEUED view per unit taken.
 func TestBatchedReserveStampede(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	s := stock.New(rdb, prefix)
-	s.UseBatching()
 	ctx := context.Background()
 	const item, units, buyers = 11, 300, 400
 	if _, err := s.Load(ctx, item, units); err != nil {
@@ -39,7 +38,7 @@ func TestBatchedReserveStampede(t *testing.T) {
 		user := int64(g%buyers + 1)
 		wg.Go(func() {
 			m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: user, ReservedAt: time.Now().UTC()}
-			_, err := s.ReserveQueued(ctx, m, order.View{OrderID: m.OrderID, ItemID: item, UserID: user, Status: order.StatusQueued})
+			_, err := s.Reserve(ctx, m)
 			var already *stock.AlreadyReservedError
 			switch {
 			case err == nil:
@@ -78,47 +77,33 @@ func TestBatchedReserveStampede(t *testing.T) {
 	}
 }
 
-// BenchmarkReserveQueued compares one script call per purchase (plain and
-// autopipelined) with one per batch of concurrent purchases, reporting the
-// CPU of this process and of Redis per reservation.
-func BenchmarkReserveQueued(b *testing.B) {
-	for _, mode := range []string{"plain", "autopipeline", "batch"} {
-		b.Run(mode, func(b *testing.B) {
-			rdb, prefix := testenv.Redis(b)
-			s := stock.New(rdb, prefix)
-			switch mode {
-			case "autopipeline":
-				if err := s.UseAutoPipeline(); err != nil {
-					b.Fatal(err)
-				}
-			case "batch":
-				s.UseBatching()
-			}
-			ctx := context.Background()
-			const item = 1
-			if _, err := s.Load(ctx, item, int64(b.N)+1); err != nil {
-				b.Fatal(err)
-			}
-			var user atomic.Int64
-			redis0, self0 := redisCPU(b, rdb), selfCPU()
-			b.SetParallelism(32)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					u := user.Add(1)
-					m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: u, ReservedAt: time.Now().UTC()}
-					if _, err := s.ReserveQueued(ctx, m, order.View{OrderID: m.OrderID, ItemID: item, UserID: u, Status: order.StatusQueued}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			n := float64(b.N)
-			b.ReportMetric((redisCPU(b, rdb)-redis0)/n, "redis-cpu-µs/op")
-			b.ReportMetric((selfCPU()-self0)/n, "client-cpu-µs/op")
-		})
+// BenchmarkReserve reports the CPU of this process and of Redis per
+// reservation, 32 purchases at a time.
+func BenchmarkReserve(b *testing.B) {
+	rdb, prefix := testenv.Redis(b)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	const item = 1
+	if _, err := s.Load(ctx, item, int64(b.N)+1); err != nil {
+		b.Fatal(err)
 	}
+	var user atomic.Int64
+	redis0, self0 := redisCPU(b, rdb), selfCPU()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: user.Add(1), ReservedAt: time.Now().UTC()}
+			if _, err := s.Reserve(ctx, m); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric((redisCPU(b, rdb)-redis0)/n, "redis-cpu-µs/op")
+	b.ReportMetric((selfCPU()-self0)/n, "client-cpu-µs/op")
 }
 
 // redisCPU is Redis's own CPU time so far, in µs (INFO cpu).
@@ -150,38 +135,30 @@ func selfCPU() float64 {
 // buyer's mark holding this very order id. That is the buyer's unit, not
 // "already purchased", and nothing is taken twice.
 func TestReserveSentTwiceIsOneReservation(t *testing.T) {
-	for _, batched := range []bool{false, true} {
-		t.Run(map[bool]string{false: "one-script", true: "batched"}[batched], func(t *testing.T) {
-			rdb, prefix := testenv.Redis(t)
-			s := stock.New(rdb, prefix)
-			if batched {
-				s.UseBatching()
-			}
-			ctx := context.Background()
-			const item = 12
-			if _, err := s.Load(ctx, item, 5); err != nil {
-				t.Fatal(err)
-			}
-			m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 7, ReservedAt: time.Now().UTC()}
-			v := order.View{OrderID: m.OrderID, ItemID: item, UserID: 7, Status: order.StatusQueued}
-			if left, err := s.ReserveQueued(ctx, m, v); err != nil || left != 4 {
-				t.Fatalf("first run: left %d, %v", left, err)
-			}
-			if left, err := s.ReserveQueued(ctx, m, v); err != nil || left <= 0 {
-				t.Fatalf("the same order sent again: left %d, %v; want its unit", left, err)
-			}
-			if left, _ := s.Left(ctx, item); left != 4 {
-				t.Fatalf("stock_left %d after one reservation sent twice, want 4", left)
-			}
-			if n := rdb.XLen(ctx, s.ItemKeys(item).Outbox).Val(); n != 1 {
-				t.Fatalf("%d outbox entries, want 1", n)
-			}
-			// Another attempt of the same buyer is still refused.
-			m2 := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 7, ReservedAt: time.Now().UTC()}
-			var already *stock.AlreadyReservedError
-			if _, err := s.ReserveQueued(ctx, m2, v); !errors.As(err, &already) || already.OrderID != m.OrderID {
-				t.Fatalf("second attempt: %v, want already reserved as %s", err, m.OrderID)
-			}
-		})
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	const item = 12
+	if _, err := s.Load(ctx, item, 5); err != nil {
+		t.Fatal(err)
+	}
+	m := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 7, ReservedAt: time.Now().UTC()}
+	if left, err := s.Reserve(ctx, m); err != nil || left != 4 {
+		t.Fatalf("first run: left %d, %v", left, err)
+	}
+	if left, err := s.Reserve(ctx, m); err != nil || left <= 0 {
+		t.Fatalf("the same order sent again: left %d, %v; want its unit", left, err)
+	}
+	if left, _ := s.Left(ctx, item); left != 4 {
+		t.Fatalf("stock_left %d after one reservation sent twice, want 4", left)
+	}
+	if n := rdb.XLen(ctx, s.ItemKeys(item).Outbox).Val(); n != 1 {
+		t.Fatalf("%d outbox entries, want 1", n)
+	}
+	// Another attempt of the same buyer is still refused.
+	m2 := order.Message{OrderID: order.NewID(), ItemID: item, UserID: 7, ReservedAt: time.Now().UTC()}
+	var already *stock.AlreadyReservedError
+	if _, err := s.Reserve(ctx, m2); !errors.As(err, &already) || already.OrderID != m.OrderID {
+		t.Fatalf("second attempt: %v, want already reserved as %s", err, m.OrderID)
 	}
 }

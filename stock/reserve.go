@@ -17,12 +17,12 @@ import (
 )
 
 //go:embed reserve_batch.lua
-var reserveBatchLua string
+var reserveLua string
 
-var reserveBatchScript = redis.NewScript(reserveBatchLua)
+var reserveScript = redis.NewScript(reserveLua)
 
-// maxBatch bounds one batch script call (Redis runs a script alone: a long
-// one delays every other command).
+// maxBatch bounds one script call (Redis runs a script alone: a long one
+// delays every other command).
 const maxBatch = 64
 
 // batcher gathers the concurrent reservations of one item into one script
@@ -56,25 +56,28 @@ type replicaWait struct {
 // replication is asynchronous: without it a failover can promote a replica
 // that lacks the last acknowledged reservations. short, when not nil, is
 // called for each batch that timed out with fewer acknowledgements (the
-// reservations stand). Needs UseBatching.
+// reservations stand).
 func (s *Store) UseReplicaWait(replicas int, timeout time.Duration, short func()) {
 	s.wait = replicaWait{replicas: replicas, timeout: timeout, short: short}
 }
 
-// UseBatching makes ReserveQueued reserve through one script call per batch
-// of concurrent purchases of an item instead of one call each.
-func (s *Store) UseBatching() {
-	s.batch = &batcher{pending: map[int64][]*batchReq{}, running: map[int64]bool{}}
-}
-
-// reserveBatched queues the reservation and returns its outcome.
-func (s *Store) reserveBatched(ctx context.Context, r order.Message, v order.View) (int64, error) {
-	view, err := json.Marshal(v)
+// Reserve takes one unit of the item for the buyer, in the item's next batch
+// (one script call, reserve_batch.lua: the buyer must hold no order for the
+// item and stock must be above zero; then it decrements, records the
+// reservation, marks the buyer and appends the reservation to the item's
+// outbox stream), and stores the order's QUEUED view (r.QueuedView) before
+// answering: GET order can then answer for an order whose id does not say
+// which item it belongs to. It returns the units left. Refusals:
+// ErrSoldOut, ErrNotLoaded, *AlreadyReservedError. On any other error the
+// caller learns nothing about the reservation and must find out
+// (BuyerOrder).
+func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
+	view, err := json.Marshal(r.QueuedView())
 	if err != nil {
 		return 0, fmt.Errorf("encode order view: %w", err)
 	}
 	req := &batchReq{ctx: ctx, msg: r, view: view, done: make(chan struct{})}
-	b := s.batch
+	b := &s.batch
 	b.mu.Lock()
 	b.pending[r.ItemID] = append(b.pending[r.ItemID], req)
 	lead := !b.running[r.ItemID]
@@ -90,7 +93,7 @@ func (s *Store) reserveBatched(ctx context.Context, r order.Message, v order.Vie
 		return req.left, req.err
 	case <-ctx.Done():
 		// The batch may still reserve it: the caller must find out
-		// (BuyerOrder), as after any error of Reserve.
+		// (BuyerOrder), as after any error.
 		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, ctx.Err())
 	}
 }
@@ -99,13 +102,12 @@ func (s *Store) reserveBatched(ctx context.Context, r order.Message, v order.Vie
 // batch runs on the caller's goroutine (it is in it); later ones on a new
 // goroutine, so the caller answers its buyer at once.
 func (s *Store) runBatches(itemID int64, first bool) {
-	b := s.batch
+	b := &s.batch
 	for {
 		b.mu.Lock()
 		reqs := b.pending[itemID]
 		if len(reqs) == 0 {
 			delete(b.pending, itemID)
-			b.running[itemID] = false
 			delete(b.running, itemID)
 			b.mu.Unlock()
 			return
@@ -138,7 +140,7 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	}
 	// Not bound to any one buyer's request: the batch is everybody's.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	vals, err := s.runBatchScript(ctx, k.Stock, keys, args)
+	vals, err := s.runScript(ctx, k.Stock, keys, args)
 	if err == nil && len(vals) != 2*len(batch) {
 		err = fmt.Errorf("reserve batch: %d values for %d buyers", len(vals), len(batch))
 	}
@@ -160,7 +162,11 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 			r.err = ErrSoldOut
 		case 2:
 			id, _ := vals[2*i+1].(string)
-			if id == r.msg.OrderID { // its own mark: the script ran, its reply was lost, the client sent it again
+			if id == r.msg.OrderID {
+				// This attempt's own mark: the script ran before, its reply
+				// was lost, and the client sent it again. The unit is this
+				// order's; how many are left is not known (1 keeps the
+				// sold-out flag down).
 				r.left = 1
 				taken = append(taken, r)
 				continue
@@ -187,13 +193,13 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	}
 }
 
-// runBatchScript runs the batch script. With UseReplicaWait it runs it on
+// runScript runs the reserve script. With UseReplicaWait it runs it on
 // the item's master together with WAIT on the same connection, so the buyers
 // are answered only once that many replicas hold their reservations (or the
 // wait timed out: then the reservations stand, and the shortfall is counted).
-func (s *Store) runBatchScript(ctx context.Context, key string, keys []string, args []any) ([]any, error) {
+func (s *Store) runScript(ctx context.Context, key string, keys []string, args []any) ([]any, error) {
 	if s.wait.replicas <= 0 {
-		vals, err := reserveBatchScript.Run(ctx, s.rdb, keys, args...).Slice()
+		vals, err := reserveScript.Run(ctx, s.rdb, keys, args...).Slice()
 		s.reloadOnMoved(ctx, err)
 		return vals, err
 	}
@@ -207,9 +213,9 @@ func (s *Store) runBatchScript(ctx context.Context, key string, keys []string, a
 		var acks *redis.IntCmd
 		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if eval {
-				res = reserveBatchScript.Eval(ctx, p, keys, args...)
+				res = reserveScript.Eval(ctx, p, keys, args...)
 			} else {
-				res = reserveBatchScript.EvalSha(ctx, p, keys, args...)
+				res = reserveScript.EvalSha(ctx, p, keys, args...)
 			}
 			acks = redis.NewIntCmd(ctx, "wait", s.wait.replicas, s.wait.timeout.Milliseconds())
 			_ = p.Process(ctx, acks)
