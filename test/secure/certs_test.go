@@ -50,8 +50,16 @@ type testCA struct {
 
 var serial atomic.Int64
 
-// newTestCA makes a fresh CA (ECDSA P-256, valid for a day).
+// newTestCA makes a fresh CA (ECDSA P-256, valid for a day) in the test's
+// temp dir.
 func newTestCA(t testing.TB) *testCA {
+	t.Helper()
+	return newCAIn(t, t.TempDir())
+}
+
+// newCAIn is newTestCA with its files in dir (a shared server's, which
+// outlives the test that started it).
+func newCAIn(t testing.TB, dir string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -74,7 +82,7 @@ func newTestCA(t testing.TB) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := &testCA{dir: t.TempDir(), cert: cert, key: key}
+	ca := &testCA{dir: dir, cert: cert, key: key}
 	ca.caFile = filepath.Join(ca.dir, "ca.pem")
 	writePEM(t, ca.caFile, "CERTIFICATE", der)
 	return ca

@@ -288,7 +288,7 @@ func TestRocketMQACL(t *testing.T) {
 		}
 	})
 	t.Run("sale", func(t *testing.T) {
-		runSale(t, rmq, testenv.Config(t).Temporal)
+		runSale(t, backends{rocketmq: rmq, temporal: testenv.Config(t).Temporal})
 	})
 }
 

@@ -10,40 +10,70 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/bench"
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/migrations"
 	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 )
 
 const saleSecret = "secure-sale-test-secret-0123456789abcdef"
 
-// saleUnits is the size of runSale's sale: every unit is bought, paid and
-// settled, so each order's message crosses the broker and each saga runs
-// to its end.
-const saleUnits = 8
+// A sale of runSale: saleUnits units, saleBuyers buyers racing for them.
+// Every unit bought is paid and settled, so each order's message crosses
+// the broker and each saga runs to its end.
+const (
+	saleUnits  = 50
+	saleBuyers = 300
+)
+
+// backends are the services a sale runs on. A nil redis or mysql is the
+// stack's, as testenv opens it; a given one is used with the sale's own key
+// prefix and database (created and migrated through it). rocketmq and
+// temporal are used as given, with the sale's own topic, groups and task
+// queue.
+type backends struct {
+	redis    *config.Redis
+	mysql    *config.MySQL
+	rocketmq config.RocketMQ
+	temporal config.Temporal
+}
 
 // runSale runs a small sale through `seckill api` and `seckill worker`
-// processes on the stack's Redis and MySQL (the test's own database and key
-// prefix) with the given RocketMQ (its name servers, brokers and
-// credentials; the test's own topic and groups) and Temporal (its address,
-// namespace and TLS; the test's own task queue): every unit is bought (202),
+// processes on b: saleBuyers buyers race for saleUnits units, exactly
+// saleUnits are bought (202) and the rest told sold out; every order
 // reaches PENDING_PAYMENT (the relay sent its message, the consumer started
 // its saga), is paid and ends PAID and settled (the saga took the unit from
-// MySQL). extra are more SECKILL_* settings for both roles.
-func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...string) {
+// MySQL); then the invariant checker finds Redis, MySQL and Temporal
+// agreeing with what buyers were told. extra are more SECKILL_* settings
+// for both roles.
+func runSale(t *testing.T, b backends, extra ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	bin := testenv.SeckillBinary(t)
-	_, mcfg := testenv.MySQL(t)
-	_, prefix := testenv.Redis(t)
+	st, mcfg := saleMySQL(ctx, t, b.mysql)
+	rdb, rcfg := saleRedis(t, b.redis)
+	// Item ids are unique across the tests sharing a Temporal namespace
+	// (the invariant checker lists an item's sagas by SeckillItemId).
+	if err := st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
+		t.Fatal(err)
+	}
+	rmq, tmp := b.rocketmq, b.temporal
 	rmq.Topic = testenv.Name(t, "orders")
 	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 2); err != nil {
 		t.Fatalf("create topic: %v", err)
@@ -58,7 +88,16 @@ func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...st
 
 	env := append(os.Environ(),
 		"SECKILL_DEV=1", "SECKILL_LOG_LEVEL=info", "SECKILL_JWT_SECRET="+saleSecret,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database, "SECKILL_REDIS_KEY_PREFIX="+prefix,
+		"SECKILL_API_IP_RPS=100000", "SECKILL_API_IP_BURST=100000",
+		"SECKILL_MYSQL_HOST="+mcfg.Host, fmt.Sprintf("SECKILL_MYSQL_PORT=%d", mcfg.Port),
+		"SECKILL_MYSQL_USER="+mcfg.User, "SECKILL_MYSQL_PASSWORD="+mcfg.Password.Value(),
+		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
+		"SECKILL_REDIS_ADDR="+rcfg.Addr, "SECKILL_REDIS_ADDRS="+strings.Join(rcfg.Addrs, ","),
+		fmt.Sprintf("SECKILL_REDIS_CLUSTER=%t", rcfg.Cluster), "SECKILL_REDIS_SENTINEL_MASTER="+rcfg.MasterName,
+		"SECKILL_REDIS_USERNAME="+rcfg.Username, "SECKILL_REDIS_PASSWORD="+rcfg.Password.Value(),
+		"SECKILL_REDIS_SENTINEL_USERNAME="+rcfg.SentinelUsername,
+		"SECKILL_REDIS_SENTINEL_PASSWORD="+rcfg.SentinelPassword.Value(),
+		"SECKILL_REDIS_KEY_PREFIX="+rcfg.KeyPrefix,
 		"SECKILL_ROCKETMQ_NAMESRV="+strings.Join(rmq.NameServers, ","),
 		"SECKILL_ROCKETMQ_BROKER="+strings.Join(rmq.Brokers, ","),
 		"SECKILL_ROCKETMQ_ACCESS_KEY="+rmq.AccessKey, "SECKILL_ROCKETMQ_SECRET_KEY="+rmq.SecretKey.Value(),
@@ -68,11 +107,11 @@ func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...st
 		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
 		"SECKILL_TEMPORAL_ADDRESS="+tmp.Address, "SECKILL_TEMPORAL_NAMESPACE="+tmp.Namespace,
 		"SECKILL_TEMPORAL_TASK_QUEUE="+tmp.TaskQueue,
-		fmt.Sprintf("SECKILL_TEMPORAL_TLS=%t", tmp.TLS), "SECKILL_TEMPORAL_TLS_CA="+tmp.TLSFiles.CA,
-		"SECKILL_TEMPORAL_TLS_CERT="+tmp.TLSFiles.Cert, "SECKILL_TEMPORAL_TLS_KEY="+tmp.TLSFiles.Key,
-		"SECKILL_TEMPORAL_TLS_SERVER_NAME="+tmp.TLSFiles.ServerName,
 		"SECKILL_RECONCILE_INTERVAL=0",
 	)
+	env = append(env, tlsEnv("REDIS", rcfg.TLS, rcfg.TLSFiles)...)
+	env = append(env, tlsEnv("MYSQL", mcfg.TLS, mcfg.TLSFiles)...)
+	env = append(env, tlsEnv("TEMPORAL", tmp.TLS, tmp.TLSFiles)...)
 	env = append(env, extra...)
 	logs := t.TempDir()
 	apiAddr := testenv.FreeAddr(t)
@@ -97,7 +136,7 @@ func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...st
 		})
 	}
 	url := "http://" + apiAddr
-	if err := bench.WaitReady(ctx, url+"/healthz", time.Minute); err != nil {
+	if err := bench.WaitReady(ctx, url+"/readyz", time.Minute); err != nil {
 		t.Fatalf("api: %v", err)
 	}
 	var item struct {
@@ -109,16 +148,7 @@ func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...st
 	if code := call(t, "POST", url+"/api/v1/items", 1, auth.RoleAdmin, body, &item); code != http.StatusCreated {
 		t.Fatalf("create item: %d", code)
 	}
-	orders := make(map[int64]string, saleUnits)
-	for user := int64(1); user <= saleUnits; user++ {
-		var a struct {
-			OrderID string `json:"order_id"`
-		}
-		if code := call(t, "POST", fmt.Sprintf("%s/api/v1/seckill/%d", url, item.ID), user, auth.RoleBuyer, "", &a); code != http.StatusAccepted {
-			t.Fatalf("buyer %d: purchase answered %d", user, code)
-		}
-		orders[user] = a.OrderID
-	}
+	orders := buy(t, fmt.Sprintf("%s/api/v1/seckill/%d", url, item.ID))
 	type view struct {
 		Status   string `json:"status"`
 		Settling bool   `json:"settling"`
@@ -148,7 +178,128 @@ func runSale(t *testing.T, rmq config.RocketMQ, tmp config.Temporal, extra ...st
 	for user := range orders {
 		await(user, "PAID")
 	}
-	t.Logf("%d orders bought, sent through the broker, paid and settled by their sagas", len(orders))
+	acc := make([]invariant.Accepted, 0, len(orders))
+	for user, id := range orders {
+		acc = append(acc, invariant.Accepted{OrderID: id, UserID: user})
+	}
+	deps := invariant.Deps{Store: st, Stock: stock.New(rdb, rcfg.KeyPrefix),
+		Workflows: snapshot.TemporalLister{Client: tc, Namespace: tmp.Namespace}}
+	for attempt := 0; ; attempt++ { // visibility catches up with the last closes
+		rep, err := invariant.Check(ctx, deps, invariant.Input{ItemID: item.ID, Accepted: acc, AcceptedComplete: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("invariants: %v", rep.Violations)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("%d buyers, %d orders bought, sent through the broker, paid and settled by their sagas; invariants clean",
+		saleBuyers, len(orders))
+}
+
+// buy has saleBuyers buyers (16 at a time) try to buy at url: exactly
+// saleUnits are accepted, every other is told the item is sold out. It
+// returns the accepted buyers' order ids.
+func buy(t *testing.T, url string) map[int64]string {
+	t.Helper()
+	var mu sync.Mutex
+	orders := map[int64]string{}
+	codes := map[int]int{}
+	next := make(chan int64)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for user := range next {
+				var a struct {
+					OrderID string `json:"order_id"`
+				}
+				code := call(t, "POST", url, user, auth.RoleBuyer, "", &a)
+				mu.Lock()
+				codes[code]++
+				if code == http.StatusAccepted {
+					orders[user] = a.OrderID
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for user := int64(1000); user < 1000+saleBuyers; user++ {
+		next <- user
+	}
+	close(next)
+	wg.Wait()
+	if len(orders) != saleUnits || codes[http.StatusGone] != saleBuyers-saleUnits {
+		t.Fatalf("%d buyers for %d units were answered %v; want %d 202 and the rest 410", saleBuyers, saleUnits, codes, saleUnits)
+	}
+	return orders
+}
+
+// saleMySQL is the sale's database: the stack's (testenv) when cfg is nil,
+// else a database of its own on cfg's server, created and migrated through
+// cfg's connection (TLS included) and dropped when the test ends.
+func saleMySQL(ctx context.Context, t *testing.T, cfg *config.MySQL) (*store.Store, config.MySQL) {
+	t.Helper()
+	if cfg == nil {
+		return testenv.MySQL(t)
+	}
+	m := *cfg
+	m.Database = "seckill_t_" + testenv.Suffix()
+	admin := openMySQL(t, *cfg)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+m.Database+"` CHARACTER SET utf8mb4"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS `" + m.Database + "`") })
+	dsn, err := m.DSN()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mig, err := migrations.New(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mig.Close() }()
+	if err := mig.Up(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, m
+}
+
+// saleRedis is the sale's Redis and its config (KeyPrefix the sale's own):
+// the stack's (testenv) when cfg is nil, else a client of cfg.
+func saleRedis(t *testing.T, cfg *config.Redis) (redis.UniversalClient, config.Redis) {
+	t.Helper()
+	if cfg == nil {
+		rdb, prefix := testenv.Redis(t)
+		r := testenv.Config(t).Redis
+		r.KeyPrefix = prefix
+		return rdb, r
+	}
+	r := *cfg
+	r.KeyPrefix = "seckill_t_" + testenv.Suffix()
+	rdb, err := redisx.Open(r, redisx.Options{PoolSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb, r
+}
+
+// tlsEnv is the SECKILL_<name>_TLS* settings of on and f.
+func tlsEnv(name string, on bool, f config.TLSFiles) []string {
+	p := "SECKILL_" + name + "_TLS"
+	return []string{fmt.Sprintf("%s=%t", p, on), p + "_CA=" + f.CA, p + "_CERT=" + f.Cert, p + "_KEY=" + f.Key,
+		p + "_SERVER_NAME=" + f.ServerName}
 }
 
 // call sends an authenticated request and decodes a JSON answer into out
@@ -174,7 +325,7 @@ func call(t *testing.T, method, url string, user int64, role auth.Role, body str
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s %s: %v: %s", method, url, err, b)
 		}
-	} else if res.StatusCode >= 300 {
+	} else if res.StatusCode >= 300 && res.StatusCode != http.StatusGone { // sold out is a sale's expected answer
 		t.Logf("%s %s: %d %s", method, url, res.StatusCode, b)
 	}
 	return res.StatusCode

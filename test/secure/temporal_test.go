@@ -418,7 +418,7 @@ func TestTemporalOnTLSPostgres(t *testing.T) {
 		tmp := testenv.Config(t).Temporal
 		tmp.Address, tmp.Namespace = addr, "default"
 		tmp.TLS, tmp.TLSFiles = false, config.TLSFiles{}
-		runSale(t, testenv.Config(t).RocketMQ, tmp)
+		runSale(t, backends{rocketmq: testenv.Config(t).RocketMQ, temporal: tmp})
 		// Every connection of Temporal's login is encrypted.
 		out, err := pg.psqlSuper(`select count(*) filter (where s.ssl) || ' ' || count(*) filter (where not s.ssl)
 			from pg_stat_ssl s join pg_stat_activity a using (pid) where a.usename = '` + pgUser + `'`)
