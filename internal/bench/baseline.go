@@ -263,15 +263,21 @@ func WorkflowBaseline(ctx context.Context, cfg config.Temporal, taskQueue string
 // started by the timed-out attempt counts.
 func startBaseline(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, name string, i int) error {
 	var err error
-	for try := 0; try < 3; try++ {
+	for try := 0; try < 5; try++ {
 		_, err = c.ExecuteWorkflow(ctx, opts, name, i)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		switch {
 		case err == nil, try > 0 && errors.As(err, &started):
 			return nil
-		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded:
+		case ctx.Err() != nil || !timedOut(err):
 			return err
 		}
 	}
 	return err
+}
+
+// timedOut reports whether a start failed for want of an answer in time.
+func timedOut(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de) || status.Code(err) == codes.DeadlineExceeded
 }

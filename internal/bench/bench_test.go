@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // fakeAPI answers purchase attempts like the API would: the first attempt of
@@ -223,5 +228,17 @@ func TestSpreadAndMedians(t *testing.T) {
 	h := histogram([]time.Duration{50 * time.Millisecond, time.Second, time.Hour}, []float64{0.1, 1, 10})
 	if fmt.Sprint(h) != "[1 1 1]" {
 		t.Fatalf("histogram %v", h)
+	}
+}
+
+func TestTimedOut(t *testing.T) {
+	for _, err := range []error{context.DeadlineExceeded, fmt.Errorf("start: %w", context.DeadlineExceeded),
+		serviceerror.NewDeadlineExceeded("context deadline exceeded"), status.Error(codes.DeadlineExceeded, "x")} {
+		if !timedOut(err) {
+			t.Errorf("timedOut(%v) = false", err)
+		}
+	}
+	if timedOut(errors.New("namespace not found")) {
+		t.Error("timedOut(other) = true")
 	}
 }
