@@ -460,7 +460,7 @@ type watcher struct {
 	persisted int64 // orders past QUEUED
 	pending   int64
 	seen      []time.Time // when the watcher first saw each persisted order
-	lastID    int64
+	lastSeen  time.Time // the latest updated_at seen
 	known     map[string]bool
 	paid      map[string]int64
 	payWG     sync.WaitGroup
@@ -537,17 +537,19 @@ func (w *watcher) run(ctx context.Context) {
 
 func (w *watcher) poll(ctx context.Context) {
 	type row struct {
-		ID      int64
-		OrderID string
-		UserID  int64
-		Status  string
-		PayBy   *time.Time
+		OrderID   string
+		UserID    int64
+		Status    string
+		PayBy     *time.Time
+		UpdatedAt time.Time
 	}
 	var rows []row
 	db := w.db.DB().WithContext(ctx)
-	// Rows may commit out of id order: look back a little and dedupe.
-	if err := db.Raw("SELECT id, order_id, user_id, status, pay_by FROM seckill_order WHERE item_id = ? AND id > ? AND status <> ? ORDER BY id",
-		w.item, w.lastID-2000, order.StatusQueued).Scan(&rows).Error; err != nil {
+	// By the time a row left QUEUED, not by id: a row the door wrote at a
+	// pay (early payment) has an older id than rows the sagas wrote since.
+	// Updates may commit out of time order: look back and dedupe.
+	if err := db.Raw("SELECT order_id, user_id, status, pay_by, updated_at FROM seckill_order WHERE item_id = ? AND status <> ? AND updated_at >= ?",
+		w.item, order.StatusQueued, w.since()).Scan(&rows).Error; err != nil {
 		return
 	}
 	var pending int64
@@ -567,7 +569,9 @@ func (w *watcher) poll(ctx context.Context) {
 			continue
 		}
 		w.known[r.OrderID] = true
-		w.lastID = max(w.lastID, r.ID)
+		if r.UpdatedAt.After(w.lastSeen) {
+			w.lastSeen = r.UpdatedAt
+		}
 		w.persisted++
 		w.seen = append(w.seen, now)
 		if w.first.IsZero() {
@@ -594,6 +598,15 @@ func (w *watcher) poll(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// since is where the next poll looks from: 10 s before the latest change
+// seen, or from before the sale (lastSeen is written only by poll).
+func (w *watcher) since() time.Time {
+	if w.lastSeen.IsZero() {
+		return w.start.Add(-time.Hour).UTC()
+	}
+	return w.lastSeen.Add(-10 * time.Second)
 }
 
 // timelineStatuses are the statuses the timeline follows, in their order.
