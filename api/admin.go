@@ -118,9 +118,8 @@ func (s *Server) addStock(c *gin.Context) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		s.fail(c, readError(err))
+	body, ok := s.readBody(c)
+	if !ok {
 		return
 	}
 	n, err := parseAdd(body)
@@ -171,12 +170,16 @@ func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
 	}
 }
 
-// readError is the answer to a body that could not be read: 413 past the
-// size limit, 400 otherwise.
-func readError(err error) error {
+// readBody reads the request body, answering 413 past the size limit and
+// 400 when it cannot be read.
+func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(c.Request.Body)
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return err
+	switch {
+	case errors.As(err, &tooLarge):
+		s.fail(c, err)
+	case err != nil:
+		s.fail(c, badRequest("could not read the body"))
 	}
-	return badRequest("could not read the body")
+	return body, err == nil
 }

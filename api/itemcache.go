@@ -65,22 +65,6 @@ func newItemCache(items ItemStore, st Units, missTTL time.Duration, onNew func(i
 		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
 }
 
-func (c *itemCache) put(it store.Item) *cachedItem {
-	c.mu.Lock()
-	ci, ok := c.byID[it.ID]
-	if !ok {
-		ci = &cachedItem{it: it}
-		ci.left.Store(-1)
-		c.byID[it.ID] = ci
-	}
-	delete(c.misses, it.ID)
-	c.mu.Unlock()
-	if !ok {
-		c.onNew(it.ID)
-	}
-	return ci
-}
-
 // replace stores it as the item's sale data when it differs from the cached
 // one (an end or an add), keeping what is known of the live stock; rev is
 // the revision it was read at (-1: keep the entry's). It returns the entry
@@ -125,23 +109,10 @@ func sameSale(a, b store.Item) bool {
 		a.StartAt.Equal(b.StartAt) && a.EndAt.Equal(b.EndAt) && a.PaymentTimeoutSeconds == b.PaymentTimeoutSeconds
 }
 
-// reload reads an item's sale data from MySQL again (concurrent reloads of
-// one item share the query) and caches it; rev is the revision seen before
-// the read (-1 when unknown).
+// reload reads an item's sale data from MySQL again and caches it; rev is
+// the revision seen before the read (-1 when unknown).
 func (c *itemCache) reload(ctx context.Context, id, rev int64) (*cachedItem, error) {
-	v, err, _ := c.sf.Do("reload:"+strconv.FormatInt(id, 10), func() (any, error) {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-		defer cancel()
-		it, err := c.items.GetItem(lctx, id)
-		if err != nil {
-			return nil, err
-		}
-		return c.replace(it, rev), nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*cachedItem), nil
+	return c.load(ctx, "reload:", id, rev)
 }
 
 // all returns every cached item.
@@ -176,7 +147,15 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 	if ci, err := c.peek(id); ci != nil || err != nil {
 		return ci, err
 	}
-	v, err, _ := c.sf.Do(strconv.FormatInt(id, 10), func() (any, error) {
+	return c.load(ctx, "get:", id, -1)
+}
+
+// load reads an item from MySQL and caches it at revision rev; concurrent
+// loads of one kind share the query (a reload never joins a get that may
+// have read before the change it was told of). An id MySQL does not know is
+// remembered as missing for missTTL.
+func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cachedItem, error) {
+	v, err, _ := c.sf.Do(kind+strconv.FormatInt(id, 10), func() (any, error) {
 		// Shared by every waiter: not bound to the first caller's request.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
@@ -192,7 +171,7 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 		if err != nil {
 			return nil, err
 		}
-		return c.put(it), nil
+		return c.replace(it, rev), nil
 	})
 	if err != nil {
 		return nil, err

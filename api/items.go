@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -197,14 +196,8 @@ func (s *Server) createItem(c *gin.Context) {
 	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
 		return
 	}
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.fail(c, err)
-			return
-		}
-		s.fail(c, badRequest("could not read the body"))
+	body, ok := s.readBody(c)
+	if !ok {
 		return
 	}
 	it, err := parseCreateItem(body)
@@ -218,7 +211,7 @@ func (s *Server) createItem(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	ci := s.items.put(created)
+	ci := s.items.replace(created, -1)
 	_ = s.announce(ctx, created.ID, false, "") // the others' item sync catches up if this fails
 	if _, err := s.units.Load(ctx, created.ID, created.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", created.ID, "err", err)

@@ -96,14 +96,3 @@ func (k *keyedLimiters[K]) sweep(now time.Time) int {
 	}
 	return left
 }
-
-// size returns how many limiters are held.
-func (k *keyedLimiters[K]) size() int {
-	n := 0
-	for i := range k.shards {
-		k.shards[i].mu.Lock()
-		n += len(k.shards[i].m)
-		k.shards[i].mu.Unlock()
-	}
-	return n
-}

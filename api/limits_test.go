@@ -71,3 +71,14 @@ func TestIPLimitersBounded(t *testing.T) {
 		t.Fatalf("%d limiters kept, cap 1024", n)
 	}
 }
+
+// size returns how many limiters are held.
+func (k *keyedLimiters[K]) size() int {
+	n := 0
+	for i := range k.shards {
+		k.shards[i].mu.Lock()
+		n += len(k.shards[i].m)
+		k.shards[i].mu.Unlock()
+	}
+	return n
+}

@@ -15,7 +15,7 @@ import (
 )
 
 // endedShown is how long after its end a sale is still listed by
-// GET /api/v1/items.
+// GET /api/v1/items and the control room's summary.
 const endedShown = time.Hour
 
 // itemStatuses are the values ?status= accepts.

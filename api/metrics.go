@@ -140,7 +140,7 @@ func (m *Metrics) count(r *routeSeries, route string, code int) {
 	}
 	p := r.codes[code].Load()
 	if p == nil {
-		c := m.requests.WithLabelValues(route, codeLabels[code])
+		c := m.requests.WithLabelValues(route, strconv.Itoa(code))
 		p = &c
 		r.codes[code].Store(p)
 	}
@@ -151,14 +151,6 @@ func (m *Metrics) count(r *routeSeries, route string, code int) {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
-
-var codeLabels = func() map[int]string {
-	out := make(map[int]string)
-	for code := 100; code < 600; code++ {
-		out[code] = strconv.Itoa(code)
-	}
-	return out
-}()
 
 // middleware observes every request by route template and status.
 func (m *Metrics) middleware() gin.HandlerFunc {

@@ -449,7 +449,7 @@ func (s *Server) tick(ctx context.Context) {
 				s.ips.sweep(now)
 				s.payable.forget(func(id int64) bool {
 					ci, _ := s.items.peek(id)
-					return ci != nil && now.Sub(ci.it.EndAt) < summaryRecent
+					return ci != nil && now.Sub(ci.it.EndAt) < endedShown
 				})
 				lastSweep = now
 			}

@@ -39,10 +39,6 @@ const summaryTTL = 500 * time.Millisecond
 // summaryMaxItems bounds the sales one summary lists (newest first).
 const summaryMaxItems = 100
 
-// summaryRecent is how long an ended sale stays in the summary (as in
-// GET /api/v1/items).
-const summaryRecent = time.Hour
-
 // SaleSummary is one sale in the control room.
 type SaleSummary struct {
 	Item ItemView `json:"item"`
@@ -142,7 +138,7 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	cis := s.items.all()
 	sales := cis[:0]
 	for _, ci := range cis {
-		if now.Sub(ci.it.EndAt) < summaryRecent {
+		if now.Sub(ci.it.EndAt) < endedShown {
 			sales = append(sales, ci)
 		}
 	}

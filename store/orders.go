@@ -226,25 +226,28 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
 	}
 	c.Reason = clip(c.Reason, 512)
+	closed := Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	var out CloseResult
 	// READ COMMITTED: a locking read of a missing row takes no gap lock, so
 	// concurrent closes and inserts of neighbouring order ids cannot wait on
 	// each other's gaps (under REPEATABLE READ they did, up to the lock wait
 	// timeout). The row lock on an existing row is the same.
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		out = CloseResult{}
+		out = CloseResult{Order: closed}
+		restore := func() (err error) {
+			out.Restored, err = restoreDeduction(tx, o.OrderID)
+			return err
+		}
 		row, err := orderRow(forUpdate(tx), o.OrderID)
 		if errors.Is(err, order.ErrNotFound) {
-			now := time.Now().UTC().Truncate(time.Millisecond)
-			row = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason,
-				CreatedAt: now, UpdatedAt: now}
+			row = closed
+			row.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+			row.UpdatedAt = row.CreatedAt
 			ierr := tx.Omit("id").Create(&row).Error
 			switch {
 			case ierr == nil:
 				out.Order, out.Recorded = row, true
-				restored, err := restoreDeduction(tx, o.OrderID)
-				out.Restored = restored
-				return err
+				return restore()
 			case !isDuplicate(ierr):
 				return fmt.Errorf("insert closed order %s: %w", o.OrderID, ierr)
 			}
@@ -252,30 +255,27 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			// PersistOrder whose insert landed late: close that row), or
 			// another order id holds the buyer's (user_id, item_id). An
 			// insert failure does not abort a MySQL transaction.
-			row, err = orderRow(forUpdate(tx), o.OrderID)
-			if errors.Is(err, order.ErrNotFound) {
-				out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
-				restored, err := restoreDeduction(tx, o.OrderID)
-				out.Restored = restored
-				return err
+			if row, err = orderRow(forUpdate(tx), o.OrderID); errors.Is(err, order.ErrNotFound) {
+				return restore()
 			}
 		}
 		if err != nil {
 			return err
 		}
 		out.Recorded = true
-		switch {
-		case row.Status == order.StatusPaid:
+		if row.Status == order.StatusPaid {
 			out.Order = row
 			return nil
-		case !row.Status.Final():
+		}
+		if !row.Status.Final() {
 			if c.AfterDeadline > 0 && row.PayBy != nil {
-				var due bool
-				if err := tx.Raw("SELECT NOW(3) >= ?", row.PayBy.Add(c.AfterDeadline)).Scan(&due).Error; err != nil {
+				due := row.PayBy.Add(c.AfterDeadline)
+				var past bool
+				if err := tx.Raw("SELECT NOW(3) >= ?", due).Scan(&past).Error; err != nil {
 					return fmt.Errorf("check deadline of order %s: %w", o.OrderID, err)
 				}
-				if !due {
-					return fmt.Errorf("order %s due at %s: %w", o.OrderID, row.PayBy.Add(c.AfterDeadline).Format(time.RFC3339Nano), ErrNotDue)
+				if !past {
+					return fmt.Errorf("order %s due at %s: %w", o.OrderID, due.Format(time.RFC3339Nano), ErrNotDue)
 				}
 			}
 			status := c.Status
@@ -290,15 +290,10 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			row.Status, row.Reason = status, c.Reason
 		}
 		out.Order = row
-		restored, err := restoreDeduction(tx, o.OrderID)
-		out.Restored = restored
-		return err
+		return restore()
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return CloseResult{}, err
-	}
-	if out.Order.OrderID == "" {
-		out.Order = Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	}
 	return out, nil
 }
