@@ -52,25 +52,24 @@ const drillSecret = "backup-drill-test-secret-32-bytes"
 // drill is one deployment (an API and a worker process) on the test's own
 // database, Redis prefix, topic and task queue.
 type drill struct {
-	t                 *testing.T
-	bin, dir          string
-	env               []string
-	mcfg              config.MySQL
-	st                *store.Store
-	rdb               redis.UniversalClient
-	prefix            string
-	stk               *stock.Store
-	tc                client.Client
-	ns                string
-	item              int64
-	apiURL, opsAddr   string
-	apiAddr           string
-	api, worker       *child
-	hc                *http.Client
-	accepted          map[string]int64 // order id -> buyer, every 202
-	nextBuyer         int64
-	window            time.Duration
-	restoredDatabases int
+	t               *testing.T
+	bin, dir        string
+	env             []string
+	mcfg            config.MySQL
+	st              *store.Store
+	rdb             redis.UniversalClient
+	prefix          string
+	stk             *stock.Store
+	tc              client.Client
+	ns              string
+	item            int64
+	apiURL, opsAddr string
+	apiAddr         string
+	api, worker     *child
+	hc              *http.Client
+	accepted        map[string]int64 // order id -> buyer, every 202
+	nextBuyer       int64
+	window          time.Duration
 }
 
 func newDrill(t *testing.T, units int64, window time.Duration) *drill {
@@ -263,8 +262,8 @@ func (d *drill) waitStatus(want order.Status, ids ...string) {
 
 // sagaOpen reports whether the order's saga still runs.
 func (d *drill) sagaOpen(id string) bool {
-	desc, err := d.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(id), "")
-	return err != nil || desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	desc, err := d.tc.DescribeWorkflow(context.Background(), workflows.WorkflowID(id), "")
+	return err != nil || desc.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // waitSagasClosed waits until every order's saga has closed.
