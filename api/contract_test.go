@@ -643,7 +643,10 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 		return sagas, nil
 	}
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
-		desk := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); desk.Run(ctx) }()

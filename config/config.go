@@ -187,10 +187,9 @@ type Temporal struct {
 	Namespace string `env:"NAMESPACE" envDefault:"default"`
 	TaskQueue string `env:"TASK_QUEUE" envDefault:"seckill-orders"`
 	UIURL     string `env:"UI_URL" envDefault:"http://127.0.0.1:8233"`
-	// Compression of gRPC requests to the frontend: "none" or "gzip" (the
-	// SDK's default). On loopback or a LAN gzip only burns CPU on both ends
-	// (on a 2-core box shared with the dev server it is several % of the
-	// server's work); across a WAN (Temporal Cloud) choose gzip.
+	// Compression of gRPC requests to the frontend: "none" or "gzip". On
+	// loopback or a LAN gzip only burns CPU on both ends; across a WAN
+	// (Temporal Cloud) choose gzip.
 	Compression string `env:"COMPRESSION" envDefault:"none"`
 	// TLS to the frontend (Temporal Cloud, a cluster with mTLS); see TLSFiles.
 	TLS      bool     `env:"TLS"`
@@ -257,11 +256,10 @@ type API struct {
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
 	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"512"`
 	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
-	// RelayParallel is how many outbox sends per item are in flight at once;
-	// it also bounds the duplicates a crash of this instance can cause.
-	RelayParallel int `env:"RELAY_PARALLEL" envDefault:"2"`
-	// RelaySendBatch is how many outbox entries one RocketMQ send carries at
-	// most (a batch message); 1 sends them one by one.
+	// RelayParallel sends per item in flight, each of up to RelaySendBatch
+	// outbox entries (one RocketMQ batch message): together they bound the
+	// duplicates a crash of this instance can cause.
+	RelayParallel  int `env:"RELAY_PARALLEL" envDefault:"2"`
 	RelaySendBatch int `env:"RELAY_SEND_BATCH" envDefault:"256"`
 	// RelayLinger is how long the relay waits after a short read so that its
 	// next send carries a fuller batch (adds at most this to the handoff).
@@ -270,9 +268,7 @@ type API struct {
 	// of a core against 10 ms (batches of ~40).
 	RelayLinger time.Duration `env:"RELAY_LINGER" envDefault:"50ms"`
 	// WakeRate paces, per instance, the signals that wake a saga after a pay
-	// or cancel was recorded at the door (payment.Options.WakeRate): each
-	// costs the Temporal server a workflow task, which during a sale belongs
-	// to new orders first. A saga not woken yet finds the row at its deadline.
+	// or cancel was recorded at the door (payment.Options.WakeRate).
 	WakeRate float64 `env:"WAKE_RATE" envDefault:"25"`
 	// EarlyPay makes an order payable (and cancellable) from its 202, while
 	// it is still QUEUED, instead of once its saga has taken its unit. The
@@ -284,14 +280,11 @@ type API struct {
 	// RelayFlushTimeout bounds the outbox flush at shutdown.
 	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
 	// RelayPoolSize is the relay's own Redis pool (per node on a cluster):
-	// one blocking reader per item on sale plus its acks. Readers of items
-	// whose sale closed retire once their outbox is empty.
+	// one blocking reader per item on sale plus its acks.
 	RelayPoolSize int `env:"RELAY_POOL_SIZE" envDefault:"128"`
-	// RelayRetireAfter is how long after an item's sale ended its relay
-	// reader keeps going (then it stops once the outbox is empty).
+	// RelayRetireAfter and RelayDiscover: relay.Options.
 	RelayRetireAfter time.Duration `env:"RELAY_RETIRE_AFTER" envDefault:"1m"`
-	// RelayDiscover is how often the relay re-reads the item list.
-	RelayDiscover time.Duration `env:"RELAY_DISCOVER" envDefault:"5s"`
+	RelayDiscover    time.Duration `env:"RELAY_DISCOVER" envDefault:"5s"`
 	// Instance names this API instance (its outbox consumer); empty means
 	// hostname-pid. Two live instances must not share a name.
 	Instance string `env:"INSTANCE"`
@@ -325,11 +318,10 @@ type Worker struct {
 	ConsumeWorkers int  `env:"CONSUME_WORKERS" envDefault:"32"`
 	// MaxConcurrentActivities and friends size the Temporal worker.
 	MaxConcurrentActivities int `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64"`
-	// Workflow-task slots decide whether an eager start is taken: with
-	// every slot busy (a wave of timeouts and wakes), a new order's first
-	// task goes through the task queue and waits behind them. 512 (with 8
-	// pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 to 31.9 s
-	// against 64 (with 4).
+	// Workflow-task slots decide whether an eager start is taken: with every
+	// slot busy, a new order's first task waits in the task queue. 512 (with
+	// 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 to
+	// 31.9 s against 64 (with 4).
 	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512"`
 	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512"`
 	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
@@ -340,16 +332,14 @@ type Worker struct {
 	// (%DLQ%<RocketMQ.ConsumerGroup>) and starts the saga of each order in it.
 	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
 	// StickyCacheSize is how many workflow executions the worker keeps
-	// cached between tasks (the Temporal SDK's sticky cache, 10,000 by
-	// default). Parked sagas beyond it are evicted and replayed when their
-	// payment or timeout arrives, which keeps the worker's memory bounded
-	// during a full sale.
+	// cached between tasks (the SDK's sticky cache, 10,000 when 0): parked
+	// sagas beyond it are evicted and replayed when their payment or timeout
+	// arrives, which bounds the worker's memory during a full sale.
 	StickyCacheSize int `env:"STICKY_CACHE_SIZE" envDefault:"2000"`
 	// MemoryLimitMB is the worker's soft memory limit in MiB, as for the API.
 	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"150"`
-	// EagerStart starts sagas with Temporal's eager workflow start when
-	// this process also runs the saga worker (both roles, the default): the
-	// server returns the first workflow task with the start.
+	// EagerStart starts sagas with Temporal's eager workflow start when this
+	// process also runs the saga worker (workflows.Client.WithEagerStart).
 	EagerStart bool `env:"EAGER_START" envDefault:"true"`
 	// StartTimeout bounds one saga start; past it the message is redelivered.
 	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s"`
@@ -364,9 +354,9 @@ type Reconcile struct {
 	// Grace is how old a reservation or QUEUED order must be before its
 	// missing pieces count as drift.
 	Grace time.Duration `env:"GRACE" envDefault:"2m"`
-	// Repair makes the periodic run repair what has one safe answer; every
-	// repair re-checks its premise as it writes, so it is safe during a
-	// sale (off: it reports, logs and exports seckill_reconcile_drift).
+	// Repair makes the periodic run repair what has one safe answer (each
+	// repair re-checks its premise as it writes: safe during a sale); off,
+	// it reports, logs and exports seckill_reconcile_drift.
 	Repair bool `env:"REPAIR" envDefault:"true"`
 }
 
@@ -514,7 +504,26 @@ func (c Config) Validate() error {
 			bad("API_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
 		}
 	}
+	// The relay, the payment desk and the Temporal worker take these as
+	// they are: their defaults live here alone.
+	positive("API_RELAY_BATCH", float64(c.API.RelayBatch))
+	positive("API_RELAY_CLAIM_AFTER", c.API.RelayClaimAfter.Seconds())
+	positive("API_RELAY_DISCOVER", c.API.RelayDiscover.Seconds())
+	positive("API_RELAY_FLUSH_TIMEOUT", c.API.RelayFlushTimeout.Seconds())
+	positive("API_RELAY_PARALLEL", float64(c.API.RelayParallel))
+	positive("API_RELAY_SEND_BATCH", float64(c.API.RelaySendBatch))
+	positive("API_RELAY_RETIRE_AFTER", c.API.RelayRetireAfter.Seconds())
 	positive("WORKER_CONSUME_WORKERS", float64(c.Worker.ConsumeWorkers))
+	positive("WORKER_START_TIMEOUT", c.Worker.StartTimeout.Seconds())
+	positive("WORKER_MAX_CONCURRENT_ACTIVITIES", float64(c.Worker.MaxConcurrentActivities))
+	positive("WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES", float64(c.Worker.MaxConcurrentLocalActivities))
+	positive("WORKER_ACTIVITY_POLLERS", float64(c.Worker.ActivityPollers))
+	if c.Worker.MaxConcurrentWorkflowTasks < 2 {
+		bad("WORKER_MAX_CONCURRENT_WORKFLOW_TASKS", "must be at least 2 (the SDK's minimum), got %d", c.Worker.MaxConcurrentWorkflowTasks)
+	}
+	if c.Worker.WorkflowPollers < 2 {
+		bad("WORKER_WORKFLOW_POLLERS", "must be at least 2 (the SDK's minimum), got %d", c.Worker.WorkflowPollers)
+	}
 	hostPort("WORKER_METRICS_ADDR", c.Worker.MetricsAddr)
 	return errors.Join(errs...)
 }

@@ -60,6 +60,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		"SECKILL_API_STREAMS_PER_BUYER":   "0",
 		"SECKILL_API_IP_LIMITER_MAX_KEYS": "0",
 		"SECKILL_ROCKETMQ_NAMESRV":        "127.0.0.1:9876,nameserver",
+		"SECKILL_API_RELAY_PARALLEL":      "0",
+		"SECKILL_WORKER_WORKFLOW_POLLERS": "1",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadFrom(map[string]string{name: value})

@@ -40,8 +40,11 @@ func TestPayStalledPastTheGraceIsNotRefused(t *testing.T) {
 	if err := tx.Exec("SELECT id FROM seckill_order WHERE order_id = ? FOR UPDATE", id).Error; err != nil {
 		t.Fatal(err)
 	}
-	d := payment.New(st, &fakeStatuses{}, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, 4)}, nil },
-		&count{}, payment.Options{}, testenv.Logger(t))
+	d, err := payment.New(st, &fakeStatuses{}, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, 4)}, nil },
+		&count{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	type result struct {
 		v   order.View
 		err error

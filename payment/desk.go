@@ -72,20 +72,19 @@ var ErrNotRecorded = errors.New("not recorded in time")
 
 // Options tune the desk.
 type Options struct {
-	// WakeTimeout bounds one wake signal.
-	WakeTimeout time.Duration
 	// WakeRate paces the wakes (signals per second): a woken saga costs the
 	// Temporal server a workflow task, and during a sale that capacity
 	// belongs to new orders' first tasks. The payment is already recorded,
-	// so a wake is never urgent. 0: DefaultWakeRate.
+	// so a wake is never urgent. Required (SECKILL_API_WAKE_RATE).
 	WakeRate float64
-	// MaxQueued bounds the wakes waiting for their turn; past it a wake is
-	// skipped (the saga finds the order row at its deadline) and counted.
+	// MaxQueued bounds the wakes waiting for their turn (100,000 when 0, no
+	// setting); past it a wake is skipped (the saga finds the order row at
+	// its deadline) and counted.
 	MaxQueued int
 }
 
-// DefaultWakeRate is the default pace of wakes per API instance.
-const DefaultWakeRate = 25
+// wakeTimeout bounds one wake signal.
+const wakeTimeout = 10 * time.Second
 
 // Desk takes buyers' pays and cancels. Safe for concurrent use; Run sends
 // the wakes.
@@ -107,18 +106,15 @@ type wake struct{ orderID, signal string }
 // New returns a desk. sagas returns the saga client, or an error while
 // Temporal is not reachable (wakes are then skipped). skipped counts wakes
 // that were not sent.
-func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) *Desk {
-	if opts.WakeTimeout <= 0 {
-		opts.WakeTimeout = 10 * time.Second
-	}
+func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) (*Desk, error) {
 	if opts.WakeRate <= 0 {
-		opts.WakeRate = DefaultWakeRate
+		return nil, fmt.Errorf("payment: wake rate %v: must be positive (SECKILL_API_WAKE_RATE)", opts.WakeRate)
 	}
 	if opts.MaxQueued <= 0 {
 		opts.MaxQueued = 100_000
 	}
 	return &Desk{orders: orders, statuses: statuses, sagas: sagas, skipped: skipped, opts: opts,
-		log: log.With("component", "payment"), wakes: make(chan wake, opts.MaxQueued)}
+		log: log.With("component", "payment"), wakes: make(chan wake, opts.MaxQueued)}, nil
 }
 
 // WithEarlyPayment makes a QUEUED order payable and cancellable from its 202
@@ -155,7 +151,7 @@ func (d *Desk) Run(ctx context.Context) {
 func (d *Desk) send(ctx context.Context, w wake) {
 	sagas, err := d.sagas()
 	if err == nil {
-		sctx, cancel := context.WithTimeout(ctx, d.opts.WakeTimeout)
+		sctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 		err = sagas.Signal(sctx, w.orderID, w.signal)
 		cancel()
 	}

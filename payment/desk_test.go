@@ -67,8 +67,14 @@ func (c *count) Inc() { c.n.Add(1) }
 
 func newDesk(t *testing.T, o *fakeOrders, st *fakeStatuses, sg *fakeSagas, opts payment.Options) (*payment.Desk, *count) {
 	skipped := &count{}
-	d := payment.New(o, st, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
+	if opts.WakeRate == 0 {
+		opts.WakeRate = 1000
+	}
+	d, err := payment.New(o, st, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()

@@ -9,6 +9,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,16 +18,9 @@ import (
 	"github.com/seckill/seckill/outbox"
 )
 
-// Publisher sends one order message and returns once the broker stored it
-// (queue.Producer).
+// Publisher sends order messages in one request that the broker stores
+// together or not at all, and returns once it did (queue.Producer).
 type Publisher interface {
-	PublishOrder(ctx context.Context, m order.Message) error
-}
-
-// BatchPublisher sends several order messages in one request that the
-// broker stores together or not at all (queue.Producer). A Publisher that
-// also implements it gets each read batch of an outbox in one send.
-type BatchPublisher interface {
 	PublishOrders(ctx context.Context, ms []order.Message) error
 }
 
@@ -36,8 +30,7 @@ type ItemLister interface {
 	ListItemEnds(ctx context.Context) (map[int64]time.Time, error)
 }
 
-// Metrics receives the relay's counters; nil methods are not allowed, use
-// NopMetrics.
+// Metrics receives the relay's counters (api.Metrics); nil is NopMetrics.
 type Metrics interface {
 	Published(n int)
 	PublishFailed()
@@ -51,9 +44,9 @@ func (NopMetrics) Published(int)        {}
 func (NopMetrics) PublishFailed()       {}
 func (NopMetrics) Backlog(int64, int64) {}
 
-// Options tune the relay.
+// Options tune the relay. Every field but Linger, Block and MaxBackoff is
+// required: config.API's relay settings hold their defaults.
 type Options struct {
-	Group    string // consumer group on every outbox stream; "relay" by default
 	Consumer string // this instance's consumer name; must be unique per live instance
 	Batch    int64  // entries read per round
 	// ClaimAfter is how long an entry stays unacknowledged by another consumer
@@ -61,76 +54,44 @@ type Options struct {
 	ClaimAfter time.Duration
 	// Discover is how often the item list is re-read.
 	Discover time.Duration
-	// Block is how long one read waits for new entries.
-	Block time.Duration
 	// FlushTimeout bounds the final flush when Run's context ends.
 	FlushTimeout time.Duration
-	// Parallel is how many sends of one batch are in flight at once. With a
-	// BatchPublisher one send carries up to SendBatch entries. A crash can
-	// duplicate at most the entries of the sends in flight (sent, not
-	// acked): Parallel, or Parallel x SendBatch with a BatchPublisher.
-	Parallel int
-	// SendBatch is how many entries one batch send carries at most (with a
-	// BatchPublisher); 1 sends one message per request. Default 256.
+	// Parallel is how many sends, each of up to SendBatch entries, are in
+	// flight at once. A crash can duplicate at most the entries of the sends
+	// in flight (sent, not acked): Parallel x SendBatch.
+	Parallel  int
 	SendBatch int
-	// MaxBackoff caps the wait between failed sends.
-	MaxBackoff time.Duration
 	// RetireAfter is how long after an item's sale ended its reader keeps
 	// going; then, once its outbox is empty, the reader stops (a relay that
 	// kept one blocking reader per item ever sold would tie up a Redis
 	// connection each). A closed item with a backlog (the broker was down at
-	// the end) is read until the backlog is gone. Default 1 minute.
+	// the end) is read until the backlog is gone.
 	RetireAfter time.Duration
 	// Linger is how long the relay waits after a read that found fewer than
 	// Batch entries before it reads again, so that the next send carries a
 	// fuller batch. It adds at most this much to the handoff. 0: no wait.
 	Linger time.Duration
+	// Block (how long one read waits for new entries, 1 s when 0) and
+	// MaxBackoff (the cap of the wait between failed sends, 5 s when 0) are
+	// no settings: tests shorten them.
+	Block, MaxBackoff time.Duration
 }
 
-// DefaultOptions are the values a zero field of Options takes: the same as
-// config.API's relay defaults (a test in cmd/seckill holds them equal).
-// Linger has none: zero means no wait.
-func DefaultOptions() Options {
-	return Options{Group: "relay", Consumer: "relay", Batch: 512, ClaimAfter: 10 * time.Second,
-		Discover: 5 * time.Second, Block: time.Second, FlushTimeout: 10 * time.Second, Parallel: 2,
-		SendBatch: 256, MaxBackoff: 5 * time.Second, RetireAfter: time.Minute}
-}
+// group is the consumer group of the relays on every outbox stream.
+const group = "relay"
 
-func (o *Options) defaults() {
-	d := DefaultOptions()
-	if o.Group == "" {
-		o.Group = d.Group
-	}
-	if o.Consumer == "" {
-		o.Consumer = d.Consumer
-	}
-	if o.Batch <= 0 {
-		o.Batch = d.Batch
-	}
-	if o.ClaimAfter <= 0 {
-		o.ClaimAfter = d.ClaimAfter
-	}
-	if o.Discover <= 0 {
-		o.Discover = d.Discover
+func (o *Options) check() error {
+	if o.Consumer == "" || o.Batch <= 0 || o.ClaimAfter <= 0 || o.Discover <= 0 || o.FlushTimeout <= 0 ||
+		o.Parallel <= 0 || o.SendBatch <= 0 || o.RetireAfter <= 0 {
+		return fmt.Errorf("relay: options %+v: every one but Linger must be set (SECKILL_API_RELAY_*)", *o)
 	}
 	if o.Block <= 0 {
-		o.Block = d.Block
-	}
-	if o.FlushTimeout <= 0 {
-		o.FlushTimeout = d.FlushTimeout
-	}
-	if o.Parallel <= 0 {
-		o.Parallel = d.Parallel
-	}
-	if o.SendBatch <= 0 {
-		o.SendBatch = d.SendBatch
+		o.Block = time.Second
 	}
 	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = d.MaxBackoff
+		o.MaxBackoff = 5 * time.Second
 	}
-	if o.RetireAfter <= 0 {
-		o.RetireAfter = d.RetireAfter
-	}
+	return nil
 }
 
 // Outbox is the items' outbox streams (outbox.Stream).
@@ -162,8 +123,10 @@ type Relay struct {
 }
 
 // New returns a relay; call Run to start it.
-func New(st Outbox, pub Publisher, items ItemLister, opts Options, m Metrics, log *slog.Logger) *Relay {
-	opts.defaults()
+func New(st Outbox, pub Publisher, items ItemLister, opts Options, m Metrics, log *slog.Logger) (*Relay, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	if m == nil {
 		m = NopMetrics{}
 	}
@@ -171,16 +134,13 @@ func New(st Outbox, pub Publisher, items ItemLister, opts Options, m Metrics, lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{st: st, pub: pub, items: items, opts: opts, m: m, log: log.With("component", "relay"),
-		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64), now: time.Now}
+		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64), now: time.Now}, nil
 }
 
 // Watch makes the relay watch an item's outbox now rather than at the next
 // discovery (the API calls it when it creates or first sees an item).
 func (r *Relay) Watch(itemID int64) {
-	r.mu.Lock()
-	known := r.watched[itemID]
-	r.mu.Unlock()
-	if known {
+	if r.isWatched(itemID) {
 		return
 	}
 	select {
@@ -276,10 +236,10 @@ func (r *Relay) Watching() int {
 func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
 	w := &itemWorker{r: r, item: itemID, log: log}
-	backoff := newBackoff(r.opts.MaxBackoff)
+	backoff := &backoff{max: r.opts.MaxBackoff}
 	ensureGroup := func() {
 		for ctx.Err() == nil {
-			if err := r.st.EnsureGroup(ctx, itemID, r.opts.Group); err != nil {
+			if err := r.st.EnsureGroup(ctx, itemID, group); err != nil {
 				if ctx.Err() == nil {
 					log.Warn("outbox group", "err", err)
 				}
@@ -298,12 +258,12 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 		var err error
 		switch {
 		case pendingFirst:
-			entries, err = r.st.Read(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, 0, true)
+			entries, err = r.st.Read(ctx, itemID, group, r.opts.Consumer, r.opts.Batch, 0, true)
 			if err == nil && len(entries) == 0 {
 				pendingFirst = false
 			}
 		case time.Since(lastClaim) >= r.opts.ClaimAfter/2:
-			entries, err = r.st.Claim(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.ClaimAfter, r.opts.Batch)
+			entries, err = r.st.Claim(ctx, itemID, group, r.opts.Consumer, r.opts.ClaimAfter, r.opts.Batch)
 			if err == nil && len(entries) < int(r.opts.Batch) {
 				lastClaim = time.Now()
 			}
@@ -311,7 +271,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 				log.Info("claimed outbox entries left by another instance", "entries", len(entries))
 			}
 		default:
-			entries, err = r.st.Read(ctx, itemID, r.opts.Group, r.opts.Consumer, r.opts.Batch, r.opts.Block, false)
+			entries, err = r.st.Read(ctx, itemID, group, r.opts.Consumer, r.opts.Batch, r.opts.Block, false)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -330,7 +290,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 			backoff.wait(ctx)
 			continue
 		}
-		backoff.reset()
+		backoff.d = 0
 		if len(entries) > 0 {
 			w.deliver(ctx, entries)
 		} else if !pendingFirst && r.closed(itemID) {
@@ -343,7 +303,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 		}
 		r.reportBacklog(ctx, itemID)
 		if r.opts.Linger > 0 && len(entries) > 0 && len(entries) < int(r.opts.Batch) {
-			linger(ctx, r.opts.Linger)
+			sleep(ctx, r.opts.Linger)
 		}
 	}
 	w.flush()
@@ -364,7 +324,7 @@ type itemWorker struct {
 // deliver publishes entries until each is sent and acknowledged, or ctx
 // ends (they then stay pending for the flush, a restart or another instance).
 func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
-	backoff := newBackoff(w.r.opts.MaxBackoff)
+	backoff := &backoff{max: w.r.opts.MaxBackoff}
 	lastTouch := time.Now()
 	for len(entries) > 0 {
 		entries = w.sendAll(ctx, entries)
@@ -379,7 +339,7 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 			for i, e := range entries {
 				ids[i] = e.ID
 			}
-			if err := w.r.st.Touch(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, ids...); err != nil {
+			if err := w.r.st.Touch(ctx, w.item, group, w.r.opts.Consumer, ids...); err != nil {
 				w.log.Warn("touch outbox entries", "err", err)
 			}
 			lastTouch = time.Now()
@@ -387,28 +347,17 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 	}
 }
 
-// sendAll sends entries concurrently and returns those that failed. Each
-// send is acknowledged right after it succeeded, so a failure elsewhere in
-// the batch never causes a resend of a delivered message.
+// sendAll sends entries in chunks of up to SendBatch, up to Parallel chunks
+// at once; each chunk is one request to the broker and one acknowledgement
+// in Redis, right after it succeeded, so a failure elsewhere never causes a
+// resend of a delivered message. It returns the entries of the chunks that
+// failed. Few big chunks: the broker's cost is mostly per request.
 func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
-	if bp, ok := w.r.pub.(BatchPublisher); ok && w.r.opts.SendBatch > 1 && len(entries) > 1 {
-		return w.sendBatches(ctx, bp, entries)
-	}
-	return w.sendSingles(ctx, entries)
-}
-
-// sendBatches sends entries in chunks of up to SendBatch, up to Parallel
-// chunks at once; each chunk is one request to the broker and one
-// acknowledgement in Redis. It returns the entries of the chunks that failed.
-func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries []outbox.Entry) []outbox.Entry {
 	type chunk struct {
 		ids  []string
 		msgs []order.Message
 		src  []outbox.Entry
 	}
-	// Few big batches: the broker's cost is mostly per request, not per
-	// message. Parallel sends only when a read holds more than one batch.
-	size := w.r.opts.SendBatch
 	var chunks []chunk
 	cur := chunk{}
 	for _, e := range entries {
@@ -421,7 +370,7 @@ func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries
 			continue
 		}
 		cur.ids, cur.msgs, cur.src = append(cur.ids, e.ID), append(cur.msgs, m), append(cur.src, e)
-		if len(cur.ids) >= size {
+		if len(cur.ids) >= w.r.opts.SendBatch {
 			chunks = append(chunks, cur)
 			cur = chunk{}
 		}
@@ -429,23 +378,6 @@ func (w *itemWorker) sendBatches(ctx context.Context, bp BatchPublisher, entries
 	if len(cur.ids) > 0 {
 		chunks = append(chunks, cur)
 	}
-	return w.fanOut(len(chunks), func(i int) (int, []outbox.Entry) {
-		c := chunks[i]
-		if err := bp.PublishOrders(ctx, c.msgs); err != nil {
-			w.r.m.PublishFailed()
-			if ctx.Err() == nil {
-				w.log.Warn("publish orders", "orders", len(c.msgs), "first_order_id", c.msgs[0].OrderID, "err", err)
-			}
-			return 0, c.src
-		}
-		w.ackPublished(ctx, c.ids, c.msgs[0].OrderID)
-		return len(c.ids), nil
-	})
-}
-
-// fanOut runs send for units 0..n-1, Parallel at once, counts what was
-// published and returns the entries that failed.
-func (w *itemWorker) fanOut(n int, send func(i int) (sent int, failed []outbox.Entry)) []outbox.Entry {
 	var (
 		mu     sync.Mutex
 		failed []outbox.Entry
@@ -453,15 +385,25 @@ func (w *itemWorker) fanOut(n int, send func(i int) (sent int, failed []outbox.E
 		sem    = make(chan struct{}, w.r.opts.Parallel)
 		sent   int
 	)
-	for i := range n {
+	for _, c := range chunks {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			k, f := send(i)
+			err := w.r.pub.PublishOrders(ctx, c.msgs)
+			if err == nil {
+				w.ackPublished(ctx, c.ids, c.msgs[0].OrderID)
+			}
 			mu.Lock()
-			sent += k
-			failed = append(failed, f...)
-			mu.Unlock()
+			defer mu.Unlock()
+			if err == nil {
+				sent += len(c.ids)
+				return
+			}
+			failed = append(failed, c.src...)
+			w.r.m.PublishFailed()
+			if ctx.Err() == nil {
+				w.log.Warn("publish orders", "orders", len(c.msgs), "first_order_id", c.msgs[0].OrderID, "err", err)
+			}
 		})
 	}
 	wg.Wait()
@@ -487,43 +429,11 @@ func (w *itemWorker) ackPublished(ctx context.Context, ids []string, firstOrderI
 	}
 }
 
-// sendSingles sends one message per request, Parallel at once.
-func (w *itemWorker) sendSingles(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
-	return w.fanOut(len(entries), func(i int) (int, []outbox.Entry) {
-		if w.sendOne(ctx, entries[i]) {
-			return 1, nil
-		}
-		return 0, entries[i : i+1]
-	})
-}
-
-// sendOne reports whether the entry is done (published and acknowledged, or
-// undecodable and dropped).
-func (w *itemWorker) sendOne(ctx context.Context, e outbox.Entry) bool {
-	m, err := e.Message()
-	if err != nil {
-		// Cannot happen for entries the reserve script wrote; keeping it would
-		// block nothing but would be retried forever.
-		w.log.Error("dropping undecodable outbox entry", "entry", e.ID, "order_id", e.OrderID, "err", err)
-		return w.ack(ctx, e.ID)
-	}
-	if err := w.r.pub.PublishOrder(ctx, m); err != nil {
-		w.r.m.PublishFailed()
-		if ctx.Err() == nil {
-			w.log.Warn("publish order", "order_id", m.OrderID, "err", err)
-		}
-		return false
-	}
-	// The message is stored: from here on, never send it again.
-	w.ackPublished(ctx, []string{e.ID}, m.OrderID)
-	return true
-}
-
 func (w *itemWorker) ack(ctx context.Context, ids ...string) bool {
 	// Not cancelled with the relay: a message that went out must be acked.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := w.r.st.Ack(ctx, w.item, w.r.opts.Group, ids...); err != nil {
+	if err := w.r.st.Ack(ctx, w.item, group, ids...); err != nil {
 		w.log.Warn("ack outbox entries", "entries", len(ids), "first", ids[0], "err", err)
 		return false
 	}
@@ -538,7 +448,7 @@ func (w *itemWorker) flush() {
 	total := 0
 	for _, pending := range []bool{true, false} {
 		for ctx.Err() == nil {
-			entries, err := w.r.st.Read(ctx, w.item, w.r.opts.Group, w.r.opts.Consumer, w.r.opts.Batch, 0, pending)
+			entries, err := w.r.st.Read(ctx, w.item, group, w.r.opts.Consumer, w.r.opts.Batch, 0, pending)
 			if err != nil || len(entries) == 0 {
 				break
 			}
@@ -555,7 +465,8 @@ func (w *itemWorker) flush() {
 	}
 }
 
-func linger(ctx context.Context, d time.Duration) {
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -564,24 +475,12 @@ func linger(ctx context.Context, d time.Duration) {
 	}
 }
 
+// backoff doubles its wait from 100 ms up to max; zero is a reset.
 type backoff struct {
 	d, max time.Duration
 }
 
-func newBackoff(max time.Duration) *backoff { return &backoff{max: max} }
-
-func (b *backoff) reset() { b.d = 0 }
-
 func (b *backoff) wait(ctx context.Context) {
-	if b.d == 0 {
-		b.d = 100 * time.Millisecond
-	} else if b.d *= 2; b.d > b.max {
-		b.d = b.max
-	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	b.d = min(max(2*b.d, 100*time.Millisecond), b.max)
+	sleep(ctx, b.d)
 }

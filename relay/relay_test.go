@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -23,18 +24,27 @@ type fakePub struct {
 	down     atomic.Bool
 	failRate float64 // share of sends that fail at random
 	failures atomic.Int64
+	batches  atomic.Int64
+	largest  atomic.Int64
 }
 
 func newFakePub() *fakePub { return &fakePub{sent: make(map[string]int)} }
 
-func (p *fakePub) PublishOrder(ctx context.Context, m order.Message) error {
+// PublishOrders stores all of a batch or nothing.
+func (p *fakePub) PublishOrders(ctx context.Context, ms []order.Message) error {
 	if p.down.Load() || rand.Float64() < p.failRate {
 		p.failures.Add(1)
 		return errors.New("broker unavailable")
 	}
+	p.batches.Add(1)
+	if n := int64(len(ms)); n > p.largest.Load() {
+		p.largest.Store(n)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sent[m.OrderID]++
+	for _, m := range ms {
+		p.sent[m.OrderID]++
+	}
 	return nil
 }
 
@@ -138,7 +148,25 @@ func publishedOnce(t *testing.T, p *fakePub, ob *outbox.Stream, its []int64, n i
 func opts(consumer string) relay.Options {
 	return relay.Options{Consumer: consumer, Batch: 16, ClaimAfter: 400 * time.Millisecond,
 		Discover: 100 * time.Millisecond, Block: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		FlushTimeout: 2 * time.Second}
+		FlushTimeout: 2 * time.Second, Parallel: 2, SendBatch: 1, RetireAfter: time.Minute}
+}
+
+func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.ItemLister, o relay.Options, m relay.Metrics, log *slog.Logger) *relay.Relay {
+	t.Helper()
+	r, err := relay.New(ob, pub, items, o, m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A setting left at zero is refused: its default lives in config alone.
+func TestRelayRefusesAMissingOption(t *testing.T) {
+	o := opts("a")
+	o.Parallel = 0
+	if _, err := relay.New(nil, nil, nil, o, nil, nil); err == nil {
+		t.Fatal("want an error for Parallel 0")
+	}
 }
 
 func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
@@ -153,7 +181,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 	}
 	pub := newFakePub()
 	pub.failRate = 0.3
-	start(t, relay.New(ob, pub, items{1, 2}, opts("a"), nil, nil))
+	start(t, newRelay(t, ob, pub, items{1, 2}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 60)
 	reserve(t, s, 2, 1, 40)
 	publishedOnce(t, pub, ob, items{1, 2}, 100, 10*time.Second, "100 messages")
@@ -185,7 +213,7 @@ func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
 		t.Fatalf("dead consumer read %d (%v)", len(got), err)
 	}
 	pub := newFakePub()
-	start(t, relay.New(ob, pub, items{7}, opts("alive"), nil, nil))
+	start(t, newRelay(t, ob, pub, items{7}, opts("alive"), nil, nil))
 	publishedOnce(t, pub, ob, items{7}, 10, 5*time.Second, "claimed entries")
 }
 
@@ -205,7 +233,7 @@ func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
 	pub := newFakePub()
 	o := opts("same-name")
 	o.ClaimAfter = time.Hour // only the pending re-read can find them
-	start(t, relay.New(ob, pub, items{3}, o, nil, nil))
+	start(t, newRelay(t, ob, pub, items{3}, o, nil, nil))
 	waitFor(t, 5*time.Second, "own pending entries", func() bool { d, _, _ := pub.counts(); return d == 5 })
 }
 
@@ -220,7 +248,7 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 	pub := newFakePub()
 	pub.down.Store(true)
 	m := &backlogMetrics{}
-	start(t, relay.New(ob, pub, items{5}, opts("a"), m, nil))
+	start(t, newRelay(t, ob, pub, items{5}, opts("a"), m, nil))
 	reserve(t, s, 5, 1, 30)
 	// More failures than entries: the relay retried while the broker was
 	// down, and reported the whole backlog meanwhile.
@@ -242,7 +270,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 	reserve(t, s, 9, 1, 8)
 	pubA := newFakePub()
 	pubA.down.Store(true)
-	start(t, relay.New(ob, pubA, items{9}, opts("a"), nil, nil))
+	start(t, newRelay(t, ob, pubA, items{9}, opts("a"), nil, nil))
 	waitFor(t, 5*time.Second, "A to take the entries", func() bool { return pubA.failures.Load() >= 8 })
 	// The control: one more entry, received by a dead instance after A took
 	// its eight (A, retrying them, reads nothing new). Once B has claimed it,
@@ -253,7 +281,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 		t.Fatalf("dead consumer read %+v (%v), want only the control entry", got, err)
 	}
 	pubB := newFakePub()
-	start(t, relay.New(ob, pubB, items{9}, opts("b"), nil, nil))
+	start(t, newRelay(t, ob, pubB, items{9}, opts("b"), nil, nil))
 	waitFor(t, 10*time.Second, "B to claim the dead instance's entry", func() bool {
 		pubB.mu.Lock()
 		defer pubB.mu.Unlock()
@@ -278,7 +306,7 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 	o := opts("a")
 	o.Block = 5 * time.Second // the loop is parked in a long read when stopped
 	m := &backlogMetrics{}
-	stop := start(t, relay.New(ob, pub, items{4}, o, m, nil))
+	stop := start(t, newRelay(t, ob, pub, items{4}, o, m, nil))
 	// Two rounds reported (its own pending entries, then a claim pass): the
 	// item loop's next step is the long read.
 	waitFor(t, 5*time.Second, "the item loop's first rounds", func() bool { return m.reports.Load() >= 2 })
@@ -287,30 +315,6 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 	if d, _, _ := pub.counts(); d != len(ids) {
 		t.Fatalf("after shutdown %d of %d published", d, len(ids))
 	}
-}
-
-// batchPub is a fakePub that also sends batches: all of a batch or nothing.
-type batchPub struct {
-	*fakePub
-	batches atomic.Int64
-	largest atomic.Int64
-}
-
-func (p *batchPub) PublishOrders(ctx context.Context, ms []order.Message) error {
-	if p.down.Load() || rand.Float64() < p.failRate {
-		p.failures.Add(1)
-		return errors.New("broker unavailable")
-	}
-	p.batches.Add(1)
-	if n := int64(len(ms)); n > p.largest.Load() {
-		p.largest.Store(n)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, m := range ms {
-		p.sent[m.OrderID]++
-	}
-	return nil
 }
 
 func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
@@ -322,13 +326,13 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve(t, s, 1, 1, 300) // a backlog before the relay starts: full batches
-	pub := &batchPub{fakePub: newFakePub()}
+	pub := newFakePub()
 	pub.failRate = 0.3
 	o := opts("a")
 	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
-	start(t, relay.New(ob, pub, items{1}, o, nil, nil))
+	start(t, newRelay(t, ob, pub, items{1}, o, nil, nil))
 	reserve(t, s, 1, 301, 200)
-	publishedOnce(t, pub.fakePub, ob, items{1}, 500, 10*time.Second, "500 messages")
+	publishedOnce(t, pub, ob, items{1}, 500, 10*time.Second, "500 messages")
 	if pub.failures.Load() == 0 {
 		t.Fatal("the fake never failed; the test proves nothing")
 	}
@@ -352,7 +356,7 @@ func TestRelayRecoversFromALostGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := newFakePub()
-	start(t, relay.New(ob, pub, items{1}, opts("a"), nil, nil))
+	start(t, newRelay(t, ob, pub, items{1}, opts("a"), nil, nil))
 	reserve(t, s, 1, 1, 5)
 	publishedOnce(t, pub, ob, items{1}, 5, 10*time.Second, "5 messages before the loss")
 	if err := rdb.Del(ctx, s.ItemKeys(1).Outbox).Err(); err != nil {
@@ -388,7 +392,7 @@ func TestRelayRetiresReadersOfClosedItems(t *testing.T) {
 	}
 	reserve(t, s, 22, 1, 7) // item 22 closed with a backlog
 	pub := newFakePub()
-	r := relay.New(ob, pub, endedItems{21, 22}, opts("a"), nil, nil)
+	r := newRelay(t, ob, pub, endedItems{21, 22}, opts("a"), nil, nil)
 	start(t, r)
 	publishedOnce(t, pub, ob, []int64{21, 22}, 7, 10*time.Second, "the closed item's backlog")
 	waitFor(t, 10*time.Second, "every reader retired", func() bool { return r.Watching() == 0 })

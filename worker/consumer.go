@@ -19,39 +19,51 @@ type Starter interface {
 	Start(ctx context.Context, m order.Message) error
 }
 
-// OrderHandler starts one saga per message. A start that fails (Temporal
-// unreachable, timeout) returns the error, so the message is not acknowledged
-// and comes back later; after MaxReconsume deliveries the broker moves it to
-// the dead-letter topic. A body that cannot be decoded names no order to act
-// on: it is logged and acknowledged.
-func OrderHandler(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
-	return startHandler("order message", s, outcomes{started: m.SagaStarts, failed: m.StartErrors, invalid: m.Invalid}, log, timeout, nil)
-}
+// Source is the topic a Handler consumes: it picks the counters and whether
+// each start is logged.
+type Source int
 
-// outcomes count what a start handler did with each message.
-type outcomes struct{ started, failed, invalid interface{ Inc() } }
+const (
+	Orders      Source = iota // the orders topic
+	DeadLetters               // the order consumer group's dead-letter topic
+)
 
-// startHandler starts the saga of each message's order (what) and counts
-// the outcome; the workflow ID makes a start of an existing saga a success.
-// An error asks the broker for another delivery; an undecodable body is
-// logged and acknowledged. started, when set, is called after each start.
-func startHandler(what string, s Starter, c outcomes, log *slog.Logger, timeout time.Duration, started func(order.Message)) queue.Handler {
+// Dead-letter outcomes (seckill_worker_dead_letter_orders_total's labels).
+const (
+	DeadLetterStarted = "started" // the saga was started now, or already existed
+	DeadLetterInvalid = "invalid" // the body names no order; dropped (logged)
+)
+
+// Handler is the handler of both consumers: it starts the saga of each
+// message's order, and the workflow ID makes a start of an existing saga a
+// success. A start that fails (Temporal unreachable, timeout) returns the
+// error, so the message is not acknowledged and comes back later; after
+// MaxReconsume deliveries the broker moves an order message to the
+// dead-letter topic, where the same start is retried: an order is never
+// failed because a dependency was down. A body that cannot be decoded names
+// no order to act on: it is logged and acknowledged.
+func Handler(src Source, s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
+	what, started, failed, invalid := "order message", m.SagaStarts, m.StartErrors, m.Invalid
+	if src == DeadLetters {
+		what, started, failed, invalid = "dead letter", m.DeadLetters.WithLabelValues(DeadLetterStarted), m.DeadLetterEr,
+			m.DeadLetters.WithLabelValues(DeadLetterInvalid)
+	}
 	return func(ctx context.Context, msg *primitive.MessageExt) error {
 		om, err := order.DecodeMessage(msg.Body)
 		if err != nil {
-			c.invalid.Inc()
+			invalid.Inc()
 			log.Error("dropping undecodable "+what, "msg_id", msg.MsgId, "body", string(msg.Body), "err", err)
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		if err := s.Start(sctx, om); err != nil {
-			c.failed.Inc()
+			failed.Inc()
 			return fmt.Errorf("%s of order %s: %w", what, om.OrderID, err)
 		}
-		c.started.Inc()
-		if started != nil {
-			started(om)
+		started.Inc()
+		if src == DeadLetters {
+			log.Warn("dead-lettered order re-driven: saga started", "order_id", om.OrderID, "item_id", om.ItemID, "user_id", om.UserID)
 		}
 		return nil
 	}
@@ -64,24 +76,6 @@ func DeadLetterTopic(group string) string { return "%DLQ%" + group }
 // (Temporal still down) is retried at the broker's longest delay (2 h) for
 // days rather than moved to a second dead-letter topic nobody reads.
 const deadLetterMaxReconsume = 64
-
-// Dead-letter outcomes (the worker counts them by these labels).
-const (
-	DeadLetterStarted = "started" // the saga was started now, or already existed
-	DeadLetterInvalid = "invalid" // the body names no order; dropped (logged)
-)
-
-// DeadLetterHandlerFunc re-drives an order whose message ran out of
-// deliveries (Temporal unreachable for longer than the order consumer's
-// redelivery budget): it starts the order's saga, exactly as the order
-// consumer would, and logs it. An order is never failed because a dependency
-// was down.
-func DeadLetterHandlerFunc(s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
-	return startHandler("dead letter", s, outcomes{started: m.DeadLetters.WithLabelValues(DeadLetterStarted), failed: m.DeadLetterEr,
-		invalid: m.DeadLetters.WithLabelValues(DeadLetterInvalid)}, log, timeout, func(om order.Message) {
-		log.Warn("dead-lettered order re-driven: saga started", "order_id", om.OrderID, "item_id", om.ItemID, "user_id", om.UserID)
-	})
-}
 
 // StartOrderConsumer subscribes the saga starter to the orders topic.
 func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
@@ -130,10 +124,7 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 		}, h)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, err // nil unless err is
 }
 
 // retry calls f until it succeeds, at most attempts times, pausing after

@@ -20,6 +20,7 @@ var ErrGateClosed = errors.New("worker stopping while the order consumer is held
 // broker. Nothing is acknowledged until it has been handled.
 type Gate struct {
 	mu     sync.Mutex
+	held   bool
 	open   chan struct{} // closed while the gate is open
 	closed chan struct{} // closed by Close
 	once   sync.Once
@@ -36,10 +37,8 @@ func NewGate() *Gate {
 func (g *Gate) Hold() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	select {
-	case <-g.open:
-		g.open = make(chan struct{})
-	default: // already held
+	if !g.held {
+		g.held, g.open = true, make(chan struct{})
 	}
 }
 
@@ -47,9 +46,8 @@ func (g *Gate) Hold() {
 func (g *Gate) Release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	select {
-	case <-g.open: // already open
-	default:
+	if g.held {
+		g.held = false
 		close(g.open)
 	}
 }
@@ -58,12 +56,7 @@ func (g *Gate) Release() {
 func (g *Gate) Held() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	select {
-	case <-g.open:
-		return false
-	default:
-		return true
-	}
+	return g.held
 }
 
 // Close makes every waiting and later held handler fail with ErrGateClosed.
@@ -76,7 +69,7 @@ func (g *Gate) Wait(ctx context.Context) error {
 	open := g.open
 	g.mu.Unlock()
 	select {
-	case <-open:
+	case <-open: // first, so that an open gate lets a handler through even after Close
 		return nil
 	default:
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -33,59 +34,46 @@ type Metrics struct {
 
 // NewMetrics creates and registers the worker's metrics.
 func NewMetrics() *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		SagaStarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_worker_saga_starts_total",
-			Help: "Order messages turned into an OrderSaga (started now or found already started).",
-		}),
-		StartErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_worker_saga_start_errors_total",
-			Help: "Saga starts that failed; the message is redelivered later.",
-		}),
-		Invalid: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_worker_invalid_messages_total",
-			Help: "Order messages that could not be decoded and were dropped (logged with their body).",
-		}),
-		DeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := promauto.With(reg)
+	counter := func(name, help string) prometheus.Counter {
+		return f.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	return &Metrics{
+		reg:         reg,
+		SagaStarts:  counter("seckill_worker_saga_starts_total", "Order messages turned into an OrderSaga (started now or found already started)."),
+		StartErrors: counter("seckill_worker_saga_start_errors_total", "Saga starts that failed; the message is redelivered later."),
+		Invalid:     counter("seckill_worker_invalid_messages_total", "Order messages that could not be decoded and were dropped (logged with their body)."),
+		DeadLetters: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_worker_dead_letter_orders_total",
 			Help: "Orders taken from the dead-letter topic, by outcome: started (the saga was started, or already existed) or invalid (undecodable, dropped).",
 		}, []string{"outcome"}),
-		DeadLetterEr: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_worker_dead_letter_errors_total",
-			Help: "Dead-letter handling attempts that failed and will be retried.",
-		}),
-		PhantomUnits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_worker_phantom_units_retired_total",
-			Help: "Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit.",
-		}),
-		Refunds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_worker_refunds_total",
-			Help: "Orders paid while QUEUED that the saga could not complete (the stock row had no unit: a phantom unit) and that ended REFUNDED.",
-		}),
-		Drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		DeadLetterEr: counter("seckill_worker_dead_letter_errors_total", "Dead-letter handling attempts that failed and will be retried."),
+		PhantomUnits: counter("seckill_worker_phantom_units_retired_total",
+			"Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit."),
+		Refunds: counter("seckill_worker_refunds_total",
+			"Orders paid while QUEUED that the saga could not complete (the stock row had no unit: a phantom unit) and that ended REFUNDED."),
+		Drift: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "seckill_reconcile_drift",
 			Help: "Drift between Redis, MySQL and Temporal left unrepaired by the last reconcile run, by kind.",
 		}, []string{"kind"}),
-		Repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Repairs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_reconcile_repairs_total",
 			Help: "Drift repaired by reconcile runs, by kind.",
 		}, []string{"kind"}),
+		Payable: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "seckill_order_payable_seconds",
+			Help:    "Time from an order's 202 (its id's timestamp) to its stock-row unit taken (PENDING_PAYMENT, or PAID when paid while QUEUED). With early payment an order is payable from its 202: this is the order tier's catch-up.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
+		}),
 	}
-	m.Payable = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "seckill_order_payable_seconds",
-		Help:    "Time from an order's 202 (its id's timestamp) to its stock-row unit taken (PENDING_PAYMENT, or PAID when paid while QUEUED). With early payment an order is payable from its 202: this is the order tier's catch-up.",
-		Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
-	})
-	m.reg.MustRegister(m.SagaStarts, m.StartErrors, m.Invalid, m.DeadLetters, m.DeadLetterEr, m.PhantomUnits, m.Refunds, m.Drift, m.Repairs, m.Payable,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // ObserveGate exports whether g holds the order consumer, read from the
 // gate itself at each scrape.
 func (m *Metrics) ObserveGate(g *Gate) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	promauto.With(m.reg).NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "seckill_worker_consumer_held",
 		Help: "1 while the order consumer is held (POST /admin/consumer/hold) and messages wait in the worker and the broker; 0 after its release.",
 	}, func() float64 {
@@ -93,7 +81,7 @@ func (m *Metrics) ObserveGate(g *Gate) {
 			return 1
 		}
 		return 0
-	}))
+	})
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -94,8 +94,10 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Cleanup(func() { testenv.TerminateLeftovers(p.tc, p.cfg.Temporal.Namespace, p.cfg.Temporal.TaskQueue) })
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
-	p.desk = payment.New(p.st, p.views, func() (payment.Sagas, error) { return p.orders, nil },
-		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, p.log)
+	if p.desk, err = payment.New(p.st, p.views, func() (payment.Sagas, error) { return p.orders, nil },
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, p.log); err != nil {
+		t.Fatal(err)
+	}
 	deskCtx, stopDesk := context.WithCancel(context.Background())
 	deskDone := make(chan struct{})
 	go func() { defer close(deskDone); p.desk.Run(deskCtx) }()
@@ -109,7 +111,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	}
 	var c *queue.Consumer
 	for i := 0; ; i++ { // a fresh topic's route reaches the name server with the next broker registration
-		h := worker.OrderHandler(starter, p.metrics, p.log, 10*time.Second)
+		h := worker.Handler(worker.Orders, starter, p.metrics, p.log, 10*time.Second)
 		if o.gate != nil {
 			h = o.gate.Handler(h)
 		}
@@ -127,7 +129,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Cleanup(func() { _ = c.Close() })
 	if o.deadLetters {
 		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
-			worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second))
+			worker.Handler(worker.DeadLetters, p.orders, p.metrics, p.log, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,8 +38,13 @@ func TestSagaPaid(t *testing.T) {
 	if v, ok, _ := p.views.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPendingPayment {
 		t.Fatalf("published status %+v %v", v, ok)
 	}
-	if v, err := p.orders.Status(ctx, m.OrderID); err != nil || v.Status != order.StatusPendingPayment {
-		t.Fatalf("status query %+v %v", v, err)
+	res, err := p.tc.QueryWorkflow(ctx, workflows.WorkflowID(m.OrderID), "", workflows.QueryStatus)
+	var qv order.View
+	if err == nil {
+		err = res.Get(&qv)
+	}
+	if err != nil || qv.Status != order.StatusPendingPayment {
+		t.Fatalf("status query %+v %v", qv, err)
 	}
 
 	v, err := p.pay(m)
@@ -322,7 +327,7 @@ func TestSagaDeadLetterRedrives(t *testing.T) {
 	if n := counter(p.metrics.DeadLetters.WithLabelValues(worker.DeadLetterStarted)); n != 1 {
 		t.Fatalf("dead-letter metric %v, want 1", n)
 	}
-	h := worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second)
+	h := worker.Handler(worker.DeadLetters, p.orders, p.metrics, p.log, 10*time.Second)
 	if err := h(ctx, &primitive.MessageExt{Message: primitive.Message{Body: m.Encode()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +425,7 @@ func TestDeadLetterTopicMadeReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
-		worker.DeadLetterHandlerFunc(p.orders, p.metrics, p.log, 10*time.Second))
+		worker.Handler(worker.DeadLetters, p.orders, p.metrics, p.log, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

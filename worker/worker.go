@@ -1,10 +1,10 @@
-// Package worker holds the parts of the saga's worker process: the RocketMQ
-// consumer that turns each order message into an OrderSaga, the dead-letter
-// consumer that starts the sagas of orders whose messages ran out of
-// deliveries, the gate that holds the order consumer, the Temporal worker's
-// registration, the periodic reconcile, and the ops listener (/metrics,
-// /healthz, the consumer's admin switch). The saga's logic lives in
-// workflows, activities and compensation; cmd/seckill assembles the process.
+// Package worker holds the parts of the saga's worker process: the handler
+// both RocketMQ consumers share (the orders topic and its dead-letter topic:
+// each message starts its order's OrderSaga), the gate that holds the order
+// consumer, the Temporal worker's registration, the periodic reconcile, and
+// the ops listener (/metrics, /healthz, the consumer's admin switch). The
+// saga's logic lives in workflows, activities and compensation;
+// cmd/seckill starts and stops these parts.
 package worker
 
 import (
@@ -26,14 +26,15 @@ func Register(r worker.Registry, a *activities.Activities, c *compensation.Activ
 	r.RegisterActivity(c)
 }
 
-// NewTemporalWorker returns a (not yet started) worker on taskQueue sized by cfg.
+// NewTemporalWorker returns a (not yet started) worker on taskQueue sized by
+// cfg (config.Validate holds the SDK's minimums).
 func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *activities.Activities, comp *compensation.Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskExecutionSize:  max(cfg.MaxConcurrentWorkflowTasks, 2),
+		MaxConcurrentWorkflowTaskExecutionSize:  cfg.MaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
-		MaxConcurrentWorkflowTaskPollers:        max(cfg.WorkflowPollers, 2),
-		MaxConcurrentActivityTaskPollers:        max(cfg.ActivityPollers, 1),
+		MaxConcurrentWorkflowTaskPollers:        cfg.WorkflowPollers,
+		MaxConcurrentActivityTaskPollers:        cfg.ActivityPollers,
 	})
 	Register(w, a, comp)
 	return w

@@ -81,20 +81,3 @@ func (c *Client) Signal(ctx context.Context, orderID, name string) error {
 	}
 	return nil
 }
-
-// Status queries the saga for the order as it sees it.
-func (c *Client) Status(ctx context.Context, orderID string) (order.View, error) {
-	res, err := c.c.QueryWorkflow(ctx, WorkflowID(orderID), "", QueryStatus)
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return order.View{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
-		}
-		return order.View{}, fmt.Errorf("query order %s: %w", orderID, err)
-	}
-	var v order.View
-	if err := res.Get(&v); err != nil {
-		return order.View{}, fmt.Errorf("decode status of order %s: %w", orderID, err)
-	}
-	return v, nil
-}

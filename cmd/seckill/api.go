@@ -39,10 +39,13 @@ func newAPICmd(a *app) *cobra.Command {
 	}
 }
 
-// runAPI assembles the API instance and serves until ctx ends, then shuts
-// down in order: stop accepting and finish in-flight requests, stop the
-// background loops, flush the outbox, close the clients.
-func runAPI(ctx context.Context, a *app) error {
+// runAPI starts the API instance's parts, each pushing its stop onto the
+// closers, and serves until ctx ends. The closers then run last first: the
+// HTTP server stops accepting and drains its requests, the background loops
+// stop and the relay flushes the outbox (after the drain, so that its flush
+// sees every reservation made by in-flight requests), the side listeners
+// close, then the clients.
+func runAPI(ctx context.Context, a *app) (err error) {
 	cfg, log := a.cfg, a.log
 	if err := cfg.CheckAPISecret(); err != nil {
 		return err
@@ -51,7 +54,7 @@ func runAPI(ctx context.Context, a *app) error {
 	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 
 	d := newDeps(cfg, log)
-	defer d.close()
+	defer func() { err = errors.Join(err, d.close()) }()
 	db, err := d.mysql(ctx)
 	if err != nil {
 		return err
@@ -74,52 +77,53 @@ func runAPI(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-
 	producer, err := queue.NewProducer(cfg.RocketMQ)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = producer.Close() }()
+	d.onClose(quietly(producer.Close))
 	producer.OnDegraded(func(status string) {
 		metrics.PublishDegraded(status)
 		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
 	})
-
 	instance := cfg.API.Instance
 	if instance == "" {
 		host, _ := os.Hostname()
 		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	rel := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, relay.Options{
+	rel, err := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, relay.Options{
 		Consumer: instance, Batch: int64(cfg.API.RelayBatch), ClaimAfter: cfg.API.RelayClaimAfter,
 		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout, Parallel: cfg.API.RelayParallel,
 		SendBatch: cfg.API.RelaySendBatch, Linger: cfg.API.RelayLinger, RetireAfter: cfg.API.RelayRetireAfter,
 	}, metrics, log)
+	if err != nil {
+		return err
+	}
 
 	// Temporal is only needed for pay and cancel: the API serves purchases
 	// while it is down and keeps dialling in the background.
 	tc := &temporalConn{}
 	bgCtx, stopBg := context.WithCancel(ctx)
-	defer stopBg()
 	go tc.dialLoop(bgCtx, a)
-	defer tc.close()
-
-	checks := map[string]api.Check{
-		"redis": func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
-		"mysql": db.Ping,
-		"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...),
-			cfg.RocketMQ.Brokers...)...),
-		"temporal": tc.check,
-	}
-	desk := payment.New(db, views, sagas(tc, cfg.Temporal.TaskQueue), metrics.WakesSkipped,
+	d.onClose(func() error { stopBg(); tc.close(); return nil })
+	desk, err := payment.New(db, views, tc.sagas(cfg.Temporal.TaskQueue), metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
+	if err != nil {
+		return err
+	}
 	if cfg.API.EarlyPay {
 		desk.WithEarlyPayment(views, units)
 	}
 	deps := api.Deps{
 		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
-		Relay: rel, Checks: checks, Log: log, Figures: units, Counts: db,
+		Relay: rel, Log: log, Figures: units, Counts: db,
+		Checks: map[string]api.Check{
+			"redis":    func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+			"mysql":    db.Ping,
+			"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...), cfg.RocketMQ.Brokers...)...),
+			"temporal": tc.check,
+		},
 	}
 	if cfg.Dev {
 		// The pages' "sign in as buyer N": development machines only.
@@ -127,63 +131,54 @@ func runAPI(ctx context.Context, a *app) error {
 	}
 	srv := api.New(cfg.API, deps, api.Options{TemporalUI: cfg.Temporal.UIURL, TemporalNamespace: cfg.Temporal.Namespace})
 
-	ln, err := net.Listen("tcp", cfg.API.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.API.Addr, err)
+	if cfg.API.PprofAddr != "" {
+		if err := serveAside(d, "pprof", pprofServer(cfg.API.PprofAddr)); err != nil {
+			return err
+		}
 	}
-	// The relay outlives ctx: it stops only after the server has drained, so
-	// its final flush sees every reservation made by in-flight requests.
+	if ms := srv.MetricsServer(); ms != nil {
+		if err := serveAside(d, "api metrics", ms); err != nil {
+			return err
+		}
+	}
+
+	// The relay outlives ctx: it stops only after the server has drained.
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRelay()
 	var wg sync.WaitGroup
 	wg.Go(func() { rel.Run(relayCtx) })
 	wg.Go(func() { srv.Run(bgCtx) })
 	wg.Go(func() { desk.Run(bgCtx) })
+	d.onClose(func() error {
+		stopBg()
+		stopRelay()
+		wg.Wait()
+		log.Info("api stopped")
+		return nil
+	})
 
-	if cfg.API.PprofAddr != "" {
-		stopPprof, err := servePprof(cfg.API.PprofAddr, log)
-		if err != nil {
-			return err
-		}
-		defer stopPprof()
+	ln, err := net.Listen("tcp", cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.API.Addr, err)
 	}
-
-	if ms := srv.MetricsServer(); ms != nil {
-		mln, err := net.Listen("tcp", ms.Addr)
-		if err != nil {
-			return fmt.Errorf("listen on %s (SECKILL_API_METRICS_ADDR): %w", ms.Addr, err)
-		}
-		go func() {
-			if err := ms.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Warn("metrics server", "err", err)
-			}
-		}()
-		log.Info("api metrics listening", "addr", "http://"+mln.Addr().String()+"/metrics")
-		defer func() { _ = ms.Close() }() // after the drain: the last scrapes see it
-	}
-
 	httpSrv := srv.HTTPServer()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+	d.onClose(func() error {
+		log.Info("api shutting down")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.API.ShutdownTimeout)
+		defer cancel()
+		if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("http shutdown", "err", err)
+		}
+		return nil
+	})
 	log.Info("api listening", "addr", ln.Addr().String(), "instance", instance)
-
-	var runErr error
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		runErr = fmt.Errorf("http server: %w", err)
+		return nil
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
 	}
-	log.Info("api shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.API.ShutdownTimeout)
-	defer cancel()
-	if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("http shutdown", "err", err)
-	}
-	stopBg()
-	stopRelay()
-	wg.Wait()
-	log.Info("api stopped")
-	return runErr
 }
 
 // temporalConn holds the Temporal client once it could be dialled.
@@ -233,20 +228,12 @@ func (t *temporalConn) close() {
 
 // sagas returns the saga client once Temporal is connected; before that the
 // payment desk skips its wakes (sagas find the order row at their deadline).
-func sagas(tc *temporalConn, taskQueue string) func() (payment.Sagas, error) {
-	var mu sync.Mutex
-	var c *workflows.Client
+func (t *temporalConn) sagas(taskQueue string) func() (payment.Sagas, error) {
 	return func() (payment.Sagas, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if c != nil {
-			return c, nil
-		}
-		tcl := tc.get()
-		if tcl == nil {
+		c := t.get()
+		if c == nil {
 			return nil, api.ErrUnavailable
 		}
-		c = workflows.NewClient(tcl, taskQueue)
-		return c, nil
+		return workflows.NewClient(c, taskQueue), nil
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -15,21 +16,34 @@ import (
 )
 
 // deps opens the connections of one role, the one place every role does
-// it, and closes them in reverse order.
+// it, and keeps the role's closers: the close of each connection and the
+// stop of each part the role started, pushed as they open or start and run
+// last first.
 type deps struct {
 	cfg     config.Config
 	log     *slog.Logger
-	closers []func()
+	closers []func() error
 }
 
 func newDeps(cfg config.Config, log *slog.Logger) *deps { return &deps{cfg: cfg, log: log} }
 
-// close closes what was opened, last first.
-func (d *deps) close() {
+// onClose pushes stop onto the closers.
+func (d *deps) onClose(stop func() error) { d.closers = append(d.closers, stop) }
+
+// close runs the closers, last first, and joins their errors.
+func (d *deps) close() error {
+	var errs []error
 	for i := len(d.closers) - 1; i >= 0; i-- {
-		d.closers[i]()
+		errs = append(errs, d.closers[i]())
 	}
 	d.closers = nil
+	return errors.Join(errs...)
+}
+
+// quietly is a closer that drops close's error: a connection that fails to
+// close at exit leaves nothing to do.
+func quietly(close func() error) func() error {
+	return func() error { _ = close(); return nil }
 }
 
 // mysql opens the system of record (pinging it).
@@ -38,7 +52,7 @@ func (d *deps) mysql(ctx context.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.closers = append(d.closers, func() { _ = st.Close() })
+	d.onClose(quietly(st.Close))
 	return st, nil
 }
 
@@ -56,7 +70,7 @@ func (d *deps) redis(ctx context.Context, o redisx.Options, ping bool) (redis.Un
 			return nil, fmt.Errorf("%s: %w", redisx.Describe(d.cfg.Redis), err)
 		}
 	}
-	d.closers = append(d.closers, func() { _ = rdb.Close() })
+	d.onClose(quietly(rdb.Close))
 	return rdb, nil
 }
 
@@ -66,6 +80,6 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.closers = append(d.closers, tc.Close)
+	d.onClose(func() error { tc.Close(); return nil })
 	return tc, nil
 }

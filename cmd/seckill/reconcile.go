@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
@@ -15,6 +18,7 @@ import (
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -40,7 +44,7 @@ func newReconcileCmd(a *app) *cobra.Command {
 			ctx := cmd.Context()
 			grace, since = reconcileWindow(cmd, a.cfg.Reconcile, grace, since)
 			d := newDeps(a.cfg, a.log)
-			defer d.close()
+			defer func() { _ = d.close() }()
 			r, err := openReconciler(ctx, d, "seckill-reconcile", grace)
 			if err != nil {
 				return err
@@ -91,7 +95,7 @@ func reconcileWindow(cmd *cobra.Command, cfg config.Reconcile, grace, since time
 }
 
 // openReconciler opens what a reconciler reads and repairs through d: MySQL,
-// Redis and Temporal (the `reconcile` command and the worker's periodic run).
+// Redis and Temporal.
 func openReconciler(ctx context.Context, d *deps, name string, grace time.Duration) (*reconcile.Reconciler, error) {
 	st, err := d.mysql(ctx)
 	if err != nil {
@@ -105,14 +109,19 @@ func openReconciler(ctx context.Context, d *deps, name string, grace time.Durati
 	if err != nil {
 		return nil, err
 	}
-	cfg := d.cfg
+	return newReconciler(d.cfg, st, rdb, tc, grace, d.log), nil
+}
+
+// newReconciler is the reconciler of the `reconcile` command and of the
+// worker's periodic run.
+func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient, tc client.Client, grace time.Duration, log *slog.Logger) *reconcile.Reconciler {
 	return reconcile.New(reconcile.Deps{
 		MySQL:     st,
 		Units:     stock.New(rdb, cfg.Redis.KeyPrefix),
 		Outbox:    outbox.New(rdb, cfg.Redis.KeyPrefix),
 		Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue),
 		Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace},
-	}, grace, d.log), nil
+	}, grace, log)
 }
 
 func printReconcile(w interface{ Write([]byte) (int, error) }, rep reconcile.Report) {

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/seckill/seckill/activities"
@@ -18,11 +20,9 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/orderstatus"
-	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
-	"github.com/seckill/seckill/reconcile"
-	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )
@@ -52,142 +52,167 @@ func newWorkerCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// runWorker assembles the roles cfg.Worker enables (Consumer: the order and
-// dead-letter consumers; Temporal: the saga worker), serves /metrics, and
-// blocks until ctx ends; then it stops taking messages first, lets the
-// Temporal worker finish its tasks, stops /metrics and closes the
-// connections, and returns what went wrong on the way.
-func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// runWorker starts the parts cfg.Worker enables, each pushing its stop onto
+// the closers, and blocks until ctx ends (main's SIGINT or SIGTERM) or the
+// ops listener fails. The closers then run last first: the consumers take no
+// more messages (held ones are not acknowledged and come back; a start in
+// flight finishes or its message is redelivered, a no-op by workflow ID),
+// the Temporal worker finishes its tasks, the ops listener stops (it reports
+// until the end), the connections close.
+func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
-	d := newDeps(cfg, log)
-	defer d.close()
-	tc, err := d.temporal(ctx)
+	w := &workerParts{deps: newDeps(cfg, log), metrics: worker.NewMetrics(), gate: worker.NewGate()}
+	defer func() { err = errors.Join(err, w.close()) }()
+	if w.tc, err = w.temporal(ctx); err != nil {
+		return err
+	}
+	if w.st, err = w.mysql(ctx); err != nil {
+		return err
+	}
+	if w.rdb, err = w.redis(ctx, redisx.Options{Name: "seckill-worker"}, true); err != nil {
+		return err
+	}
+	w.units = stock.New(w.rdb, cfg.Redis.KeyPrefix)
+	w.metrics.ObserveGate(w.gate)
+	serve, err := w.listenOps()
 	if err != nil {
 		return err
 	}
-	st, err := d.mysql(ctx)
-	if err != nil {
-		return err
+	for _, start := range []func(context.Context) error{w.startTemporal, w.startConsumers, w.startReconcile} {
+		if err := start(ctx); err != nil {
+			return err
+		}
 	}
-	rdb, err := d.redis(ctx, redisx.Options{Name: "seckill-worker"}, true)
-	if err != nil {
-		return err
+	served := serve()
+	select {
+	case <-ctx.Done():
+		log.Info("worker stopping: consumers first, then the Temporal worker")
+		return nil
+	case err := <-served:
+		return fmt.Errorf("metrics server: %w", err)
 	}
-	units := stock.New(rdb, cfg.Redis.KeyPrefix)
-	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
-	metrics := worker.NewMetrics()
+}
 
+type workerParts struct {
+	*deps
+	tc      client.Client
+	st      *store.Store
+	rdb     redis.UniversalClient
+	units   *stock.Store
+	metrics *worker.Metrics
+	gate    *worker.Gate // the admin switch's hold on the order consumer
+}
+
+// listenOps binds the ops listener (/metrics, /healthz, the consumer's admin
+// switch) first, so that its stop runs after every other part's; serve
+// starts answering once they have started.
+func (w *workerParts) listenOps() (serve func() <-chan error, err error) {
+	var verifier *auth.Verifier
+	if err := w.cfg.CheckAPISecret(); err != nil {
+		w.log.Warn("the order consumer's admin switch is off", "err", err)
+	} else {
+		verifier = auth.NewVerifier([]byte(w.cfg.JWTSecret.Value()))
+	}
+	var held *worker.Gate
+	if w.cfg.Worker.Consumer {
+		held = w.gate
+	}
+	srv := &http.Server{Handler: worker.OpsHandler(w.metrics, held, verifier, w.log), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", w.cfg.Worker.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener %s: %w", w.cfg.Worker.MetricsAddr, err)
+	}
+	w.onClose(func() error {
+		err := shutdownHTTP(srv)
+		_ = ln.Close() // not served yet when the start failed
+		return err
+	})
+	return func() <-chan error {
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		w.log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+		return served
+	}, nil
+}
+
+// startTemporal starts the saga worker; its stop lets it finish its tasks.
+func (w *workerParts) startTemporal(context.Context) error {
+	cfg := w.cfg
+	if !cfg.Worker.Temporal {
+		return nil
+	}
+	if cfg.Worker.StickyCacheSize > 0 {
+		// Process-wide; must precede the first worker. The SDK's default
+		// (10,000) keeps every parked saga of a full sale in memory.
+		sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
+	}
+	views := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix)
+	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable),
+		compensation.New(w.st, w.units, w.metrics.PhantomUnits, w.metrics.Refunds))
+	if err := tw.Start(); err != nil {
+		return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
+	}
+	w.onClose(func() error { tw.Stop(); return nil })
+	w.log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
+	return nil
+}
+
+// startConsumers starts the order and dead-letter consumers. Their stop
+// closes the gate first: held handlers give their messages back.
+func (w *workerParts) startConsumers(ctx context.Context) error {
+	cfg := w.cfg
+	if !cfg.Worker.Consumer {
+		return nil
+	}
 	var consumers []*queue.Consumer
-	var w sdkworker.Worker
-	gate := worker.NewGate()
-	metrics.ObserveGate(gate)
-	// Teardown, in this order: take no more messages (held ones are not
-	// acknowledged and come back later; a start in flight finishes or its
-	// message is redelivered, and a redelivered start is a no-op by workflow
-	// ID), then let the Temporal worker finish its tasks, then (deferred
-	// above) close the connections.
-	teardown := func() error {
-		gate.Close()
+	w.onClose(func() error {
+		w.gate.Close()
 		var errs []error
 		for _, c := range consumers {
 			if err := c.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close consumer: %w", err))
 			}
 		}
-		if w != nil {
-			w.Stop()
-		}
 		return errors.Join(errs...)
+	})
+	starter := workflows.NewClient(w.tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
+	handler := func(src worker.Source) queue.Handler {
+		return worker.Handler(src, starter, w.metrics, w.log, cfg.Worker.StartTimeout)
 	}
-	stopped := false
-	defer func() {
-		if !stopped { // a start-up error
-			_ = teardown()
-		}
-	}()
-	if cfg.Worker.Temporal {
-		if cfg.Worker.StickyCacheSize > 0 {
-			// Process-wide; must precede the first worker. The SDK's default
-			// (10,000) keeps every parked saga of a full sale in memory.
-			sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
-		}
-		tw := worker.NewTemporalWorker(tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(st, views, metrics.Payable),
-			compensation.New(st, units, metrics.PhantomUnits, metrics.Refunds))
-		if err := tw.Start(); err != nil {
-			return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
-		}
-		w = tw
-		log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
-	}
-	if cfg.Worker.Consumer {
-		starter := workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
-		// From the first offset: a consumer group's very first start would
-		// otherwise begin at the end of the topic and skip every order sent
-		// before it. Re-reading retained messages is harmless: a start of an
-		// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
-		c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true, log,
-			gate.Handler(worker.OrderHandler(starter, metrics, log, cfg.Worker.StartTimeout)))
-		if err != nil {
-			return err
-		}
-		consumers = append(consumers, c)
-		dlq, err := worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup, log,
-			worker.DeadLetterHandlerFunc(starter, metrics, log, cfg.Worker.StartTimeout))
-		if err != nil {
-			return err
-		}
-		consumers = append(consumers, dlq)
-		log.Info("order consumer running", "topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.ConsumerGroup,
-			"dead_letter_topic", worker.DeadLetterTopic(cfg.RocketMQ.ConsumerGroup), "dead_letter_group", cfg.Worker.DLQGroup)
-	}
-
-	if cfg.Worker.Temporal && cfg.Reconcile.Interval > 0 {
-		r := reconcile.New(reconcile.Deps{MySQL: st, Units: units, Outbox: outbox.New(rdb, cfg.Redis.KeyPrefix),
-			Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue),
-			Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}}, cfg.Reconcile.Grace, log)
-		rctx, stopReconcile := context.WithCancel(ctx)
-		defer stopReconcile()
-		go worker.RunReconcile(rctx, r, cfg.Reconcile, metrics, log)
-		log.Info("reconcile running", "interval", cfg.Reconcile.Interval, "repair", cfg.Reconcile.Repair)
-	}
-
-	// The ops listener's admin switch holds the order consumer (no saga
-	// starts; messages wait in the worker's buffer, then in the broker): an
-	// operator's lever while Temporal is being worked on (`seckill consumer
-	// hold`), and how the bench keeps sagas out of its purchase stage.
-	var verifier *auth.Verifier
-	if err := cfg.CheckAPISecret(); err != nil {
-		log.Warn("the order consumer's admin switch is off", "err", err)
-	} else {
-		verifier = auth.NewVerifier([]byte(cfg.JWTSecret.Value()))
-	}
-	var held *worker.Gate
-	if cfg.Worker.Consumer {
-		held = gate
-	}
-	srv := &http.Server{Handler: worker.OpsHandler(metrics, held, verifier, log), ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", cfg.Worker.MetricsAddr)
+	// From the first offset: a consumer group's very first start would
+	// otherwise begin at the end of the topic and skip every order sent
+	// before it. Re-reading retained messages is harmless: a start of an
+	// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
+	c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true, w.log, w.gate.Handler(handler(worker.Orders)))
 	if err != nil {
-		return fmt.Errorf("metrics listener %s: %w", cfg.Worker.MetricsAddr, err)
+		return err
 	}
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- srv.Serve(ln) }()
-	log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
-
-	select {
-	case <-ctx.Done():
-		log.Info("worker stopping: consumers first, then the Temporal worker")
-		stopped = true
-		err := teardown()
-		return errors.Join(err, shutdownHTTP(srv))
-	case err := <-srvErr:
-		return fmt.Errorf("metrics server: %w", err)
+	consumers = append(consumers, c)
+	if c, err = worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup, w.log, handler(worker.DeadLetters)); err != nil {
+		return err
 	}
+	consumers = append(consumers, c)
+	w.log.Info("order consumer running", "topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.ConsumerGroup,
+		"dead_letter_topic", worker.DeadLetterTopic(cfg.RocketMQ.ConsumerGroup), "dead_letter_group", cfg.Worker.DLQGroup)
+	return nil
 }
 
-// shutdownHTTP stops the metrics server (last: it reports until the end).
+// startReconcile runs the periodic drift check beside the saga worker.
+func (w *workerParts) startReconcile(ctx context.Context) error {
+	rc := w.cfg.Reconcile
+	if !w.cfg.Worker.Temporal || rc.Interval <= 0 {
+		return nil
+	}
+	ctx, stop := context.WithCancel(ctx)
+	w.onClose(func() error { stop(); return nil })
+	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, rc.Grace, w.log), rc, w.metrics, w.log)
+	w.log.Info("reconcile running", "interval", rc.Interval, "repair", rc.Repair)
+	return nil
+}
+
+// shutdownHTTP stops an HTTP server, giving its requests 10 s.
 func shutdownHTTP(srv *http.Server) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

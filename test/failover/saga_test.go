@@ -113,8 +113,11 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 		"SECKILL_LOG_LEVEL=info",
 	)
 	orders := workflows.NewClient(tc, taskQueue)
-	desk := payment.New(st, orderstatus.New(rdb, prefix), func() (payment.Sagas, error) { return orders, nil },
+	desk, err := payment.New(st, orderstatus.New(rdb, prefix), func() (payment.Sagas, error) { return orders, nil },
 		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deskCtx, stopDesk := context.WithCancel(context.Background())
 	deskDone := make(chan struct{})
 	go func() { defer close(deskDone); desk.Run(deskCtx) }()
