@@ -55,9 +55,9 @@ func TestStampede(t *testing.T) {
 	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
 		d.Relay, metrics = &watch, d.Metrics
 	})
-	rel, err := relay.New(h.ob, sends, itemEnds{h.db}, relay.Options{Consumer: "stampede", Batch: 512,
-		ClaimAfter: 10 * time.Second, Discover: 200 * time.Millisecond, FlushTimeout: 10 * time.Second, Parallel: 2,
-		SendBatch: 256, RetireAfter: time.Minute}, metrics, testenv.Logger(t))
+	rc := testenv.Config(t).API.Relay
+	rc.Discover = 200 * time.Millisecond
+	rel, err := relay.New(h.ob, sends, itemEnds{h.db}, rc, "stampede", metrics, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -254,19 +254,8 @@ type API struct {
 	EventsPoll      time.Duration `env:"EVENTS_POLL" envDefault:"5s"`
 	EventsMax       time.Duration `env:"EVENTS_MAX" envDefault:"1h"`
 	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
-	RelayBatch      int           `env:"RELAY_BATCH" envDefault:"512"`
-	RelayClaimAfter time.Duration `env:"RELAY_CLAIM_AFTER" envDefault:"10s"`
-	// RelayParallel sends per item in flight, each of up to RelaySendBatch
-	// outbox entries (one RocketMQ batch message): together they bound the
-	// duplicates a crash of this instance can cause.
-	RelayParallel  int `env:"RELAY_PARALLEL" envDefault:"2"`
-	RelaySendBatch int `env:"RELAY_SEND_BATCH" envDefault:"256"`
-	// RelayLinger is how long the relay waits after a short read so that its
-	// next send carries a fuller batch (adds at most this to the handoff).
-	// The broker's CPU goes mostly per send, not per message: in a stampede
-	// on 2 cores, 50 ms (batches of ~200) took its share from ~50 % to ~15 %
-	// of a core against 10 ms (batches of ~40).
-	RelayLinger time.Duration `env:"RELAY_LINGER" envDefault:"50ms"`
+	// Relay moves this instance's reservations from the outbox to RocketMQ.
+	Relay Relay `envPrefix:"RELAY_"`
 	// WakeRate paces, per instance, the signals that wake a saga after a pay
 	// or cancel was recorded at the door (payment.Options.WakeRate).
 	WakeRate float64 `env:"WAKE_RATE" envDefault:"25"`
@@ -277,14 +266,6 @@ type API struct {
 	// it would make a paid QUEUED order PENDING_PAYMENT and time it out);
 	// see docs/deploy.md.
 	EarlyPay bool `env:"EARLY_PAY" envDefault:"true"`
-	// RelayFlushTimeout bounds the outbox flush at shutdown.
-	RelayFlushTimeout time.Duration `env:"RELAY_FLUSH_TIMEOUT" envDefault:"10s"`
-	// RelayPoolSize is the relay's own Redis pool (per node on a cluster):
-	// one blocking reader per item on sale plus its acks.
-	RelayPoolSize int `env:"RELAY_POOL_SIZE" envDefault:"128"`
-	// RelayRetireAfter and RelayDiscover: relay.Options.
-	RelayRetireAfter time.Duration `env:"RELAY_RETIRE_AFTER" envDefault:"1m"`
-	RelayDiscover    time.Duration `env:"RELAY_DISCOVER" envDefault:"5s"`
 	// Instance names this API instance (its outbox consumer); empty means
 	// hostname-pid. Two live instances must not share a name.
 	Instance string `env:"INSTANCE"`
@@ -304,6 +285,37 @@ type API struct {
 	// PprofAddr, when set, serves net/http/pprof on its own listener (for
 	// profiling under load; keep it on loopback). Empty: off.
 	PprofAddr string `env:"PPROF_ADDR"`
+}
+
+// Relay is the API's outbox relay (package relay): every field is required.
+type Relay struct {
+	// Batch is how many outbox entries one read takes.
+	Batch int `env:"BATCH" envDefault:"512"`
+	// ClaimAfter is how long an entry stays unacknowledged by another
+	// instance before this one takes it over (that one is presumed dead).
+	ClaimAfter time.Duration `env:"CLAIM_AFTER" envDefault:"10s"`
+	// Parallel sends per item in flight, each of up to SendBatch outbox
+	// entries (one RocketMQ batch message): together they bound the
+	// duplicates a crash of this instance can cause.
+	Parallel  int `env:"PARALLEL" envDefault:"2"`
+	SendBatch int `env:"SEND_BATCH" envDefault:"256"`
+	// Linger is how long the relay waits after a read that found fewer than
+	// Batch entries, so that its next send carries a fuller batch (at most
+	// this added to the handoff; 0: no wait). The broker's CPU goes mostly
+	// per send, not per message: in a stampede on 2 cores, 50 ms (batches of
+	// ~200) took its share from ~50 % to ~15 % of a core against 10 ms.
+	Linger time.Duration `env:"LINGER" envDefault:"50ms"`
+	// FlushTimeout bounds the outbox flush at shutdown.
+	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s"`
+	// PoolSize is the relay's own Redis pool (per node on a cluster): one
+	// blocking reader per item on sale plus its acks.
+	PoolSize int `env:"POOL_SIZE" envDefault:"128"`
+	// RetireAfter is how long after an item's sale ended its reader keeps
+	// going; then, once the item's outbox is empty, the reader stops (one
+	// blocking reader per item ever sold would tie up a connection each).
+	RetireAfter time.Duration `env:"RETIRE_AFTER" envDefault:"1m"`
+	// Discover is how often the relay re-reads the item list.
+	Discover time.Duration `env:"DISCOVER" envDefault:"5s"`
 }
 
 // PurchaseHeadroom is what SECKILL_API_WRITE_TIMEOUT must hold besides the
@@ -494,7 +506,6 @@ func (c Config) Validate() error {
 	positive("API_LIMITER_MAX_KEYS", float64(c.API.LimiterMaxKeys))
 	positive("API_IP_LIMITER_MAX_KEYS", float64(c.API.IPLimiterMaxKeys))
 	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))
-	positive("API_RELAY_POOL_SIZE", float64(c.API.RelayPoolSize))
 	positive("API_STREAMS_MAX", float64(c.API.StreamsMax))
 	positive("API_EVENTS_POLL", c.API.EventsPoll.Seconds())
 	positive("API_EVENTS_MAX", c.API.EventsMax.Seconds())
@@ -506,13 +517,15 @@ func (c Config) Validate() error {
 	}
 	// The relay, the payment desk and the Temporal worker take these as
 	// they are: their defaults live here alone.
-	positive("API_RELAY_BATCH", float64(c.API.RelayBatch))
-	positive("API_RELAY_CLAIM_AFTER", c.API.RelayClaimAfter.Seconds())
-	positive("API_RELAY_DISCOVER", c.API.RelayDiscover.Seconds())
-	positive("API_RELAY_FLUSH_TIMEOUT", c.API.RelayFlushTimeout.Seconds())
-	positive("API_RELAY_PARALLEL", float64(c.API.RelayParallel))
-	positive("API_RELAY_SEND_BATCH", float64(c.API.RelaySendBatch))
-	positive("API_RELAY_RETIRE_AFTER", c.API.RelayRetireAfter.Seconds())
+	r := c.API.Relay
+	positive("API_RELAY_BATCH", float64(r.Batch))
+	positive("API_RELAY_CLAIM_AFTER", r.ClaimAfter.Seconds())
+	positive("API_RELAY_DISCOVER", r.Discover.Seconds())
+	positive("API_RELAY_FLUSH_TIMEOUT", r.FlushTimeout.Seconds())
+	positive("API_RELAY_PARALLEL", float64(r.Parallel))
+	positive("API_RELAY_SEND_BATCH", float64(r.SendBatch))
+	positive("API_RELAY_RETIRE_AFTER", r.RetireAfter.Seconds())
+	positive("API_RELAY_POOL_SIZE", float64(r.PoolSize))
 	positive("WORKER_CONSUME_WORKERS", float64(c.Worker.ConsumeWorkers))
 	positive("WORKER_START_TIMEOUT", c.Worker.StartTimeout.Seconds())
 	positive("WORKER_MAX_CONCURRENT_ACTIVITIES", float64(c.Worker.MaxConcurrentActivities))

@@ -4,7 +4,7 @@
 // never reserved without an entry; the relay publishes each entry with
 // SendSync (key = order id) and only then acknowledges and deletes it. Entries
 // a dead instance received but never acknowledged are claimed after
-// ClaimAfter. See docs/handoff.md.
+// SECKILL_API_RELAY_CLAIM_AFTER. See docs/handoff.md.
 package relay
 
 import (
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 )
@@ -44,55 +45,8 @@ func (NopMetrics) Published(int)        {}
 func (NopMetrics) PublishFailed()       {}
 func (NopMetrics) Backlog(int64, int64) {}
 
-// Options tune the relay. Every field but Linger, Block and MaxBackoff is
-// required: config.API's relay settings hold their defaults.
-type Options struct {
-	Consumer string // this instance's consumer name; must be unique per live instance
-	Batch    int64  // entries read per round
-	// ClaimAfter is how long an entry stays unacknowledged by another consumer
-	// before this relay takes it over (that consumer is presumed dead).
-	ClaimAfter time.Duration
-	// Discover is how often the item list is re-read.
-	Discover time.Duration
-	// FlushTimeout bounds the final flush when Run's context ends.
-	FlushTimeout time.Duration
-	// Parallel is how many sends, each of up to SendBatch entries, are in
-	// flight at once. A crash can duplicate at most the entries of the sends
-	// in flight (sent, not acked): Parallel x SendBatch.
-	Parallel  int
-	SendBatch int
-	// RetireAfter is how long after an item's sale ended its reader keeps
-	// going; then, once its outbox is empty, the reader stops (a relay that
-	// kept one blocking reader per item ever sold would tie up a Redis
-	// connection each). A closed item with a backlog (the broker was down at
-	// the end) is read until the backlog is gone.
-	RetireAfter time.Duration
-	// Linger is how long the relay waits after a read that found fewer than
-	// Batch entries before it reads again, so that the next send carries a
-	// fuller batch. It adds at most this much to the handoff. 0: no wait.
-	Linger time.Duration
-	// Block (how long one read waits for new entries, 1 s when 0) and
-	// MaxBackoff (the cap of the wait between failed sends, 5 s when 0) are
-	// no settings: tests shorten them.
-	Block, MaxBackoff time.Duration
-}
-
 // group is the consumer group of the relays on every outbox stream.
 const group = "relay"
-
-func (o *Options) check() error {
-	if o.Consumer == "" || o.Batch <= 0 || o.ClaimAfter <= 0 || o.Discover <= 0 || o.FlushTimeout <= 0 ||
-		o.Parallel <= 0 || o.SendBatch <= 0 || o.RetireAfter <= 0 {
-		return fmt.Errorf("relay: options %+v: every one but Linger must be set (SECKILL_API_RELAY_*)", *o)
-	}
-	if o.Block <= 0 {
-		o.Block = time.Second
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 5 * time.Second
-	}
-	return nil
-}
 
 // Outbox is the items' outbox streams (outbox.Stream).
 type Outbox interface {
@@ -108,12 +62,16 @@ var _ Outbox = (*outbox.Stream)(nil)
 
 // Relay publishes the outboxes of all known items, one goroutine per item.
 type Relay struct {
-	st    Outbox
-	pub   Publisher
-	items ItemLister
-	opts  Options
-	m     Metrics
-	log   *slog.Logger
+	st       Outbox
+	pub      Publisher
+	items    ItemLister
+	cfg      config.Relay
+	consumer string // this instance's consumer name; unique per live instance
+	m        Metrics
+	log      *slog.Logger
+	// block is how long one read waits for new entries; maxBackoff caps
+	// the wait between failed sends. No settings: tests shorten them.
+	block, maxBackoff time.Duration
 
 	mu      sync.Mutex
 	watched map[int64]bool
@@ -122,10 +80,12 @@ type Relay struct {
 	now     func() time.Time
 }
 
-// New returns a relay; call Run to start it.
-func New(st Outbox, pub Publisher, items ItemLister, opts Options, m Metrics, log *slog.Logger) (*Relay, error) {
-	if err := opts.check(); err != nil {
-		return nil, err
+// New returns a relay for this instance's consumer name; call Run to start
+// it. Every setting of cfg but Linger is required.
+func New(st Outbox, pub Publisher, items ItemLister, cfg config.Relay, consumer string, m Metrics, log *slog.Logger) (*Relay, error) {
+	if consumer == "" || cfg.Batch <= 0 || cfg.ClaimAfter <= 0 || cfg.Discover <= 0 || cfg.FlushTimeout <= 0 ||
+		cfg.Parallel <= 0 || cfg.SendBatch <= 0 || cfg.RetireAfter <= 0 {
+		return nil, fmt.Errorf("relay %q: settings %+v: every one but Linger must be set (SECKILL_API_RELAY_*)", consumer, cfg)
 	}
 	if m == nil {
 		m = NopMetrics{}
@@ -133,7 +93,8 @@ func New(st Outbox, pub Publisher, items ItemLister, opts Options, m Metrics, lo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{st: st, pub: pub, items: items, opts: opts, m: m, log: log.With("component", "relay"),
+	return &Relay{st: st, pub: pub, items: items, cfg: cfg, consumer: consumer, m: m, log: log.With("component", "relay"),
+		block: time.Second, maxBackoff: 5 * time.Second,
 		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64), now: time.Now}, nil
 }
 
@@ -188,7 +149,7 @@ func (r *Relay) Run(ctx context.Context) {
 		}
 	}
 	discover()
-	t := time.NewTicker(r.opts.Discover)
+	t := time.NewTicker(r.cfg.Discover)
 	defer t.Stop()
 loop:
 	for {
@@ -209,7 +170,7 @@ func (r *Relay) closed(itemID int64) bool {
 	r.mu.Lock()
 	end, ok := r.ends[itemID]
 	r.mu.Unlock()
-	return ok && r.now().Sub(end) > r.opts.RetireAfter
+	return ok && r.now().Sub(end) > r.cfg.RetireAfter
 }
 
 func (r *Relay) isWatched(itemID int64) bool {
@@ -236,7 +197,7 @@ func (r *Relay) Watching() int {
 func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
 	w := &itemWorker{r: r, item: itemID, log: log}
-	backoff := &backoff{max: r.opts.MaxBackoff}
+	backoff := &backoff{max: r.maxBackoff}
 	ensureGroup := func() {
 		for ctx.Err() == nil {
 			if err := r.st.EnsureGroup(ctx, itemID, group); err != nil {
@@ -258,20 +219,20 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 		var err error
 		switch {
 		case pendingFirst:
-			entries, err = r.st.Read(ctx, itemID, group, r.opts.Consumer, r.opts.Batch, 0, true)
+			entries, err = r.st.Read(ctx, itemID, group, r.consumer, int64(r.cfg.Batch), 0, true)
 			if err == nil && len(entries) == 0 {
 				pendingFirst = false
 			}
-		case time.Since(lastClaim) >= r.opts.ClaimAfter/2:
-			entries, err = r.st.Claim(ctx, itemID, group, r.opts.Consumer, r.opts.ClaimAfter, r.opts.Batch)
-			if err == nil && len(entries) < int(r.opts.Batch) {
+		case time.Since(lastClaim) >= r.cfg.ClaimAfter/2:
+			entries, err = r.st.Claim(ctx, itemID, group, r.consumer, r.cfg.ClaimAfter, int64(r.cfg.Batch))
+			if err == nil && len(entries) < r.cfg.Batch {
 				lastClaim = time.Now()
 			}
 			if len(entries) > 0 {
 				log.Info("claimed outbox entries left by another instance", "entries", len(entries))
 			}
 		default:
-			entries, err = r.st.Read(ctx, itemID, group, r.opts.Consumer, r.opts.Batch, r.opts.Block, false)
+			entries, err = r.st.Read(ctx, itemID, group, r.consumer, int64(r.cfg.Batch), r.block, false)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -302,8 +263,8 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 			}
 		}
 		r.reportBacklog(ctx, itemID)
-		if r.opts.Linger > 0 && len(entries) > 0 && len(entries) < int(r.opts.Batch) {
-			sleep(ctx, r.opts.Linger)
+		if r.cfg.Linger > 0 && len(entries) > 0 && len(entries) < r.cfg.Batch {
+			sleep(ctx, r.cfg.Linger)
 		}
 	}
 	w.flush()
@@ -324,7 +285,7 @@ type itemWorker struct {
 // deliver publishes entries until each is sent and acknowledged, or ctx
 // ends (they then stay pending for the flush, a restart or another instance).
 func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
-	backoff := &backoff{max: w.r.opts.MaxBackoff}
+	backoff := &backoff{max: w.r.maxBackoff}
 	lastTouch := time.Now()
 	for len(entries) > 0 {
 		entries = w.sendAll(ctx, entries)
@@ -334,12 +295,12 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 		w.r.reportBacklog(ctx, w.item)
 		backoff.wait(ctx)
 		// Keep entries we are still retrying from looking abandoned.
-		if time.Since(lastTouch) >= w.r.opts.ClaimAfter/3 {
+		if time.Since(lastTouch) >= w.r.cfg.ClaimAfter/3 {
 			ids := make([]string, len(entries))
 			for i, e := range entries {
 				ids[i] = e.ID
 			}
-			if err := w.r.st.Touch(ctx, w.item, group, w.r.opts.Consumer, ids...); err != nil {
+			if err := w.r.st.Touch(ctx, w.item, group, w.r.consumer, ids...); err != nil {
 				w.log.Warn("touch outbox entries", "err", err)
 			}
 			lastTouch = time.Now()
@@ -370,7 +331,7 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 			continue
 		}
 		cur.ids, cur.msgs, cur.src = append(cur.ids, e.ID), append(cur.msgs, m), append(cur.src, e)
-		if len(cur.ids) >= w.r.opts.SendBatch {
+		if len(cur.ids) >= w.r.cfg.SendBatch {
 			chunks = append(chunks, cur)
 			cur = chunk{}
 		}
@@ -382,7 +343,7 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 		mu     sync.Mutex
 		failed []outbox.Entry
 		wg     sync.WaitGroup
-		sem    = make(chan struct{}, w.r.opts.Parallel)
+		sem    = make(chan struct{}, w.r.cfg.Parallel)
 		sent   int
 	)
 	for _, c := range chunks {
@@ -443,12 +404,12 @@ func (w *itemWorker) ack(ctx context.Context, ids ...string) bool {
 // flush publishes, within FlushTimeout, what this consumer holds and what is
 // still unread, then returns. What it cannot send stays in the stream.
 func (w *itemWorker) flush() {
-	ctx, cancel := context.WithTimeout(context.Background(), w.r.opts.FlushTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.r.cfg.FlushTimeout)
 	defer cancel()
 	total := 0
 	for _, pending := range []bool{true, false} {
 		for ctx.Err() == nil {
-			entries, err := w.r.st.Read(ctx, w.item, group, w.r.opts.Consumer, w.r.opts.Batch, 0, pending)
+			entries, err := w.r.st.Read(ctx, w.item, group, w.r.consumer, int64(w.r.cfg.Batch), 0, pending)
 			if err != nil || len(entries) == 0 {
 				break
 			}

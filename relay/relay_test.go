@@ -3,13 +3,13 @@ package relay_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
@@ -145,26 +145,28 @@ func publishedOnce(t *testing.T, p *fakePub, ob *outbox.Stream, its []int64, n i
 	}
 }
 
-func opts(consumer string) relay.Options {
-	return relay.Options{Consumer: consumer, Batch: 16, ClaimAfter: 400 * time.Millisecond,
-		Discover: 100 * time.Millisecond, Block: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+func opts() config.Relay {
+	return config.Relay{Batch: 16, ClaimAfter: 400 * time.Millisecond, Discover: 100 * time.Millisecond,
 		FlushTimeout: 2 * time.Second, Parallel: 2, SendBatch: 1, RetireAfter: time.Minute}
 }
 
-func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.ItemLister, o relay.Options, m relay.Metrics, log *slog.Logger) *relay.Relay {
+// newRelay returns a relay whose reads block 100 ms and whose backoff stops
+// at 200 ms.
+func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.ItemLister, o config.Relay, consumer string, m relay.Metrics) *relay.Relay {
 	t.Helper()
-	r, err := relay.New(ob, pub, items, o, m, log)
+	r, err := relay.New(ob, pub, items, o, consumer, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.SetTimings(100*time.Millisecond, 200*time.Millisecond)
 	return r
 }
 
 // A setting left at zero is refused: its default lives in config alone.
 func TestRelayRefusesAMissingOption(t *testing.T) {
-	o := opts("a")
+	o := opts()
 	o.Parallel = 0
-	if _, err := relay.New(nil, nil, nil, o, nil, nil); err == nil {
+	if _, err := relay.New(nil, nil, nil, o, "a", nil, nil); err == nil {
 		t.Fatal("want an error for Parallel 0")
 	}
 }
@@ -181,7 +183,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 	}
 	pub := newFakePub()
 	pub.failRate = 0.3
-	start(t, newRelay(t, ob, pub, items{1, 2}, opts("a"), nil, nil))
+	start(t, newRelay(t, ob, pub, items{1, 2}, opts(), "a", nil))
 	reserve(t, s, 1, 1, 60)
 	reserve(t, s, 2, 1, 40)
 	publishedOnce(t, pub, ob, items{1, 2}, 100, 10*time.Second, "100 messages")
@@ -213,7 +215,7 @@ func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
 		t.Fatalf("dead consumer read %d (%v)", len(got), err)
 	}
 	pub := newFakePub()
-	start(t, newRelay(t, ob, pub, items{7}, opts("alive"), nil, nil))
+	start(t, newRelay(t, ob, pub, items{7}, opts(), "alive", nil))
 	publishedOnce(t, pub, ob, items{7}, 10, 5*time.Second, "claimed entries")
 }
 
@@ -231,9 +233,9 @@ func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
 		t.Fatal("setup")
 	}
 	pub := newFakePub()
-	o := opts("same-name")
+	o := opts()
 	o.ClaimAfter = time.Hour // only the pending re-read can find them
-	start(t, newRelay(t, ob, pub, items{3}, o, nil, nil))
+	start(t, newRelay(t, ob, pub, items{3}, o, "same-name", nil))
 	waitFor(t, 5*time.Second, "own pending entries", func() bool { d, _, _ := pub.counts(); return d == 5 })
 }
 
@@ -248,7 +250,7 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 	pub := newFakePub()
 	pub.down.Store(true)
 	m := &backlogMetrics{}
-	start(t, newRelay(t, ob, pub, items{5}, opts("a"), m, nil))
+	start(t, newRelay(t, ob, pub, items{5}, opts(), "a", m))
 	reserve(t, s, 5, 1, 30)
 	// More failures than entries: the relay retried while the broker was
 	// down, and reported the whole backlog meanwhile.
@@ -270,7 +272,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 	reserve(t, s, 9, 1, 8)
 	pubA := newFakePub()
 	pubA.down.Store(true)
-	start(t, newRelay(t, ob, pubA, items{9}, opts("a"), nil, nil))
+	start(t, newRelay(t, ob, pubA, items{9}, opts(), "a", nil))
 	waitFor(t, 5*time.Second, "A to take the entries", func() bool { return pubA.failures.Load() >= 8 })
 	// The control: one more entry, received by a dead instance after A took
 	// its eight (A, retrying them, reads nothing new). Once B has claimed it,
@@ -281,7 +283,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 		t.Fatalf("dead consumer read %+v (%v), want only the control entry", got, err)
 	}
 	pubB := newFakePub()
-	start(t, newRelay(t, ob, pubB, items{9}, opts("b"), nil, nil))
+	start(t, newRelay(t, ob, pubB, items{9}, opts(), "b", nil))
 	waitFor(t, 10*time.Second, "B to claim the dead instance's entry", func() bool {
 		pubB.mu.Lock()
 		defer pubB.mu.Unlock()
@@ -303,10 +305,10 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := newFakePub()
-	o := opts("a")
-	o.Block = 5 * time.Second // the loop is parked in a long read when stopped
 	m := &backlogMetrics{}
-	stop := start(t, newRelay(t, ob, pub, items{4}, o, m, nil))
+	r := newRelay(t, ob, pub, items{4}, opts(), "a", m)
+	r.SetTimings(5*time.Second, 200*time.Millisecond) // the loop is parked in a long read when stopped
+	stop := start(t, r)
 	// Two rounds reported (its own pending entries, then a claim pass): the
 	// item loop's next step is the long read.
 	waitFor(t, 5*time.Second, "the item loop's first rounds", func() bool { return m.reports.Load() >= 2 })
@@ -328,9 +330,9 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	reserve(t, s, 1, 1, 300) // a backlog before the relay starts: full batches
 	pub := newFakePub()
 	pub.failRate = 0.3
-	o := opts("a")
+	o := opts()
 	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
-	start(t, newRelay(t, ob, pub, items{1}, o, nil, nil))
+	start(t, newRelay(t, ob, pub, items{1}, o, "a", nil))
 	reserve(t, s, 1, 301, 200)
 	publishedOnce(t, pub, ob, items{1}, 500, 10*time.Second, "500 messages")
 	if pub.failures.Load() == 0 {
@@ -356,7 +358,7 @@ func TestRelayRecoversFromALostGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := newFakePub()
-	start(t, newRelay(t, ob, pub, items{1}, opts("a"), nil, nil))
+	start(t, newRelay(t, ob, pub, items{1}, opts(), "a", nil))
 	reserve(t, s, 1, 1, 5)
 	publishedOnce(t, pub, ob, items{1}, 5, 10*time.Second, "5 messages before the loss")
 	if err := rdb.Del(ctx, s.ItemKeys(1).Outbox).Err(); err != nil {
@@ -392,7 +394,7 @@ func TestRelayRetiresReadersOfClosedItems(t *testing.T) {
 	}
 	reserve(t, s, 22, 1, 7) // item 22 closed with a backlog
 	pub := newFakePub()
-	r := newRelay(t, ob, pub, endedItems{21, 22}, opts("a"), nil, nil)
+	r := newRelay(t, ob, pub, endedItems{21, 22}, opts(), "a", nil)
 	start(t, r)
 	publishedOnce(t, pub, ob, []int64{21, 22}, 7, 10*time.Second, "the closed item's backlog")
 	waitFor(t, 10*time.Second, "every reader retired", func() bool { return r.Watching() == 0 })

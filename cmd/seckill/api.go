@@ -73,7 +73,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
 	// The relay has its own client: one blocking reader per watched item
 	// must not take the connections GET order and purchases wait for.
-	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.RelayPoolSize, Name: "seckill-relay"}, false)
+	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.Relay.PoolSize, Name: "seckill-relay"}, false)
 	if err != nil {
 		return err
 	}
@@ -91,11 +91,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 		host, _ := os.Hostname()
 		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	rel, err := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, relay.Options{
-		Consumer: instance, Batch: int64(cfg.API.RelayBatch), ClaimAfter: cfg.API.RelayClaimAfter,
-		Discover: cfg.API.RelayDiscover, FlushTimeout: cfg.API.RelayFlushTimeout, Parallel: cfg.API.RelayParallel,
-		SendBatch: cfg.API.RelaySendBatch, Linger: cfg.API.RelayLinger, RetireAfter: cfg.API.RelayRetireAfter,
-	}, metrics, log)
+	rel, err := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, instance, metrics, log)
 	if err != nil {
 		return err
 	}

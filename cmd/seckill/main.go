@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -58,16 +59,11 @@ func newRoot() *cobra.Command {
 			return nil
 		},
 	}
-	for _, sub := range subcommands {
-		root.AddCommand(sub(a))
-	}
+	root.AddCommand(newMigrateCmd(a), newConfigCmd(a), newWorkerCmd(a), newAPICmd(a), newTokenCmd(a), newReconcileCmd(a), newConsumerCmd(a))
 	return root
 }
 
-// subcommands are registered by each role's file in this package.
-var subcommands = []func(*app) *cobra.Command{newMigrateCmd, newConfigCmd, newWorkerCmd, newAPICmd, newTokenCmd, newReconcileCmd, newConsumerCmd}
-
-func newLogger(cfg config.Log, w interface{ Write([]byte) (int, error) }) *slog.Logger {
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
 		level = slog.LevelInfo

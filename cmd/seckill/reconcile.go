@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"text/tabwriter"
 	"time"
@@ -124,7 +125,7 @@ func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient
 	}, grace, log)
 }
 
-func printReconcile(w interface{ Write([]byte) (int, error) }, rep reconcile.Report) {
+func printReconcile(w io.Writer, rep reconcile.Report) {
 	if len(rep.Findings) == 0 {
 		_, _ = fmt.Fprintf(w, "items %v: no drift\n", rep.Items)
 		return

@@ -480,7 +480,7 @@ func TestGraceCoversTeardown(t *testing.T) {
 				var need time.Duration
 				if component == "api" {
 					// HTTP drain, then the relay's flush (cmd/seckill/api.go).
-					need = preStop + r.cfg.API.ShutdownTimeout + r.cfg.API.RelayFlushTimeout + graceMargin
+					need = preStop + r.cfg.API.ShutdownTimeout + r.cfg.API.Relay.FlushTimeout + graceMargin
 				} else {
 					// The order consumer, then the dead-letter consumer, each
 					// waiting for its starts in flight; then /metrics.

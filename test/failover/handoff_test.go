@@ -300,7 +300,7 @@ func (e *handoffEnv) verify(reserved map[string]bool, got map[string]int) {
 		e.t.Fatalf("%d distinct order ids on the topic, want %d", len(got), len(reserved))
 	}
 	api := testenv.Config(e.t).API
-	if bound := api.RelayParallel * api.RelaySendBatch; dups > bound {
+	if bound := api.Relay.Parallel * api.Relay.SendBatch; dups > bound {
 		e.t.Fatalf("%d duplicate messages, more than the sends in flight can carry (%d)", dups, bound)
 	}
 }
