@@ -399,10 +399,14 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	return c, nil
 }
 
-// normalize tidies list values as written by people: "a, b" is a and b, an
-// empty entry (a trailing comma) is nothing.
+// normalize tidies list values as written by people ("a, b" is a and b, an
+// empty entry is nothing) and names an unnamed API instance hostname-pid.
 func (c *Config) normalize() {
 	c.API.TrustedProxies = trimList(c.API.TrustedProxies)
+	if c.API.Instance == "" {
+		host, _ := os.Hostname()
+		c.API.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 }
 
 func trimList(in []string) []string {

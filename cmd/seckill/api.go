@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,12 +85,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 		metrics.PublishDegraded(status)
 		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
 	})
-	instance := cfg.API.Instance
-	if instance == "" {
-		host, _ := os.Hostname()
-		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	rel, err := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, instance, metrics, log)
+	rel, err := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, cfg.API.Instance, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -168,7 +162,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 		}
 		return nil
 	})
-	log.Info("api listening", "addr", ln.Addr().String(), "instance", instance)
+	log.Info("api listening", "addr", ln.Addr().String(), "instance", cfg.API.Instance)
 	select {
 	case <-ctx.Done():
 		return nil

@@ -74,7 +74,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if w.rdb, err = w.redis(ctx, redisx.Options{Name: "seckill-worker"}, true); err != nil {
 		return err
 	}
-	w.units = stock.New(w.rdb, cfg.Redis.KeyPrefix)
 	w.metrics.ObserveGate(w.gate)
 	serve, err := w.listenOps()
 	if err != nil {
@@ -100,7 +99,6 @@ type workerParts struct {
 	tc      client.Client
 	st      *store.Store
 	rdb     redis.UniversalClient
-	units   *stock.Store
 	metrics *worker.Metrics
 	gate    *worker.Gate // the admin switch's hold on the order consumer
 }
@@ -148,9 +146,9 @@ func (w *workerParts) startTemporal(context.Context) error {
 		// (10,000) keeps every parked saga of a full sale in memory.
 		sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
 	}
-	views := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix)
+	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)
 	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable),
-		compensation.New(w.st, w.units, w.metrics.PhantomUnits, w.metrics.Refunds))
+		compensation.New(w.st, units, w.metrics.PhantomUnits, w.metrics.Refunds))
 	if err := tw.Start(); err != nil {
 		return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
 	}
