@@ -45,9 +45,9 @@ type Config struct {
 	Worker    Worker    `envPrefix:"WORKER_"`
 	Reconcile Reconcile `envPrefix:"RECONCILE_"`
 	// JWTSecret signs and verifies buyer and admin tokens (HS256). Its
-	// default is the well-known DevJWTSecret: `seckill api` refuses to start
-	// with it (or with any secret under 32 bytes) unless Dev is on.
-	JWTSecret Secret `env:"JWT_SECRET" envDefault:"seckill-dev-secret-change-me"`
+	// default is the well-known DevJWTSecret (set by normalize): `seckill
+	// api` refuses to start with it (or any secret under 32 bytes) unless Dev.
+	JWTSecret Secret `env:"JWT_SECRET"`
 	// Dev is the development switch (SECKILL_DEV=1): it lets `seckill api`
 	// run with the development JWT secret. `make run`, the tests, the bench
 	// and docker-compose turn it on; nothing else should.
@@ -400,9 +400,12 @@ func LoadFrom(environ map[string]string) (Config, error) {
 }
 
 // normalize tidies list values as written by people ("a, b" is a and b, an
-// empty entry is nothing) and names an unnamed API instance hostname-pid.
+// empty entry is nothing) and gives the defaults a struct tag cannot.
 func (c *Config) normalize() {
 	c.API.TrustedProxies = trimList(c.API.TrustedProxies)
+	if c.JWTSecret == "" {
+		c.JWTSecret = DevJWTSecret
+	}
 	if c.API.Instance == "" {
 		host, _ := os.Hostname()
 		c.API.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())

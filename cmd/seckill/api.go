@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,10 +154,8 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	go func() { served <- httpSrv.Serve(ln) }()
 	d.onClose(func() error {
 		log.Info("api shutting down")
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.API.ShutdownTimeout)
-		defer cancel()
-		if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("http shutdown", "err", err)
+		if err := shutdownHTTP(httpSrv, cfg.API.ShutdownTimeout); err != nil {
+			log.Warn("http shutdown", "err", err) // open event streams hold it to the end
 		}
 		return nil
 	})

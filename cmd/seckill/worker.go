@@ -123,9 +123,12 @@ func (w *workerParts) listenOps() (serve func() <-chan error, err error) {
 		return nil, fmt.Errorf("metrics listener %s: %w", w.cfg.Worker.MetricsAddr, err)
 	}
 	w.onClose(func() error {
-		err := shutdownHTTP(srv)
+		err := shutdownHTTP(srv, 10*time.Second)
 		_ = ln.Close() // not served yet when the start failed
-		return err
+		if err != nil {
+			return fmt.Errorf("metrics server shutdown: %w", err)
+		}
+		return nil
 	})
 	return func() <-chan error {
 		served := make(chan error, 1)
@@ -210,12 +213,12 @@ func (w *workerParts) startReconcile(ctx context.Context) error {
 	return nil
 }
 
-// shutdownHTTP stops an HTTP server, giving its requests 10 s.
-func shutdownHTTP(srv *http.Server) error {
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// shutdownHTTP stops srv, giving its requests up to timeout.
+func shutdownHTTP(srv *http.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("metrics server shutdown: %w", err)
+	if err := srv.Shutdown(ctx); !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
 	return nil
 }
