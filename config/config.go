@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -86,11 +87,11 @@ type Log struct {
 
 // Redis is the stock and reservation store.
 type Redis struct {
-	Addr string `env:"ADDR" envDefault:"127.0.0.1:6379"`
+	Addr string `env:"ADDR" envDefault:"127.0.0.1:6379" check:"hostport"`
 	// Addrs, when set, replaces Addr: two or more addresses (the seed nodes
 	// of a Redis Cluster) give a cluster client; one keeps the plain client
 	// unless Cluster is on (a cluster behind one configuration endpoint).
-	Addrs   []string `env:"ADDRS" envSeparator:","`
+	Addrs   []string `env:"ADDRS" envSeparator:"," check:"hostport,optional"`
 	Cluster bool     `env:"CLUSTER"`
 	// MasterName, when set, is the Sentinel master's name and Addrs (or
 	// Addr) the Sentinels: a failover client.
@@ -105,7 +106,7 @@ type Redis struct {
 	TLS      bool     `env:"TLS"`
 	TLSFiles TLSFiles `envPrefix:"TLS_"`
 	DB       int      `env:"DB" envDefault:"0"`
-	PoolSize int      `env:"POOL_SIZE" envDefault:"64"`
+	PoolSize int      `env:"POOL_SIZE" envDefault:"64" check:"positive"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
 	// WaitReplicas, when above 0, answers a batch of reservations only once
@@ -134,7 +135,7 @@ type MySQL struct {
 	User         string        `env:"USER" envDefault:"seckill"`
 	Password     Secret        `env:"PASSWORD" envDefault:"seckill"`
 	Database     string        `env:"DATABASE" envDefault:"seckill"`
-	MaxOpenConns int           `env:"MAX_OPEN_CONNS" envDefault:"32"`
+	MaxOpenConns int           `env:"MAX_OPEN_CONNS" envDefault:"32" check:"positive"`
 	MaxIdleConns int           `env:"MAX_IDLE_CONNS" envDefault:"16"`
 	ConnMaxLife  time.Duration `env:"CONN_MAX_LIFETIME" envDefault:"30m"`
 	// TLS verifies the server's certificate and name (verify-full); see TLSFiles.
@@ -161,11 +162,11 @@ func (m MySQL) DSN() (string, error) {
 
 // RocketMQ is the order queue between the API and the saga.
 type RocketMQ struct {
-	NameServers []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:","`
+	NameServers []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:"," check:"hostport"`
 	// Brokers are the brokers' addresses (a comma list), used to create
 	// topics (on every one of them) and by /readyz; producers and consumers
 	// find brokers through the name servers.
-	Brokers       []string `env:"BROKER" envDefault:"127.0.0.1:10911" envSeparator:","`
+	Brokers       []string `env:"BROKER" envDefault:"127.0.0.1:10911" envSeparator:"," check:"hostport"`
 	Topic         string   `env:"TOPIC" envDefault:"seckill-orders"`
 	ProducerGroup string   `env:"PRODUCER_GROUP" envDefault:"seckill-api"`
 	ConsumerGroup string   `env:"CONSUMER_GROUP" envDefault:"seckill-order-consumer"`
@@ -183,7 +184,7 @@ type RocketMQ struct {
 
 // Temporal runs the order saga.
 type Temporal struct {
-	Address   string `env:"ADDRESS" envDefault:"127.0.0.1:7233"`
+	Address   string `env:"ADDRESS" envDefault:"127.0.0.1:7233" check:"hostport"`
 	Namespace string `env:"NAMESPACE" envDefault:"default"`
 	TaskQueue string `env:"TASK_QUEUE" envDefault:"seckill-orders"`
 	UIURL     string `env:"UI_URL" envDefault:"http://127.0.0.1:8233"`
@@ -200,16 +201,16 @@ type Temporal struct {
 
 // API is the buyer-facing HTTP server.
 type API struct {
-	Addr              string        `env:"ADDR" envDefault:"127.0.0.1:8080"`
+	Addr              string        `env:"ADDR" envDefault:"127.0.0.1:8080" check:"hostport"`
 	BodyLimitBytes    int64         `env:"BODY_LIMIT_BYTES" envDefault:"65536"`
 	ReadHeaderTimeout time.Duration `env:"READ_HEADER_TIMEOUT" envDefault:"5s"`
 	ReadTimeout       time.Duration `env:"READ_TIMEOUT" envDefault:"10s"`
-	WriteTimeout      time.Duration `env:"WRITE_TIMEOUT" envDefault:"15s"`
+	WriteTimeout      time.Duration `env:"WRITE_TIMEOUT" envDefault:"15s" check:"positive"`
 	IdleTimeout       time.Duration `env:"IDLE_TIMEOUT" envDefault:"60s"`
 	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	// GlobalRPS and GlobalBurst bound the purchase attempts one instance lets
 	// through to Redis; the rest get 429 at once.
-	GlobalRPS   float64 `env:"GLOBAL_RPS" envDefault:"20000"`
+	GlobalRPS   float64 `env:"GLOBAL_RPS" envDefault:"20000" check:"positive"`
 	GlobalBurst int     `env:"GLOBAL_BURST" envDefault:"5000"`
 	// ConfirmTimeout is how long a purchase whose reservation failed with its
 	// outcome unknown (a timeout, a connection dropped after the script was
@@ -221,24 +222,24 @@ type API struct {
 	// The purchase's answer is due within WriteTimeout (the window is cut to
 	// what is left of it), so ConfirmTimeout plus PurchaseHeadroom must fit in
 	// WriteTimeout: Validate refuses more.
-	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s"`
-	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5"`
+	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s" check:"positive"`
+	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5" check:"positive"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
 	// AdminRPS and AdminBurst are each admin token's own limiter (item
 	// creation, warm-up, end, stock): a script that sets up a hundred sales
 	// back to back fits in the burst.
-	AdminRPS   float64 `env:"ADMIN_RPS" envDefault:"50"`
-	AdminBurst int     `env:"ADMIN_BURST" envDefault:"300"`
-	IPRPS      float64 `env:"IP_RPS" envDefault:"50"`
+	AdminRPS   float64 `env:"ADMIN_RPS" envDefault:"50" check:"positive"`
+	AdminBurst int     `env:"ADMIN_BURST" envDefault:"300" check:"positive"`
+	IPRPS      float64 `env:"IP_RPS" envDefault:"50" check:"positive"`
 	IPBurst    int     `env:"IP_BURST" envDefault:"100"`
 	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
 	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
-	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000"`
+	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000" check:"positive"`
 	// IPLimiterMaxKeys bounds the per-IP limiters (unauthenticated traffic;
 	// IPv6 clients are keyed by their /64): at most this many are kept (a
 	// full shard evicts an arbitrary one), so memory is bounded whatever the
 	// clients' addresses.
-	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000"`
+	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000" check:"positive"`
 	// TrustedProxies are the CIDRs (or single addresses) of load balancers
 	// in front of the API: only from those peers is the client address taken
 	// from X-Forwarded-For. Empty: the peer address, no header is believed.
@@ -246,19 +247,19 @@ type API struct {
 	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
 	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
 	// of one buyer and of the instance; past them a stream is 429.
-	StreamsPerBuyer int `env:"STREAMS_PER_BUYER" envDefault:"4"`
-	StreamsMax      int `env:"STREAMS_MAX" envDefault:"10000"`
+	StreamsPerBuyer int `env:"STREAMS_PER_BUYER" envDefault:"4" check:"positive"`
+	StreamsMax      int `env:"STREAMS_MAX" envDefault:"10000" check:"positive"`
 	// EventsPoll is how often an open event stream re-reads its order (in
 	// case a pub/sub message was lost) and sends a keep-alive; EventsMax
 	// bounds how long one stream stays open.
-	EventsPoll      time.Duration `env:"EVENTS_POLL" envDefault:"5s"`
-	EventsMax       time.Duration `env:"EVENTS_MAX" envDefault:"1h"`
-	ItemRefresh     time.Duration `env:"ITEM_REFRESH" envDefault:"1s"`
+	EventsPoll  time.Duration `env:"EVENTS_POLL" envDefault:"5s" check:"positive"`
+	EventsMax   time.Duration `env:"EVENTS_MAX" envDefault:"1h" check:"positive"`
+	ItemRefresh time.Duration `env:"ITEM_REFRESH" envDefault:"1s" check:"positive"`
 	// Relay moves this instance's reservations from the outbox to RocketMQ.
 	Relay Relay `envPrefix:"RELAY_"`
 	// WakeRate paces, per instance, the signals that wake a saga after a pay
 	// or cancel was recorded at the door (payment.Options.WakeRate).
-	WakeRate float64 `env:"WAKE_RATE" envDefault:"25"`
+	WakeRate float64 `env:"WAKE_RATE" envDefault:"25" check:"positive"`
 	// EarlyPay makes an order payable (and cancellable) from its 202, while
 	// it is still QUEUED, instead of once its saga has taken its unit. The
 	// rolling-upgrade switch: turn it on only once every API instance and
@@ -281,7 +282,7 @@ type API struct {
 	// Prometheus, off the public one) and the public listener no longer
 	// answers it. Empty: /metrics on the public listener, rate limited (a
 	// scrape a second per instance, bursts of 10, and the per-IP limit).
-	MetricsAddr string `env:"METRICS_ADDR"`
+	MetricsAddr string `env:"METRICS_ADDR" check:"hostport,optional"`
 	// PprofAddr, when set, serves net/http/pprof on its own listener (for
 	// profiling under load; keep it on loopback). Empty: off.
 	PprofAddr string `env:"PPROF_ADDR"`
@@ -290,15 +291,15 @@ type API struct {
 // Relay is the API's outbox relay (package relay): every field is required.
 type Relay struct {
 	// Batch is how many outbox entries one read takes.
-	Batch int `env:"BATCH" envDefault:"512"`
+	Batch int `env:"BATCH" envDefault:"512" check:"positive"`
 	// ClaimAfter is how long an entry stays unacknowledged by another
 	// instance before this one takes it over (that one is presumed dead).
-	ClaimAfter time.Duration `env:"CLAIM_AFTER" envDefault:"10s"`
+	ClaimAfter time.Duration `env:"CLAIM_AFTER" envDefault:"10s" check:"positive"`
 	// Parallel sends per item in flight, each of up to SendBatch outbox
 	// entries (one RocketMQ batch message): together they bound the
 	// duplicates a crash of this instance can cause.
-	Parallel  int `env:"PARALLEL" envDefault:"2"`
-	SendBatch int `env:"SEND_BATCH" envDefault:"256"`
+	Parallel  int `env:"PARALLEL" envDefault:"2" check:"positive"`
+	SendBatch int `env:"SEND_BATCH" envDefault:"256" check:"positive"`
 	// Linger is how long the relay waits after a read that found fewer than
 	// Batch entries, so that its next send carries a fuller batch (at most
 	// this added to the handoff; 0: no wait). The broker's CPU goes mostly
@@ -306,16 +307,16 @@ type Relay struct {
 	// ~200) took its share from ~50 % to ~15 % of a core against 10 ms.
 	Linger time.Duration `env:"LINGER" envDefault:"50ms"`
 	// FlushTimeout bounds the outbox flush at shutdown.
-	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s"`
+	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s" check:"positive"`
 	// PoolSize is the relay's own Redis pool (per node on a cluster): one
 	// blocking reader per item on sale plus its acks.
-	PoolSize int `env:"POOL_SIZE" envDefault:"128"`
+	PoolSize int `env:"POOL_SIZE" envDefault:"128" check:"positive"`
 	// RetireAfter is how long after an item's sale ended its reader keeps
 	// going; then, once the item's outbox is empty, the reader stops (one
 	// blocking reader per item ever sold would tie up a connection each).
-	RetireAfter time.Duration `env:"RETIRE_AFTER" envDefault:"1m"`
+	RetireAfter time.Duration `env:"RETIRE_AFTER" envDefault:"1m" check:"positive"`
 	// Discover is how often the relay re-reads the item list.
-	Discover time.Duration `env:"DISCOVER" envDefault:"5s"`
+	Discover time.Duration `env:"DISCOVER" envDefault:"5s" check:"positive"`
 }
 
 // PurchaseHeadroom is what SECKILL_API_WRITE_TIMEOUT must hold besides the
@@ -327,19 +328,19 @@ const PurchaseHeadroom = 3 * time.Second
 type Worker struct {
 	Consumer       bool `env:"CONSUMER" envDefault:"true"`
 	Temporal       bool `env:"TEMPORAL" envDefault:"true"`
-	ConsumeWorkers int  `env:"CONSUME_WORKERS" envDefault:"32"`
+	ConsumeWorkers int  `env:"CONSUME_WORKERS" envDefault:"32" check:"positive"`
 	// MaxConcurrentActivities and friends size the Temporal worker.
-	MaxConcurrentActivities int `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64"`
+	MaxConcurrentActivities int `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64" check:"positive"`
 	// Workflow-task slots decide whether an eager start is taken: with every
 	// slot busy, a new order's first task waits in the task queue. 512 (with
 	// 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 to
 	// 31.9 s against 64 (with 4).
 	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512"`
-	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512"`
-	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
+	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
 	// WorkflowPollers and ActivityPollers are the Temporal task pollers.
 	WorkflowPollers int `env:"WORKFLOW_POLLERS" envDefault:"8"`
-	ActivityPollers int `env:"ACTIVITY_POLLERS" envDefault:"2"`
+	ActivityPollers int `env:"ACTIVITY_POLLERS" envDefault:"2" check:"positive"`
 	// DLQGroup consumes the order consumer group's dead-letter topic
 	// (%DLQ%<RocketMQ.ConsumerGroup>) and starts the saga of each order in it.
 	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
@@ -354,7 +355,7 @@ type Worker struct {
 	// process also runs the saga worker (workflows.Client.WithEagerStart).
 	EagerStart bool `env:"EAGER_START" envDefault:"true"`
 	// StartTimeout bounds one saga start; past it the message is redelivered.
-	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s"`
+	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s" check:"positive"`
 }
 
 // Reconcile is the worker's periodic drift check (seckill reconcile).
@@ -423,22 +424,46 @@ func trimList(in []string) []string {
 }
 
 // Validate checks the values every role relies on, naming the variable of
-// the first bad one.
+// each bad one. A field's check tag states its rule: positive (a number or
+// duration above 0) or hostport (the address, or each of the list, is
+// host:port; with optional it may be empty). The rules that join fields
+// follow.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("SECKILL_%s: %s", name, fmt.Sprintf(format, args...)))
 	}
-	hostPort := func(name, v string) {
-		if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
-			bad(name, "%q is not host:port", v)
+	eachSetting(reflect.ValueOf(c), "", func(name string, f reflect.StructField, v reflect.Value) {
+		rule, optional := strings.CutSuffix(f.Tag.Get("check"), ",optional")
+		switch rule {
+		case "positive":
+			n := 0.0
+			switch d, isDuration := v.Interface().(time.Duration); {
+			case isDuration:
+				n = d.Seconds()
+			case v.CanInt():
+				n = float64(v.Int())
+			default:
+				n = v.Float()
+			}
+			if n <= 0 {
+				bad(name, "must be positive, got %v", n)
+			}
+		case "hostport":
+			addrs, _ := v.Interface().([]string)
+			if v.Kind() == reflect.String && v.String() != "" {
+				addrs = []string{v.String()}
+			}
+			if len(addrs) == 0 && !optional {
+				bad(name, "is empty: want host:port")
+			}
+			for _, a := range addrs {
+				if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+					bad(name, "%q is not host:port", a)
+				}
+			}
 		}
-	}
-	positive := func(name string, v float64) {
-		if v <= 0 {
-			bad(name, "must be positive, got %v", v)
-		}
-	}
+	})
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":
 	default:
@@ -449,102 +474,47 @@ func (c Config) Validate() error {
 	default:
 		bad("LOG_FORMAT", "%q: want text or json", c.Log.Format)
 	}
-	hostPort("REDIS_ADDR", c.Redis.Addr)
-	for _, a := range c.Redis.Addrs {
-		hostPort("REDIS_ADDRS", a)
-	}
-	positive("REDIS_POOL_SIZE", float64(c.Redis.PoolSize))
 	if c.Redis.WaitReplicas < 0 {
 		bad("REDIS_WAIT_REPLICAS", "must not be negative, got %d", c.Redis.WaitReplicas)
 	}
-	if c.Redis.WaitReplicas > 0 {
-		positive("REDIS_WAIT_TIMEOUT", c.Redis.WaitTimeout.Seconds())
+	if c.Redis.WaitReplicas > 0 && c.Redis.WaitTimeout <= 0 {
+		bad("REDIS_WAIT_TIMEOUT", "must be positive with SECKILL_REDIS_WAIT_REPLICAS, got %v", c.Redis.WaitTimeout)
 	}
 	if c.MySQL.Port <= 0 || c.MySQL.Port > 65535 {
 		bad("MYSQL_PORT", "%d is not a port", c.MySQL.Port)
 	}
-	positive("MYSQL_MAX_OPEN_CONNS", float64(c.MySQL.MaxOpenConns))
-	if len(c.RocketMQ.NameServers) == 0 {
-		bad("ROCKETMQ_NAMESRV", "at least one name server")
-	}
-	for _, ns := range c.RocketMQ.NameServers {
-		hostPort("ROCKETMQ_NAMESRV", ns)
-	}
-	if len(c.RocketMQ.Brokers) == 0 {
-		bad("ROCKETMQ_BROKER", "at least one broker")
-	}
-	for _, b := range c.RocketMQ.Brokers {
-		hostPort("ROCKETMQ_BROKER", b)
-	}
 	if (c.RocketMQ.AccessKey == "") != (c.RocketMQ.SecretKey == "") {
 		bad("ROCKETMQ_ACCESS_KEY", "ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY go together")
 	}
-	hostPort("TEMPORAL_ADDRESS", c.Temporal.Address)
-	certAndKey := func(name string, f TLSFiles) {
-		if (f.Cert == "") != (f.Key == "") {
-			bad(name+"_TLS_CERT", "SECKILL_%s_TLS_CERT and SECKILL_%s_TLS_KEY go together", name, name)
+	for _, t := range []struct {
+		name string
+		f    TLSFiles
+	}{{"REDIS", c.Redis.TLSFiles}, {"MYSQL", c.MySQL.TLSFiles}, {"TEMPORAL", c.Temporal.TLSFiles}} {
+		if (t.f.Cert == "") != (t.f.Key == "") {
+			bad(t.name+"_TLS_CERT", "SECKILL_%s_TLS_CERT and SECKILL_%s_TLS_KEY go together", t.name, t.name)
 		}
 	}
-	certAndKey("REDIS", c.Redis.TLSFiles)
-	certAndKey("MYSQL", c.MySQL.TLSFiles)
-	certAndKey("TEMPORAL", c.Temporal.TLSFiles)
 	switch c.Temporal.Compression {
 	case "none", "gzip":
 	default:
 		bad("TEMPORAL_COMPRESSION", "%q: want none or gzip", c.Temporal.Compression)
 	}
-	hostPort("API_ADDR", c.API.Addr)
-	if c.API.MetricsAddr != "" {
-		hostPort("API_METRICS_ADDR", c.API.MetricsAddr)
-	}
-	positive("API_GLOBAL_RPS", c.API.GlobalRPS)
-	positive("API_BUYER_RPS", c.API.BuyerRPS)
-	positive("API_IP_RPS", c.API.IPRPS)
-	positive("API_ADMIN_RPS", c.API.AdminRPS)
-	positive("API_ADMIN_BURST", float64(c.API.AdminBurst))
-	positive("API_WAKE_RATE", c.API.WakeRate)
-	positive("API_CONFIRM_TIMEOUT", c.API.ConfirmTimeout.Seconds())
-	positive("API_WRITE_TIMEOUT", c.API.WriteTimeout.Seconds())
 	if c.API.WriteTimeout > 0 && c.API.ConfirmTimeout+PurchaseHeadroom > c.API.WriteTimeout {
 		bad("API_CONFIRM_TIMEOUT", "%s does not fit in SECKILL_API_WRITE_TIMEOUT %s: a purchase's answer needs the confirm window plus %s "+
 			"(its reservation and the answer's write); lower it, or raise SECKILL_API_WRITE_TIMEOUT to at least %s",
 			c.API.ConfirmTimeout, c.API.WriteTimeout, PurchaseHeadroom, c.API.ConfirmTimeout+PurchaseHeadroom)
 	}
-	positive("API_LIMITER_MAX_KEYS", float64(c.API.LimiterMaxKeys))
-	positive("API_IP_LIMITER_MAX_KEYS", float64(c.API.IPLimiterMaxKeys))
-	positive("API_STREAMS_PER_BUYER", float64(c.API.StreamsPerBuyer))
-	positive("API_STREAMS_MAX", float64(c.API.StreamsMax))
-	positive("API_EVENTS_POLL", c.API.EventsPoll.Seconds())
-	positive("API_EVENTS_MAX", c.API.EventsMax.Seconds())
-	positive("API_ITEM_REFRESH", c.API.ItemRefresh.Seconds())
 	for _, p := range c.API.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			bad("API_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
 		}
 	}
-	// The relay, the payment desk and the Temporal worker take these as
-	// they are: their defaults live here alone.
-	r := c.API.Relay
-	positive("API_RELAY_BATCH", float64(r.Batch))
-	positive("API_RELAY_CLAIM_AFTER", r.ClaimAfter.Seconds())
-	positive("API_RELAY_DISCOVER", r.Discover.Seconds())
-	positive("API_RELAY_FLUSH_TIMEOUT", r.FlushTimeout.Seconds())
-	positive("API_RELAY_PARALLEL", float64(r.Parallel))
-	positive("API_RELAY_SEND_BATCH", float64(r.SendBatch))
-	positive("API_RELAY_RETIRE_AFTER", r.RetireAfter.Seconds())
-	positive("API_RELAY_POOL_SIZE", float64(r.PoolSize))
-	positive("WORKER_CONSUME_WORKERS", float64(c.Worker.ConsumeWorkers))
-	positive("WORKER_START_TIMEOUT", c.Worker.StartTimeout.Seconds())
-	positive("WORKER_MAX_CONCURRENT_ACTIVITIES", float64(c.Worker.MaxConcurrentActivities))
-	positive("WORKER_MAX_CONCURRENT_LOCAL_ACTIVITIES", float64(c.Worker.MaxConcurrentLocalActivities))
-	positive("WORKER_ACTIVITY_POLLERS", float64(c.Worker.ActivityPollers))
 	if c.Worker.MaxConcurrentWorkflowTasks < 2 {
 		bad("WORKER_MAX_CONCURRENT_WORKFLOW_TASKS", "must be at least 2 (the SDK's minimum), got %d", c.Worker.MaxConcurrentWorkflowTasks)
 	}
 	if c.Worker.WorkflowPollers < 2 {
 		bad("WORKER_WORKFLOW_POLLERS", "must be at least 2 (the SDK's minimum), got %d", c.Worker.WorkflowPollers)
 	}
-	hostPort("WORKER_METRICS_ADDR", c.Worker.MetricsAddr)
 	return errors.Join(errs...)
 }
 

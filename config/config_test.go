@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -62,6 +63,9 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		"SECKILL_ROCKETMQ_NAMESRV":        "127.0.0.1:9876,nameserver",
 		"SECKILL_API_RELAY_PARALLEL":      "0",
 		"SECKILL_WORKER_WORKFLOW_POLLERS": "1",
+		"SECKILL_API_EVENTS_POLL":         "0s",
+		"SECKILL_API_METRICS_ADDR":        "metrics",
+		"SECKILL_REDIS_ADDRS":             "10.0.0.1:6379,node2",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadFrom(map[string]string{name: value})
@@ -70,6 +74,18 @@ func TestValidateNamesTheVariable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every check tag names a rule Validate applies: a misspelt one would check
+// nothing.
+func TestCheckTagsAreKnown(t *testing.T) {
+	eachSetting(reflect.ValueOf(Config{}), Prefix, func(name string, f reflect.StructField, _ reflect.Value) {
+		switch tag := f.Tag.Get("check"); tag {
+		case "", "positive", "hostport", "hostport,optional":
+		default:
+			t.Errorf("%s: unknown check tag %q", name, tag)
+		}
+	})
 }
 
 // Load reads the process environment, and only the SECKILL_* variables.

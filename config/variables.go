@@ -21,27 +21,28 @@ type Variable struct {
 // so a field added to Config is known here (and to the misspelling check,
 // the Kubernetes manifests' test and the README's) without another list.
 func Variables() []Variable {
-	vs := walkVariables(reflect.TypeFor[Config](), Prefix)
+	var vs []Variable
+	secret := reflect.TypeFor[Secret]()
+	eachSetting(reflect.ValueOf(Config{}), Prefix, func(name string, f reflect.StructField, _ reflect.Value) {
+		vs = append(vs, Variable{Name: name, Secret: f.Type == secret})
+	})
 	sort.Slice(vs, func(i, j int) bool { return vs[i].Name < vs[j].Name })
 	return vs
 }
 
-func walkVariables(t reflect.Type, prefix string) []Variable {
-	var vs []Variable
-	secret := reflect.TypeFor[Secret]()
-	for i := range t.NumField() {
-		f := t.Field(i)
+// eachSetting calls fn with the variable name (after prefix), the field and
+// the value of every setting in the struct v, nested sections included.
+func eachSetting(v reflect.Value, prefix string, fn func(name string, f reflect.StructField, v reflect.Value)) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
 		if p, ok := f.Tag.Lookup("envPrefix"); ok && f.Type.Kind() == reflect.Struct {
-			vs = append(vs, walkVariables(f.Type, prefix+p)...)
+			eachSetting(v.Field(i), prefix+p, fn)
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		if name == "" || name == "-" {
-			continue
+		if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" && name != "-" {
+			fn(prefix+name, f, v.Field(i))
 		}
-		vs = append(vs, Variable{Name: prefix + name, Secret: f.Type == secret})
 	}
-	return vs
 }
 
 // ToolingVariables are SECKILL_* variables read by the scripts and tests of

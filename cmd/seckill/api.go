@@ -3,8 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,15 +119,15 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	}
 	srv := api.New(cfg.API, deps, api.Options{TemporalUI: cfg.Temporal.UIURL, TemporalNamespace: cfg.Temporal.Namespace})
 
-	if cfg.API.PprofAddr != "" {
-		if err := serveAside(d, "pprof", pprofServer(cfg.API.PprofAddr)); err != nil {
+	for what, aside := range map[string]*http.Server{"pprof": pprofServer(cfg.API.PprofAddr), "api metrics": srv.MetricsServer()} {
+		if aside == nil {
+			continue
+		}
+		serve, err := d.listen(what, aside, time.Second)
+		if err != nil {
 			return err
 		}
-	}
-	if ms := srv.MetricsServer(); ms != nil {
-		if err := serveAside(d, "api metrics", ms); err != nil {
-			return err
-		}
+		serve()
 	}
 
 	// The relay outlives ctx: it stops only after the server has drained.
@@ -145,26 +144,16 @@ func runAPI(ctx context.Context, a *app) (err error) {
 		return nil
 	})
 
-	ln, err := net.Listen("tcp", cfg.API.Addr)
+	serve, err := d.listen("api", srv.HTTPServer(), cfg.API.ShutdownTimeout)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.API.Addr, err)
+		return err
 	}
-	httpSrv := srv.HTTPServer()
-	served := make(chan error, 1)
-	go func() { served <- httpSrv.Serve(ln) }()
-	d.onClose(func() error {
-		log.Info("api shutting down")
-		if err := shutdownHTTP(httpSrv, cfg.API.ShutdownTimeout); err != nil {
-			log.Warn("http shutdown", "err", err) // open event streams hold it to the end
-		}
-		return nil
-	})
-	log.Info("api listening", "addr", ln.Addr().String(), "instance", cfg.API.Instance)
+	failed := serve()
 	select {
 	case <-ctx.Done():
 		return nil
-	case err := <-served:
-		return fmt.Errorf("http server: %w", err)
+	case err := <-failed:
+		return err
 	}
 }
 

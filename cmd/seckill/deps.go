@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
@@ -82,4 +85,35 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	}
 	d.onClose(func() error { tc.Close(); return nil })
 	return tc, nil
+}
+
+// listen binds srv.Addr and pushes srv's stop onto the closers: it takes no
+// more requests and gives those in flight up to drain. serve starts
+// answering (the worker's /healthz is its readiness: it waits for the
+// worker's parts) and reports the server failing.
+func (d *deps) listen(what string, srv *http.Server, drain time.Duration) (serve func() <-chan error, err error) {
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: listen on %s: %w", what, srv.Addr, err)
+	}
+	d.onClose(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			d.log.Warn(what+" shutdown", "err", err) // the API's open event streams hold it to the end
+		}
+		_ = ln.Close() // not served when a later start failed
+		return nil
+	})
+	return func() <-chan error {
+		failed := make(chan error, 1)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				d.log.Warn(what+" server", "err", err)
+				failed <- fmt.Errorf("%s server: %w", what, err)
+			}
+		}()
+		d.log.Info(what+" listening", "addr", "http://"+ln.Addr().String())
+		return failed
+	}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -90,7 +89,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 		log.Info("worker stopping: consumers first, then the Temporal worker")
 		return nil
 	case err := <-served:
-		return fmt.Errorf("metrics server: %w", err)
+		return err
 	}
 }
 
@@ -117,25 +116,8 @@ func (w *workerParts) listenOps() (serve func() <-chan error, err error) {
 	if w.cfg.Worker.Consumer {
 		held = w.gate
 	}
-	srv := &http.Server{Handler: worker.OpsHandler(w.metrics, held, verifier, w.log), ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", w.cfg.Worker.MetricsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics listener %s: %w", w.cfg.Worker.MetricsAddr, err)
-	}
-	w.onClose(func() error {
-		err := shutdownHTTP(srv, 10*time.Second)
-		_ = ln.Close() // not served yet when the start failed
-		if err != nil {
-			return fmt.Errorf("metrics server shutdown: %w", err)
-		}
-		return nil
-	})
-	return func() <-chan error {
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		w.log.Info("worker metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
-		return served
-	}, nil
+	srv := &http.Server{Addr: w.cfg.Worker.MetricsAddr, Handler: worker.OpsHandler(w.metrics, held, verifier, w.log), ReadHeaderTimeout: 5 * time.Second}
+	return w.listen("worker ops", srv, 10*time.Second)
 }
 
 // startTemporal starts the saga worker; its stop lets it finish its tasks.
@@ -210,15 +192,5 @@ func (w *workerParts) startReconcile(ctx context.Context) error {
 	w.onClose(func() error { stop(); return nil })
 	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, rc.Grace, w.log), rc, w.metrics, w.log)
 	w.log.Info("reconcile running", "interval", rc.Interval, "repair", rc.Repair)
-	return nil
-}
-
-// shutdownHTTP stops srv, giving its requests up to timeout.
-func shutdownHTTP(srv *http.Server, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := srv.Shutdown(ctx); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
 	return nil
 }
