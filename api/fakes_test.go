@@ -279,7 +279,7 @@ type fakeUnits struct {
 	// markFails makes the next BuyerOrder calls fail (Redis unreachable
 	// while a failover promotes a replica); -1: every one.
 	markFails int
-	// figureReads counts Figures calls (the control room's reads).
+	// figureReads counts the control room's reads (summaryReads).
 	figureReads atomic.Int64
 	reserves    int // Reserve calls
 	// stall makes Reserve wait until its context ends (a batch stuck

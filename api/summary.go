@@ -21,7 +21,7 @@ import (
 
 // SaleFigures reads the live figures of sales in Redis (stock.Store).
 type SaleFigures interface {
-	Figures(ctx context.Context, itemIDs []int64) (map[int64]stock.SaleFigures, error)
+	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
 }
 
 // OrderCounts counts orders by item and status in MySQL (store.Store).
@@ -150,7 +150,7 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	for i, ci := range sales {
 		ids[i] = ci.it.ID
 	}
-	figs, err := s.deps.Figures.Figures(ctx, ids)
+	figs, err := s.deps.Figures.Pulses(ctx, ids)
 	if err != nil {
 		return summaryBody{}, err
 	}
@@ -163,7 +163,7 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 		f := figs[ci.it.ID]
 		left := ci.it.StockTotal
 		var unitsLeft *int64
-		if f.Left >= 0 {
+		if f.Loaded {
 			left = f.Left
 			unitsLeft = &f.Left
 		}
@@ -178,8 +178,8 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 		for _, st := range []order.Status{order.StatusPendingPayment, order.StatusPaid, order.StatusCancelled, order.StatusFailed} {
 			byStatus[st] += 0
 		}
-		byStatus[order.StatusQueued] = max(f.Buyers-beyondQueued, counts[ci.it.ID][order.StatusQueued])
-		ss := SaleSummary{Item: itemView(ci.it, left, now), UnitsLeft: unitsLeft, Accepted: f.Buyers,
+		byStatus[order.StatusQueued] = max(f.Marks-beyondQueued, counts[ci.it.ID][order.StatusQueued])
+		ss := SaleSummary{Item: itemView(ci.it, left, now), UnitsLeft: unitsLeft, Accepted: f.Marks,
 			Orders: byStatus, Payable: s.payable.latency(ci.it.ID), OutboxBacklog: f.Outbox}
 		if b.TemporalUI != "" {
 			ss.SagasURL = b.TemporalUI + "?query=" + url.QueryEscape(fmt.Sprintf("SeckillItemId=%d", ci.it.ID))

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/keyspace"
-	"github.com/seckill/seckill/internal/redisx"
 )
 
 // The sale controls' side of an item in Redis: its adds, its revision (API
@@ -98,54 +97,45 @@ func (s *Store) EndKey(ctx context.Context, itemID int64) (string, error) {
 // until ctx ends. Messages lost during a reconnect are caught up by the
 // revisions read with Pulses.
 func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
-	redisx.Listen(ctx, s.rdb, keyspace.ItemEvents(s.prefix), func(payload string) {
-		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
-			fn(id)
-		}
-	})
+	watchIDs(ctx, s.rdb, keyspace.ItemEvents(s.prefix), fn)
 }
 
-// Pulse is what an API instance re-reads of an item every second.
+// Pulse is an item's live figures in Redis: what an API instance re-reads
+// every second, and the control room's figures.
 type Pulse struct {
 	// Left is stock_left; Loaded is false when the stock key is missing.
 	Left   int64
 	Loaded bool
 	// Rev is the item's sale-data revision (0 when never changed).
 	Rev int64
-	// Marks is how many buyers hold a mark.
+	// Marks is how many buyers hold a mark: every 202 the item ever
+	// answered (a mark is never removed).
 	Marks int64
+	// Outbox is the reservations not yet published to RocketMQ.
+	Outbox int64
 }
 
-// Pulses reads the state of several items in one pipeline (three reads per
-// item, each in the item's own slot).
+// Pulses reads the figures of several items in one pipeline.
 func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, error) {
-	out := make(map[int64]Pulse, len(itemIDs))
-	if len(itemIDs) == 0 {
-		return out, nil
-	}
 	type cmds struct {
-		left, rev *redis.StringCmd
-		marks     *redis.IntCmd
+		left, rev     *redis.StringCmd
+		marks, outbox *redis.IntCmd
 	}
-	cs := make([]cmds, len(itemIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range itemIDs {
-			k := s.ItemKeys(id)
-			cs[i] = cmds{left: p.Get(ctx, k.Stock), rev: p.Get(ctx, k.Rev), marks: p.HLen(ctx, k.Buyers)}
-		}
-		return nil
+	cs, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) cmds {
+		return cmds{left: p.Get(ctx, k.Stock), rev: p.Get(ctx, k.Rev), marks: p.HLen(ctx, k.Buyers), outbox: p.XLen(ctx, k.Outbox)}
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read the state of %d items: %w", len(itemIDs), err)
+	if err != nil {
+		return nil, fmt.Errorf("read the figures of %d items: %w", len(itemIDs), err)
 	}
-	for i, id := range itemIDs {
-		var st Pulse
-		if n, err := cs[i].left.Int64(); err == nil {
-			st.Left, st.Loaded = n, true
+	out := make(map[int64]Pulse, len(itemIDs))
+	for i, c := range cs {
+		var p Pulse
+		if n, err := c.left.Int64(); err == nil {
+			p.Left, p.Loaded = n, true
 		}
-		st.Rev, _ = cs[i].rev.Int64()
-		st.Marks, _ = cs[i].marks.Result()
-		out[id] = st
+		p.Rev, _ = c.rev.Int64()
+		p.Marks, p.Outbox = c.marks.Val(), c.outbox.Val()
+		out[itemIDs[i]] = p
 	}
 	return out, nil
 }
@@ -184,23 +174,16 @@ func (s *Store) MarkedBuyers(ctx context.Context, itemID int64, max int64) (user
 }
 
 // BuyerOrders returns the order id the buyer holds for each of the items
-// that has one, in one pipeline (one HGET per item, in its own slot).
+// that has one, in one pipeline.
 func (s *Store) BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error) {
-	out := make(map[int64]string)
-	if len(itemIDs) == 0 {
-		return out, nil
-	}
 	u := strconv.FormatInt(userID, 10)
-	cmds := make([]*redis.StringCmd, len(itemIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range itemIDs {
-			cmds[i] = p.HGet(ctx, s.ItemKeys(id).Buyers, u)
-		}
-		return nil
+	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
+		return p.HGet(ctx, k.Buyers, u)
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("read the marks of buyer %d: %w", userID, err)
 	}
+	out := make(map[int64]string)
 	for i, c := range cmds {
 		if id, err := c.Result(); err == nil {
 			out[itemIDs[i]] = id

@@ -70,7 +70,12 @@ func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(
 // instance clears its sold-out flag. Messages lost during a reconnect are
 // caught up by the API's periodic stock refresh.
 func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
-	redisx.Listen(ctx, s.rdb, keyspace.StockEvents(s.prefix), func(payload string) {
+	watchIDs(ctx, s.rdb, keyspace.StockEvents(s.prefix), fn)
+}
+
+// watchIDs calls fn with every item id published on channel until ctx ends.
+func watchIDs(ctx context.Context, rdb redis.UniversalClient, channel string, fn func(itemID int64)) {
+	redisx.Listen(ctx, rdb, channel, func(payload string) {
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
 			fn(id)
 		}
@@ -95,26 +100,10 @@ func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	return ok, nil
 }
 
-// warmScript loads a lost stock key with what Redis should hold: the stock
-// row's units (ARGV[1]) minus the live reservations whose deduction MySQL
-// does not hold yet (ARGV[2..] are the order ids with an unrestored
-// deduction). Counted inside the script, so no reservation or release slips
-// in between; a key that exists is live stock and is left alone. Returns
-// {1, units} when it loaded the key, {0, units} when it was there.
-var warmScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur then return {0, tonumber(cur)} end
-local deducted = {}
-for i = 2, #ARGV do deducted[ARGV[i]] = true end
-local pending = 0
-for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
-  if not deducted[id] then pending = pending + 1 end
-end
-local want = tonumber(ARGV[1]) - pending
-if want < 0 then want = 0 end
-redis.call('SET', KEYS[1], want)
-return {1, want}
-`)
+//go:embed count.lua
+var countLua string
+
+var countScript = redis.NewScript(countLua)
 
 // Warm loads an item's stock key, if it is missing, from the stock row
 // (stockRow units, the order ids in deducted holding a deduction): the row
@@ -122,23 +111,43 @@ return {1, want}
 // row still (store.FenceStock) while it runs, so the two sides are read at
 // the same moment. It reports whether it loaded the key and the units left.
 func (s *Store) Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error) {
+	old, want, err := s.count(ctx, "warm", itemID, stockRow, deducted)
+	if err != nil || old >= 0 {
+		return false, old, err
+	}
+	if want > 0 {
+		_ = s.AnnounceUnitBack(ctx, itemID) // sold-out flags clear; the periodic refresh catches a lost one
+	}
+	return true, want, nil
+}
+
+// Recount compares stock_left with what the stock row says it should be
+// (stockRow minus the live reservations not in deducted) and, with set, fixes
+// it. It returns the old value (-1 when not loaded) and the wanted one.
+func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error) {
+	mode := "check"
+	if set {
+		mode = "set"
+	}
+	return s.count(ctx, mode, itemID, stockRow, deducted)
+}
+
+// count runs count.lua in mode (warm, check or set).
+func (s *Store) count(ctx context.Context, mode string, itemID, stockRow int64, deducted []string) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
-	args := make([]any, 0, 1+len(deducted))
-	args = append(args, stockRow)
+	args := make([]any, 0, 2+len(deducted))
+	args = append(args, mode, stockRow)
 	for _, id := range deducted {
 		args = append(args, id)
 	}
-	v, err := warmScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders}, args...).Int64Slice()
+	v, err := countScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders}, args...).Int64Slice()
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("unexpected reply %v", v)
+	}
 	if err != nil {
-		return false, 0, fmt.Errorf("warm stock of item %d: %w", itemID, err)
+		return 0, 0, fmt.Errorf("%s stock_left of item %d: %w", mode, itemID, err)
 	}
-	if len(v) != 2 {
-		return false, 0, fmt.Errorf("warm stock of item %d: unexpected reply %v", itemID, v)
-	}
-	if v[0] == 1 && v[1] > 0 {
-		_ = s.AnnounceUnitBack(ctx, itemID) // sold-out flags clear; the periodic refresh catches a lost one
-	}
-	return v[0] == 1, v[1], nil
+	return v[0], v[1], nil
 }
 
 // Left returns the units not reserved; ErrNotLoaded when the item has no stock key.
@@ -156,33 +165,37 @@ func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 // LeftMany returns the units left of several items in one round trip; an
 // item whose stock is not loaded is absent from the map.
 func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error) {
-	if len(itemIDs) == 0 {
-		return map[int64]int64{}, nil
-	}
-	keys := make([]string, len(itemIDs))
-	for i, id := range itemIDs {
-		keys[i] = s.ItemKeys(id).Stock
-	}
-	// One MGET per item, pipelined: keys of different items live in
-	// different hash slots, which a cluster MGET would refuse.
-	cmds := make([]*redis.StringCmd, len(keys))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Get(ctx, k)
-		}
-		return nil
+	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
+		return p.Get(ctx, k.Stock)
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("read stock of %d items: %w", len(itemIDs), err)
 	}
 	out := make(map[int64]int64, len(itemIDs))
 	for i, c := range cmds {
-		n, err := c.Int64()
-		if err == nil {
+		if n, err := c.Int64(); err == nil {
 			out[itemIDs[i]] = n
 		}
 	}
 	return out, nil
+}
+
+// perItem queues read's commands for every item in one pipeline: keys of
+// different items live in different cluster slots, so nothing is batched
+// across items (a cluster MGET would refuse them). A missing key is not an
+// error; each command holds its own answer.
+func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p redis.Pipeliner, k keyspace.Item) T) ([]T, error) {
+	cmds := make([]T, len(itemIDs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range itemIDs {
+			cmds[i] = read(p, s.ItemKeys(id))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	return cmds, nil
 }
 
 // Release gives an order's unit back: the reservation is removed and stock
@@ -318,91 +331,4 @@ func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, err
 		st.Released[id] = true
 	}
 	return st, nil
-}
-
-// recountScript computes the stock_left an item should have: the stock row's
-// value minus the reservations not deducted in MySQL yet (ARGV[3..] are the
-// order ids with an unrestored deduction). Counted inside the script, so
-// concurrent reservations and releases cannot slip in between; with ARGV[1] =
-// "1" it also sets stock_left. It returns the old and the wanted value.
-var recountScript = redis.NewScript(`
-local deducted = {}
-for i = 3, #ARGV do deducted[ARGV[i]] = true end
-local pending = 0
-for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
-  if not deducted[id] then pending = pending + 1 end
-end
-local want = tonumber(ARGV[2]) - pending
-if want < 0 then want = 0 end
-local old = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if ARGV[1] == '1' and old ~= want then redis.call('SET', KEYS[1], want) end
-return {old, want}
-`)
-
-// Recount compares stock_left with what the stock row says it should be
-// (stockRow minus the live reservations not in deducted) and, with set, fixes
-// it. It returns the old value (-1 when not loaded) and the wanted one.
-func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error) {
-	k := s.ItemKeys(itemID)
-	flag := "0"
-	if set {
-		flag = "1"
-	}
-	args := make([]any, 0, 2+len(deducted))
-	args = append(args, flag, stockRow)
-	for _, id := range deducted {
-		args = append(args, id)
-	}
-	v, err := recountScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders}, args...).Int64Slice()
-	if err != nil {
-		return 0, 0, fmt.Errorf("recount stock_left of item %d: %w", itemID, err)
-	}
-	if len(v) != 2 {
-		return 0, 0, fmt.Errorf("recount stock_left of item %d: unexpected reply %v", itemID, v)
-	}
-	return v[0], v[1], nil
-}
-
-// SaleFigures are an item's live figures in Redis, read for the control room.
-type SaleFigures struct {
-	// Left is the units not reserved; -1 when the item's stock is not loaded.
-	Left int64
-	// Buyers is the buyer marks: every 202 the item ever answered (a mark
-	// is never removed).
-	Buyers int64
-	// Outbox is the reservations not yet published to RocketMQ.
-	Outbox int64
-}
-
-// Figures reads the live figures of several items in one pipelined round
-// trip (one GET, HLEN and XLEN per item; keys of different items live in
-// different cluster slots, so nothing is batched across items).
-func (s *Store) Figures(ctx context.Context, itemIDs []int64) (map[int64]SaleFigures, error) {
-	out := make(map[int64]SaleFigures, len(itemIDs))
-	if len(itemIDs) == 0 {
-		return out, nil
-	}
-	type cmds struct {
-		left           *redis.StringCmd
-		buyers, outbox *redis.IntCmd
-	}
-	cs := make([]cmds, len(itemIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range itemIDs {
-			k := s.ItemKeys(id)
-			cs[i] = cmds{left: p.Get(ctx, k.Stock), buyers: p.HLen(ctx, k.Buyers), outbox: p.XLen(ctx, k.Outbox)}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read sale figures of %d items: %w", len(itemIDs), err)
-	}
-	for i, id := range itemIDs {
-		f := SaleFigures{Left: -1, Buyers: cs[i].buyers.Val(), Outbox: cs[i].outbox.Val()}
-		if n, err := cs[i].left.Int64(); err == nil {
-			f.Left = n
-		}
-		out[id] = f
-	}
-	return out, nil
 }
