@@ -35,9 +35,9 @@ func TestSaleControls(t *testing.T) {
 	if v := itemBody(t, r); v.StockTotal != 12 || v.StockLeft != 11 {
 		t.Fatalf("after add: %+v", v)
 	}
-	st, err := h.db.GetStock(ctx, item)
-	if err != nil || st.Stock != 12 {
-		t.Fatalf("stock row %+v %v, want 12", st, err)
+	st, err := h.db.ReadItemState(ctx, item)
+	if err != nil || st.Stock.Stock != 12 {
+		t.Fatalf("stock row %+v %v, want 12", st.Stock, err)
 	}
 
 	r = h.do("POST", fmt.Sprintf("/api/v1/items/%d/end", item), h.admin, nil)
@@ -193,7 +193,8 @@ func TestAddStockDuringStampede(t *testing.T) {
 	res := rs.Reservations
 	marks, _ := h.stk.BuyerCount(bctx, item)
 	it, _ := h.db.GetItem(bctx, item)
-	st, _ := h.db.GetStock(bctx, item)
+	state, _ := h.db.ReadItemState(bctx, item)
+	st := state.Stock
 	t.Logf("sold %d of %d (stock_total %d), redis left %d, reservations %d, marks %d, stock row %d, recounts %d",
 		len(accepted), total, it.StockTotal, left, len(res), marks, st.Stock, recounts.Load())
 	if len(accepted) != total || it.StockTotal != total || left != 0 || len(res) != total || marks != total || st.Stock != 0 {

@@ -577,7 +577,7 @@ func (f *fakeActions) act(_ context.Context, id string, user int64, at time.Time
 	if o.Status == to && to == order.StatusPaid {
 		return o.View(), nil // paying a paid order again returns its view
 	}
-	if !o.View().Payable(at) {
+	if open := o.Status == order.StatusPendingPayment || o.Status == order.StatusQueued; !open || o.PayBy == nil || !at.Before(*o.PayBy) {
 		return o.View(), fmt.Errorf("order %s is %s: %w", id, o.Status, order.ErrNotPayable)
 	}
 	o.Status, o.Reason, o.UpdatedAt = to, reason, at

@@ -34,15 +34,6 @@ func (s Status) Final() bool {
 	return s == StatusPaid || s == StatusCancelled || s == StatusFailed || s == StatusRefunded
 }
 
-// Valid reports whether s is one of the known statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusQueued, StatusPendingPayment, StatusPaid, StatusCancelled, StatusFailed, StatusRefunded:
-		return true
-	}
-	return false
-}
-
 // The vocabulary's errors: one per missing entity (every layer wraps these,
 // the API maps them to HTTP once) and the refusal of a pay or cancel.
 var (
@@ -134,12 +125,6 @@ type View struct {
 	Settling  bool      `json:"settling,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// Payable reports whether a pay or cancel received at t is in time: the
-// order is QUEUED or PENDING_PAYMENT and its deadline has not passed.
-func (v View) Payable(t time.Time) bool {
-	return (v.Status == StatusPendingPayment || v.Status == StatusQueued) && v.PayBy != nil && t.Before(*v.PayBy)
 }
 
 // Settled reports whether the view can no longer change: a final status

@@ -85,51 +85,37 @@ type Item struct {
 
 // Load reads the item from src.
 func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
-	it := &Item{ID: itemID, At: time.Now()}
-	var err error
-	if it.MySQL, err = src.MySQL.ReadItemState(ctx, itemID); err != nil {
+	at := time.Now()
+	db, err := src.MySQL.ReadItemState(ctx, itemID)
+	if err != nil {
 		return nil, err
 	}
-	if it.Redis, err = src.Redis.ReadItemState(ctx, itemID); err != nil {
+	rd, err := src.Redis.ReadItemState(ctx, itemID)
+	if err != nil {
 		return nil, err
 	}
+	var ob map[string]bool
 	if src.Outbox != nil {
-		if it.Outbox, err = src.Outbox.OrderIDs(ctx, itemID); err != nil {
+		if ob, err = src.Outbox.OrderIDs(ctx, itemID); err != nil {
 			return nil, err
 		}
 	}
+	var wfs []Workflow
+	var wfErr error
 	if src.Workflows != nil {
 		// Temporal's visibility is the part most often slow or away; the
 		// MySQL and Redis parts stand without it, and each user decides
 		// whether it can judge without the sagas.
-		if it.Workflows, err = src.Workflows.ListOrderWorkflows(ctx, itemID); err != nil {
-			it.WorkflowsErr = fmt.Errorf("list workflows of item %d: %w", itemID, err)
-		} else {
-			it.WorkflowsRead = true
+		if wfs, err = src.Workflows.ListOrderWorkflows(ctx, itemID); err != nil {
+			wfErr = fmt.Errorf("list workflows of item %d: %w", itemID, err)
 		}
 	}
-	it.index()
+	it := New(itemID, at, db, rd, ob, wfs, src.Workflows != nil && wfErr == nil)
+	it.WorkflowsErr = wfErr
 	return it, nil
 }
 
-// index builds the lookups; tests that assemble an Item by hand call it
-// through New.
-func (it *Item) index() {
-	it.Orders = make(map[string]store.Order, len(it.MySQL.Orders))
-	for _, o := range it.MySQL.Orders {
-		it.Orders[o.OrderID] = o
-	}
-	it.Deductions = make(map[string]store.StockDeduction, len(it.MySQL.Deductions))
-	for _, d := range it.MySQL.Deductions {
-		it.Deductions[d.OrderID] = d
-	}
-	it.Sagas = make(map[string]Workflow, len(it.Workflows))
-	for _, w := range it.Workflows {
-		it.Sagas[w.OrderID] = w
-	}
-}
-
-// New assembles an Item from parts already read (tests, fakes).
+// New assembles an Item from parts already read (Load, and tests).
 func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob map[string]bool, wfs []Workflow, wfRead bool) *Item {
 	if rd.Reservations == nil {
 		rd.Reservations = map[string]order.Message{}
@@ -140,8 +126,20 @@ func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob 
 	if rd.Released == nil {
 		rd.Released = map[string]bool{}
 	}
-	it := &Item{ID: itemID, At: at, MySQL: db, Redis: rd, Outbox: ob, Workflows: wfs, WorkflowsRead: wfRead}
-	it.index()
+	it := &Item{ID: itemID, At: at, MySQL: db, Redis: rd, Outbox: ob, Workflows: wfs, WorkflowsRead: wfRead,
+		Orders:     make(map[string]store.Order, len(db.Orders)),
+		Deductions: make(map[string]store.StockDeduction, len(db.Deductions)),
+		Sagas:      make(map[string]Workflow, len(wfs)),
+	}
+	for _, o := range db.Orders {
+		it.Orders[o.OrderID] = o
+	}
+	for _, d := range db.Deductions {
+		it.Deductions[d.OrderID] = d
+	}
+	for _, w := range wfs {
+		it.Sagas[w.OrderID] = w
+	}
 	return it
 }
 

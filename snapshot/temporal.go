@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -49,7 +48,7 @@ func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([
 			out = append(out, Workflow{
 				WorkflowID: id,
 				OrderID:    strings.TrimPrefix(id, "order-"),
-				Status:     statusName(e.GetStatus()),
+				Status:     e.GetStatus().String(),
 			})
 		}
 		token = resp.GetNextPageToken()
@@ -57,24 +56,4 @@ func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([
 			return out, nil
 		}
 	}
-}
-
-func statusName(s enums.WorkflowExecutionStatus) string {
-	switch s {
-	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return "Running"
-	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		return "Completed"
-	case enums.WORKFLOW_EXECUTION_STATUS_FAILED:
-		return "Failed"
-	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return "Canceled"
-	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		return "Terminated"
-	case enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return "ContinuedAsNew"
-	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return "TimedOut"
-	}
-	return s.String()
 }

@@ -100,7 +100,7 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	if r, _ := st.FindOrder(ctx, "E1"); r.Status != order.StatusPaid {
 		t.Fatalf("E1 touched: %+v", r)
 	}
-	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 2 {
+	if s := rowOf(st, it.ID); s.Stock != 2 {
 		t.Fatalf("stock row %+v, want 2 (E1 took one)", s)
 	}
 }
@@ -138,7 +138,7 @@ func TestEarlyPaymentRacingTheDeduction(t *testing.T) {
 		WHERE o.item_id = ? AND (o.status <> 'PAID' OR o.paid_at IS NULL OR d.order_id IS NULL)`, it.ID).Scan(&bad).Error; err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := st.GetStock(ctx, it.ID); bad != 0 || s.Stock != 0 {
+	if s := rowOf(st, it.ID); bad != 0 || s.Stock != 0 {
 		t.Fatalf("%d orders not PAID with a unit; stock row %+v", bad, s)
 	}
 }

@@ -50,11 +50,6 @@ func itemRow(db *gorm.DB, id int64) (Item, error) {
 	return take[Item](db, order.ErrItemNotFound, "item "+strconv.FormatInt(id, 10), "id = ?", id)
 }
 
-// GetStock reads an item's stock row.
-func (s *Store) GetStock(ctx context.Context, itemID int64) (Stock, error) {
-	return stockRow(s.db.WithContext(ctx), itemID)
-}
-
 func stockRow(db *gorm.DB, itemID int64) (Stock, error) {
 	return take[Stock](db, order.ErrItemNotFound, "stock row of item "+strconv.FormatInt(itemID, 10), "item_id = ?", itemID)
 }

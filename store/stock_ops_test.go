@@ -24,6 +24,12 @@ func newItem(t *testing.T, st *store.Store, units int64) store.Item {
 	return it
 }
 
+// rowOf reads the item's stock row.
+func rowOf(st *store.Store, itemID int64) store.Stock {
+	s, _ := st.ReadItemState(context.Background(), itemID)
+	return s.Stock
+}
+
 // queued records an order as the saga's PersistOrder does.
 func queued(t *testing.T, st *store.Store, orderID string, userID, itemID int64) {
 	t.Helper()
@@ -76,7 +82,7 @@ func TestDeductStockRaceNeverOversells(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	s, _ := st.GetStock(context.Background(), it.ID)
+	s := rowOf(st, it.ID)
 	if deducted != 10 || s.Stock != 0 || s.Version != 10 {
 		t.Fatalf("deducted %d (exhausted %d, conflict %d), row %+v; want 10 and stock 0 version 10", deducted, exhausted, conflict, s)
 	}
@@ -116,7 +122,7 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 	if res, err := st.CloseOrder(ctx, store.Order{OrderID: "never-deducted", UserID: 3, ItemID: it.ID}, closing); err != nil || res.Restored {
 		t.Fatalf("close without marker: %+v %v", res, err)
 	}
-	s, _ := st.GetStock(ctx, it.ID)
+	s := rowOf(st, it.ID)
 	if s.Stock != 1 || s.Version != 2 {
 		t.Fatalf("row %+v, want stock 1 version 2", s)
 	}
@@ -124,7 +130,7 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 	if _, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) && (err != nil || ok) {
 		t.Fatalf("deduct after restore: %v %v", ok, err)
 	}
-	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
+	if s := rowOf(st, it.ID); s.Stock != 1 {
 		t.Fatalf("row %+v", s)
 	}
 }
@@ -224,7 +230,7 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 			t.Fatalf("close #%d %+v %v", i, res, err)
 		}
 	}
-	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
+	if s := rowOf(st, it.ID); s.Stock != 1 {
 		t.Fatalf("stock row %+v, want 1 (P1 paid, P2 pending, P3 restored)", s)
 	}
 	// A closed order cannot take a unit: the decrement is rolled back.
@@ -235,7 +241,7 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 	if _, _, err := st.DeductStock(ctx, "P4", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) {
 		t.Fatalf("deduct of a closed order: %v", err)
 	}
-	if s, _ := st.GetStock(ctx, it.ID); s.Stock != 1 {
+	if s := rowOf(st, it.ID); s.Stock != 1 {
 		t.Fatalf("stock row %+v after a refused deduct, want 1", s)
 	}
 }

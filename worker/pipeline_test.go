@@ -206,11 +206,11 @@ func (p *pipeline) waitStatus(orderID string, want order.Status, within time.Dur
 
 func (p *pipeline) stockRow(itemID int64) store.Stock {
 	p.t.Helper()
-	s, err := p.st.GetStock(context.Background(), itemID)
+	s, err := p.st.ReadItemState(context.Background(), itemID)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	return s
+	return s.Stock
 }
 
 func (p *pipeline) redisLeft(itemID int64) int64 {

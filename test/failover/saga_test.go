@@ -212,10 +212,11 @@ func (e *sagaEnv) checkUnits(ms []order.Message, units int64) {
 			e.t.Errorf("order %s ended %s", m.OrderID, e.status(m.OrderID))
 		}
 	}
-	row, err := e.st.GetStock(ctx, e.item.ID)
+	state, err := e.st.ReadItemState(ctx, e.item.ID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	row := state.Stock
 	left, err := e.stk.Left(ctx, e.item.ID)
 	if err != nil {
 		e.t.Fatal(err)
@@ -322,9 +323,9 @@ func TestSagaWorkerGracefulStopMidStream(t *testing.T) {
 	}
 	var rows int64
 	e.st.DB().Model(&store.Order{}).Where("item_id = ?", e.item.ID).Count(&rows)
-	row, err := e.st.GetStock(ctx, e.item.ID)
-	if err != nil || rows != n || row.Stock != units-n {
-		t.Fatalf("%d rows, stock row %+v (%v); want %d rows and %d left", rows, row, err, n, units-n)
+	state, err := e.st.ReadItemState(ctx, e.item.ID)
+	if err != nil || rows != n || state.Stock.Stock != units-n {
+		t.Fatalf("%d rows, stock row %+v (%v); want %d rows and %d left", rows, state.Stock, err, n, units-n)
 	}
 }
 

@@ -66,9 +66,9 @@ func TestMySQLMigrationsAndGorm(t *testing.T) {
 	if err != nil || got.Name != "smoke" || !got.StartAt.Equal(start) {
 		t.Fatalf("gorm read back: %+v %v", got, err)
 	}
-	row, err := st.GetStock(ctx, it.ID)
-	if err != nil || row.Stock != 5 || row.Version != 0 {
-		t.Fatalf("stock row: %+v %v", row, err)
+	state, err := st.ReadItemState(ctx, it.ID)
+	if err != nil || state.Stock.Stock != 5 || state.Stock.Version != 0 {
+		t.Fatalf("stock row: %+v %v", state.Stock, err)
 	}
 	o := store.Order{OrderID: order.NewID(), UserID: 1, ItemID: it.ID, Status: order.StatusPendingPayment}
 	if err := st.DB().WithContext(ctx).Create(&o).Error; err != nil {
