@@ -242,7 +242,7 @@ func (p *countingPublisher) PublishOrder(ctx context.Context, m order.Message) e
 	return err
 }
 
-func (p *countingPublisher) PublishOrders(ctx context.Context, ms []order.Message) error {
+func (p *countingPublisher) PublishOrders(ctx context.Context, ms []queue.Encoded) error {
 	err := p.Producer.PublishOrders(ctx, ms)
 	if err == nil {
 		p.n.Add(int64(len(ms)))

@@ -70,24 +70,31 @@ func NewProducer(cfg config.RocketMQ) (*Producer, error) {
 	return &Producer{p: p, topic: cfg.Topic}, nil
 }
 
+// Encoded is an order message in its wire form (order.Message.Encode), as
+// the outbox holds it: the relay sends it without decoding it again.
+type Encoded struct {
+	OrderID string
+	Body    []byte
+}
+
 // PublishOrder sends one order message to the orders topic, keyed by order id.
 func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 	return p.Send(ctx, p.topic, m.OrderID, m.Encode())
 }
 
-// PublishOrders sends several order messages to the orders topic in one
+// PublishOrders sends encoded order messages to the orders topic in one
 // batch (one request, stored together or not at all), each keyed by its
 // order id.
-func (p *Producer) PublishOrders(ctx context.Context, ms []order.Message) error {
+func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 	switch len(ms) {
 	case 0:
 		return nil
 	case 1:
-		return p.PublishOrder(ctx, ms[0])
+		return p.Send(ctx, p.topic, ms[0].OrderID, ms[0].Body)
 	}
 	msgs := make([]*primitive.Message, len(ms))
 	for i, m := range ms {
-		msgs[i] = primitive.NewMessage(p.topic, m.Encode())
+		msgs[i] = primitive.NewMessage(p.topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
 	}
 	res, err := p.p.SendSync(ctx, msgs...)

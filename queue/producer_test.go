@@ -28,6 +28,7 @@ func (f *fakeProducer) SendSync(context.Context, ...*primitive.Message) (*primit
 // duplicate), and the status is reported. An unknown status stays an error.
 func TestStoredStatusesAreStored(t *testing.T) {
 	msgs := []order.Message{{OrderID: "a", ItemID: 1, UserID: 1}, {OrderID: "b", ItemID: 1, UserID: 2}}
+	encoded := []Encoded{{OrderID: "a", Body: msgs[0].Encode()}, {OrderID: "b", Body: msgs[1].Encode()}}
 	for status, name := range map[primitive.SendStatus]string{
 		primitive.SendOK:                "",
 		primitive.SendFlushDiskTimeout:  "FLUSH_DISK_TIMEOUT",
@@ -37,7 +38,7 @@ func TestStoredStatusesAreStored(t *testing.T) {
 		var seen []string
 		p := &Producer{p: &fakeProducer{status: status}, topic: "t"}
 		p.OnDegraded(func(s string) { seen = append(seen, s) })
-		if err := p.PublishOrders(context.Background(), msgs); err != nil {
+		if err := p.PublishOrders(context.Background(), encoded); err != nil {
 			t.Fatalf("status %d: batch send: %v", status, err)
 		}
 		if err := p.PublishOrder(context.Background(), msgs[0]); err != nil {

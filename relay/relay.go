@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/queue"
 )
 
-// Publisher sends order messages in one request that the broker stores
-// together or not at all, and returns once it did (queue.Producer).
+// Publisher sends encoded order messages in one request that the broker
+// stores together or not at all, and returns once it did (queue.Producer).
 type Publisher interface {
-	PublishOrders(ctx context.Context, ms []order.Message) error
+	PublishOrders(ctx context.Context, ms []queue.Encoded) error
 }
 
 // ItemLister names the items whose outboxes the relay watches, with the end
@@ -316,21 +316,22 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
 	type chunk struct {
 		ids  []string
-		msgs []order.Message
+		msgs []queue.Encoded
 		src  []outbox.Entry
 	}
 	var chunks []chunk
 	cur := chunk{}
 	for _, e := range entries {
-		m, err := e.Message()
-		if err != nil {
+		if e.OrderID == "" || len(e.Body) == 0 {
 			// Cannot happen for entries the reserve script wrote; keeping it
-			// would be retried forever.
-			w.log.Error("dropping undecodable outbox entry", "entry", e.ID, "order_id", e.OrderID, "err", err)
+			// would be retried forever. The body is sent as the script wrote
+			// it (order.Message JSON), not decoded again.
+			w.log.Error("dropping malformed outbox entry", "entry", e.ID, "order_id", e.OrderID)
 			w.ack(ctx, e.ID)
 			continue
 		}
-		cur.ids, cur.msgs, cur.src = append(cur.ids, e.ID), append(cur.msgs, m), append(cur.src, e)
+		cur.ids, cur.src = append(cur.ids, e.ID), append(cur.src, e)
+		cur.msgs = append(cur.msgs, queue.Encoded{OrderID: e.OrderID, Body: e.Body})
 		if len(cur.ids) >= w.r.cfg.SendBatch {
 			chunks = append(chunks, cur)
 			cur = chunk{}

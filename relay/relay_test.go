@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
 )
@@ -30,8 +32,14 @@ type fakePub struct {
 
 func newFakePub() *fakePub { return &fakePub{sent: make(map[string]int)} }
 
-// PublishOrders stores all of a batch or nothing.
-func (p *fakePub) PublishOrders(ctx context.Context, ms []order.Message) error {
+// PublishOrders stores all of a batch or nothing; each body must be the
+// order's message as the reserve script wrote it.
+func (p *fakePub) PublishOrders(ctx context.Context, ms []queue.Encoded) error {
+	for _, m := range ms {
+		if d, err := order.DecodeMessage(m.Body); err != nil || d.OrderID != m.OrderID {
+			return fmt.Errorf("message keyed %s: body %q: %v", m.OrderID, m.Body, err)
+		}
+	}
 	if p.down.Load() || rand.Float64() < p.failRate {
 		p.failures.Add(1)
 		return errors.New("broker unavailable")
