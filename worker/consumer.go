@@ -77,19 +77,21 @@ func DeadLetterTopic(group string) string { return "%DLQ%" + group }
 // days rather than moved to a second dead-letter topic nobody reads.
 const deadLetterMaxReconsume = 64
 
+// consumerOptions subscribe group to topic from the first offset: a group's
+// very first start would otherwise begin at the end of the topic and skip
+// every message sent before it. Re-reading retained messages is harmless: a
+// start of an existing saga is a success, and a late saga stands down
+// (ORDER_CLOSED).
+func consumerOptions(cfg config.RocketMQ, group, topic string, log *slog.Logger) queue.ConsumerOptions {
+	return queue.ConsumerOptions{NameServers: cfg.NameServers, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
+		Group: group, Topic: topic, FromFirstOffset: true, Log: log}
+}
+
 // StartOrderConsumer subscribes the saga starter to the orders topic.
-func StartOrderConsumer(cfg config.RocketMQ, goroutines int, fromFirst bool, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
-	return queue.NewConsumer(queue.ConsumerOptions{
-		NameServers:     cfg.NameServers,
-		AccessKey:       cfg.AccessKey,
-		SecretKey:       cfg.SecretKey,
-		Group:           cfg.ConsumerGroup,
-		Topic:           cfg.Topic,
-		MaxReconsume:    cfg.MaxReconsume,
-		Goroutines:      goroutines,
-		FromFirstOffset: fromFirst,
-		Log:             log,
-	}, h)
+func StartOrderConsumer(cfg config.RocketMQ, goroutines int, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
+	o := consumerOptions(cfg, cfg.ConsumerGroup, cfg.Topic, log)
+	o.MaxReconsume, o.Goroutines = cfg.MaxReconsume, goroutines
+	return queue.NewConsumer(o, h)
 }
 
 // StartDeadLetterConsumer subscribes h to the order consumer group's
@@ -107,21 +109,13 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	}); err != nil {
 		return nil, err
 	}
+	o := consumerOptions(cfg, group, topic, log)
+	o.MaxReconsume, o.Goroutines = deadLetterMaxReconsume, 4
 	var c *queue.Consumer
 	// The name server learns of the new topic with the broker's next
 	// registration; until then the consumer fails with "route info not found".
 	err := retry(ctx, 30, time.Second, func() (err error) {
-		c, err = queue.NewConsumer(queue.ConsumerOptions{
-			NameServers:     cfg.NameServers,
-			AccessKey:       cfg.AccessKey,
-			SecretKey:       cfg.SecretKey,
-			Group:           group,
-			Topic:           topic,
-			MaxReconsume:    deadLetterMaxReconsume,
-			Goroutines:      4,
-			FromFirstOffset: true, // a new handler group works off every dead letter there is
-			Log:             log,
-		}, h)
+		c, err = queue.NewConsumer(o, h)
 		return err
 	})
 	return c, err // nil unless err is

@@ -117,7 +117,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		}
 		gated := h
 		h = func(ctx context.Context, m *primitive.MessageExt) error { p.arrived.Add(1); return gated(ctx, m) }
-		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, consumeGoroutines, true, p.log, h)
+		c, err = worker.StartOrderConsumer(p.cfg.RocketMQ, consumeGoroutines, p.log, h)
 		if err == nil || i == 20 {
 			break
 		}

@@ -36,29 +36,20 @@ func OpsHandler(m *Metrics, gate *Gate, verifier *auth.Verifier, log *slog.Logge
 			switch {
 			case verifier == nil:
 				opsError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the admin switch needs SECKILL_JWT_SECRET (not the development secret unless SECKILL_DEV=1)")
-				return
 			case !isAdmin(verifier, r):
 				opsError(w, http.StatusUnauthorized, "UNAUTHORIZED", "a bearer token of role admin is required")
-				return
 			case gate == nil:
 				opsError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "this worker runs no order consumer")
-				return
-			}
-			if act != nil {
+			default:
 				act()
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]bool{"held": gate.Held()})
 			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]bool{"held": gate.Held()})
 		}
 	}
-	var hold, release func()
-	if gate != nil {
-		hold = func() { gate.Hold(); log.Info("order consumer", "held", true) }
-		release = func() { gate.Release(); log.Info("order consumer", "held", false) }
-	}
-	mux.HandleFunc("GET "+ConsumerPath, admin(nil))
-	mux.HandleFunc("POST "+HoldPath, admin(hold))
-	mux.HandleFunc("POST "+ReleasePath, admin(release))
+	mux.HandleFunc("GET "+ConsumerPath, admin(func() {}))
+	mux.HandleFunc("POST "+HoldPath, admin(func() { gate.Hold(); log.Info("order consumer", "held", true) }))
+	mux.HandleFunc("POST "+ReleasePath, admin(func() { gate.Release(); log.Info("order consumer", "held", false) }))
 	return mux
 }
 

@@ -48,17 +48,12 @@ func TestSagaPaidWhileQueuedFinishesWithoutAWake(t *testing.T) {
 		return v.Status == order.StatusPaid && !v.Settling
 	})).Return(nil).Once().Run(c.add("Notify:PAID"))
 	env.ExecuteWorkflow(WorkflowType, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusPaid || res.Settling {
-		t.Fatalf("result %+v", res)
+	if res := ended(t, env, c, order.StatusPaid, "", "PersistOrder", "DecrementStock", "Notify:PAID"); res.Settling {
+		t.Fatalf("result %+v, still settling", res)
 	}
 	if !env.Now().Equal(in.ReservedAt) {
 		t.Fatalf("the saga waited until %s", env.Now())
 	}
-	equal(t, c.list(), []string{"PersistOrder", "DecrementStock", "Notify:PAID"})
-	env.AssertExpectations(t)
 }
 
 // An unpaid order whose deadline (plus grace) passed while it was QUEUED is
@@ -71,14 +66,7 @@ func TestSagaWindowPassedWhileQueuedClosesAtOnce(t *testing.T) {
 	mockPersist(env, c, ref, earlyView(order.StatusQueued, "", in.PayBy, false))
 	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusCancelled, "", "ReleaseUnit")
 	env.ExecuteWorkflow(WorkflowType, in)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusCancelled || res.Reason != order.ReasonPaymentTimeout {
-		t.Fatalf("result %+v", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED"})
-	env.AssertExpectations(t)
+	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout, "PersistOrder", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
 
 // The same order with its window still open takes its unit and waits, as

@@ -140,11 +140,7 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	case decidedCancel:
 		return s.close(ctx, order.StatusCancelled, order.ReasonBuyerCancelled, false, nil)
 	case decidedAbort:
-		v, err := s.close(ctx, order.StatusCancelled, order.ReasonOperatorCancelled, false, nil)
-		if err == nil && v.Status != order.StatusPaid {
-			err = temporal.NewCanceledError(order.ReasonOperatorCancelled)
-		}
-		return v, err
+		return s.abort(ctx)
 	default:
 		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
 	}
@@ -207,11 +203,7 @@ func final(err error) bool {
 // workflow was cancelled during it) and records why.
 func (s *saga) fail(ctx workflow.Context, step string, err error) (order.View, error) {
 	if temporal.IsCanceledError(err) {
-		v, cerr := s.close(ctx, order.StatusCancelled, order.ReasonOperatorCancelled, false, nil)
-		if cerr == nil && v.Status != order.StatusPaid {
-			cerr = temporal.NewCanceledError(order.ReasonOperatorCancelled)
-		}
-		return v, cerr
+		return s.abort(ctx)
 	}
 	reasonType, msg := "STEP_FAILED", err.Error()
 	var appErr *temporal.ApplicationError
@@ -224,6 +216,16 @@ func (s *saga) fail(ctx workflow.Context, step string, err error) (order.View, e
 	reason := fmt.Sprintf("%s: %s: %s", reasonType, step, msg)
 	return s.close(ctx, order.StatusFailed, reason, false,
 		temporal.NewNonRetryableApplicationError(reason, reasonType, err))
+}
+
+// abort closes the order an operator cancelled the workflow of; the
+// workflow ends cancelled unless the order was paid in time.
+func (s *saga) abort(ctx workflow.Context) (order.View, error) {
+	v, err := s.close(ctx, order.StatusCancelled, order.ReasonOperatorCancelled, false, nil)
+	if err == nil && v.Status != order.StatusPaid {
+		err = temporal.NewCanceledError(order.ReasonOperatorCancelled)
+	}
+	return v, err
 }
 
 // close runs the compensations in a disconnected context (a cancelled

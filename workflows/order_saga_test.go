@@ -136,6 +136,22 @@ func result(t *testing.T, env *testsuite.TestWorkflowEnvironment) order.View {
 	return res
 }
 
+// ended checks that the workflow completed without error, as status (and
+// reason, unless empty), after exactly the steps want with every mock used.
+func ended(t *testing.T, env *testsuite.TestWorkflowEnvironment, c *calls, status order.Status, reason string, want ...string) order.View {
+	t.Helper()
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	res := result(t, env)
+	if res.Status != status || reason != "" && res.Reason != reason {
+		t.Fatalf("result %+v, want %s %s", res, status, reason)
+	}
+	equal(t, c.list(), want)
+	env.AssertExpectations(t)
+	return res
+}
+
 func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) order.Status {
 	t.Helper()
 	v, err := env.QueryWorkflow(QueryStatus)
@@ -164,15 +180,10 @@ func TestOrderSagaPaid(t *testing.T) {
 		env.SignalWorkflow(SignalPay, nil)
 	}, time.Minute)
 	env.ExecuteWorkflow(WorkflowType, testIn)
-
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
+	res := ended(t, env, c, order.StatusPaid, "", "PersistOrder", "DecrementStock", "Notify", "MarkPaid", "Notify:PAID")
+	if res.PayBy == nil || !res.PayBy.Equal(testPayBy) {
+		t.Fatalf("result %+v, want pay_by %s", res, testPayBy)
 	}
-	if res := result(t, env); res.Status != order.StatusPaid || res.PayBy == nil || !res.PayBy.Equal(testPayBy) {
-		t.Fatalf("result %+v", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "DecrementStock", "Notify", "MarkPaid", "Notify:PAID"})
-	env.AssertExpectations(t)
 }
 
 // The window closes at the row's deadline plus the grace, not before; the
@@ -188,14 +199,7 @@ func TestOrderSagaTimeoutCompensatesOnce(t *testing.T) {
 	}, testWindow*time.Second+order.PayGrace-time.Second)
 	env.ExecuteWorkflow(WorkflowType, testIn)
 
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusCancelled || res.Reason != order.ReasonPaymentTimeout {
-		t.Fatalf("result %+v", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "DecrementStock", "Notify", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED"})
-	env.AssertExpectations(t)
+	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout, "PersistOrder", "DecrementStock", "Notify", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
 
 // The buyer paid at the door in time but the saga was never woken (Temporal
@@ -206,14 +210,7 @@ func TestOrderSagaTimeoutFindsPaymentRecordedAtTheDoor(t *testing.T) {
 	mockForward(env, c)
 	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusPaid, "", "")
 	env.ExecuteWorkflow(WorkflowType, testIn)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusPaid {
-		t.Fatalf("result %+v, want PAID", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "DecrementStock", "Notify", "CloseOrder", "Notify:PAID"})
-	env.AssertExpectations(t)
+	ended(t, env, c, order.StatusPaid, "", "PersistOrder", "DecrementStock", "Notify", "CloseOrder", "Notify:PAID")
 }
 
 func TestOrderSagaBuyerCancel(t *testing.T) {
@@ -222,14 +219,7 @@ func TestOrderSagaBuyerCancel(t *testing.T) {
 	mockClose(env, c, order.StatusCancelled, order.ReasonBuyerCancelled, false, order.StatusCancelled, "", "ReleaseUnit")
 	signal(env, SignalCancel, 10*time.Second)
 	env.ExecuteWorkflow(WorkflowType, testIn)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusCancelled || res.Reason != order.ReasonBuyerCancelled {
-		t.Fatalf("result %+v", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "DecrementStock", "Notify", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED"})
-	env.AssertExpectations(t)
+	ended(t, env, c, order.StatusCancelled, order.ReasonBuyerCancelled, "PersistOrder", "DecrementStock", "Notify", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
 
 // A pay signal for an order whose row was cancelled at the door: the row
@@ -243,14 +233,7 @@ func TestOrderSagaPaySignalForCancelledRow(t *testing.T) {
 	mockClose(env, c, order.StatusCancelled, order.ReasonBuyerCancelled, false, order.StatusCancelled, "", "ReleaseUnit")
 	signal(env, SignalPay, time.Minute)
 	env.ExecuteWorkflow(WorkflowType, testIn)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusCancelled {
-		t.Fatalf("result %+v", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "DecrementStock", "Notify", "MarkPaid", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED"})
-	env.AssertExpectations(t)
+	ended(t, env, c, order.StatusCancelled, "", "PersistOrder", "DecrementStock", "Notify", "MarkPaid", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
 
 // Business outcomes of the forward steps fail the order, compensated; a
@@ -308,14 +291,7 @@ func TestOrderSagaOrderClosedElsewhere(t *testing.T) {
 	env.OnActivity(acts.PersistOrder, mock.Anything, testRef).Return(activities.PersistResult{}, closed).Once().Run(c.add("PersistOrder"))
 	mockClose(env, c, order.StatusFailed, "", false, order.StatusCancelled, order.ReasonBuyerCancelled, "ReleaseUnit")
 	env.ExecuteWorkflow(WorkflowType, testIn)
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if res := result(t, env); res.Status != order.StatusCancelled {
-		t.Fatalf("result %+v", res)
-	}
-	equal(t, c.list(), []string{"PersistOrder", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED"})
-	env.AssertExpectations(t)
+	ended(t, env, c, order.StatusCancelled, "", "PersistOrder", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
 
 // Outages delay orders, never fail them: transient errors are retried

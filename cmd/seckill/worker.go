@@ -164,11 +164,7 @@ func (w *workerParts) startConsumers(ctx context.Context) error {
 	handler := func(src worker.Source) queue.Handler {
 		return worker.Handler(src, starter, w.metrics, w.log, cfg.Worker.StartTimeout)
 	}
-	// From the first offset: a consumer group's very first start would
-	// otherwise begin at the end of the topic and skip every order sent
-	// before it. Re-reading retained messages is harmless: a start of an
-	// existing saga is a success, and a late saga stands down (ORDER_CLOSED).
-	c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, true, w.log, w.gate.Handler(handler(worker.Orders)))
+	c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, w.log, w.gate.Handler(handler(worker.Orders)))
 	if err != nil {
 		return err
 	}
