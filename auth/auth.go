@@ -94,16 +94,9 @@ func NewVerifier(secret []byte) *Verifier {
 	// Its own copy: the pooled MACs are keyed once, and golang-jwt must
 	// never see a different key.
 	secret = bytes.Clone(secret)
-	v := &Verifier{secret: secret}
-	*v = Verifier{
-		secret: secret,
-		parser: jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return v.now() })),
-		now:      time.Now,
-		cache:    make(map[tokenKey]cached),
-		maxCache: 100_000,
-		cacheTTL: 30 * time.Second,
-	}
+	v := &Verifier{secret: secret, now: time.Now, cache: make(map[tokenKey]cached), maxCache: 100_000, cacheTTL: 30 * time.Second}
+	v.parser = jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return v.now() }))
 	v.scratch.New = func() any { return &scratch{mac: hmac.New(sha256.New, secret)} }
 	return v
 }

@@ -142,24 +142,12 @@ func (w *workerParts) startTemporal(context.Context) error {
 	return nil
 }
 
-// startConsumers starts the order and dead-letter consumers. Their stop
-// closes the gate first: held handlers give their messages back.
+// startConsumers starts the order and dead-letter consumers.
 func (w *workerParts) startConsumers(ctx context.Context) error {
 	cfg := w.cfg
 	if !cfg.Worker.Consumer {
 		return nil
 	}
-	var consumers []*queue.Consumer
-	w.onClose(func() error {
-		w.gate.Close()
-		var errs []error
-		for _, c := range consumers {
-			if err := c.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close consumer: %w", err))
-			}
-		}
-		return errors.Join(errs...)
-	})
 	starter := workflows.NewClient(w.tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
 	handler := func(src worker.Source) queue.Handler {
 		return worker.Handler(src, starter, w.metrics, w.log, cfg.Worker.StartTimeout)
@@ -168,11 +156,12 @@ func (w *workerParts) startConsumers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	consumers = append(consumers, c)
+	w.onClose(c.Close)
+	w.onClose(func() error { w.gate.Close(); return nil }) // first: held handlers give their messages back
 	if c, err = worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup, w.log, handler(worker.DeadLetters)); err != nil {
 		return err
 	}
-	consumers = append(consumers, c)
+	w.onClose(c.Close)
 	w.log.Info("order consumer running", "topic", cfg.RocketMQ.Topic, "group", cfg.RocketMQ.ConsumerGroup,
 		"dead_letter_topic", worker.DeadLetterTopic(cfg.RocketMQ.ConsumerGroup), "dead_letter_group", cfg.Worker.DLQGroup)
 	return nil
