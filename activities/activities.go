@@ -76,14 +76,12 @@ func closed(row store.Order) error {
 	return temporal.NewNonRetryableApplicationError(msg, order.ReasonOrderClosed, nil, row.View())
 }
 
-// PersistOrder records the order (QUEUED: the saga has it, no unit taken from
-// the stock row yet, with the message's deadline) and returns it (PAID and
-// settling when the buyer paid it at the door while it was QUEUED) and the
-// item's payment window. Idempotent on
-// order_id: a row already there and open (a retry after a lost reply) is
-// success. A row already final is ORDER_CLOSED; the buyer holding another
-// order for the item is DUPLICATE_ORDER; an unknown item ITEM_NOT_FOUND; all
-// permanent.
+// PersistOrder records the order QUEUED with the message's deadline and
+// returns it (PAID and settling when the buyer paid at the door meanwhile)
+// with the item's payment window. Idempotent on order_id: a row already there
+// and open (a retry after a lost reply) is success. A row already final is
+// ORDER_CLOSED, the buyer holding another order for the item DUPLICATE_ORDER,
+// an unknown item ITEM_NOT_FOUND; all permanent.
 func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistResult, error) {
 	item, err := a.orders.GetItem(ctx, ref.ItemID)
 	if errors.Is(err, order.ErrItemNotFound) {
@@ -112,12 +110,10 @@ type DeductInput struct {
 	PaymentTimeoutSeconds int `json:"payment_timeout_seconds"`
 }
 
-// DecrementStock takes the order's unit from the stock row with the
-// optimistic lock and makes the order PENDING_PAYMENT with its deadline
-// (pay_by), or PAID when the buyer paid it while it was QUEUED; decrement, stock_deduction marker and status are one transaction,
-// so a retry never decrements twice. It returns the order as it now is. A row
-// at zero is STOCK_EXHAUSTED and an order closed meanwhile ORDER_CLOSED, both
-// permanent; version conflicts and outages are retried.
+// DecrementStock takes the order's unit from the stock row (store.DeductStock:
+// at most once per order) and returns the order as it now is. A row at zero is
+// STOCK_EXHAUSTED and an order closed meanwhile ORDER_CLOSED, both permanent;
+// version conflicts and outages are retried.
 func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.View, error) {
 	window := time.Duration(in.PaymentTimeoutSeconds) * time.Second
 	row, deducted, err := a.orders.DeductStock(ctx, in.OrderID, in.ItemID, window, store.DefaultDeductAttempts)
@@ -142,9 +138,9 @@ func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.
 	return row.View(), nil
 }
 
-// Notify publishes the order view (Redis status key plus pub/sub) so the
-// API's status endpoint and event stream see it at once. Publishing the same
-// view twice is harmless. The saga never fails an order over it.
+// Notify publishes the order view for the API's status endpoint and event
+// stream; publishing it twice is harmless. The saga never fails an order
+// over it.
 func (a *Activities) Notify(ctx context.Context, v order.View) error {
 	return a.status.PublishStatus(ctx, v)
 }

@@ -74,11 +74,9 @@ type CloseResult struct {
 	Recorded bool       `json:"recorded"`
 }
 
-// CloseOrder closes the order on the database in one transaction (see
-// store.CloseOrder): a PAID row wins and nothing is given back; an open row
-// is closed with the status and reason (REFUNDED when it was paid while
-// QUEUED); the order's stock-row unit is restored once. The saga releases the Redis unit only if the answer is not
-// PAID.
+// CloseOrder closes the order on the database in one transaction
+// (store.CloseOrder: a PAID row wins, the stock-row unit is restored once).
+// The saga releases the Redis unit only if the answer is not PAID.
 func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult, error) {
 	closing := store.Closing{Status: in.Status, Reason: in.Reason}
 	if in.Timeout {
@@ -123,11 +121,8 @@ func (c *Activities) paid(ctx context.Context, orderID string) (bool, error) {
 	return err == nil && row.Status == order.StatusPaid, err
 }
 
-// ReleaseUnit gives the reserved unit back in Redis: the reservation removed,
-// stock up by one, sold-out flags cleared through the stock events channel.
-// The release script acts only while the reservation exists, so a repeated
-// release never adds a unit twice. The buyer's mark stays. A PAID order's unit
-// is never released.
+// ReleaseUnit gives the reserved unit back in Redis (stock.Store.Release: at
+// most once). A PAID order's unit is never released.
 func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, error) {
 	if paid, err := c.paid(ctx, in.OrderID); err != nil || paid {
 		return false, err
@@ -142,10 +137,8 @@ func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, er
 
 // RetireUnit ends a reservation whose unit the stock row never had
 // (STOCK_EXHAUSTED: Redis held more than MySQL, e.g. after a Redis failover
-// lost writes): the reservation is removed without putting a unit back on
-// sale, since MySQL, the ground truth, has none to sell. Putting it back would
-// fail the next buyer the same way. Counted and logged for support; repeating
-// it changes nothing.
+// lost writes) without putting it on sale (stock.Store.Retire). Counted and
+// logged for support; repeating it changes nothing.
 func (c *Activities) RetireUnit(ctx context.Context, in ReleaseInput) (bool, error) {
 	retired, err := c.units.Retire(ctx, in.ItemID, in.OrderID)
 	if err != nil {

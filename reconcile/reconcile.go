@@ -155,17 +155,14 @@ type Deps struct {
 // Reconciler compares and repairs.
 type Reconciler struct {
 	d     Deps
-	src   snapshot.Sources
 	grace time.Duration
 	log   *slog.Logger
 }
 
 // New returns a reconciler. grace is how old an order must be before its
-// missing pieces count as drift (the pipeline's own latency must not look
-// like loss).
+// missing pieces count as drift (the pipeline's own latency is not loss).
 func New(d Deps, grace time.Duration, log *slog.Logger) *Reconciler {
-	src := snapshot.Sources{MySQL: d.MySQL, Redis: d.Units, Outbox: d.Outbox, Workflows: d.Workflows}
-	return &Reconciler{d: d, src: src, grace: grace, log: log.With("component", "reconcile")}
+	return &Reconciler{d: d, grace: grace, log: log.With("component", "reconcile")}
 }
 
 // ActiveItems lists the items whose sale is live or ended within since.
@@ -208,7 +205,8 @@ var rules = []rule{
 }
 
 func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Finding, error) {
-	it, err := snapshot.Load(ctx, r.src, itemID)
+	src := snapshot.Sources{MySQL: r.d.MySQL, Redis: r.d.Units, Outbox: r.d.Outbox, Workflows: r.d.Workflows}
+	it, err := snapshot.Load(ctx, src, itemID)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
 	}
@@ -255,17 +253,12 @@ func (r *Reconciler) logged(f Finding) Finding {
 	return f
 }
 
-// old reports whether an order is past the grace at the snapshot.
-func old(it *snapshot.Item, grace time.Duration, orderID string, created time.Time) bool {
-	return it.Age(orderID, created) > grace
-}
-
 // liveOrdersWithoutReservation: PENDING_PAYMENT or PAID in MySQL, no Redis
 // reservation.
 func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
-		if _, held := it.Redis.Reservations[o.OrderID]; held || !snapshot.Live(o.Status) || !old(it, grace, o.OrderID, o.CreatedAt) {
+		if _, held := it.Redis.Reservations[o.OrderID]; held || !snapshot.Live(o.Status) || it.Age(o.OrderID, o.CreatedAt) <= grace {
 			continue
 		}
 		out = append(out, Finding{Kind: PaidUnitOnSale, OrderID: o.OrderID, Detail: fmt.Sprintf("%s in MySQL, no Redis reservation", o.Status)})
@@ -322,7 +315,7 @@ func finalOrdersHoldingUnits(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for id := range it.Redis.Reservations {
 		o, ok := it.Orders[id]
-		if !ok || !snapshot.Released(o.Status) || !old(it, grace, id, o.CreatedAt) {
+		if !ok || !snapshot.Released(o.Status) || it.Age(id, o.CreatedAt) <= grace {
 			continue
 		}
 		if w, ok := it.Sagas[id]; ok && w.Running() || !it.WorkflowsRead {
@@ -368,7 +361,7 @@ func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
 	for id, m := range it.Redis.Reservations {
 		_, row := it.Orders[id]
 		_, saga := it.Sagas[id]
-		if row || saga || it.Outbox[id] || !old(it, grace, id, m.ReservedAt) {
+		if row || saga || it.Outbox[id] || it.Age(id, m.ReservedAt) <= grace {
 			continue
 		}
 		out = append(out, Finding{Kind: LostHandoff, OrderID: id, Detail: "reserved in Redis; no outbox entry, no order row, no saga"})

@@ -1,8 +1,6 @@
 package stock
 
 import (
-	_ "embed"
-
 	"context"
 	"errors"
 	"fmt"
@@ -17,24 +15,12 @@ import (
 // The sale controls' side of an item in Redis: its adds, its revision (API
 // instances reload the item when it moves) and its end key.
 
-//go:embed add.lua
-var addLua string
-
-//go:embed unadd.lua
-var unaddLua string
-
-var (
-	addScript   = redis.NewScript(addLua)
-	unaddScript = redis.NewScript(unaddLua)
-)
-
 // AddUnits puts n more units of an item on sale in Redis, at most once per
-// addID (a client retry after a dropped connection finds its id and adds
-// nothing). It reports whether the item's stock is loaded: when it is not,
-// nothing is written (the next load derives it from the stock row, which
-// holds the units). Callers run it inside the MySQL transaction that adds
-// the units to the stock row (store.Store.AddStock), and call UndoAdd with
-// the same id if that transaction does not commit.
+// addID (a client's retry adds nothing). It reports whether the stock is
+// loaded: when not, nothing is written (the next load derives it from the
+// stock row). Callers run it inside the MySQL transaction that adds the units
+// to the stock row (store.Store.AddStock), and call UndoAdd with the same id
+// if that transaction does not commit.
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
 	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID, n).Int64()
@@ -44,9 +30,8 @@ func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int6
 	return v != -1, nil
 }
 
-// UndoAdd takes back the units of an add whose MySQL transaction failed,
-// only if that add was applied and not undone yet. It reports whether it
-// took them back.
+// UndoAdd takes back the units of an add, at most once; it reports whether
+// it did.
 func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error) {
 	k := s.ItemKeys(itemID)
 	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID).Int64()
@@ -57,10 +42,9 @@ func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, 
 }
 
 // AnnounceItem tells every API instance that an item's sale data changed:
-// its revision moves (instances that missed the message see it at their
-// next refresh) and its id goes out on keyspace.ItemEvents; units back clear
-// the sold-out flags at once. endKey, when not empty, is remembered as the
-// Idempotency-Key of the request that ended the sale (a day).
+// its revision moves (an instance that missed the message sees it at its next
+// refresh); unitsBack clears the sold-out flags at once. endKey, when not
+// empty, is remembered as the Idempotency-Key that ended the sale (a day).
 func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error {
 	k := s.ItemKeys(itemID)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -1,16 +1,14 @@
-// Package stock keeps the live flash-sale stock in Redis: the atomic
-// reservation (one unit per buyer, never below zero, the order appended to the
-// item's outbox stream in the same script), its release by compensation, and
-// the reads and repairs the reconciler and the invariant checker need. The
-// keys are laid out in package keyspace. The outbox stream is written here
-// (by the reserve script, atomically with the unit) and read, claimed and
-// acknowledged by package outbox; the order's view (package orderstatus) is
-// written here once, with the reservation, in the same round trip.
+// Package stock keeps the live flash-sale stock in Redis (keys laid out in
+// package keyspace): the atomic reservation (one unit per buyer, never below
+// zero, the order appended to the item's outbox stream and its view written in
+// the same round trip; package outbox reads the stream), its release by
+// compensation, and the reads and repairs the reconciler and the invariant
+// checker need.
 package stock
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -35,15 +33,23 @@ func (e *AlreadyReservedError) Error() string {
 	return "buyer already has order " + e.OrderID + " for this item"
 }
 
-//go:embed release.lua
-var releaseLua string
+//go:embed *.lua
+var luaFiles embed.FS
 
-//go:embed restore.lua
-var restoreLua string
+func script(name string) *redis.Script {
+	b, err := luaFiles.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return redis.NewScript(string(b))
+}
 
 var (
-	releaseScript = redis.NewScript(releaseLua)
-	restoreScript = redis.NewScript(restoreLua)
+	releaseScript = script("release.lua")
+	restoreScript = script("restore.lua")
+	countScript   = script("count.lua")
+	addScript     = script("add.lua")
+	unaddScript   = script("unadd.lua")
 )
 
 // Store is the Redis side of the stock.
@@ -100,16 +106,10 @@ func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	return ok, nil
 }
 
-//go:embed count.lua
-var countLua string
-
-var countScript = redis.NewScript(countLua)
-
-// Warm loads an item's stock key, if it is missing, from the stock row
-// (stockRow units, the order ids in deducted holding a deduction): the row
-// minus the live reservations not deducted yet. The caller holds the stock
-// row still (store.FenceStock) while it runs, so the two sides are read at
-// the same moment. It reports whether it loaded the key and the units left.
+// Warm loads a missing stock key with the stock row (stockRow units, the
+// order ids in deducted holding a deduction) minus the live reservations not
+// deducted yet; the caller holds the row still (store.FenceStock) meanwhile.
+// It reports whether it loaded the key, and the units left.
 func (s *Store) Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error) {
 	old, want, err := s.count(ctx, "warm", itemID, stockRow, deducted)
 	if err != nil || old >= 0 {
@@ -121,9 +121,9 @@ func (s *Store) Warm(ctx context.Context, itemID, stockRow int64, deducted []str
 	return true, want, nil
 }
 
-// Recount compares stock_left with what the stock row says it should be
-// (stockRow minus the live reservations not in deducted) and, with set, fixes
-// it. It returns the old value (-1 when not loaded) and the wanted one.
+// Recount compares stock_left with what the stock row leaves (as Warm counts
+// it) and, with set, fixes it. It returns the old value (-1 when not loaded)
+// and the wanted one.
 func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error) {
 	mode := "check"
 	if set {
@@ -180,10 +180,9 @@ func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64,
 	return out, nil
 }
 
-// perItem queues read's commands for every item in one pipeline: keys of
-// different items live in different cluster slots, so nothing is batched
-// across items (a cluster MGET would refuse them). A missing key is not an
-// error; each command holds its own answer.
+// perItem queues read's commands for every item in one pipeline (items live
+// in different cluster slots: a cluster MGET would refuse them). A missing
+// key is not an error; each command holds its own answer.
 func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p redis.Pipeliner, k keyspace.Item) T) ([]T, error) {
 	cmds := make([]T, len(itemIDs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -198,21 +197,16 @@ func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p 
 	return cmds, nil
 }
 
-// Release gives an order's unit back: the reservation is removed and stock
-// goes up by one, only if the reservation was still there, so a repeated
-// release never adds a unit twice; the order joins the released set, so no
-// repair puts its reservation back later (Restore). The buyer keeps the mark.
-// Every API instance hears of the unit (keyspace.StockEvents). It reports
-// whether this call released the unit.
+// Release gives an order's unit back, at most once, and marks the order
+// released so no repair puts its reservation back (release.lua says how);
+// every API instance hears of the unit. It reports whether this call
+// released it.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
 }
 
-// Retire ends an order's reservation without giving its unit back: the stock
-// row (the ground truth) never had that unit, so putting it on sale would only
-// fail the next buyer the same way. Like Release it happens at most once and
-// marks the order released. The buyer keeps the mark. It reports whether this
-// call removed the reservation.
+// Retire is Release without the unit: the stock row (the ground truth) never
+// had it, so putting it on sale would only fail the next buyer the same way.
 func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "retire")
 }
@@ -256,21 +250,11 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 	return id, true, nil
 }
 
-// BuyerCount returns how many buyers hold a mark for the item.
-func (s *Store) BuyerCount(ctx context.Context, itemID int64) (int64, error) {
-	n, err := s.rdb.HLen(ctx, s.ItemKeys(itemID).Buyers).Result()
-	if err != nil {
-		return 0, fmt.Errorf("count buyer marks of item %d: %w", itemID, err)
-	}
-	return n, nil
-}
-
 // Restore puts back the reservation and the buyer mark of an order MySQL
-// holds a unit for (a Redis that lost them), each only if absent, in one
-// script that refuses an order whose unit was released or retired: a repair
-// working from an older picture cannot resurrect a unit the saga already gave
-// back. stock_left is not touched: the reconciler recounts it afterwards
-// (Recount). restored is false when the reservation was there or refused.
+// holds a unit for (a Redis that lost them), refusing an order whose unit was
+// released or retired (restore.lua): a repair working from an older picture
+// cannot resurrect a unit the saga gave back. stock_left is recounted
+// afterwards (Recount). restored is false when it was there or refused.
 func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
 	k := s.ItemKeys(m.ItemID)
 	n, err := restoreScript.Run(ctx, s.rdb, []string{k.Orders, k.Buyers, k.Released},
@@ -290,8 +274,7 @@ type ItemState struct {
 	Released     map[string]bool  // order ids released or retired
 }
 
-// ReadItemState reads an item's stock_left, reservations, buyer marks and
-// released set atomically.
+// ReadItemState reads an item's ItemState.
 func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
 	k := s.ItemKeys(itemID)
 	var left *redis.StringCmd

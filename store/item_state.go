@@ -13,9 +13,7 @@ import (
 )
 
 // ItemState is everything MySQL holds about one item's sale, read in one
-// consistent snapshot: the stock row (with its version), the deductions and
-// the order rows all belong to the same moment, so no DeductStock or close
-// can fall between two of the reads.
+// consistent snapshot: no DeductStock or close falls between two of its reads.
 type ItemState struct {
 	Item       Item
 	Stock      Stock
@@ -73,10 +71,9 @@ func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Durat
 }
 
 // WithLiveOrder runs fn while the order's row is locked (SELECT ... FOR
-// UPDATE) and live (PENDING_PAYMENT or PAID): no close can commit until fn
-// returns, so a repair that fn makes on that premise cannot race the saga's
-// compensation. ran is false (and fn not called) when the row is missing or
-// not live.
+// UPDATE) and live (PENDING_PAYMENT or PAID): no close commits until fn
+// returns, so a repair fn makes on that premise cannot race the saga's
+// compensation. ran is false when the row is missing or not live.
 func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := orderRow(forUpdate(tx), orderID)
@@ -97,12 +94,10 @@ func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order
 
 // FenceStock runs fn while the item's stock row is locked (SELECT ... FOR
 // UPDATE), with the row and the order ids whose deduction is unrestored as
-// they are while the lock is held: every change of either (DeductStock, a
-// restore, an added unit) writes the row, so none can commit until fn
-// returns. seen is the caller's snapshot: when the row still has seen's
-// version, deducted (read in that snapshot) is passed on as it is; when the
-// version moved, the deductions are read again under the lock and moved is
-// true.
+// they are under the lock: every change of either writes the row, so none
+// commits until fn returns. seen is the caller's snapshot: while the row has
+// seen's version, deducted (read in it) is passed on; when the version moved,
+// the deductions are read again under the lock and moved is true.
 func (s *Store) FenceStock(ctx context.Context, itemID int64, seen Stock, deducted []string,
 	fn func(row Stock, deducted []string) error) (moved bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

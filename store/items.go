@@ -12,16 +12,17 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// ErrSaleEnded: the item's sale has already ended (its end_at has passed by
-// the database's clock); an operator cannot end it again or add units to it.
-var ErrSaleEnded = errors.New("sale already ended")
+// The sale controls' refusals.
+var (
+	// ErrSaleEnded: the item's end_at has passed by the database's clock; it
+	// cannot be ended again or get more units.
+	ErrSaleEnded = errors.New("sale already ended")
+	// ErrStockTooLarge: an add would take stock_total past MaxStockTotal.
+	ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
+)
 
-// MaxStockTotal is the most units an item may ever have (stock_total and the
-// stock row are INT columns).
+// MaxStockTotal is the most units an item may ever have (INT columns).
 const MaxStockTotal = 2_000_000_000
-
-// ErrStockTooLarge: an add would take stock_total past MaxStockTotal.
-var ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
 
 // CreateItem inserts the item and its stock row in one transaction and
 // returns the item with its id.
@@ -78,12 +79,10 @@ func (s *Store) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
 }
 
 // EndSale ends the item's sale now, by the database's clock: end_at becomes
-// NOW(3) (and a start_at still ahead becomes one millisecond before it, so
-// start_at < end_at holds and the item reads ENDED, never UPCOMING). One
-// conditional UPDATE on the item row, which takes its row lock: an AddStock
-// in flight finishes first or sees the sale ended. An item whose end_at has
-// already passed is left as it is and returned with ErrSaleEnded: ending is
-// idempotent, the first end's end_at stands.
+// NOW(3) (a start_at still ahead one millisecond before it, so the item reads
+// ENDED, never UPCOMING). One conditional UPDATE, which takes the item's row
+// lock: an AddStock in flight finishes first or sees the sale ended. An item
+// already ended is returned as it is with ErrSaleEnded: the first end stands.
 func (s *Store) EndSale(ctx context.Context, itemID int64) (Item, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3),
 		start_at = LEAST(start_at, NOW(3) - INTERVAL 1000 MICROSECOND)
@@ -103,14 +102,12 @@ func (s *Store) EndSale(ctx context.Context, itemID int64) (Item, error) {
 
 // AddStock adds n units to an item for sale: stock_total and the stock row
 // (version + 1, so optimistic deductions in flight re-read it) in one
-// transaction that locks the item row, then the stock row, in that order.
-// inRedis runs inside the transaction after both writes, while both row locks
-// are held, and the transaction commits only if it succeeds: the Redis side
-// of the add (stock.Store.AddUnits) happens exactly while the rows are
-// locked. A stock-row writer that locks the row (deductions, restores, a
-// recount that holds the row while it writes Redis) therefore sees either
-// neither side of the add or both. An ended sale is ErrSaleEnded; an unknown
-// item order.ErrItemNotFound; nothing is written in either case.
+// transaction that locks the item row, then the stock row. inRedis (the Redis
+// side, stock.Store.AddUnits) runs while both locks are held, and the
+// transaction commits only if it succeeds: a stock-row writer that locks the
+// row (deductions, restores, a fenced recount) sees neither side of the add
+// or both. An ended sale is ErrSaleEnded, an unknown item
+// order.ErrItemNotFound; nothing is written then.
 func (s *Store) AddStock(ctx context.Context, itemID, n int64, inRedis func(ctx context.Context, it Item) error) (Item, error) {
 	var out Item
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -40,14 +40,11 @@ type Order struct {
 	ItemID  int64        `gorm:"column:item_id"`
 	Status  order.Status `gorm:"column:status"`
 	Reason  string       `gorm:"column:reason"`
-	// PayBy is the payment deadline: the order message's (reservation time
-	// plus the item's window) from the first write of the row, or, for
-	// orders of APIs from before early payment, set when the order becomes
-	// PENDING_PAYMENT.
+	// PayBy is the payment deadline (order.Message.PayBy), or, when the
+	// message had none, set when the order becomes PENDING_PAYMENT.
 	PayBy *time.Time `gorm:"column:pay_by"`
 	// PaidAt is when the API received the buyer's payment. A QUEUED row with
-	// PaidAt was paid before the saga took its unit: it holds no unit yet,
-	// and the deduction's transaction makes it PAID (or the saga REFUNDED).
+	// it holds no unit yet: the deduction makes it PAID (or the saga REFUNDED).
 	PaidAt    *time.Time `gorm:"column:paid_at"`
 	CreatedAt time.Time  `gorm:"column:created_at"`
 	UpdatedAt time.Time  `gorm:"column:updated_at"`

@@ -18,13 +18,11 @@ import (
 // PENDING_PAYMENT to a final status, never out of one.
 
 // CreateQueuedOrder inserts o as QUEUED with o.PayBy (the order message's
-// deadline; nil for messages of APIs from before early payment): the saga
-// has the order, the stock row is not touched yet (DeductStock takes the
-// unit). When a row with the same order_id already exists (a retry after a
-// lost reply, a row the door wrote for a pay or cancel received while the
-// order was QUEUED, or one recorded by someone else) it returns that row
-// unchanged: the caller looks at its status. When the buyer already holds
-// another order for the item (uk_order_user_item) it returns ErrDuplicate.
+// deadline): the saga has the order, DeductStock takes the unit later. A row
+// with the same order_id already there (a retry after a lost reply, a row the
+// door wrote for an early pay or cancel) is returned unchanged: the caller
+// looks at its status. The buyer holding another order for the item
+// (uk_order_user_item) is ErrDuplicate.
 func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	o.ID, o.Status, o.Reason, o.PaidAt, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
@@ -43,9 +41,8 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 }
 
 // SetOrderPaid moves a PENDING_PAYMENT order to PAID, whatever its deadline
-// (the saga's MarkPaid: the API already judged the deadline, or an operator
-// says so). Paying a PAID order again succeeds; any other status is
-// order.ErrNotPayable, returned with the row.
+// (the saga's MarkPaid: the door already judged it). Paying a PAID order
+// again succeeds; any other status is order.ErrNotPayable, with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
 	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
@@ -202,10 +199,10 @@ var ErrNotDue = errors.New("payment window still open")
 
 // CloseResult is what CloseOrder found and did.
 type CloseResult struct {
-	Order    Order // the row as it is now: PAID, CANCELLED or FAILED
+	Order    Order // the row as it is now: PAID, CANCELLED, FAILED or REFUNDED
 	Restored bool  // this call gave the stock-row unit back
-	Recorded bool  // false when no row can hold the order (the buyer's row belongs to another order id)
-	Refunded bool  // this call closed an order paid while QUEUED: REFUNDED
+	Recorded bool  // false when the buyer's row belongs to another order id
+	Refunded bool  // this call closed an order paid while QUEUED
 }
 
 // CloseOrder is the saga's compensation on the database, one transaction that

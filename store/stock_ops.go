@@ -13,43 +13,34 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Errors of the stock row.
+// DeductStock's outcomes other than success.
 var (
 	// ErrStockExhausted: the stock row is at zero; no retry can change that.
 	ErrStockExhausted = errors.New("stock row exhausted")
 	// ErrVersionConflict: every optimistic attempt lost to a concurrent
 	// writer; retrying later may succeed.
 	ErrVersionConflict = errors.New("stock version conflict")
+	// ErrOrderClosed: the order row is already final (or missing): someone
+	// else decided it.
+	ErrOrderClosed = errors.New("order already closed")
+
+	errVersionMiss     = errors.New("version miss")
+	errAlreadyDeducted = errors.New("already deducted")
 )
 
 // DefaultDeductAttempts bounds the optimistic-lock loop of DeductStock.
 const DefaultDeductAttempts = 50
 
-var (
-	errVersionMiss     = errors.New("version miss")
-	errAlreadyDeducted = errors.New("already deducted")
-)
-
-// ErrOrderClosed: the order row is already final (or missing) when the saga
-// tries to take its unit; someone else decided it.
-var ErrOrderClosed = errors.New("order already closed")
-
 // DeductStock takes one unit from the item's stock row for the order and
 // makes the order PENDING_PAYMENT (or PAID, when the buyer paid while it was
-// QUEUED) with its deadline (the one the row already has from the order
-// message, else now + window by the database's clock), at most once per
-// order: the conditional decrement
-//
-//	UPDATE stock SET stock=stock-1, version=version+1 WHERE item_id=? AND version=? AND stock>0
-//
-// the order's stock_deduction marker (primary key order_id) and the order's
-// move from QUEUED are one transaction, so a retried call finds the marker and
-// changes nothing, and PENDING_PAYMENT always means "holds a stock-row unit".
-// A version miss (another order won the row) is retried up to maxAttempts
-// times with a short random pause, then ErrVersionConflict. A row at zero is
-// ErrStockExhausted; an order row already final (or missing) is
-// ErrOrderClosed, returned with the row. deducted is false when the order had
-// already deducted; the returned row is the order as it is now.
+// QUEUED) with its deadline (the row's, else now + window by the database's
+// clock), at most once per order: the conditional decrement (WHERE version =
+// the one read AND stock > 0), the order's stock_deduction marker (primary key
+// order_id) and the order's move are one transaction, so a retry finds the
+// marker and changes nothing, and PENDING_PAYMENT always means "holds a
+// stock-row unit". A version miss is retried up to maxAttempts times with a
+// short random pause, then ErrVersionConflict. deducted is false when the
+// order had already deducted; the row is the order as it is now.
 func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration, maxAttempts int) (_ Order, deducted bool, err error) {
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultDeductAttempts

@@ -631,8 +631,8 @@ func (w *watcher) countByStatus(ctx context.Context) map[string]int64 {
 		rowsN += r.N
 	}
 	if w.stock != nil {
-		if marks, err := w.stock.BuyerCount(ctx, w.item); err == nil && marks > rowsN {
-			out["QUEUED"] += marks - rowsN
+		if p, err := w.stock.Pulses(ctx, []int64{w.item}); err == nil && p[w.item].Marks > rowsN {
+			out["QUEUED"] += p[w.item].Marks - rowsN
 		}
 	}
 	return out
