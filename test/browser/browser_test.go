@@ -26,9 +26,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/queue"
 )
 
 // chromiumPath finds the browser; without it the test skips, unless
@@ -62,84 +60,19 @@ type deployment struct {
 func deploy(t *testing.T) *deployment {
 	t.Helper()
 	bin := testenv.SeckillBinary(t)
-	st, mcfg := testenv.MySQL(t)
-	_, prefix := testenv.Redis(t)
-	cfg := testenv.Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Temporal's SeckillItemId is global across test databases: this run's
-	// sale ids must be its own for the control room's saga links.
-	if err := st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
-		t.Fatal(err)
-	}
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	taskQueue := testenv.Name(t, "saga")
-	tc, err := temporalx.Dial(ctx, cfg.Temporal, testenv.Logger(t))
-	if err != nil {
-		t.Fatalf("Temporal: %v", err)
-	}
-	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
-
+	s := testenv.NewSlice(ctx, t)
+	s.Temporal(ctx, t, testenv.Logger(t))
 	addr := testenv.FreeAddr(t)
-	env := append(os.Environ(),
-		"SECKILL_DEV=1",
-		"SECKILL_REDIS_KEY_PREFIX="+prefix,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
-		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
-		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
-		"SECKILL_TEMPORAL_TASK_QUEUE="+taskQueue,
-		"SECKILL_API_ADDR="+addr,
-		"SECKILL_WORKER_METRICS_ADDR="+testenv.FreeAddr(t),
-		"SECKILL_LOG_LEVEL=info",
-	)
+	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testenv.FreeAddr(t))
 	logs := t.TempDir()
 	for _, role := range []string{"worker", "api"} {
-		logPath := filepath.Join(logs, role+".log")
-		c, err := proc.Start(proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Banner: "browser test " + role})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c.Stop(20 * time.Second)
-			if t.Failed() {
-				b, _ := os.ReadFile(logPath)
-				if len(b) > 20000 {
-					b = b[len(b)-20000:]
-				}
-				t.Logf("%s log (tail):\n%s", role, b)
-			}
-		})
+		testenv.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
 	}
-	d := &deployment{t: t, base: "http://" + addr, secret: []byte(cfg.JWTSecret.Value()), http: &http.Client{Timeout: 15 * time.Second}}
-	d.waitReady()
+	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value()), http: &http.Client{Timeout: 15 * time.Second}}
+	testenv.WaitHTTP(t, d.base+"/readyz", nil, 90*time.Second)
 	return d
-}
-
-// waitReady waits for /readyz to answer 200 (every dependency reached).
-func (d *deployment) waitReady() {
-	d.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		res, err := d.http.Get(d.base + "/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			_ = res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("api at %s not ready after 90 s (last: %v)", d.base, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func (d *deployment) token(user int64, role auth.Role) string {

@@ -37,11 +37,9 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/bench"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/outbox"
-	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
@@ -91,39 +89,14 @@ func newEnv(t *testing.T) *env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := &env{t: t, root: testenv.RepoRoot(t), cfg: cfg, logs: t.TempDir()}
+	e := &env{t: t, root: testenv.RepoRoot(t), logs: t.TempDir()}
 	e.bin = testenv.SeckillBinary(t)
-	var mcfg config.MySQL
-	e.st, mcfg = testenv.MySQL(t)
-	e.rdb, e.prefix = testenv.Redis(t)
-	e.stk = stock.New(e.rdb, e.prefix)
-	// Temporal's SeckillItemId is global: item ids unique across runs.
-	if err := e.st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
-		t.Fatal(err)
-	}
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ (scripts/stack up --profile cluster): %v", err)
-	}
-	e.taskQueue = testenv.Name(t, "saga")
-	tc, err := temporalx.Dial(ctx, cfg.Temporal, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("Temporal: %v", err)
-	}
-	e.tc = tc
-	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, e.taskQueue) })
-	e.base = append(os.Environ(),
+	s := testenv.NewSlice(ctx, t)
+	e.cfg, e.st, e.rdb, e.prefix, e.stk = s.Config, s.Store, s.Redis, s.Config.Redis.KeyPrefix, s.Stock
+	e.taskQueue = s.Config.Temporal.TaskQueue
+	e.tc = s.Temporal(ctx, t, slog.New(slog.DiscardHandler))
+	e.base = s.Env(
 		"SECKILL_DEV=1",
-		"SECKILL_LOG_LEVEL=info",
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_REDIS_KEY_PREFIX="+e.prefix,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
-		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
-		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
-		"SECKILL_TEMPORAL_TASK_QUEUE="+e.taskQueue,
 		"SECKILL_RECONCILE_INTERVAL=0", // the test runs the reconciler itself, when it wants to
 		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
 	)

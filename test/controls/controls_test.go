@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,9 +21,6 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/queue"
-	"github.com/seckill/seckill/stock"
-	"github.com/seckill/seckill/store"
 )
 
 const secret = "controls-test-secret-0123456789abcdef"
@@ -39,39 +35,10 @@ func startAPI(t *testing.T, bin, logPath, name string, env []string) instance {
 	t.Helper()
 	addr := testenv.FreeAddr(t)
 	env = append(append([]string{}, env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
-	c, err := proc.Start(proc.Spec{Path: bin, Args: []string{"api"}, Env: env, Log: logPath, Append: true, Banner: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			t.Logf("api log (tail):\n%s", b)
-		}
-	})
+	c := testenv.Start(t, proc.Spec{Path: bin, Args: []string{"api"}, Env: env, Log: logPath, Append: true, Banner: name}, 0)
 	in := instance{url: "http://" + addr}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if res, err := http.Get(in.url + "/healthz"); err == nil {
-			_ = res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return in
-			}
-		}
-		select {
-		case <-c.Done():
-			t.Fatalf("api %s exited at start: %v", name, c.Err())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("api %s did not answer /healthz within 60s", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitHTTP(t, in.url+"/healthz", c, time.Minute)
+	return in
 }
 
 type answer struct {
@@ -125,38 +92,11 @@ func TestControlsReachEveryInstance(t *testing.T) {
 		t.Skip("runs two API processes on the real services")
 	}
 	bin := testenv.SeckillBinary(t)
-	db, mcfg := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
-	cfg := testenv.Config(t)
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	rmq.ProducerGroup = testenv.Name(t, "pg")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	stk := stock.New(rdb, prefix)
-	newItem := func(units int64) int64 {
-		it, err := db.CreateItem(ctx, store.Item{Name: "controls", PriceCents: 100, StockTotal: units,
-			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 900})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := stk.Load(ctx, it.ID, units); err != nil {
-			t.Fatal(err)
-		}
-		return it.ID
-	}
-	env := append(os.Environ(),
-		"SECKILL_REDIS_KEY_PREFIX="+prefix,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+rmq.ProducerGroup,
-		"SECKILL_JWT_SECRET="+secret,
-		"SECKILL_API_BUYER_RPS=1000", "SECKILL_API_BUYER_BURST=1000",
-		"SECKILL_LOG_LEVEL=info",
-	)
+	s := testenv.NewSlice(ctx, t)
+	newItem := func(units int64) int64 { return s.Sale(ctx, t, "controls", units, 15*time.Minute).ID }
+	env := s.Env("SECKILL_JWT_SECRET="+secret, "SECKILL_API_BUYER_RPS=1000", "SECKILL_API_BUYER_BURST=1000")
 	logs := filepath.Join(t.TempDir(), "api.log")
 	ended, topped := newItem(1000), newItem(1)
 	one := startAPI(t, bin, logs, "api-1", env)

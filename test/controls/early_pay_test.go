@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/queue"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -33,32 +30,12 @@ func TestEarlyPaySwitch(t *testing.T) {
 		t.Skip("runs two API processes on the real services")
 	}
 	bin := testenv.SeckillBinary(t)
-	db, mcfg := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
-	cfg := testenv.Config(t)
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	it, err := db.CreateItem(ctx, store.Item{Name: "early pay", PriceCents: 100, StockTotal: 10,
-		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 900})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stock.New(rdb, prefix).Load(ctx, it.ID, 10); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(),
-		"SECKILL_REDIS_KEY_PREFIX="+prefix,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
-		"SECKILL_JWT_SECRET="+secret,
-		"SECKILL_LOG_LEVEL=info",
-	)
+	s := testenv.NewSlice(ctx, t)
+	db := s.Store
+	it := s.Sale(ctx, t, "early pay", 10, 15*time.Minute)
+	env := s.Env("SECKILL_JWT_SECRET=" + secret)
 	logs := filepath.Join(t.TempDir(), "api.log")
 	on := startAPI(t, bin, logs, "early-pay-on", append(env, "SECKILL_API_EARLY_PAY=true"))
 	off := startAPI(t, bin, logs, "early-pay-off", append(env, "SECKILL_API_EARLY_PAY=false"))

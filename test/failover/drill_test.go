@@ -35,11 +35,9 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
@@ -78,52 +76,18 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 	defer cancel()
 	d := &drill{t: t, bin: testenv.SeckillBinary(t), dir: t.TempDir(), window: window, accepted: map[string]int64{},
 		hc: &http.Client{Timeout: 30 * time.Second}, nextBuyer: time.Now().Unix()%1_000_000*1000 + 1}
-	d.st, d.mcfg = testenv.MySQL(t)
-	d.rdb, d.prefix = testenv.Redis(t)
-	d.stk = stock.New(d.rdb, d.prefix)
-	cfg := testenv.Config(t)
-	d.ns = cfg.Temporal.Namespace
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	taskQueue := testenv.Name(t, "saga")
-	tc, err := temporalx.Dial(ctx, cfg.Temporal, testenv.Logger(t))
-	if err != nil {
-		t.Fatalf("Temporal: %v", err)
-	}
-	d.tc = tc
-	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, d.ns, taskQueue) })
-	// SeckillItemId is global in Temporal: this run's own item id.
-	if err := d.st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
-		t.Fatal(err)
-	}
-	it, err := d.st.CreateItem(ctx, store.Item{Name: "backup drill", PriceCents: 100, StockTotal: units,
-		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: int(window / time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.item = it.ID
-	if _, err := d.stk.Load(ctx, it.ID, units); err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.NewSlice(ctx, t)
+	d.st, d.mcfg, d.rdb, d.stk = s.Store, s.Config.MySQL, s.Redis, s.Stock
+	d.prefix, d.ns = s.Config.Redis.KeyPrefix, s.Config.Temporal.Namespace
+	d.tc = s.Temporal(ctx, t, testenv.Logger(t))
+	d.item = s.Sale(ctx, t, "backup drill", units, window).ID
 	d.apiAddr, d.opsAddr = testenv.FreeAddr(t), testenv.FreeAddr(t)
 	d.apiURL = "http://" + d.apiAddr
-	d.env = append(os.Environ(),
-		"SECKILL_REDIS_KEY_PREFIX="+d.prefix,
-		"SECKILL_MYSQL_DATABASE="+d.mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
-		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
-		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
-		"SECKILL_TEMPORAL_TASK_QUEUE="+taskQueue,
+	d.env = s.Env(
 		"SECKILL_JWT_SECRET="+drillSecret,
 		"SECKILL_API_ADDR="+d.apiAddr,
 		"SECKILL_WORKER_METRICS_ADDR="+d.opsAddr,
 		"SECKILL_RECONCILE_INTERVAL=0", // the drill runs the reconciler when the runbook says
-		"SECKILL_LOG_LEVEL=info",
 	)
 	d.startWorker()
 	d.startAPI()
@@ -133,13 +97,13 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 func (d *drill) startAPI() {
 	d.t.Helper()
 	d.api = startChild(d.t, d.bin, filepath.Join(d.dir, "api.log"), "api "+time.Now().Format(time.RFC3339), d.env, "api")
-	waitHTTP(d.t, d.apiURL+"/healthz", d.api.Child)
+	testenv.WaitHTTP(d.t, d.apiURL+"/healthz", d.api.Child, time.Minute)
 }
 
 func (d *drill) startWorker() {
 	d.t.Helper()
 	d.worker = startChild(d.t, d.bin, filepath.Join(d.dir, "worker.log"), "worker "+time.Now().Format(time.RFC3339), d.env, "worker")
-	waitHTTP(d.t, "http://"+d.opsAddr+"/metrics", d.worker.Child)
+	testenv.WaitHTTP(d.t, "http://"+d.opsAddr+"/metrics", d.worker.Child, time.Minute)
 }
 
 // stopRoles stops the API and the worker gracefully (SIGTERM), as a

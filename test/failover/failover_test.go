@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 func requireEnabled(t *testing.T) {
@@ -27,21 +28,7 @@ type child struct{ *proc.Child }
 // tail of its log is printed.
 func startChild(t *testing.T, bin, logPath, banner string, env []string, role string) *child {
 	t.Helper()
-	c, err := proc.Start(proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Append: true, Banner: banner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 20000 {
-				b = b[len(b)-20000:]
-			}
-			t.Logf("%s log (tail):\n%s", role, b)
-		}
-	})
-	return &child{c}
+	return &child{testenv.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Append: true, Banner: banner}, 0)}
 }
 
 // kill9 kills the child with SIGKILL and waits for it to be gone.

@@ -31,7 +31,6 @@ import (
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
-	"github.com/seckill/seckill/store"
 )
 
 const handoffSecret = "failover-test-secret-of-32-bytes!"
@@ -52,41 +51,18 @@ type handoffEnv struct {
 
 func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 	t.Helper()
-	dir := t.TempDir()
-	bin := testenv.SeckillBinary(t)
-	db, mcfg := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
-	cfg := testenv.Config(t)
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	rmq.ProducerGroup = testenv.Name(t, "pg")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	stk := stock.New(rdb, prefix)
-	it, err := db.CreateItem(ctx, store.Item{Name: "failover", PriceCents: 100, StockTotal: units,
-		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 900})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stk.Load(ctx, it.ID, units); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(),
-		"SECKILL_REDIS_KEY_PREFIX="+prefix,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+rmq.ProducerGroup,
+	s := testenv.NewSlice(ctx, t)
+	it := s.Sale(ctx, t, "failover", units, 15*time.Minute)
+	env := s.Env(
 		"SECKILL_JWT_SECRET="+handoffSecret,
 		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
 		"SECKILL_API_BUYER_RPS=100", "SECKILL_API_BUYER_BURST=100",
 		"SECKILL_API_RELAY_CLAIM_AFTER=2s", "SECKILL_API_RELAY_DISCOVER=500ms",
-		"SECKILL_LOG_LEVEL=info",
 	)
-	return &handoffEnv{t: t, bin: bin, env: env, stk: stk, ob: outbox.New(rdb, prefix), rdb: rdb, rmq: rmq, itemID: it.ID,
-		logs: filepath.Join(dir, "api.log")}
+	return &handoffEnv{t: t, bin: testenv.SeckillBinary(t), env: env, stk: s.Stock, ob: outbox.New(s.Redis, s.Config.Redis.KeyPrefix),
+		rdb: s.Redis, rmq: s.Config.RocketMQ, itemID: it.ID, logs: filepath.Join(t.TempDir(), "api.log")}
 }
 
 type apiProc struct {
@@ -100,25 +76,8 @@ func (e *handoffEnv) startAPI(name string) *apiProc {
 	addr := testenv.FreeAddr(e.t)
 	env := append(append([]string{}, e.env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
 	p := &apiProc{child: startChild(e.t, e.bin, e.logs, name+" on "+addr, env, "api"), url: "http://" + addr}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(p.url + "/healthz")
-		if err == nil {
-			_ = res.Body.Close()
-			if res.StatusCode == 200 {
-				return p
-			}
-		}
-		select {
-		case <-p.Done():
-			e.t.Fatalf("api %s exited at start: %v", name, p.Err())
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("api %s did not answer /healthz within 30s", name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitHTTP(e.t, p.url+"/healthz", p.Child, 30*time.Second)
+	return p
 }
 
 // buyers fire purchases with distinct buyer ids at whatever API target()

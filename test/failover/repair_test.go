@@ -41,7 +41,6 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
@@ -195,19 +194,16 @@ func TestLiveRepairDuringASale(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	bin := testenv.SeckillBinary(t)
+	// The slice's names, on a private Redis and a private Temporal.
+	s := testenv.NewSlice(ctx, t)
 	rd := startPrivateRedis(t)
-	prefix := "seckill_live_" + testenv.Suffix()
+	prefix := s.Config.Redis.KeyPrefix
 	rdb := redis.NewClient(&redis.Options{Addr: rd.addr, MaxRetries: 20})
 	t.Cleanup(func() { _ = rdb.Close() })
 	stk := stock.New(rdb, prefix)
-	st, mcfg := testenv.MySQL(t)
-	cfg := testenv.Config(t)
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	taskQueue := testenv.Name(t, "saga")
+	s.Redis, s.Stock = rdb, stk
+	st := s.Store
+	cfg := s.Config
 	cfg.Temporal.Address = startPrivateTemporal(t)
 	var tc client.Client
 	waitFor(t, time.Minute, "the private Temporal server", func() (bool, string) {
@@ -218,19 +214,8 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
-	// SeckillItemId is global in Temporal: this run's own item id.
-	if err := st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
-		t.Fatal(err)
-	}
-	it, err := st.CreateItem(ctx, store.Item{Name: "live repair", PriceCents: 100, StockTotal: units,
-		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: int(window / time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stk.Load(ctx, it.ID, units); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue) })
+	it := s.Sale(ctx, t, "live repair", units, window)
 
 	var env []string
 	for _, kv := range os.Environ() {
@@ -238,15 +223,8 @@ func TestLiveRepairDuringASale(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env,
+	env = append(append(env, s.Names()...),
 		"SECKILL_REDIS_ADDR="+rd.addr,
-		"SECKILL_REDIS_KEY_PREFIX="+prefix,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
-		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
-		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
-		"SECKILL_TEMPORAL_TASK_QUEUE="+taskQueue,
 		"SECKILL_TEMPORAL_ADDRESS="+cfg.Temporal.Address,
 		"SECKILL_JWT_SECRET="+repairSecret,
 		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
@@ -259,8 +237,8 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		"SECKILL_WORKER_METRICS_ADDR="+metricsAddr,
 		"SECKILL_RECONCILE_INTERVAL=1s", "SECKILL_RECONCILE_REPAIR=true", "SECKILL_RECONCILE_GRACE="+grace.String()), "worker")
 	apiURL := "http://" + apiAddr
-	waitHTTP(t, apiURL+"/healthz", api.Child)
-	waitHTTP(t, "http://"+metricsAddr+"/metrics", nil)
+	testenv.WaitHTTP(t, apiURL+"/healthz", api.Child, time.Minute)
+	testenv.WaitHTTP(t, "http://"+metricsAddr+"/metrics", nil, time.Minute)
 
 	// The reconcile loop: the CLI, back to back, repairing.
 	runs := &repairRuns{found: map[string]int{}, repaired: map[string]int{}, orders: map[string]int{}}
@@ -624,30 +602,5 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 			t.Fatalf("%s: not after %s: %s", what, within, why)
 		}
 		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// waitHTTP waits until url answers 200 (and c, if given, still runs).
-func waitHTTP(t *testing.T, url string, c *proc.Child) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if res, err := http.Get(url); err == nil {
-			_ = res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if c != nil {
-			select {
-			case <-c.Done():
-				t.Fatalf("%s: the process exited: %v", url, c.Err())
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 200 within 60 s", url)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

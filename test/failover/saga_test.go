@@ -26,7 +26,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
@@ -65,53 +64,18 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	bin := testenv.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, mcfg := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
-	cfg := testenv.Config(t)
-	rmq := cfg.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	rmq.ProducerGroup = testenv.Name(t, "pg")
-	rmq.ConsumerGroup = testenv.Name(t, "cg")
-	taskQueue := testenv.Name(t, "saga")
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ: %v", err)
-	}
-	stk := stock.New(rdb, prefix)
-	// Temporal's SeckillItemId is global across test databases (and runs):
-	// the invariant checker lists this item's sagas by it, so the id must be
-	// this run's own.
-	if err := st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
-		t.Fatal(err)
-	}
-	it, err := st.CreateItem(ctx, store.Item{Name: "saga failover", PriceCents: 100, StockTotal: units,
-		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: int(window / time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stk.Load(ctx, it.ID, units); err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.NewSlice(ctx, t)
+	st, rdb, prefix, cfg := s.Store, s.Redis, s.Config.Redis.KeyPrefix, s.Config
+	it := s.Sale(ctx, t, "saga failover", units, window)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	tc, err := temporalx.Dial(ctx, cfg.Temporal, log)
-	if err != nil {
-		t.Fatalf("Temporal: %v", err)
-	}
-	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, taskQueue) })
-	producer, err := queue.NewProducer(rmq)
+	tc := s.Temporal(ctx, t, log)
+	producer, err := queue.NewProducer(cfg.RocketMQ)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = producer.Close() })
-	env := append(os.Environ(),
-		"SECKILL_REDIS_KEY_PREFIX="+prefix,
-		"SECKILL_MYSQL_DATABASE="+mcfg.Database,
-		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+rmq.ConsumerGroup,
-		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
-		"SECKILL_TEMPORAL_TASK_QUEUE="+taskQueue,
-		"SECKILL_LOG_LEVEL=info",
-	)
+	env := s.Env()
+	taskQueue := cfg.Temporal.TaskQueue
 	orders := workflows.NewClient(tc, taskQueue)
 	desk, err := payment.New(st, orderstatus.New(rdb, prefix), func() (payment.Sagas, error) { return orders, nil },
 		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
@@ -122,7 +86,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	deskDone := make(chan struct{})
 	go func() { defer close(deskDone); desk.Run(deskCtx) }()
 	t.Cleanup(func() { stopDesk(); <-deskDone })
-	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: stk, views: orderstatus.New(rdb, prefix), tc: tc, orders: orders, desk: desk,
+	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: s.Stock, views: orderstatus.New(rdb, prefix), tc: tc, orders: orders, desk: desk,
 		producer: producer, item: it, logs: filepath.Join(dir, "worker.log"), cfg: cfg}
 }
 

@@ -21,11 +21,9 @@ import (
 	"github.com/seckill/seckill/internal/bench"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisx"
-	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/migrations"
-	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -68,23 +66,10 @@ func runSale(t *testing.T, b backends, extra ...string) {
 	bin := testenv.SeckillBinary(t)
 	st, mcfg := saleMySQL(ctx, t, b.mysql)
 	rdb, rcfg := saleRedis(t, b.redis)
-	// Item ids are unique across the tests sharing a Temporal namespace
-	// (the invariant checker lists an item's sagas by SeckillItemId).
-	if err := st.DB().Exec(fmt.Sprintf("ALTER TABLE item AUTO_INCREMENT = %d", time.Now().UnixNano()%1_000_000_000_000)).Error; err != nil {
-		t.Fatal(err)
-	}
-	rmq, tmp := b.rocketmq, b.temporal
-	rmq.Topic = testenv.Name(t, "orders")
-	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 2); err != nil {
-		t.Fatalf("create topic: %v", err)
-	}
+	testenv.UniqueItemIDs(t, st)
+	rmq, tmp := testenv.Topic(ctx, t, b.rocketmq, 2), b.temporal
 	tmp.TaskQueue = testenv.Name(t, "saga")
-	tc, err := temporalx.Dial(ctx, tmp, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("Temporal at %s: %v", tmp.Address, err)
-	}
-	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, tmp.Namespace, tmp.TaskQueue) })
+	tc := testenv.Temporal(ctx, t, tmp, slog.New(slog.DiscardHandler))
 
 	env := append(os.Environ(),
 		"SECKILL_DEV=1", "SECKILL_LOG_LEVEL=info", "SECKILL_JWT_SECRET="+saleSecret,
@@ -119,21 +104,7 @@ func runSale(t *testing.T, b backends, extra ...string) {
 		{"api", "SECKILL_API_ADDR=" + apiAddr},
 		{"worker", "SECKILL_WORKER_METRICS_ADDR=" + testenv.FreeAddr(t)},
 	} {
-		log := filepath.Join(logs, r.role+".log")
-		c, err := proc.Start(proc.Spec{Path: bin, Args: []string{r.role}, Env: append(env, r.extra), Log: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c.Stop(20 * time.Second)
-			if t.Failed() {
-				b, _ := os.ReadFile(log)
-				if len(b) > 8000 {
-					b = b[len(b)-8000:]
-				}
-				t.Logf("%s log (tail):\n%s", r.role, b)
-			}
-		})
+		testenv.Start(t, proc.Spec{Path: bin, Args: []string{r.role}, Env: append(env, r.extra), Log: filepath.Join(logs, r.role+".log")}, 20*time.Second)
 	}
 	url := "http://" + apiAddr
 	if err := bench.WaitReady(ctx, url+"/readyz", time.Minute); err != nil {
