@@ -26,6 +26,15 @@ func (p *pipeline) reserveEarly(itemID, userID int64, reservedAt time.Time, wind
 	return m
 }
 
+// newEarlyPipeline is a pipeline whose door pays and cancels a QUEUED order
+// (early payment).
+func newEarlyPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	p := newPipeline(t, pipelineOptions{})
+	p.desk.WithEarlyPayment(p.views, p.stk)
+	return p
+}
+
 func (p *pipeline) publish(m order.Message) {
 	p.t.Helper()
 	if err := p.producer.PublishOrder(context.Background(), m); err != nil {
@@ -38,8 +47,7 @@ func (p *pipeline) publish(m order.Message) {
 // unit and settles the order PAID in its first workflow task, with no wake.
 func TestSagaPaidWhileQueued(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t, pipelineOptions{})
-	p.desk.WithEarlyPayment(p.views, p.stk)
+	p := newEarlyPipeline(t)
 	ctx := context.Background()
 	it := p.item(3, 15*time.Minute)
 	m := p.reserveEarly(it.ID, 1101, time.Now(), 15*time.Minute)
@@ -77,9 +85,7 @@ func TestSagaPaidWhileQueued(t *testing.T) {
 	if d, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v", d, err)
 	}
-	if s := p.stockRow(it.ID); s.Stock != 2 {
-		t.Fatalf("stock row %+v, want 2", s)
-	}
+	p.wantStock(it.ID, 2)
 	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusPaid || v.Settling {
 		t.Fatalf("published view %+v, want PAID settled", v)
 	}
@@ -91,8 +97,7 @@ func TestSagaPaidWhileQueued(t *testing.T) {
 // unit; the view shows it, the metric counts it, the unit is retired.
 func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t, pipelineOptions{})
-	p.desk.WithEarlyPayment(p.views, p.stk)
+	p := newEarlyPipeline(t)
 	ctx := context.Background()
 	it := p.item(1, 15*time.Minute)
 	if err := p.st.DB().Exec("UPDATE stock SET stock = 0 WHERE item_id = ?", it.ID).Error; err != nil {
@@ -111,9 +116,7 @@ func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 		t.Fatalf("saga %s, want FAILED", st)
 	}
 	p.assertLean(m.OrderID)
-	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusRefunded {
-		t.Fatalf("published view %+v, want REFUNDED", v)
-	}
+	p.wantPublished(m.OrderID, order.StatusRefunded)
 	if n := counter(p.metrics.Refunds); n != 1 {
 		t.Fatalf("refunds metric %v, want 1", n)
 	}
@@ -131,8 +134,7 @@ func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 // One cancelled while QUEUED gives its unit back the same way.
 func TestSagaClosedWhileQueued(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t, pipelineOptions{})
-	p.desk.WithEarlyPayment(p.views, p.stk)
+	p := newEarlyPipeline(t)
 	ctx := context.Background()
 	it := p.item(2, 15*time.Minute)
 	late := p.reserveEarly(it.ID, 1301, time.Now().Add(-time.Minute), 5*time.Second) // pay_by + grace passed
@@ -157,9 +159,8 @@ func TestSagaClosedWhileQueued(t *testing.T) {
 			t.Fatalf("deduction of %s: %v, want none", m.OrderID, err)
 		}
 	}
-	if n, s := p.redisLeft(it.ID), p.stockRow(it.ID); n != 2 || s.Stock != 2 {
-		t.Fatalf("redis stock_left %d, stock row %+v; want both 2", n, s)
-	}
+	p.wantLeft(it.ID, 2)
+	p.wantStock(it.ID, 2)
 	p.saveHistory(late.OrderID, "timeout_while_queued")
 	p.saveHistory(cancelled.OrderID, "cancel_while_queued")
 }

@@ -187,6 +187,16 @@ func (p *pipeline) buy(itemID, userID int64) order.Message {
 	return m
 }
 
+// pending puts an item of units on sale, buys one as userID and waits
+// until that order is PENDING_PAYMENT.
+func (p *pipeline) pending(units int64, paymentWindow time.Duration, userID int64) (store.Item, order.Message) {
+	p.t.Helper()
+	it := p.item(units, paymentWindow)
+	m := p.buy(it.ID, userID)
+	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	return it, m
+}
+
 // waitStatus waits until the order's row has the status.
 func (p *pipeline) waitStatus(orderID string, want order.Status, within time.Duration) store.Order {
 	p.t.Helper()
@@ -213,6 +223,15 @@ func (p *pipeline) stockRow(itemID int64) store.Stock {
 	return s.Stock
 }
 
+// wantStock fails the test unless the item's stock row holds want units.
+func (p *pipeline) wantStock(itemID, want int64) {
+	p.t.Helper()
+	if s := p.stockRow(itemID); s.Stock != want {
+		p.t.Fatalf("stock row %+v, want %d", s, want)
+	}
+}
+
+// redisLeft is the item's units left in Redis.
 func (p *pipeline) redisLeft(itemID int64) int64 {
 	p.t.Helper()
 	n, err := p.stk.Left(context.Background(), itemID)
@@ -220,6 +239,22 @@ func (p *pipeline) redisLeft(itemID int64) int64 {
 		p.t.Fatal(err)
 	}
 	return n
+}
+
+// wantLeft fails the test unless Redis holds want units of the item.
+func (p *pipeline) wantLeft(itemID, want int64) {
+	p.t.Helper()
+	if n := p.redisLeft(itemID); n != want {
+		p.t.Fatalf("redis stock_left %d, want %d", n, want)
+	}
+}
+
+// wantPublished fails the test unless the order's published status is want.
+func (p *pipeline) wantPublished(orderID string, want order.Status) {
+	p.t.Helper()
+	if v, _, _ := p.views.Status(context.Background(), orderID); v.Status != want {
+		p.t.Fatalf("published status %+v, want %s", v, want)
+	}
 }
 
 func (p *pipeline) countOrders(itemID int64) int64 {

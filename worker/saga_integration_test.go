@@ -65,9 +65,7 @@ func TestSagaPaid(t *testing.T) {
 	}
 	_, err = p.cancel(m)
 	mustNotPayable(t, err)
-	if s := p.stockRow(it.ID); s.Stock != 2 {
-		t.Fatalf("stock row %+v after pay, want 2", s)
-	}
+	p.wantStock(it.ID, 2)
 	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); !ok {
 		t.Fatal("a paid order's reservation was released")
 	}
@@ -83,12 +81,8 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
-	it := p.item(1, 5*time.Second)
-	a := p.buy(it.ID, 2001)
-	p.waitStatus(a.OrderID, order.StatusPendingPayment, 30*time.Second)
-	if s := p.stockRow(it.ID); s.Stock != 0 {
-		t.Fatalf("stock row %+v, want 0", s)
-	}
+	it, a := p.pending(1, 5*time.Second, 2001)
+	p.wantStock(it.ID, 0)
 	if _, err := p.reserve(it.ID, 2002); !errors.Is(err, stock.ErrSoldOut) {
 		t.Fatalf("second buyer while the unit is held: %v, want sold out", err)
 	}
@@ -99,18 +93,12 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	}
 	p.waitWorkflowClosed(a.OrderID, 10*time.Second)
 	p.assertLean(a.OrderID)
-	if s := p.stockRow(it.ID); s.Stock != 1 {
-		t.Fatalf("stock row %+v after timeout, want 1", s)
-	}
+	p.wantStock(it.ID, 1)
 	if d, ok, err := testenv.Deduction(ctx, p.st, a.OrderID); !ok || err != nil || !d.Restored {
 		t.Fatalf("deduction %+v %v, want restored", d, err)
 	}
-	if n := p.redisLeft(it.ID); n != 1 {
-		t.Fatalf("redis stock_left %d after timeout, want 1", n)
-	}
-	if v, _, _ := p.views.Status(ctx, a.OrderID); v.Status != order.StatusCancelled {
-		t.Fatalf("published status %+v", v)
-	}
+	p.wantLeft(it.ID, 1)
+	p.wantPublished(a.OrderID, order.StatusCancelled)
 	_, err := p.pay(a)
 	mustNotPayable(t, err)
 	var already *stock.AlreadyReservedError
@@ -120,9 +108,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 
 	b := p.buy(it.ID, 2002)
 	p.waitStatus(b.OrderID, order.StatusPendingPayment, 30*time.Second)
-	if s := p.stockRow(it.ID); s.Stock != 0 {
-		t.Fatalf("stock row %+v after second buyer, want 0", s)
-	}
+	p.wantStock(it.ID, 0)
 	if v, err := p.pay(b); err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("second buyer pays: %+v %v", v, err)
 	}
@@ -132,10 +118,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 func TestSagaBuyerCancel(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, pipelineOptions{})
-	ctx := context.Background()
-	it := p.item(2, 15*time.Minute)
-	m := p.buy(it.ID, 3001)
-	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	it, m := p.pending(2, 15*time.Minute, 3001)
 
 	v, err := p.cancel(m)
 	if err != nil || v.Status != order.StatusCancelled || v.Reason != order.ReasonBuyerCancelled {
@@ -149,12 +132,8 @@ func TestSagaBuyerCancel(t *testing.T) {
 	if s := p.stockRow(it.ID); s.Stock != 2 || s.Version != 2 {
 		t.Fatalf("stock row %+v, want stock 2 version 2", s)
 	}
-	if n := p.redisLeft(it.ID); n != 2 {
-		t.Fatalf("redis stock_left %d, want 2", n)
-	}
-	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusCancelled {
-		t.Fatalf("published status %+v", v)
-	}
+	p.wantLeft(it.ID, 2)
+	p.wantPublished(m.OrderID, order.StatusCancelled)
 	_, err = p.pay(m)
 	mustNotPayable(t, err)
 	_, err = p.cancel(m)
@@ -194,9 +173,7 @@ func TestSagaDuplicateMessage(t *testing.T) {
 	if n := p.countOrders(it.ID); n != 1 {
 		t.Fatalf("%d order rows, want 1", n)
 	}
-	if s := p.stockRow(it.ID); s.Stock != 4 {
-		t.Fatalf("stock row %+v, want 4", s)
-	}
+	p.wantStock(it.ID, 4)
 	// After the saga closed, a redelivery still makes no second run (REJECT_DUPLICATE).
 	if _, err := p.cancel(m); err != nil {
 		t.Fatal(err)
@@ -285,18 +262,14 @@ func TestSagaStockExhausted(t *testing.T) {
 	if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 		t.Fatalf("deduction: %v, want none", err)
 	}
-	if n := p.redisLeft(it.ID); n != 0 {
-		t.Fatalf("redis stock_left %d, want 0 (the phantom unit is not put back on sale)", n)
-	}
+	p.wantLeft(it.ID, 0)
 	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); ok {
 		t.Fatal("reservation still held")
 	}
 	if n := counter(p.metrics.PhantomUnits); n != 1 {
 		t.Fatalf("phantom units metric %v, want 1", n)
 	}
-	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusFailed {
-		t.Fatalf("published status %+v", v)
-	}
+	p.wantPublished(m.OrderID, order.StatusFailed)
 	p.saveHistory(m.OrderID, "stock_exhausted")
 }
 
@@ -338,9 +311,7 @@ func TestSagaDeadLetterRedrives(t *testing.T) {
 	if v, err := p.pay(m); err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("pay: %+v %v", v, err)
 	}
-	if s := p.stockRow(it.ID); s.Stock != 0 {
-		t.Fatalf("stock row %+v, want 0", s)
-	}
+	p.wantStock(it.ID, 0)
 }
 
 // The buyer already holds another order for the item in MySQL (Redis lost
@@ -361,12 +332,8 @@ func TestSagaDuplicateBuyer(t *testing.T) {
 	if v, _, _ := p.views.Status(ctx, m.OrderID); v.Status != order.StatusFailed || !strings.HasPrefix(v.Reason, "DUPLICATE_ORDER") {
 		t.Fatalf("published status %+v", v)
 	}
-	if n := p.redisLeft(it.ID); n != 3 {
-		t.Fatalf("redis stock_left %d, want 3", n)
-	}
-	if s := p.stockRow(it.ID); s.Stock != 3 {
-		t.Fatalf("stock row %+v, want 3", s)
-	}
+	p.wantLeft(it.ID, 3)
+	p.wantStock(it.ID, 3)
 	p.saveHistory(m.OrderID, "duplicate_buyer")
 }
 
@@ -375,9 +342,7 @@ func TestSagaOperatorCancel(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
-	it := p.item(1, 15*time.Minute)
-	m := p.buy(it.ID, 9001)
-	p.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	it, m := p.pending(1, 15*time.Minute, 9001)
 	if err := p.tc.CancelWorkflow(ctx, workflows.WorkflowID(m.OrderID), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -388,12 +353,8 @@ func TestSagaOperatorCancel(t *testing.T) {
 	if st := p.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED {
 		t.Fatalf("saga %s, want CANCELED", st)
 	}
-	if s := p.stockRow(it.ID); s.Stock != 1 {
-		t.Fatalf("stock row %+v, want 1", s)
-	}
-	if n := p.redisLeft(it.ID); n != 1 {
-		t.Fatalf("redis stock_left %d, want 1", n)
-	}
+	p.wantStock(it.ID, 1)
+	p.wantLeft(it.ID, 1)
 	p.saveHistory(m.OrderID, "operator_cancel")
 }
 

@@ -225,15 +225,10 @@ func (p *page) until(what, cond string, within time.Duration) {
 // text returns the text of the element with the id.
 func (p *page) text(id string) string {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.getElementById(%q)||{}).textContent||""`, id)))
-	if err != nil {
-		p.t.Fatalf("%s: text of #%s: %v", p.name, id, err)
-	}
-	return s
+	return p.eval(fmt.Sprintf(`(document.getElementById(%q)||{}).textContent||""`, id))
 }
 
+// eval evaluates expr, a JavaScript expression of a string, on the page.
 func (p *page) eval(expr string) string {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)

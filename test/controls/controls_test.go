@@ -41,6 +41,18 @@ func startAPI(t *testing.T, bin, logPath, name string, env []string) instance {
 	return in
 }
 
+// deployment opens the test's slice of the stack and builds the binary its
+// API processes run; ctx ends with the test (2 minutes at most).
+func deployment(t *testing.T) (context.Context, *testenv.Slice, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs two API processes on the real services")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, testenv.NewSlice(ctx, t), testenv.SeckillBinary(t)
+}
+
 type answer struct {
 	status int
 	body   []byte
@@ -88,13 +100,7 @@ func until(t *testing.T, what string, since time.Time, try func() bool) time.Dur
 }
 
 func TestControlsReachEveryInstance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two API processes on the real services")
-	}
-	bin := testenv.SeckillBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := testenv.NewSlice(ctx, t)
+	ctx, s, bin := deployment(t)
 	newItem := func(units int64) int64 { return s.Sale(ctx, t, "controls", units, 15*time.Minute).ID }
 	env := s.Env("SECKILL_JWT_SECRET="+secret, "SECKILL_API_BUYER_RPS=1000", "SECKILL_API_BUYER_BURST=1000")
 	logs := filepath.Join(t.TempDir(), "api.log")

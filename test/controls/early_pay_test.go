@@ -1,7 +1,6 @@
 package controls_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -26,13 +24,7 @@ import (
 //     payable (409 ORDER_NOT_PAYABLE, nothing written), a PENDING_PAYMENT one
 //     is paid as before; the 202 carries pay_by either way.
 func TestEarlyPaySwitch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two API processes on the real services")
-	}
-	bin := testenv.SeckillBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s := testenv.NewSlice(ctx, t)
+	ctx, s, bin := deployment(t)
 	db := s.Store
 	it := s.Sale(ctx, t, "early pay", 10, 15*time.Minute)
 	env := s.Env("SECKILL_JWT_SECRET=" + secret)

@@ -61,3 +61,21 @@ func sharedDir(pattern string) (string, error) {
 	shared.dirs = append(shared.dirs, d)
 	return d, nil
 }
+
+// server is a server of the package's own, launched by the first test that
+// asks for it (the servers stop after the last test: launch registers its
+// stop with atExit). A failed launch fails every test that asks.
+type server[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+func (s *server[T]) get(t testing.TB, what string, launch func() (T, error)) T {
+	t.Helper()
+	s.once.Do(func() { s.v, s.err = launch() })
+	if s.err != nil {
+		t.Fatalf("%s: %v", what, s.err)
+	}
+	return s.v
+}

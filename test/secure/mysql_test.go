@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,11 +23,7 @@ const (
 	mysqlPassword = "seckill-tls-password-0123"
 )
 
-var tlsMySQL struct {
-	once sync.Once
-	cfg  config.MySQL
-	err  error
-}
+var tlsMySQL server[config.MySQL]
 
 // startTLSMySQL returns a private mariadbd of this package's own that
 // refuses any TCP connection without TLS (require_secure_transport=ON),
@@ -39,11 +34,7 @@ var tlsMySQL struct {
 // sale a database of its own).
 func startTLSMySQL(t testing.TB) config.MySQL {
 	t.Helper()
-	tlsMySQL.once.Do(func() { tlsMySQL.cfg, tlsMySQL.err = launchTLSMySQL(t) })
-	if tlsMySQL.err != nil {
-		t.Fatalf("TLS MariaDB: %v", tlsMySQL.err)
-	}
-	return tlsMySQL.cfg
+	return tlsMySQL.get(t, "TLS MariaDB", func() (config.MySQL, error) { return launchTLSMySQL(t) })
 }
 
 func launchTLSMySQL(t testing.TB) (cfg config.MySQL, err error) {

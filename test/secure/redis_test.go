@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisx"
@@ -153,26 +155,24 @@ func node(cfg config.Redis, addr string) config.Redis {
 // user's PING over TLS.
 func waitRedis(t testing.TB, cfg config.Redis, addr string) {
 	t.Helper()
-	rdb, err := redisx.Open(node(cfg, addr), redisx.Options{PoolSize: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rdb.Close() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := rdb.Ping(context.Background()).Err()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis on %s: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNode(t, cfg, addr, func(rdb redis.UniversalClient) error { return rdb.Ping(context.Background()).Err() })
 }
 
 // waitClusterOK waits until the node at addr says the cluster is ok.
 func waitClusterOK(t testing.TB, cfg config.Redis, addr string) {
+	t.Helper()
+	waitNode(t, cfg, addr, func(rdb redis.UniversalClient) error {
+		info, err := rdb.ClusterInfo(context.Background()).Result()
+		if err == nil && !strings.Contains(info, "cluster_state:ok") {
+			err = fmt.Errorf("cluster not ok: %s", info)
+		}
+		return err
+	})
+}
+
+// waitNode polls the node at addr, as the application's user over TLS,
+// until ok answers nil (30 s at most).
+func waitNode(t testing.TB, cfg config.Redis, addr string, ok func(redis.UniversalClient) error) {
 	t.Helper()
 	rdb, err := redisx.Open(node(cfg, addr), redisx.Options{PoolSize: 1})
 	if err != nil {
@@ -181,14 +181,14 @@ func waitClusterOK(t testing.TB, cfg config.Redis, addr string) {
 	defer func() { _ = rdb.Close() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		info, err := rdb.ClusterInfo(context.Background()).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") {
+		err := ok(rdb)
+		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cluster node %s: %v %s", addr, err, info)
+			t.Fatalf("redis on %s: %v", addr, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

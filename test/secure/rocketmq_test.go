@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,11 +37,7 @@ const (
 	rmqAppActions   = "Pub,Sub,Create"
 )
 
-var aclRocketMQ struct {
-	once sync.Once
-	cfg  config.RocketMQ
-	err  error
-}
+var aclRocketMQ server[config.RocketMQ]
 
 // startACLRocketMQ returns a RocketMQ 5.3.3 name server and broker of this
 // package's own with ACL 2.0 on (authentication and authorization), and the
@@ -55,11 +50,7 @@ var aclRocketMQ struct {
 // test.
 func startACLRocketMQ(t testing.TB) config.RocketMQ {
 	t.Helper()
-	aclRocketMQ.once.Do(func() { aclRocketMQ.cfg, aclRocketMQ.err = launchACLRocketMQ() })
-	if aclRocketMQ.err != nil {
-		t.Fatalf("ACL RocketMQ: %v", aclRocketMQ.err)
-	}
-	return aclRocketMQ.cfg
+	return aclRocketMQ.get(t, "ACL RocketMQ", launchACLRocketMQ)
 }
 
 // rocketMQLib is the RocketMQ jars' directory scripts/stack installs.

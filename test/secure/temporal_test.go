@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,12 +36,13 @@ const (
 	pgBin      = "/usr/lib/postgresql/15/bin"
 )
 
-var tlsTemporal struct {
-	once   sync.Once
+// tlsTemporal is the server of startTemporalOnTLSPostgres.
+var tlsTemporal server[tlsTemporalServer]
+
+type tlsTemporalServer struct {
 	pg     tlsPostgres
 	addr   string
 	caFile string // the CA PostgreSQL's certificate chains to (the first caller's)
-	err    error
 }
 
 // tlsPostgres is the private PostgreSQL of startTemporalOnTLSPostgres.
@@ -62,13 +62,10 @@ type tlsPostgres struct {
 // caller's ca is the one used) and stopped after the last test.
 func startTemporalOnTLSPostgres(t testing.TB, ca *testCA) string {
 	t.Helper()
-	tlsTemporal.once.Do(func() {
-		tlsTemporal.pg, tlsTemporal.addr, tlsTemporal.caFile, tlsTemporal.err = launchTemporalOnTLSPostgres(t, ca)
-	})
-	if tlsTemporal.err != nil {
-		t.Fatalf("Temporal on TLS PostgreSQL: %v", tlsTemporal.err)
-	}
-	return tlsTemporal.addr
+	return tlsTemporal.get(t, "Temporal on TLS PostgreSQL", func() (tlsTemporalServer, error) {
+		pg, addr, caFile, err := launchTemporalOnTLSPostgres(t, ca)
+		return tlsTemporalServer{pg: pg, addr: addr, caFile: caFile}, err
+	}).addr
 }
 
 // temporalServerDir is where scripts/stack builds the cluster profile's
@@ -397,7 +394,7 @@ func TestTemporalOnTLSPostgres(t *testing.T) {
 	requireEnabled(t)
 	ca := newTestCA(t)
 	addr := startTemporalOnTLSPostgres(t, ca)
-	pg := tlsTemporal.pg
+	pg, caFile := tlsTemporal.v.pg, tlsTemporal.v.caFile
 
 	t.Run("refused", func(t *testing.T) {
 		out, err := pg.psqlTCP("sslmode=disable")
@@ -410,7 +407,7 @@ func TestTemporalOnTLSPostgres(t *testing.T) {
 		if out, err := pg.psqlTCP("sslmode=verify-full sslrootcert=" + other.CAFile()); err == nil {
 			t.Errorf("a client verifying against another CA connected: %s", out)
 		}
-		if out, err := pg.psqlTCP("sslmode=verify-full sslrootcert=" + tlsTemporal.caFile); err != nil || strings.TrimSpace(string(out)) != "1" {
+		if out, err := pg.psqlTCP("sslmode=verify-full sslrootcert=" + caFile); err != nil || strings.TrimSpace(string(out)) != "1" {
 			t.Errorf("TLS verified against the test CA: %v: %s", err, out)
 		}
 	})
