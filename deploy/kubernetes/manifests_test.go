@@ -94,6 +94,13 @@ func overlays(t *testing.T) []string {
 	return dirs
 }
 
+// eachOverlay builds every overlay and runs test on it, a subtest each.
+func eachOverlay(t *testing.T, test func(t *testing.T, o objects)) {
+	for _, dir := range overlays(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) { test(t, build(t, dir)) })
+	}
+}
+
 // build runs kustomize on dir and decodes every object strictly.
 func build(t *testing.T, dir string) objects {
 	t.Helper()
@@ -153,15 +160,12 @@ func add[T any](list *[]*T) *T {
 // Every overlay builds, and every object in it is a known type whose fields
 // all exist (a misspelled or misplaced field fails here, not on a cluster).
 func TestOverlaysBuildAndDecodeStrictly(t *testing.T) {
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
-			if len(o.deployments) != 2 || len(o.jobs) != 1 || len(o.hpas) != 1 {
-				t.Fatalf("want the api and worker Deployments, the migrate Job and the API's HPA; got %d, %d, %d",
-					len(o.deployments), len(o.jobs), len(o.hpas))
-			}
-		})
-	}
+	eachOverlay(t, func(t *testing.T, o objects) {
+		if len(o.deployments) != 2 || len(o.jobs) != 1 || len(o.hpas) != 1 {
+			t.Fatalf("want the api and worker Deployments, the migrate Job and the API's HPA; got %d, %d, %d",
+				len(o.deployments), len(o.jobs), len(o.hpas))
+		}
+	})
 	// The strict decode rejects what it should.
 	var d appsv1.Deployment
 	if err := yaml.UnmarshalStrict([]byte("apiVersion: apps/v1\nkind: Deployment\nspec:\n  replica: 2\n"), &d); err == nil {
@@ -169,31 +173,28 @@ func TestOverlaysBuildAndDecodeStrictly(t *testing.T) {
 	}
 }
 
-func (o objects) configMap(name string) *corev1.ConfigMap {
-	for _, c := range o.configMaps {
-		if c.Name == name {
-			return c
+// find returns the first object in list that is, or nil.
+func find[T any](list []*T, is func(*T) bool) *T {
+	for _, v := range list {
+		if is(v) {
+			return v
 		}
 	}
 	return nil
+}
+
+func (o objects) configMap(name string) *corev1.ConfigMap {
+	return find(o.configMaps, func(c *corev1.ConfigMap) bool { return c.Name == name })
 }
 
 func (o objects) secret(name string) *corev1.Secret {
-	for _, s := range o.secrets {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nil
+	return find(o.secrets, func(s *corev1.Secret) bool { return s.Name == name })
 }
 
 func (o objects) deployment(component string) *appsv1.Deployment {
-	for _, d := range o.deployments {
-		if d.Spec.Template.Labels["app.kubernetes.io/component"] == component {
-			return d
-		}
-	}
-	return nil
+	return find(o.deployments, func(d *appsv1.Deployment) bool {
+		return d.Spec.Template.Labels["app.kubernetes.io/component"] == component
+	})
 }
 
 // environment is what a container's process sees of SECKILL_*: its config
@@ -252,58 +253,64 @@ func TestEnvironmentIsRealConfig(t *testing.T) {
 	for _, v := range config.Variables() {
 		vars[v.Name] = v
 	}
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
-			for _, cm := range o.configMaps {
-				for k := range cm.Data {
-					v, ok := vars[k]
-					switch {
-					case !ok:
-						t.Errorf("ConfigMap %s: %s is not a setting", cm.Name, k)
-					case v.Secret:
-						t.Errorf("ConfigMap %s: %s is a secret: put it in the Secret %s", cm.Name, k, secretName)
-					}
+	eachOverlay(t, func(t *testing.T, o objects) {
+		for _, cm := range o.configMaps {
+			for k := range cm.Data {
+				v, ok := vars[k]
+				switch {
+				case !ok:
+					t.Errorf("ConfigMap %s: %s is not a setting", cm.Name, k)
+				case v.Secret:
+					t.Errorf("ConfigMap %s: %s is a secret: put it in the Secret %s", cm.Name, k, secretName)
 				}
 			}
-			for _, s := range o.secrets {
-				for k := range s.Data {
-					if v, ok := vars[k]; !ok || !v.Secret {
-						t.Errorf("Secret %s: %s is not a secret setting (ok=%v)", s.Name, k, ok)
-					}
+		}
+		for _, s := range o.secrets {
+			for k := range s.Data {
+				if v, ok := vars[k]; !ok || !v.Secret {
+					t.Errorf("Secret %s: %s is not a secret setting (ok=%v)", s.Name, k, ok)
 				}
 			}
-			for _, c := range o.containers() {
-				for _, e := range c.Env {
-					v, ok := vars[e.Name]
-					if !ok {
-						t.Errorf("container %s: env %s is not a setting", c.Name, e.Name)
-					}
-					if v.Secret && e.ValueFrom == nil {
-						t.Errorf("container %s: secret %s written in the manifest", c.Name, e.Name)
-					}
+		}
+		for _, c := range o.containers() {
+			for _, e := range c.Env {
+				v, ok := vars[e.Name]
+				if !ok {
+					t.Errorf("container %s: env %s is not a setting", c.Name, e.Name)
 				}
-				env := o.environment(t, c)
-				cfg, err := config.LoadFrom(env)
-				if err != nil {
-					t.Errorf("container %s: its environment does not load: %v", c.Name, err)
-					continue
-				}
-				if cfg.Log.Format != "json" && !cfg.Dev {
-					t.Errorf("container %s: SECKILL_LOG_FORMAT=%s outside development, want json", c.Name, cfg.Log.Format)
+				if v.Secret && e.ValueFrom == nil {
+					t.Errorf("container %s: secret %s written in the manifest", c.Name, e.Name)
 				}
 			}
-		})
+			env := o.environment(t, c)
+			cfg, err := config.LoadFrom(env)
+			if err != nil {
+				t.Errorf("container %s: its environment does not load: %v", c.Name, err)
+				continue
+			}
+			if cfg.Log.Format != "json" && !cfg.Dev {
+				t.Errorf("container %s: SECKILL_LOG_FORMAT=%s outside development, want json", c.Name, cfg.Log.Format)
+			}
+		}
+	})
+}
+
+// pods are the pod specs of the Deployments and Jobs, by object name.
+func (o objects) pods() map[string]corev1.PodSpec {
+	pods := map[string]corev1.PodSpec{}
+	for _, d := range o.deployments {
+		pods[d.Name] = d.Spec.Template.Spec
 	}
+	for _, j := range o.jobs {
+		pods[j.Name] = j.Spec.Template.Spec
+	}
+	return pods
 }
 
 func (o objects) containers() []corev1.Container {
 	var cs []corev1.Container
-	for _, d := range o.deployments {
-		cs = append(cs, d.Spec.Template.Spec.Containers...)
-	}
-	for _, j := range o.jobs {
-		cs = append(cs, j.Spec.Template.Spec.Containers...)
+	for _, p := range o.pods() {
+		cs = append(cs, p.Containers...)
 	}
 	return cs
 }
@@ -428,157 +435,141 @@ func probes(c corev1.Container) []probe {
 func TestProbesHitRealEndpoints(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	routes := apiRoutes(t)
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
-			for _, component := range []string{"api", "worker"} {
-				r := o.role(t, component)
-				addr := r.cfg.API.Addr
-				serves := func(path string) bool { return routes["GET "+path] }
-				if component == "worker" {
-					addr, serves = r.cfg.Worker.MetricsAddr, workerServes
+	eachOverlay(t, func(t *testing.T, o objects) {
+		for _, component := range []string{"api", "worker"} {
+			r := o.role(t, component)
+			addr := r.cfg.API.Addr
+			serves := func(path string) bool { return routes["GET "+path] }
+			if component == "worker" {
+				addr, serves = r.cfg.Worker.MetricsAddr, workerServes
+			}
+			used := map[string]bool{}
+			for _, pr := range probes(r.c) {
+				if pr.p == nil || pr.p.HTTPGet == nil {
+					t.Errorf("%s: no HTTP %s probe", r.dep.Name, pr.kind)
+					continue
 				}
-				used := map[string]bool{}
-				for _, pr := range probes(r.c) {
-					if pr.p == nil || pr.p.HTTPGet == nil {
-						t.Errorf("%s: no HTTP %s probe", r.dep.Name, pr.kind)
-						continue
-					}
-					g := pr.p.HTTPGet
-					if !serves(g.Path) {
-						t.Errorf("%s: %s probe asks %s, which the %s does not serve", r.dep.Name, pr.kind, g.Path, component)
-					}
-					used[g.Path] = true
-					port, ok := containerPort(r.c, g.Port.StrVal, g.Port.IntVal)
-					if !ok || port != listenPort(t, addr) {
-						t.Errorf("%s: %s probe on port %s (%d), the %s listens on %s", r.dep.Name, pr.kind, g.Port.String(), port, component, addr)
-					}
+				g := pr.p.HTTPGet
+				if !serves(g.Path) {
+					t.Errorf("%s: %s probe asks %s, which the %s does not serve", r.dep.Name, pr.kind, g.Path, component)
 				}
-				if component == "api" && (!used["/healthz"] || !used["/readyz"]) {
-					t.Errorf("%s: probes use %v, want both /healthz and /readyz", r.dep.Name, used)
+				used[g.Path] = true
+				port, ok := containerPort(r.c, g.Port.StrVal, g.Port.IntVal)
+				if !ok || port != listenPort(t, addr) {
+					t.Errorf("%s: %s probe on port %s (%d), the %s listens on %s", r.dep.Name, pr.kind, g.Port.String(), port, component, addr)
 				}
 			}
-		})
-	}
+			if component == "api" && (!used["/healthz"] || !used["/readyz"]) {
+				t.Errorf("%s: probes use %v, want both /healthz and /readyz", r.dep.Name, used)
+			}
+		}
+	})
 }
 
 // The grace period covers each role's ordered shutdown, computed from the
 // settings the role runs with.
 func TestGraceCoversTeardown(t *testing.T) {
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
-			for _, component := range []string{"api", "worker"} {
-				r := o.role(t, component)
-				var preStop time.Duration
-				if l := r.c.Lifecycle; l != nil && l.PreStop != nil {
-					if l.PreStop.Sleep == nil {
-						t.Fatalf("%s: a preStop other than sleep (the image has no shell)", r.dep.Name)
-					}
-					preStop = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
+	eachOverlay(t, func(t *testing.T, o objects) {
+		for _, component := range []string{"api", "worker"} {
+			r := o.role(t, component)
+			var preStop time.Duration
+			if l := r.c.Lifecycle; l != nil && l.PreStop != nil {
+				if l.PreStop.Sleep == nil {
+					t.Fatalf("%s: a preStop other than sleep (the image has no shell)", r.dep.Name)
 				}
-				var need time.Duration
-				if component == "api" {
-					// HTTP drain, then the relay's flush (cmd/seckill/api.go).
-					need = preStop + r.cfg.API.ShutdownTimeout + r.cfg.API.Relay.FlushTimeout + graceMargin
-				} else {
-					// The order consumer, then the dead-letter consumer, each
-					// waiting for its starts in flight; then /metrics.
-					need = preStop + 2*(workerSettle+r.cfg.Worker.StartTimeout) + workerMetricsShutdown + graceMargin
-				}
-				var grace time.Duration
-				if gp := r.dep.Spec.Template.Spec.TerminationGracePeriodSeconds; gp != nil {
-					grace = time.Duration(*gp) * time.Second
-				}
-				if grace < need {
-					t.Errorf("%s: terminationGracePeriodSeconds is %v, its teardown needs %v", r.dep.Name, grace, need)
-				}
+				preStop = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
 			}
-		})
-	}
+			var need time.Duration
+			if component == "api" {
+				// HTTP drain, then the relay's flush (cmd/seckill/api.go).
+				need = preStop + r.cfg.API.ShutdownTimeout + r.cfg.API.Relay.FlushTimeout + graceMargin
+			} else {
+				// The order consumer, then the dead-letter consumer, each
+				// waiting for its starts in flight; then /metrics.
+				need = preStop + 2*(workerSettle+r.cfg.Worker.StartTimeout) + workerMetricsShutdown + graceMargin
+			}
+			var grace time.Duration
+			if gp := r.dep.Spec.Template.Spec.TerminationGracePeriodSeconds; gp != nil {
+				grace = time.Duration(*gp) * time.Second
+			}
+			if grace < need {
+				t.Errorf("%s: terminationGracePeriodSeconds is %v, its teardown needs %v", r.dep.Name, grace, need)
+			}
+		}
+	})
 }
 
 // Resource requests come from the measured figures; memory limits sit above
 // the soft limit the process sets itself and above the measured peak.
 func TestResourcesFromMeasuredFigures(t *testing.T) {
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
-			for _, component := range []string{"api", "worker"} {
-				r := o.role(t, component)
-				soft, peak := r.cfg.API.MemoryLimitMB, float64(apiPeakRSS)
-				if component == "worker" {
-					soft, peak = r.cfg.Worker.MemoryLimitMB, float64(workerPeakRSS)
-				}
-				req, lim := r.c.Resources.Requests, r.c.Resources.Limits
-				if req.Cpu().IsZero() {
-					t.Errorf("%s: no CPU request (the HPA and the scheduler need one)", r.dep.Name)
-				}
-				memReq, memLim := req.Memory().Value(), lim.Memory().Value()
-				if float64(memReq) < peak {
-					t.Errorf("%s: memory request %s below the measured peak RSS %.0f MB", r.dep.Name, req.Memory(), peak/1e6)
-				}
-				if float64(memLim) < 1.5*peak || memLim < int64(soft)<<20 {
-					t.Errorf("%s: memory limit %s, want >= 1.5 x the measured peak (%.0f MB) and the soft limit %d MiB",
-						r.dep.Name, lim.Memory(), peak/1e6, soft)
-				}
-				if !lim.Cpu().IsZero() {
-					t.Errorf("%s: a CPU limit throttles a stampede; leave it out", r.dep.Name)
-				}
+	eachOverlay(t, func(t *testing.T, o objects) {
+		for _, component := range []string{"api", "worker"} {
+			r := o.role(t, component)
+			soft, peak := r.cfg.API.MemoryLimitMB, float64(apiPeakRSS)
+			if component == "worker" {
+				soft, peak = r.cfg.Worker.MemoryLimitMB, float64(workerPeakRSS)
 			}
-			for _, j := range o.jobs {
-				c := j.Spec.Template.Spec.Containers[0]
-				if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
-					t.Errorf("job %s: no memory request or limit", j.Name)
-				}
+			req, lim := r.c.Resources.Requests, r.c.Resources.Limits
+			if req.Cpu().IsZero() {
+				t.Errorf("%s: no CPU request (the HPA and the scheduler need one)", r.dep.Name)
 			}
-		})
-	}
+			memReq, memLim := req.Memory().Value(), lim.Memory().Value()
+			if float64(memReq) < peak {
+				t.Errorf("%s: memory request %s below the measured peak RSS %.0f MB", r.dep.Name, req.Memory(), peak/1e6)
+			}
+			if float64(memLim) < 1.5*peak || memLim < int64(soft)<<20 {
+				t.Errorf("%s: memory limit %s, want >= 1.5 x the measured peak (%.0f MB) and the soft limit %d MiB",
+					r.dep.Name, lim.Memory(), peak/1e6, soft)
+			}
+			if !lim.Cpu().IsZero() {
+				t.Errorf("%s: a CPU limit throttles a stampede; leave it out", r.dep.Name)
+			}
+		}
+		for _, j := range o.jobs {
+			c := j.Spec.Template.Spec.Containers[0]
+			if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("job %s: no memory request or limit", j.Name)
+			}
+		}
+	})
 }
 
 // The API's consumer name comes from the pod's name; every pod runs as the
 // image's non-root user on a read-only root.
 func TestPodsIdentityAndSecurity(t *testing.T) {
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
-			r := o.role(t, "api")
-			found := false
-			for _, e := range r.c.Env {
-				if e.Name == "SECKILL_API_INSTANCE" {
-					found = e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+	eachOverlay(t, func(t *testing.T, o objects) {
+		r := o.role(t, "api")
+		found := false
+		for _, e := range r.c.Env {
+			if e.Name == "SECKILL_API_INSTANCE" {
+				found = e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+			}
+		}
+		if !found {
+			t.Errorf("%s: SECKILL_API_INSTANCE is not the pod's name (downward API metadata.name)", r.dep.Name)
+		}
+		pods := o.pods()
+		for _, j := range o.jobs {
+			if !slices.Equal(j.Spec.Template.Spec.Containers[0].Args, []string{"migrate", "up"}) {
+				t.Errorf("job %s: args %v, want migrate up", j.Name, j.Spec.Template.Spec.Containers[0].Args)
+			}
+		}
+		for name, p := range pods {
+			if p.SecurityContext == nil || p.SecurityContext.RunAsNonRoot == nil || !*p.SecurityContext.RunAsNonRoot {
+				t.Errorf("%s: not runAsNonRoot", name)
+			}
+			for _, c := range p.Containers {
+				sc := c.SecurityContext
+				if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+					sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+					t.Errorf("%s/%s: want a read-only root and no privilege escalation", name, c.Name)
+				}
+				if c.Image == "" {
+					t.Errorf("%s/%s: no image", name, c.Name)
 				}
 			}
-			if !found {
-				t.Errorf("%s: SECKILL_API_INSTANCE is not the pod's name (downward API metadata.name)", r.dep.Name)
-			}
-			pods := map[string]corev1.PodSpec{}
-			for _, d := range o.deployments {
-				pods[d.Name] = d.Spec.Template.Spec
-			}
-			for _, j := range o.jobs {
-				pods[j.Name] = j.Spec.Template.Spec
-				if !slices.Equal(j.Spec.Template.Spec.Containers[0].Args, []string{"migrate", "up"}) {
-					t.Errorf("job %s: args %v, want migrate up", j.Name, j.Spec.Template.Spec.Containers[0].Args)
-				}
-			}
-			for name, p := range pods {
-				if p.SecurityContext == nil || p.SecurityContext.RunAsNonRoot == nil || !*p.SecurityContext.RunAsNonRoot {
-					t.Errorf("%s: not runAsNonRoot", name)
-				}
-				for _, c := range p.Containers {
-					sc := c.SecurityContext
-					if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
-						sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-						t.Errorf("%s/%s: want a read-only root and no privilege escalation", name, c.Name)
-					}
-					if c.Image == "" {
-						t.Errorf("%s/%s: no image", name, c.Name)
-					}
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func selects(t *testing.T, sel *metav1.LabelSelector, podLabels map[string]string) bool {
@@ -594,64 +585,61 @@ func selects(t *testing.T, sel *metav1.LabelSelector, podLabels map[string]strin
 // leaves the replica count to it; Services select their pods and name ports
 // the containers have.
 func TestDisruptionScalingAndServices(t *testing.T) {
-	for _, dir := range overlays(t) {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			o := build(t, dir)
+	eachOverlay(t, func(t *testing.T, o objects) {
+		for _, d := range o.deployments {
+			podLabels := d.Spec.Template.Labels
+			if !selects(t, d.Spec.Selector, podLabels) {
+				t.Errorf("%s: its selector does not select its pods", d.Name)
+			}
+			n := 0
+			for _, p := range o.pdbs {
+				if selects(t, p.Spec.Selector, podLabels) {
+					n++
+					if p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil {
+						t.Errorf("pdb %s: neither maxUnavailable nor minAvailable", p.Name)
+					}
+				}
+			}
+			if n != 1 {
+				t.Errorf("%s: %d PodDisruptionBudgets select it, want 1", d.Name, n)
+			}
+			if d.Spec.Strategy.RollingUpdate == nil || d.Spec.Strategy.RollingUpdate.MaxUnavailable == nil ||
+				d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+				t.Errorf("%s: a rolling update should add a pod before it removes one (maxUnavailable 0)", d.Name)
+			}
+		}
+		h := o.hpas[0]
+		api := o.deployment("api")
+		if h.Spec.ScaleTargetRef.Kind != "Deployment" || h.Spec.ScaleTargetRef.Name != api.Name {
+			t.Errorf("hpa %s scales %s %s, want the API Deployment %s", h.Name, h.Spec.ScaleTargetRef.Kind, h.Spec.ScaleTargetRef.Name, api.Name)
+		}
+		if api.Spec.Replicas != nil {
+			t.Errorf("%s: replicas set while the HPA owns the count", api.Name)
+		}
+		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || h.Spec.MaxReplicas < *h.Spec.MinReplicas {
+			t.Errorf("hpa %s: min %v max %d", h.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
+		}
+		for _, svc := range o.services {
+			var target *appsv1.Deployment
 			for _, d := range o.deployments {
-				podLabels := d.Spec.Template.Labels
-				if !selects(t, d.Spec.Selector, podLabels) {
-					t.Errorf("%s: its selector does not select its pods", d.Name)
-				}
-				n := 0
-				for _, p := range o.pdbs {
-					if selects(t, p.Spec.Selector, podLabels) {
-						n++
-						if p.Spec.MaxUnavailable == nil && p.Spec.MinAvailable == nil {
-							t.Errorf("pdb %s: neither maxUnavailable nor minAvailable", p.Name)
-						}
-					}
-				}
-				if n != 1 {
-					t.Errorf("%s: %d PodDisruptionBudgets select it, want 1", d.Name, n)
-				}
-				if d.Spec.Strategy.RollingUpdate == nil || d.Spec.Strategy.RollingUpdate.MaxUnavailable == nil ||
-					d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
-					t.Errorf("%s: a rolling update should add a pod before it removes one (maxUnavailable 0)", d.Name)
+				if selects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, d.Spec.Template.Labels) {
+					target = d
 				}
 			}
-			h := o.hpas[0]
-			api := o.deployment("api")
-			if h.Spec.ScaleTargetRef.Kind != "Deployment" || h.Spec.ScaleTargetRef.Name != api.Name {
-				t.Errorf("hpa %s scales %s %s, want the API Deployment %s", h.Name, h.Spec.ScaleTargetRef.Kind, h.Spec.ScaleTargetRef.Name, api.Name)
+			if target == nil {
+				t.Errorf("service %s selects no Deployment's pods", svc.Name)
+				continue
 			}
-			if api.Spec.Replicas != nil {
-				t.Errorf("%s: replicas set while the HPA owns the count", api.Name)
-			}
-			if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || h.Spec.MaxReplicas < *h.Spec.MinReplicas {
-				t.Errorf("hpa %s: min %v max %d", h.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
-			}
-			for _, svc := range o.services {
-				var target *appsv1.Deployment
-				for _, d := range o.deployments {
-					if selects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, d.Spec.Template.Labels) {
-						target = d
-					}
-				}
-				if target == nil {
-					t.Errorf("service %s selects no Deployment's pods", svc.Name)
-					continue
-				}
-				for _, p := range svc.Spec.Ports {
-					if _, ok := containerPort(target.Spec.Template.Spec.Containers[0], p.TargetPort.StrVal, p.TargetPort.IntVal); !ok {
-						t.Errorf("service %s: target port %s is not a port of %s", svc.Name, p.TargetPort.String(), target.Name)
-					}
+			for _, p := range svc.Spec.Ports {
+				if _, ok := containerPort(target.Spec.Template.Spec.Containers[0], p.TargetPort.StrVal, p.TargetPort.IntVal); !ok {
+					t.Errorf("service %s: target port %s is not a port of %s", svc.Name, p.TargetPort.String(), target.Name)
 				}
 			}
-			if api := o.deployment("api"); api != nil && !hasService(o, api) {
-				t.Errorf("%s: no Service", api.Name)
-			}
-		})
-	}
+		}
+		if api := o.deployment("api"); api != nil && !hasService(o, api) {
+			t.Errorf("%s: no Service", api.Name)
+		}
+	})
 }
 
 func hasService(o objects, d *appsv1.Deployment) bool {
