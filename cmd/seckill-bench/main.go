@@ -144,6 +144,20 @@ func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (c checkDeps, 
 	return c, nil
 }
 
+// openTarget opens what the bench reads (openCheckDeps) and waits until the
+// API at f.apiURL answers.
+func (a *app) openTarget(ctx context.Context, f benchFlags) (checkDeps, error) {
+	c, err := a.openCheckDeps(ctx, f.noTemporal)
+	if err != nil {
+		return c, err
+	}
+	if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
+		c.close()
+		return c, err
+	}
+	return c, nil
+}
+
 func newRoot() *cobra.Command {
 	a := &app{}
 	var f benchFlags
@@ -172,15 +186,12 @@ func newRoot() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			c, err := a.openCheckDeps(ctx, f.noTemporal)
+			c, err := a.openTarget(ctx, f)
 			if err != nil {
 				return err
 			}
 			defer c.close()
 			d := c.Deps
-			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
-				return err
-			}
 			s := f.sale()
 			s.JWTSecret, s.Progress, s.Log = []byte(a.cfg.JWTSecret.Value()), cmd.ErrOrStderr(), a.log
 			rep, err := s.Run(ctx, d)
@@ -301,7 +312,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			c, err := a.openCheckDeps(ctx, f.noTemporal)
+			c, err := a.openTarget(ctx, f)
 			if err != nil {
 				return err
 			}
@@ -309,9 +320,6 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			d, tc := c.Deps, c.temporal
 			if f.workerOps == "" {
 				f.workerOps = "http://" + a.cfg.Worker.MetricsAddr
-			}
-			if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
-				return err
 			}
 			if err := os.MkdirAll(f.outDir, 0o755); err != nil {
 				return err

@@ -460,7 +460,7 @@ type watcher struct {
 	persisted int64 // orders past QUEUED
 	pending   int64
 	seen      []time.Time // when the watcher first saw each persisted order
-	lastSeen  time.Time // the latest updated_at seen
+	lastSeen  time.Time   // the latest updated_at seen
 	known     map[string]bool
 	paid      map[string]int64
 	payWG     sync.WaitGroup

@@ -300,30 +300,27 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	acceptedCPU := medianByKey(acceptedCPUs)
 	// Stage 3 baseline: the minimal workflow on the same server and worker settings.
 	var wf, waiting WorkflowResult
-	if s.Temporal != nil {
-		settle("stage 3 baseline")
-		tq := fmt.Sprintf("bench-minimal-%d", time.Now().UnixNano())
-		log.Info("stage 3 baseline: minimal workflow (3 no-op local activities, default worker, eager start, no result polling)",
-			"workflows", s.SagaOrders, "task_queue", tq)
+	// baseline runs n workflows of kind on a task queue of their own after
+	// settle(stage), under Details[key]; a failure is reported as label's.
+	baseline := func(stage, label, key, what string, n int, kind BaselineWorkflow) WorkflowResult {
+		settle(stage)
+		tq := fmt.Sprintf("bench-%s-%d", strings.TrimSuffix(key, "_workflow"), time.Now().UnixNano())
+		log.Info(stage+": "+what, "workflows", n, "task_queue", tq)
 		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		wf, err = WorkflowBaseline(bctx, s.Cfg.Temporal, tq, s.SagaOrders, Minimal)
-		cancel()
+		defer cancel()
+		r, err := WorkflowBaseline(bctx, s.Cfg.Temporal, tq, n, kind)
 		if err != nil {
-			fail("stage 3 baseline", err)
+			fail(label, err)
 		}
-		rep.Details["minimal_workflow"] = wf
+		rep.Details[key] = r
+		return r
+	}
+	if s.Temporal != nil {
+		wf = baseline("stage 3 baseline", "stage 3 baseline", "minimal_workflow",
+			"minimal workflow (3 no-op local activities, default worker, eager start, no result polling)", s.SagaOrders, Minimal)
 		if s.WaitingWorkflows > 0 {
-			settle("stages 3b and 4 baseline")
-			tq := fmt.Sprintf("bench-waiting-%d", time.Now().UnixNano())
-			log.Info("stages 3b and 4 baseline: waiting workflow (no-op local activity, 1 s timer, no-op local activity, default worker, eager start)",
-				"workflows", s.WaitingWorkflows, "task_queue", tq)
-			bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			waiting, err = WorkflowBaseline(bctx, s.Cfg.Temporal, tq, s.WaitingWorkflows, Waiting)
-			cancel()
-			if err != nil {
-				fail("waiting-workflow baseline", err)
-			}
-			rep.Details["waiting_workflow"] = waiting
+			waiting = baseline("stages 3b and 4 baseline", "waiting-workflow baseline", "waiting_workflow",
+				"waiting workflow (no-op local activity, 1 s timer, no-op local activity, default worker, eager start)", s.WaitingWorkflows, Waiting)
 		}
 	}
 
