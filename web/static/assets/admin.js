@@ -5,40 +5,14 @@
 
 (() => {
   const S = seckill, $ = id => document.getElementById(id);
-  const TOKEN_KEY = "seckill.admin.token";
-  let token = S.loadToken(TOKEN_KEY);
   const cards = new Map();
   const STATUSES = ["QUEUED", "PENDING_PAYMENT", "PAID", "CANCELLED", "FAILED"];
 
   // ------------------------------------------------------------ sign-in
-  function renderWho() {
-    const info = token && S.tokenInfo(token);
-    if (info) {
-      $("who").replaceChildren(`Admin ${info.user} `,
-        S.el("button", { type: "button", class: "secondary", id: "signout", onclick: signOut }, "Sign out"));
-    } else {
-      $("who").textContent = "Not signed in";
-    }
-    $("signin").hidden = !!info;
-    $("room").hidden = !info;
-  }
-  function signIn(t) {
-    const info = S.tokenInfo(t);
-    if (!info || !info.user) { S.say($("signin-msg"), "bad", "That is not a token (expected three dot-separated parts)."); return; }
-    if (info.role !== "admin") { S.say($("signin-msg"), "bad", `That token is for the ${info.role} role; the control room needs an admin token.`); return; }
-    token = t;
-    localStorage.setItem(TOKEN_KEY, t);
-    S.say($("signin-msg"), "", "");
-    renderWho();
-  }
-  function signOut() { token = null; localStorage.removeItem(TOKEN_KEY); renderWho(); }
-  $("token-form").addEventListener("submit", e => { e.preventDefault(); signIn($("token").value.trim()); $("token").value = ""; });
-  $("dev-form").addEventListener("submit", async e => {
-    e.preventDefault();
-    const r = await S.devToken(1, "admin");
-    if (!r.ok) { S.say($("signin-msg"), "bad", "Development sign-in refused: " + S.errorText(r)); return; }
-    signIn(r.data.token);
-  });
+  const signin = S.signInPanel({ role: "admin", label: "Admin token", placeholder: "paste an admin token",
+    needs: "the control room needs an admin token", devUser: 1, who: info => `Admin ${info.user}`,
+    changed: t => { token = t; $("room").hidden = !t; } });
+  let token = signin.token;
 
   // ------------------------------------------------------------ confirmation
   // confirmAction shows the dialog; resolves true only on "Yes".
@@ -145,7 +119,7 @@
         paint(r.data);
       } else {
         S.say($("sales-msg"), "bad", "The figures could not be read: " + S.errorText(r));
-        if (r.status === 401 || r.status === 403) signOut();
+        if (r.status === 401 || r.status === 403) signin.signOut();
       }
     }
     setTimeout(poll, 500);
@@ -175,12 +149,8 @@
   }
 
   async function start() {
-    const linked = S.tokenFromLink();
-    if (linked) signIn(linked, " (from the link)");
-    renderWho();
-    const c = await S.syncClock();
-    if (!c.ok) S.say($("signin-msg"), "bad", "The server's clock could not be read: " + S.errorText(c));
-    $("dev-form").hidden = !S.isDev();
+    $("room").hidden = !token;
+    await signin.start();
     poll();
   }
   start();

@@ -109,5 +109,74 @@ const seckill = (() => {
     node.replaceChildren(...content.flat().map(c => c instanceof Node ? c : document.createTextNode(String(c))));
   }
 
-  return { syncClock, now, isDev, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, when, errorText, el, say };
+  // ---- sign-in, the same on both pages: the #signin section (a token
+  // pasted, or in development one the server mints) and the #who corner.
+  // o: role ("admin" or "buyer"), label and placeholder (the token field's),
+  // needs (the refusal of another role's token), devUser (the development
+  // sign-in's fixed user; 0 lets the buyer choose), who(info) (the corner's
+  // words), changed(token) (after each sign-in and sign-out).
+  function signInPanel(o) {
+    const $ = id => document.getElementById(id);
+    const key = `seckill.${o.role}.token`;
+    let token = loadToken(key);
+    const msg = el("p", { id: "signin-msg", class: "msg", role: "status" });
+    const field = el("input", { id: "token", name: "token", autocomplete: "off", spellcheck: "false", placeholder: o.placeholder, size: "40" });
+    const devUser = o.devUser ? null : el("input", { id: "dev-user", name: "dev-user", type: "number", min: "1", max: "1000000000", value: "1001", inputmode: "numeric" });
+    const devButton = el("button", { type: "submit", id: "dev-signin" },
+      devUser ? `Sign in as ${o.role} ${devUser.value}` : `Sign in as ${o.role} ${o.devUser} (development)`);
+    const devForm = el("form", { id: "dev-form", class: "row", hidden: true, onsubmit: async e => {
+      e.preventDefault();
+      const r = await devToken(devUser ? Number(devUser.value) : o.devUser, o.role);
+      if (!r.ok) { say(msg, "bad", "Development sign-in refused: " + errorText(r)); return; }
+      signIn(r.data.token, " (development sign-in)");
+    } }, devUser && el("label", { for: "dev-user" }, "Buyer number (development)"), devUser, devButton);
+    if (devUser) devUser.addEventListener("input", () => { devButton.textContent = `Sign in as ${o.role} ${devUser.value || "N"}`; });
+    $("signin").replaceChildren(
+      el("h2", { id: "signin-h" }, "Sign in"),
+      el("form", { id: "token-form", class: "row", onsubmit: e => { e.preventDefault(); signIn(field.value.trim(), ""); field.value = ""; } },
+        el("label", { for: "token" }, o.label), field, el("button", { type: "submit" }, "Sign in")),
+      devForm, msg);
+
+    function render() {
+      const info = token && tokenInfo(token);
+      if (info) {
+        $("who").replaceChildren(o.who(info) + " ",
+          el("button", { type: "button", class: "secondary", id: "signout", onclick: signOut }, "Sign out"));
+      } else {
+        $("who").textContent = "Not signed in";
+      }
+      $("signin").hidden = !!info;
+    }
+    function signIn(t, how) {
+      const info = tokenInfo(t);
+      if (!info || !info.user) { say(msg, "bad", "That is not a token (expected three dot-separated parts)."); return; }
+      if (info.role !== o.role) { say(msg, "bad", `That token is for the ${info.role} role; ${o.needs}.`); return; }
+      token = t;
+      localStorage.setItem(key, t);
+      say(msg, "ok", `Signed in as ${o.role} ${info.user}${how}.`);
+      render();
+      o.changed(token);
+    }
+    function signOut() {
+      token = null;
+      localStorage.removeItem(key);
+      say(msg, "", "");
+      render();
+      o.changed(token);
+    }
+    // start takes a token handed over in the link, shows who is signed in,
+    // reads the server's clock (a failure is said in clockMsg) and offers
+    // the development sign-in where the server allows it.
+    async function start(clockMsg) {
+      const linked = tokenFromLink();
+      if (linked) signIn(linked, " (from the link)");
+      render();
+      const c = await syncClock();
+      if (!c.ok) say(clockMsg || msg, "bad", "The server's clock could not be read: " + errorText(c));
+      devForm.hidden = !isDev();
+    }
+    return { token, start, signOut };
+  }
+
+  return { syncClock, now, isDev, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, when, errorText, el, say, signInPanel };
 })();

@@ -5,8 +5,6 @@
 
 (() => {
   const S = seckill, $ = id => document.getElementById(id);
-  const TOKEN_KEY = "seckill.buyer.token";
-  let token = S.loadToken(TOKEN_KEY);
   let items = new Map();        // id -> item view (GET /api/v1/items)
   const cards = new Map();      // id -> {root, refs}
   let follow = null;            // AbortController of the open order stream
@@ -14,47 +12,10 @@
   let ordersCursor = "";
 
   // ------------------------------------------------------------ sign-in
-  function renderWho() {
-    const who = $("who");
-    const info = token && S.tokenInfo(token);
-    if (info) {
-      who.replaceChildren(`Signed in as buyer ${info.user} `,
-        S.el("button", { type: "button", class: "secondary", id: "signout", onclick: signOut }, "Sign out"));
-    } else {
-      who.textContent = "Not signed in";
-    }
-    $("signin").hidden = !!info;
-  }
-  function signIn(t, how) {
-    const info = S.tokenInfo(t);
-    if (!info || !info.user) { S.say($("signin-msg"), "bad", "That is not a token (expected three dot-separated parts)."); return; }
-    if (info.role !== "buyer") { S.say($("signin-msg"), "bad", `That token is for the ${info.role} role; the storefront needs a buyer token.`); return; }
-    token = t;
-    localStorage.setItem(TOKEN_KEY, t);
-    S.say($("signin-msg"), "ok", `Signed in as buyer ${info.user}${how}.`);
-    renderWho();
-    route();
-  }
-  function signOut() {
-    token = null;
-    localStorage.removeItem(TOKEN_KEY);
-    S.say($("signin-msg"), "", "");
-    renderWho();
-    route();
-  }
-  $("token-form").addEventListener("submit", e => {
-    e.preventDefault();
-    signIn($("token").value.trim(), "");
-    $("token").value = "";
-  });
-  $("dev-user").addEventListener("input", () => { $("dev-signin").textContent = `Sign in as buyer ${$("dev-user").value || "N"}`; });
-  $("dev-form").addEventListener("submit", async e => {
-    e.preventDefault();
-    const n = Number($("dev-user").value);
-    const r = await S.devToken(n, "buyer");
-    if (!r.ok) { S.say($("signin-msg"), "bad", "Development sign-in refused: " + S.errorText(r)); return; }
-    signIn(r.data.token, " (development sign-in)");
-  });
+  const signin = S.signInPanel({ role: "buyer", label: "Buyer token", placeholder: "paste the token you were given",
+    needs: "the storefront needs a buyer token", devUser: 0, who: info => `Signed in as buyer ${info.user}`,
+    changed: t => { token = t; route(); } });
+  let token = signin.token;
 
   // ------------------------------------------------------------ sales
   // state is the sale's state on the server's clock: an operator's "end now"
@@ -344,12 +305,7 @@
   window.addEventListener("hashchange", route);
 
   async function start() {
-    const linked = S.tokenFromLink();
-    if (linked) signIn(linked, " (from the link)");
-    renderWho();
-    const c = await S.syncClock();
-    if (!c.ok) S.say($("sales-msg"), "bad", "The server's clock could not be read: " + S.errorText(c));
-    $("dev-form").hidden = !S.isDev();
+    await signin.start($("sales-msg"));
     route();
     await loadSales();
     // Countdowns tick every 200 ms on the server's clock; the sales are
