@@ -144,18 +144,21 @@ func (a *app) openCheckDeps(ctx context.Context, noTemporal bool) (c checkDeps, 
 	return c, nil
 }
 
-// openTarget opens what the bench reads (openCheckDeps) and waits until the
-// API at f.apiURL answers.
-func (a *app) openTarget(ctx context.Context, f benchFlags) (checkDeps, error) {
-	c, err := a.openCheckDeps(ctx, f.noTemporal)
-	if err != nil {
-		return c, err
+// onTarget is a command's RunE that opens what the bench reads
+// (openCheckDeps), waits until the API at f.apiURL answers, runs run and
+// closes what it opened.
+func (a *app) onTarget(f *benchFlags, run func(cmd *cobra.Command, c checkDeps) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		c, err := a.openCheckDeps(cmd.Context(), f.noTemporal)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		if err := bench.WaitReady(cmd.Context(), strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
+			return err
+		}
+		return run(cmd, c)
 	}
-	if err := bench.WaitReady(ctx, strings.TrimRight(f.apiURL, "/")+"/healthz", 10*time.Second); err != nil {
-		c.close()
-		return c, err
-	}
-	return c, nil
 }
 
 func newRoot() *cobra.Command {
@@ -184,13 +187,8 @@ func newRoot() *cobra.Command {
 			"accepted order to be persisted, lets the rest time out, and checks the invariants. Writes <out>/sale-<time>.{json,html}.\n" +
 			"Exits non-zero on any invariant violation.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: a.onTarget(&f, func(cmd *cobra.Command, c checkDeps) error {
 			ctx := cmd.Context()
-			c, err := a.openTarget(ctx, f)
-			if err != nil {
-				return err
-			}
-			defer c.close()
 			d := c.Deps
 			s := f.sale()
 			s.JWTSecret, s.Progress, s.Log = []byte(a.cfg.JWTSecret.Value()), cmd.ErrOrStderr(), a.log
@@ -216,7 +214,7 @@ func newRoot() *cobra.Command {
 				return fmt.Errorf("%w: %s", bench.ErrViolations, violationList(rep.Invariants))
 			}
 			return nil
-		},
+		}),
 	}
 	f.register(cmd)
 	cmd.AddCommand(newBenchStagesCmd(a), newBaselineHTTPCmd(a), newBenchCheckCmd(a), newBenchTopicCmd(a))
@@ -310,13 +308,8 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			"sale, against a waiting workflow (local activity, timer, local activity). Needs `seckill api` and `seckill worker` running. Writes\n" +
 			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: a.onTarget(&f, func(cmd *cobra.Command, c checkDeps) error {
 			ctx := cmd.Context()
-			c, err := a.openTarget(ctx, f)
-			if err != nil {
-				return err
-			}
-			defer c.close()
 			d, tc := c.Deps, c.temporal
 			if f.workerOps == "" {
 				f.workerOps = "http://" + a.cfg.Worker.MetricsAddr
@@ -368,7 +361,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 				return errors.New(strings.Join(rep.Errors, "; "))
 			}
 			return nil
-		},
+		}),
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
