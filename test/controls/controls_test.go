@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -71,19 +70,8 @@ func (a answer) code() string {
 
 func call(t *testing.T, method, url string, user int64, role auth.Role, body string) answer {
 	t.Helper()
-	tok, err := auth.Sign([]byte(secret), user, role, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return answer{status: res.StatusCode, body: b}
+	status, b := testenv.Call(t, method, url, body, []byte(secret), user, role)
+	return answer{status: status, body: b}
 }
 
 // until calls try until it holds and returns how long that took from since.

@@ -64,7 +64,6 @@ type drill struct {
 	apiURL, opsAddr string
 	apiAddr         string
 	api, worker     *child
-	hc              *http.Client
 	accepted        map[string]int64 // order id -> buyer, every 202
 	nextBuyer       int64
 	window          time.Duration
@@ -75,7 +74,7 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	d := &drill{t: t, bin: testenv.SeckillBinary(t), dir: t.TempDir(), window: window, accepted: map[string]int64{},
-		hc: &http.Client{Timeout: 30 * time.Second}, nextBuyer: time.Now().Unix()%1_000_000*1000 + 1}
+		nextBuyer: time.Now().Unix()%1_000_000*1000 + 1}
 	s := testenv.NewSlice(ctx, t)
 	d.st, d.mcfg, d.rdb, d.stk = s.Store, s.Config.MySQL, s.Redis, s.Stock
 	d.prefix, d.ns = s.Config.Redis.KeyPrefix, s.Config.Temporal.Namespace
@@ -158,20 +157,9 @@ type reply struct {
 
 func (d *drill) call(method, path string, user int64, role auth.Role) reply {
 	d.t.Helper()
-	tok, err := auth.Sign([]byte(drillSecret), user, role, time.Hour, time.Now())
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	req, _ := http.NewRequest(method, d.apiURL+path, nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	res, err := d.hc.Do(req)
-	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer func() { _ = res.Body.Close() }()
 	var r reply
-	r.code = res.StatusCode
-	b, _ := io.ReadAll(res.Body)
+	var b []byte
+	r.code, b = testenv.Call(d.t, method, d.apiURL+path, "", []byte(drillSecret), user, role)
 	_ = json.Unmarshal(b, &r.body)
 	return r
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -284,27 +283,13 @@ func tlsEnv(name string, on bool, f config.TLSFiles) []string {
 // (when not nil); it returns the status code.
 func call(t *testing.T, method, url string, user int64, role auth.Role, body string, out any) int {
 	t.Helper()
-	tok, err := auth.Sign([]byte(saleSecret), user, role, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, _ := io.ReadAll(res.Body)
-	if out != nil && res.StatusCode < 300 {
+	status, b := testenv.Call(t, method, url, body, []byte(saleSecret), user, role)
+	if out != nil && status < 300 {
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s %s: %v: %s", method, url, err, b)
 		}
-	} else if res.StatusCode >= 300 && res.StatusCode != http.StatusGone { // sold out is a sale's expected answer
-		t.Logf("%s %s: %d %s", method, url, res.StatusCode, b)
+	} else if status >= 300 && status != http.StatusGone { // sold out is a sale's expected answer
+		t.Logf("%s %s: %d %s", method, url, status, b)
 	}
-	return res.StatusCode
+	return status
 }
