@@ -8,6 +8,7 @@ package failover_test
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/testenv"
@@ -29,6 +30,20 @@ type child struct{ *proc.Child }
 func startChild(t *testing.T, bin, logPath, banner string, env []string, role string) *child {
 	t.Helper()
 	return &child{testenv.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Append: true, Banner: banner}, 0)}
+}
+
+// exitsCleanly waits until the child, sent SIGTERM, has exited without an
+// error (30 s at most).
+func (c *child) exitsCleanly(t *testing.T, name string) {
+	t.Helper()
+	select {
+	case <-c.Done():
+		if c.Err() != nil {
+			t.Fatalf("%s exited with %v after SIGTERM", name, c.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still running 30 s after SIGTERM", name)
+	}
 }
 
 // kill9 kills the child with SIGKILL and waits for it to be gone.

@@ -326,14 +326,7 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 
 	// Graceful stop of the survivor: SIGTERM, and it exits cleanly.
 	_ = second.Signal(syscall.SIGTERM)
-	select {
-	case <-second.Done():
-		if second.Err() != nil {
-			t.Fatalf("api exited with %v after SIGTERM", second.Err())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("api did not stop within 30s of SIGTERM")
-	}
+	second.exitsCleanly(t, "the surviving api")
 }
 
 func stackCmd(t *testing.T, args ...string) {

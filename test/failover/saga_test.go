@@ -267,14 +267,7 @@ func TestSagaWorkerGracefulStopMidStream(t *testing.T) {
 	for i := n / 3; i < n; i++ {
 		ms = append(ms, e.buy(int64(100+i)))
 	}
-	select {
-	case <-w.Done():
-		if w.Err() != nil {
-			t.Fatalf("worker exit after SIGTERM: %v", w.Err())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker still running 30 s after SIGTERM")
-	}
+	w.exitsCleanly(t, "worker-1")
 	e.startWorker("worker-2")
 	e.waitAll(ms, 2*time.Minute, "pending", pending)
 	ctx := context.Background()
