@@ -3,6 +3,7 @@ package secure_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -78,4 +79,26 @@ func (s *server[T]) get(t testing.TB, what string, launch func() (T, error)) T {
 		t.Fatalf("%s: %v", what, s.err)
 	}
 	return s.v
+}
+
+// refusal is a client's configuration a server must refuse, and what the
+// refusal says.
+type refusal[C any] struct {
+	name string
+	cfg  C
+	want string
+}
+
+// wantRefused checks that ping fails for every case with an error that
+// holds its want.
+func wantRefused[C any](t *testing.T, ping func(C) error, cases ...refusal[C]) {
+	t.Helper()
+	for _, c := range cases {
+		err := ping(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal with %q", c.name, err, c.want)
+			continue
+		}
+		t.Logf("%s: refused: %v", c.name, err)
+	}
 }

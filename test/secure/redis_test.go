@@ -227,11 +227,7 @@ func TestRedisACLTLS(t *testing.T) {
 			plain.TLS, plain.TLSFiles = false, config.TLSFiles{}
 			wrongPassword.Password = "not-the-password"
 			otherCA.TLSFiles.CA = other.CAFile()
-			refusals := []struct {
-				name string
-				cfg  config.Redis
-				want string
-			}{
+			refusals := []refusal[config.Redis]{
 				{"no TLS", plain, ""},
 				{"wrong password", wrongPassword, "WRONGPASS"},
 				{"a CA that did not sign the servers", otherCA, "certificate signed by unknown authority"},
@@ -239,20 +235,9 @@ func TestRedisACLTLS(t *testing.T) {
 			if mode == "sentinel" {
 				wrongSentinel := good
 				wrongSentinel.SentinelPassword = "not-the-password"
-				refusals = append(refusals, struct {
-					name string
-					cfg  config.Redis
-					want string
-				}{"wrong Sentinel password", wrongSentinel, ""})
+				refusals = append(refusals, refusal[config.Redis]{"wrong Sentinel password", wrongSentinel, ""})
 			}
-			for _, c := range refusals {
-				err := pingRedis(context.Background(), c.cfg)
-				if err == nil || !strings.Contains(err.Error(), c.want) {
-					t.Errorf("%s: %v, want a refusal %q", c.name, err, c.want)
-					continue
-				}
-				t.Logf("%s: refused: %v", c.name, err)
-			}
+			wantRefused(t, func(c config.Redis) error { return pingRedis(context.Background(), c) }, refusals...)
 			if t.Failed() {
 				return
 			}
