@@ -23,7 +23,6 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -68,40 +67,19 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := &pipeline{t: t, cfg: testenv.Config(t), metrics: worker.NewMetrics(),
+	p := &pipeline{t: t, metrics: worker.NewMetrics(),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
-	p.st, p.cfg.MySQL = testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
-	p.cfg.Redis.KeyPrefix = prefix
-	p.stk = stock.New(rdb, prefix)
-	p.views = orderstatus.New(rdb, prefix)
-	p.cfg.RocketMQ.Topic = testenv.Name(t, "orders")
-	p.cfg.RocketMQ.ConsumerGroup = testenv.Name(t, "consumer")
-	p.cfg.RocketMQ.ProducerGroup = testenv.Name(t, "producer")
-	p.cfg.Temporal.TaskQueue = testenv.Name(t, "saga")
+	s := testenv.NewSlice(ctx, t)
+	p.cfg, p.st, p.stk = s.Config, s.Store, s.Stock
+	p.views = orderstatus.New(s.Redis, p.cfg.Redis.KeyPrefix)
 	if o.maxReconsume > 0 {
 		p.cfg.RocketMQ.MaxReconsume = o.maxReconsume
 	}
-	if err := queue.EnsureTopic(ctx, p.cfg.RocketMQ, p.cfg.RocketMQ.Topic, 4); err != nil {
-		t.Fatalf("RocketMQ broker %s: %v", p.cfg.RocketMQ.Brokers, err)
-	}
-	p.tc, err = temporalx.Dial(ctx, p.cfg.Temporal, p.log)
-	if err != nil {
-		t.Fatalf("Temporal (run scripts/stack up): %v", err)
-	}
-	t.Cleanup(p.tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(p.tc, p.cfg.Temporal.Namespace, p.cfg.Temporal.TaskQueue) })
+	p.tc = s.Temporal(ctx, t, p.log)
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
-	if p.desk, err = payment.New(p.st, p.views, func() (payment.Sagas, error) { return p.orders, nil },
-		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, p.log); err != nil {
-		t.Fatal(err)
-	}
-	deskCtx, stopDesk := context.WithCancel(context.Background())
-	deskDone := make(chan struct{})
-	go func() { defer close(deskDone); p.desk.Run(deskCtx) }()
-	t.Cleanup(func() { stopDesk(); <-deskDone })
+	p.desk = testenv.Desk(t, p.st, p.views, p.orders, p.log)
 	if !o.noWorker {
 		p.startWorker()
 	}

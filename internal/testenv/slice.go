@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -209,4 +211,20 @@ func Call(t testing.TB, method, url, body string, secret []byte, user int64, rol
 	defer func() { _ = res.Body.Close() }()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, b
+}
+
+// Desk runs the door's payment desk over orders and statuses, waking sagas
+// through sagas, until the test ends.
+func Desk(t testing.TB, orders payment.Orders, statuses payment.Statuses, sagas payment.Sagas, log *slog.Logger) *payment.Desk {
+	t.Helper()
+	d, err := payment.New(orders, statuses, func() (payment.Sagas, error) { return sagas, nil },
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return d
 }

@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -77,15 +76,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	env := s.Env()
 	taskQueue := cfg.Temporal.TaskQueue
 	orders := workflows.NewClient(tc, taskQueue)
-	desk, err := payment.New(st, orderstatus.New(rdb, prefix), func() (payment.Sagas, error) { return orders, nil },
-		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deskCtx, stopDesk := context.WithCancel(context.Background())
-	deskDone := make(chan struct{})
-	go func() { defer close(deskDone); desk.Run(deskCtx) }()
-	t.Cleanup(func() { stopDesk(); <-deskDone })
+	desk := testenv.Desk(t, st, orderstatus.New(rdb, prefix), orders, log)
 	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: s.Stock, views: orderstatus.New(rdb, prefix), tc: tc, orders: orders, desk: desk,
 		producer: producer, item: it, logs: filepath.Join(dir, "worker.log"), cfg: cfg}
 }
