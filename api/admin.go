@@ -19,25 +19,19 @@ import (
 // change an item's sale data in MySQL first, then announce it (the item's
 // revision in Redis moves and its id goes out on the item events channel):
 // every API instance reloads the item at once, or at its next refresh
-// (SECKILL_API_ITEM_REFRESH, 1 s) if it missed the message.
+// (SECKILL_API_ITEM_REFRESH) if it missed the message.
 
 // maxAdd bounds one stock add.
 const maxAdd = 1_000_000
 
-// announceTimeout bounds the announcement after a change is committed.
-const announceTimeout = 2 * time.Second
-
 // POST /api/v1/items/:id/end (admin)
 //
-// The sale ends now: end_at becomes the database's NOW(3), and every
-// instance answers new purchases 403 SALE_ENDED once it has the new end_at
-// (at once when the announcement reaches it, within SECKILL_API_ITEM_REFRESH
-// otherwise). Orders already accepted go on as usual. 200 with the item
-// view (status ENDED). Ending is idempotent: a sale ends once, a repeated
-// end changes nothing and is answered 409 SALE_ENDED, unless it carries the
-// Idempotency-Key of the request that ended the sale (a client retrying a
-// lost answer): that one gets the 200 again. Either way the end is
-// announced again, so a repeat also repairs a lost announcement.
+// The sale ends now (end_at becomes the database's NOW(3)); orders already
+// accepted go on as usual. A sale ends once: a repeated end is 409
+// SALE_ENDED, unless it carries the Idempotency-Key of the request that
+// ended the sale (a client retrying a lost answer), which gets the 200
+// again. Either way the end is announced again, so a repeat also repairs a
+// lost announcement.
 func (s *Server) endSale(c *gin.Context) {
 	id, ok := s.adminItemID(c)
 	if !ok {
@@ -63,56 +57,35 @@ func (s *Server) endSale(c *gin.Context) {
 	if aerr := s.announce(ctx, id, false, key); aerr != nil && err == nil {
 		// Ended in MySQL, but other instances may go on selling until
 		// their periodic item sync: say so; a retry re-announces.
-		s.fail(c, &Error{Status: http.StatusServiceUnavailable, Code: ErrUnavailable.Code,
-			Message: fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id)})
-		return
+		err = unavailable(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
 	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.log.Info("sale ended by an admin", "item_id", id, "end_at", it.EndAt)
-	c.JSON(http.StatusOK, itemView(it, s.liveLeft(c, ci), s.now()))
+	s.writeItem(c, http.StatusOK, ci)
 }
 
 // announce tells every instance that an item's sale data changed.
 func (s *Server) announce(ctx context.Context, id int64, unitsBack bool, endKey string) error {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), announceTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	err := s.units.AnnounceItem(actx, id, unitsBack, endKey)
+	err := s.units.AnnounceItem(ctx, id, unitsBack, endKey)
 	if err != nil {
 		s.log.Warn("item change not announced", "item_id", id, "err", err)
 	}
 	return err
 }
 
-// addStockRequest is the body of POST /api/v1/items/:id/stock.
-type addStockRequest struct {
-	Add *int64 `json:"add"`
-}
-
-// parseAdd validates the body of an add: {"add": N}, 1 <= N <= maxAdd.
-func parseAdd(body []byte) (int64, error) {
-	var req addStockRequest
-	if err := json.Unmarshal(body, &req); err != nil || req.Add == nil {
-		return 0, badRequest(fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd))
-	}
-	if *req.Add < 1 || *req.Add > maxAdd {
-		return 0, badRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd))
-	}
-	return *req.Add, nil
-}
-
 // POST /api/v1/items/:id/stock (admin), body {"add": N}
 //
 // N more units for sale. MySQL first, Redis inside it, in one fixed order:
 // one transaction locks the item row (an ended sale is 409 SALE_ENDED), raises
-// stock_total and the stock row (version + 1), then, with both rows still
-// locked, one Lua script adds the units in Redis (once per add id), and only
-// then does the transaction commit. If the script fails or the commit does,
-// the Redis add is undone by its id and nothing is left of the add. Every
-// instance clears its sold-out flag at once (the announcement), or at its
-// next refresh. 200 with the item view (the new stock_total and stock_left).
+// stock_total and the stock row, then, with both rows still locked, one Lua
+// script adds the units in Redis (once per add id), and only then does the
+// transaction commit. If the script fails or the commit does, the Redis add
+// is undone by its id and nothing is left of the add.
 func (s *Server) addStock(c *gin.Context) {
 	id, ok := s.adminItemID(c)
 	if !ok {
@@ -122,9 +95,14 @@ func (s *Server) addStock(c *gin.Context) {
 	if !ok {
 		return
 	}
-	n, err := parseAdd(body)
-	if err != nil {
-		s.fail(c, err)
+	var req struct{ Add *int64 }
+	if err := json.Unmarshal(body, &req); err != nil || req.Add == nil {
+		s.fail(c, badRequest(fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd)))
+		return
+	}
+	n := *req.Add
+	if n < 1 || n > maxAdd {
+		s.fail(c, badRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd)))
 		return
 	}
 	ctx := c.Request.Context()
@@ -145,7 +123,7 @@ func (s *Server) addStock(c *gin.Context) {
 	ci := s.items.replace(it, -1)
 	_ = s.announce(ctx, id, true, "") // the refresh catches up if this fails
 	s.log.Info("units added by an admin", "item_id", id, "add", n, "stock_total", it.StockTotal)
-	c.JSON(http.StatusOK, itemView(it, s.liveLeft(c, ci), s.now()))
+	s.writeItem(c, http.StatusOK, ci)
 }
 
 // undoAdd takes back a Redis add whose transaction did not commit, trying

@@ -24,19 +24,15 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Error is an HTTP error answer. Every error a handler returns is turned
-// into one of these by toError, the only place that knows which status and
-// code a domain error deserves.
+// Error is an HTTP error answer. toError is the only place that knows which
+// status and code a domain error deserves.
 type Error struct {
-	Status  int
-	Code    string
-	Message string
-	// OrderID is set for ALREADY_PURCHASED.
-	OrderID string
-	// RetryAfter is set for RATE_LIMITED.
-	RetryAfter time.Duration
-	// body is the pre-encoded answer of the static errors below.
-	body []byte
+	Status     int
+	Code       string
+	Message    string
+	OrderID    string        // set for ALREADY_PURCHASED
+	RetryAfter time.Duration // set for RATE_LIMITED
+	body       []byte        // the pre-encoded answer of the static errors below
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -83,6 +79,11 @@ func badRequest(msg string) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: ErrBadRequest.Code, Message: msg}
 }
 
+// unavailable says what is temporarily unavailable, and what to do (503).
+func unavailable(msg string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: ErrUnavailable.Code, Message: msg}
+}
+
 // tooManyStreams refuses an event stream past the open-stream caps.
 var tooManyStreams = &Error{Status: http.StatusTooManyRequests, Code: ErrRateLimited.Code,
 	Message: "too many open event streams; close one or poll GET /api/v1/orders/:orderId", RetryAfter: 5 * time.Second}
@@ -93,12 +94,9 @@ func alreadyPurchased(orderID string) *Error {
 }
 
 func rateLimited(retry time.Duration) *Error {
-	return &Error{Status: ErrRateLimited.Status, Code: ErrRateLimited.Code, Message: ErrRateLimited.Message,
-		RetryAfter: retry, body: ErrRateLimited.body}
-}
-
-type errorBody struct {
-	Error errorObject `json:"error"`
+	e := *ErrRateLimited
+	e.RetryAfter = retry
+	return &e
 }
 
 type errorObject struct {
@@ -108,7 +106,7 @@ type errorObject struct {
 }
 
 func (e *Error) encode() []byte {
-	b, _ := json.Marshal(errorBody{Error: errorObject{Code: e.Code, Message: e.Message, OrderID: e.OrderID}})
+	b, _ := json.Marshal(map[string]errorObject{"error": {Code: e.Code, Message: e.Message, OrderID: e.OrderID}})
 	return b
 }
 
@@ -172,11 +170,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 
 func writeError(c *gin.Context, e *Error) {
 	if e.RetryAfter > 0 {
-		secs := int(math.Ceil(e.RetryAfter.Seconds()))
-		if secs < 1 {
-			secs = 1
-		}
-		c.Header("Retry-After", strconv.Itoa(secs))
+		c.Header("Retry-After", strconv.Itoa(max(int(math.Ceil(e.RetryAfter.Seconds())), 1)))
 	}
 	body := e.body
 	if body == nil {

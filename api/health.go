@@ -13,28 +13,18 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// GET /healthz: the process serves HTTP.
-func (s *Server) healthz(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
-}
-
 // readyTTL is how long a readiness result is reused: /readyz is public, and
 // each evaluation dials every dependency; reusing it keeps probes (and
 // anyone hammering them) from multiplying that work.
 const readyTTL = time.Second
 
-// readiness is the last evaluation of the checks.
-type readiness struct {
-	mu   sync.Mutex
-	at   time.Time
-	down []string // names of the failing checks, sorted
-}
-
-// GET /readyz: every dependency answered within a second (evaluated at most
-// once per readyTTL). A 503 names the dependencies that did not, and nothing
-// more: the reasons (addresses, errors) go to the log.
+// GET /readyz: every dependency answered within a second. A 503 names the
+// dependencies that did not, and nothing more: the reasons (addresses,
+// errors) go to the log.
 func (s *Server) readyz(c *gin.Context) {
-	down := s.readyDown(c.Request.Context())
+	down, _ := s.ready.get(time.Now, readyTTL, func() ([]string, error) {
+		return s.readyDown(c.Request.Context()), nil
+	})
 	checks := make(map[string]string, len(s.deps.Checks))
 	for name := range s.deps.Checks {
 		checks[name] = "ok"
@@ -52,15 +42,8 @@ func (s *Server) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": checks})
 }
 
-// readyDown evaluates the checks, or reuses an evaluation younger than
-// readyTTL; concurrent callers share one evaluation.
+// readyDown runs the checks at once and names the failing ones, sorted.
 func (s *Server) readyDown(ctx context.Context) []string {
-	r := &s.ready
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.at.IsZero() && time.Since(r.at) < readyTTL {
-		return r.down
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	var (
@@ -80,7 +63,6 @@ func (s *Server) readyDown(ctx context.Context) []string {
 	}
 	wg.Wait()
 	sort.Strings(down)
-	r.at, r.down = time.Now(), down
 	return down
 }
 

@@ -32,12 +32,12 @@ type cachedItem struct {
 	loading atomic.Bool // a marks load is under way
 }
 
-// markSet is a sold-out item's buyer marks as this instance last loaded
-// them; count is the number of marks Redis had when it was loaded.
+// markSet is a sold-out item's buyer marks as last loaded; count is the
+// number of marks Redis had then, tooMany says there were more than maxMarks
+// (every sold-out answer then asks Redis).
 type markSet struct {
-	count int64
-	users map[int64]struct{}
-	// tooMany: more than maxMarks; every sold-out answer asks Redis.
+	count   int64
+	users   map[int64]struct{}
 	tooMany bool
 }
 
@@ -58,9 +58,6 @@ type itemCache struct {
 }
 
 func newItemCache(items ItemStore, st Units, missTTL time.Duration, onNew func(int64)) *itemCache {
-	if onNew == nil {
-		onNew = func(int64) {}
-	}
 	return &itemCache{items: items, st: st, missTTL: missTTL, onNew: onNew,
 		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
 }
@@ -109,25 +106,30 @@ func sameSale(a, b store.Item) bool {
 		a.StartAt.Equal(b.StartAt) && a.EndAt.Equal(b.EndAt) && a.PaymentTimeoutSeconds == b.PaymentTimeoutSeconds
 }
 
-// reload reads an item's sale data from MySQL again and caches it; rev is
-// the revision seen before the read (-1 when unknown).
-func (c *itemCache) reload(ctx context.Context, id, rev int64) (*cachedItem, error) {
-	return c.load(ctx, "reload:", id, rev)
-}
-
-// all returns every cached item.
-func (c *itemCache) all() []*cachedItem {
+// all returns the cached items, only those whose sale has not ended d ago
+// unless d is 0.
+func (c *itemCache) all(d time.Duration, now time.Time) []*cachedItem {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]*cachedItem, 0, len(c.byID))
 	for _, ci := range c.byID {
-		out = append(out, ci)
+		if d == 0 || now.Sub(ci.it.EndAt) < d {
+			out = append(out, ci)
+		}
 	}
 	return out
 }
 
-// peek answers from memory only: the cached item, or order.ErrItemNotFound for an
-// id remembered as missing, or (nil, nil) when only MySQL can tell.
+func itemIDs(cis []*cachedItem) []int64 {
+	ids := make([]int64, len(cis))
+	for i, ci := range cis {
+		ids[i] = ci.it.ID
+	}
+	return ids
+}
+
+// peek answers from memory only: the cached item, or order.ErrItemNotFound
+// for an id remembered as missing, or (nil, nil) when only MySQL can tell.
 func (c *itemCache) peek(id int64) (*cachedItem, error) {
 	c.mu.RLock()
 	ci, ok := c.byID[id]
@@ -150,10 +152,10 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 	return c.load(ctx, "get:", id, -1)
 }
 
-// load reads an item from MySQL and caches it at revision rev; concurrent
-// loads of one kind share the query (a reload never joins a get that may
-// have read before the change it was told of). An id MySQL does not know is
-// remembered as missing for missTTL.
+// load reads an item from MySQL and caches it at revision rev (-1 when
+// unknown); concurrent loads of one kind share the query (a "reload:" never
+// joins a "get:" that may have read before the change it was told of). An id
+// MySQL does not know is remembered as missing for missTTL.
 func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cachedItem, error) {
 	v, err, _ := c.sf.Do(kind+strconv.FormatInt(id, 10), func() (any, error) {
 		// Shared by every waiter: not bound to the first caller's request.
@@ -193,27 +195,32 @@ func (c *itemCache) loadAll(ctx context.Context) error {
 	return nil
 }
 
-// markSoldOut is called when Reserve says sold out or leaves nothing.
-func (c *itemCache) markSoldOut(ci *cachedItem) {
-	ci.left.Store(0)
-	ci.soldOut.Store(true)
-	c.loadMarks(ci, -1)
+// setLeft records a live read of stock_left (marks: the item's mark count
+// in Redis, -1 when unknown). A sold-out item's marks are kept loaded until
+// it has units again or its sale ends (then the sale's answer comes first).
+func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
+	ci.left.Store(left)
+	ci.soldOut.Store(left <= 0)
+	if left <= 0 && time.Now().Before(ci.it.EndAt) {
+		c.loadMarks(ci, marks)
+	} else {
+		ci.marks.Store(nil)
+	}
 }
+
+// markSoldOut is called when Reserve says sold out or leaves nothing.
+func (c *itemCache) markSoldOut(ci *cachedItem) { c.setLeft(ci, 0, -1) }
 
 // unitBack clears an item's sold-out flag (a compensation released a unit).
 func (c *itemCache) unitBack(id int64) {
-	c.mu.RLock()
-	ci := c.byID[id]
-	c.mu.RUnlock()
-	if ci != nil {
+	if ci, _ := c.peek(id); ci != nil {
 		ci.soldOut.Store(false)
 		ci.marks.Store(nil)
 	}
 }
 
 // maxMarks bounds the marks one sold-out item's set holds in memory (8-16
-// bytes each); above it every sold-out answer of that item asks Redis for
-// the buyer's mark.
+// bytes each).
 const maxMarks = 1 << 20
 
 // loadMarks loads a sold-out item's buyer marks in the background unless a
@@ -247,48 +254,29 @@ func (c *itemCache) loadMarks(ci *cachedItem, count int64) {
 // revision moved (an end or add whose announcement this instance missed);
 // and it keeps the marks of sold-out items current.
 func (c *itemCache) refresh(ctx context.Context) error {
-	c.mu.RLock()
-	ids := make([]int64, 0, len(c.byID))
-	for id := range c.byID {
-		ids = append(ids, id)
-	}
-	c.mu.RUnlock()
-	states, err := c.st.Pulses(ctx, ids)
+	cis := c.all(0, time.Now())
+	states, err := c.st.Pulses(ctx, itemIDs(cis))
 	if err != nil {
 		return err
 	}
 	var stale []int64
-	now := time.Now()
-	c.mu.RLock()
-	for id, st := range states {
-		ci := c.byID[id]
-		if ci == nil {
-			continue
+	for _, ci := range cis {
+		st, ok := states[ci.it.ID]
+		if ok && st.Rev != ci.rev.Load() {
+			stale = append(stale, ci.it.ID)
 		}
-		if st.Rev != ci.rev.Load() {
-			stale = append(stale, id)
-		}
-		if !st.Loaded {
-			continue
-		}
-		ci.left.Store(st.Left)
-		ci.soldOut.Store(st.Left <= 0)
-		if st.Left <= 0 && now.Before(ci.it.EndAt) {
-			c.loadMarks(ci, st.Marks)
-		} else {
-			ci.marks.Store(nil) // units again, or the sale ended: its answer comes first
+		if ok && st.Loaded {
+			c.setLeft(ci, st.Left, st.Marks)
 		}
 	}
-	c.mu.RUnlock()
 	for _, id := range stale {
-		if _, err := c.reload(ctx, id, states[id].Rev); err != nil {
+		if _, err := c.load(ctx, "reload:", id, states[id].Rev); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// stockLeftDesc is the per-item gauge the item cache exports.
 var stockLeftDesc = prometheus.NewDesc("seckill_stock_left",
 	"Units not reserved in Redis, per item, as this API instance last read them (every SECKILL_API_ITEM_REFRESH).",
 	[]string{"item_id"}, nil)
@@ -300,11 +288,9 @@ func (c *itemCache) Describe(ch chan<- *prometheus.Desc) { ch <- stockLeftDesc }
 // and whose figure is known.
 func (c *itemCache) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for id, ci := range c.byID {
+	for _, ci := range c.all(0, now) {
 		if n := ci.left.Load(); n >= 0 && !now.Before(ci.it.StartAt) {
-			ch <- prometheus.MustNewConstMetric(stockLeftDesc, prometheus.GaugeValue, float64(n), strconv.FormatInt(id, 10))
+			ch <- prometheus.MustNewConstMetric(stockLeftDesc, prometheus.GaugeValue, float64(n), strconv.FormatInt(ci.it.ID, 10))
 		}
 	}
 }

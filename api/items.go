@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -82,43 +80,47 @@ func (v *validationErrors) add(field, msg string) { *v = append(*v, field+": "+m
 
 func present(raw json.RawMessage) bool { return len(raw) > 0 && !bytes.Equal(raw, []byte("null")) }
 
-func decodeInt(raw json.RawMessage, field string, errs *validationErrors) (int64, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var num json.Number
-	if err := dec.Decode(&num); err != nil {
-		errs.add(field, "must be an integer")
-		return 0, false
+// integer decodes an integer field into dst (left alone when the field is
+// absent) and names it when it is missing but required, not an integer, or
+// outside lo..hi (hi 0: no upper bound).
+func (v *validationErrors) integer(raw json.RawMessage, field string, required bool, lo, hi int64, dst *int64) {
+	var n int64
+	switch {
+	case !present(raw):
+		if required {
+			v.add(field, "is required")
+		}
+		return
+	case json.Unmarshal(raw, &n) != nil:
+		v.add(field, "must be an integer")
+	case hi == 0 && n < lo:
+		v.add(field, fmt.Sprintf("must be >= %d", lo))
+	case hi > 0 && (n < lo || n > hi):
+		v.add(field, fmt.Sprintf("must be between %d and %d", lo, hi))
 	}
-	n, err := num.Int64()
-	if err != nil {
-		errs.add(field, "must be an integer")
-		return 0, false
-	}
-	return n, true
+	*dst = n
 }
 
-func decodeTime(raw json.RawMessage, field string, errs *validationErrors) (time.Time, bool) {
+// instant decodes a required RFC 3339 field, at DATETIME(3)'s precision.
+func (v *validationErrors) instant(raw json.RawMessage, field string) (time.Time, bool) {
 	var s string
-	if !present(raw) {
-		errs.add(field, "is required (RFC 3339)")
-		return time.Time{}, false
+	var t time.Time
+	var err error
+	switch {
+	case !present(raw):
+		v.add(field, "is required (RFC 3339)")
+	case json.Unmarshal(raw, &s) != nil:
+		v.add(field, "must be an RFC 3339 string")
+	default:
+		if t, err = time.Parse(time.RFC3339, s); err != nil {
+			v.add(field, "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		} else if t = t.UTC().Truncate(time.Millisecond); t.Year() < 1970 || t.Year() > 9998 {
+			v.add(field, "must be between years 1970 and 9998")
+		} else {
+			return t, true
+		}
 	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		errs.add(field, "must be an RFC 3339 string")
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		errs.add(field, "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
-		return time.Time{}, false
-	}
-	t = t.UTC().Truncate(time.Millisecond) // DATETIME(3)
-	if t.Year() < 1970 || t.Year() > 9998 {
-		errs.add(field, "must be between years 1970 and 9998")
-		return time.Time{}, false
-	}
-	return t, true
+	return time.Time{}, false
 }
 
 // parseCreateItem validates the body and names every bad field.
@@ -129,62 +131,31 @@ func parseCreateItem(body []byte) (store.Item, error) {
 	}
 	var errs validationErrors
 	var it store.Item
-
-	var name string
 	switch {
 	case !present(req.Name):
 		errs.add("name", "is required")
-	case json.Unmarshal(req.Name, &name) != nil:
+	case json.Unmarshal(req.Name, &it.Name) != nil:
 		errs.add("name", "must be a string")
-	default:
-		n := utf8.RuneCountInString(name)
-		switch {
-		case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
-			errs.add("name", "must be valid UTF-8 text")
-		case strings.TrimSpace(name) == "" || n > maxNameChars:
-			errs.add("name", fmt.Sprintf("must be 1-%d characters", maxNameChars))
-		}
-		it.Name = name
+	case !utf8.ValidString(it.Name) || strings.ContainsRune(it.Name, 0):
+		errs.add("name", "must be valid UTF-8 text")
+	case strings.TrimSpace(it.Name) == "" || utf8.RuneCountInString(it.Name) > maxNameChars:
+		errs.add("name", fmt.Sprintf("must be 1-%d characters", maxNameChars))
 	}
-
-	if !present(req.PriceCents) {
-		errs.add("price_cents", "is required")
-	} else if p, ok := decodeInt(req.PriceCents, "price_cents", &errs); ok {
-		if p < 0 {
-			errs.add("price_cents", "must be >= 0")
-		}
-		it.PriceCents = p
-	}
-
+	errs.integer(req.PriceCents, "price_cents", true, 0, 0, &it.PriceCents)
 	stockRaw, stockField := req.StockTotal, "stock_total"
 	if !present(stockRaw) && present(req.Stock) {
 		stockRaw, stockField = req.Stock, "stock"
 	}
-	if !present(stockRaw) {
-		errs.add("stock_total", "is required")
-	} else if n, ok := decodeInt(stockRaw, stockField, &errs); ok {
-		if n < 1 || n > maxStock {
-			errs.add(stockField, fmt.Sprintf("must be between 1 and %d", maxStock))
-		}
-		it.StockTotal = n
-	}
-
-	start, okStart := decodeTime(req.StartAt, "start_at", &errs)
-	end, okEnd := decodeTime(req.EndAt, "end_at", &errs)
+	errs.integer(stockRaw, stockField, true, 1, maxStock, &it.StockTotal)
+	start, okStart := errs.instant(req.StartAt, "start_at")
+	end, okEnd := errs.instant(req.EndAt, "end_at")
 	if okStart && okEnd && !start.Before(end) {
 		errs.add("end_at", "must be after start_at")
 	}
 	it.StartAt, it.EndAt = start, end
-
-	it.PaymentTimeoutSeconds = defaultPaymentTimeout
-	if present(req.PaymentTimeoutSeconds) {
-		if n, ok := decodeInt(req.PaymentTimeoutSeconds, "payment_timeout_seconds", &errs); ok {
-			if n < minPaymentTimeout || n > maxPaymentTimeout {
-				errs.add("payment_timeout_seconds", fmt.Sprintf("must be between %d and %d", minPaymentTimeout, maxPaymentTimeout))
-			}
-			it.PaymentTimeoutSeconds = int(n)
-		}
-	}
+	timeout := int64(defaultPaymentTimeout)
+	errs.integer(req.PaymentTimeoutSeconds, "payment_timeout_seconds", false, minPaymentTimeout, maxPaymentTimeout, &timeout)
+	it.PaymentTimeoutSeconds = int(timeout)
 	if len(errs) > 0 {
 		return store.Item{}, badRequest(strings.Join(errs, "; "))
 	}
@@ -201,44 +172,51 @@ func (s *Server) createItem(c *gin.Context) {
 		return
 	}
 	it, err := parseCreateItem(body)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	ctx := c.Request.Context()
-	created, err := s.deps.Items.CreateItem(ctx, it)
+	if err == nil {
+		it, err = s.deps.Items.CreateItem(ctx, it)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	ci := s.items.replace(created, -1)
-	_ = s.announce(ctx, created.ID, false, "") // the others' item sync catches up if this fails
-	if _, err := s.units.Load(ctx, created.ID, created.StockTotal); err != nil {
-		s.log.Warn("item created but stock not loaded", "item_id", created.ID, "err", err)
-		s.fail(c, &Error{Status: http.StatusServiceUnavailable, Code: ErrUnavailable.Code,
-			Message: fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", created.ID, created.ID)})
+	ci := s.items.replace(it, -1)
+	_ = s.announce(ctx, it.ID, false, "") // the others' item sync catches up if this fails
+	if _, err := s.units.Load(ctx, it.ID, it.StockTotal); err != nil {
+		s.log.Warn("item created but stock not loaded", "item_id", it.ID, "err", err)
+		s.fail(c, unavailable(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID)))
 		return
 	}
-	left := s.liveLeft(c, ci)
-	c.JSON(http.StatusCreated, itemView(created, left, s.now()))
+	s.writeItem(c, http.StatusCreated, ci)
 }
 
-// liveLeft reads stock_left from Redis, falling back to the cached value
-// when Redis cannot answer.
-func (s *Server) liveLeft(c *gin.Context, ci *cachedItem) int64 {
-	n, err := s.units.Left(c.Request.Context(), ci.it.ID)
-	switch {
-	case err == nil:
-		ci.left.Store(n)
-		ci.soldOut.Store(n <= 0)
-		return n
-	case errors.Is(err, stock.ErrNotLoaded):
-		return ci.it.StockTotal // not warmed up yet: nothing reserved
+// writeItem answers the item with its live stock_left.
+func (s *Server) writeItem(c *gin.Context, status int, ci *cachedItem) {
+	c.JSON(status, itemView(ci.it, s.lefts(c.Request.Context(), ci)[0], s.now()))
+}
+
+// lefts reads the items' stock_left from Redis in one round trip. An item
+// whose stock is not loaded has nothing reserved yet (stock_total); when
+// Redis cannot answer, the cached figure stands in.
+func (s *Server) lefts(ctx context.Context, cis ...*cachedItem) []int64 {
+	live, err := s.units.LeftMany(ctx, itemIDs(cis))
+	if err != nil {
+		s.log.Debug("stock_left from redis", "err", err)
 	}
-	if n := ci.left.Load(); n >= 0 {
-		return n
+	out := make([]int64, len(cis))
+	for i, ci := range cis {
+		n, ok := live[ci.it.ID]
+		switch {
+		case ok:
+			s.items.setLeft(ci, n, -1)
+		case err == nil || ci.left.Load() < 0:
+			n = ci.it.StockTotal
+		default:
+			n = ci.left.Load()
+		}
+		out[i] = n
 	}
-	return ci.it.StockTotal
+	return out
 }
 
 // GET /api/v1/items/:id (anyone; per-IP limit)
@@ -251,27 +229,23 @@ func (s *Server) getItem(c *gin.Context) {
 	if !s.allowIP(c) {
 		return
 	}
-	ci, err := s.items.get(c.Request.Context(), id)
-	if err != nil {
+	if ci, err := s.items.get(c.Request.Context(), id); err != nil {
 		s.fail(c, err)
-		return
+	} else {
+		s.writeItem(c, http.StatusOK, ci)
 	}
-	c.JSON(http.StatusOK, itemView(ci.it, s.liveLeft(c, ci), s.now()))
 }
 
-// adminItemID reads the :id of an admin item route and checks the caller is
-// an admin, answering 400 or 401/403 itself when not (the id first, as
-// every such route did).
+// adminItemID reads the :id of an admin item route, then checks the caller
+// is an admin, answering 400 or 401/403 itself when not.
 func (s *Server) adminItemID(c *gin.Context) (int64, bool) {
 	id, ok := parseID(c.Param("id"))
 	if !ok {
 		s.fail(c, badRequest("id: must be a positive integer"))
 		return 0, false
 	}
-	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
-		return 0, false
-	}
-	return id, true
+	_, ok = s.requireRole(c, auth.RoleAdmin)
+	return id, ok
 }
 
 // POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
@@ -282,15 +256,14 @@ func (s *Server) warmup(c *gin.Context) {
 		return
 	}
 	ci, err := s.items.get(c.Request.Context(), id)
+	if err == nil {
+		err = s.warm(c.Request.Context(), ci)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := s.warm(c.Request.Context(), ci); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, itemView(ci.it, s.liveLeft(c, ci), s.now()))
+	s.writeItem(c, http.StatusOK, ci)
 }
 
 // warm loads the item's stock key if Redis lost it: the stock row minus the

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"cmp"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,10 +20,6 @@ import (
 // GET /api/v1/items and the control room's summary.
 const endedShown = time.Hour
 
-// itemStatuses are the values ?status= accepts.
-var itemStatuses = []string{ItemUpcoming, ItemActive, ItemSoldOut, ItemEnded}
-
-// itemList is the body of GET /api/v1/items.
 type itemList struct {
 	Items []ItemView `json:"items"`
 }
@@ -36,7 +34,7 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 	want := map[string]bool{}
 	for _, v := range strings.Split(raw, ",") {
 		v = strings.ToUpper(strings.TrimSpace(v))
-		if !slices.Contains(itemStatuses, v) {
+		if !slices.Contains([]string{ItemUpcoming, ItemActive, ItemSoldOut, ItemEnded}, v) {
 			return nil, badRequest("status: must be one of UPCOMING, ACTIVE, SOLD_OUT, ENDED (or a comma list of them)")
 		}
 		want[v] = true
@@ -48,9 +46,8 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 //
 // The sales upcoming or active, and those that ended within the last hour,
 // each as GET /api/v1/items/:id shows it, ordered by start_at, then id. The
-// sale data comes from this instance's item cache (kept current by the item
-// announcements, the refresh and the periodic item sync), stock_left from
-// Redis in one pipeline (the cached figure when Redis cannot answer).
+// sale data comes from this instance's item cache, stock_left from Redis in
+// one pipeline.
 func (s *Server) listItems(c *gin.Context) {
 	want, err := parseStatuses(c)
 	if err != nil {
@@ -61,34 +58,10 @@ func (s *Server) listItems(c *gin.Context) {
 		return
 	}
 	now := s.now()
-	var shown []*cachedItem
-	for _, ci := range s.items.all() {
-		if now.Before(ci.it.EndAt.Add(endedShown)) {
-			shown = append(shown, ci)
-		}
-	}
-	ids := make([]int64, len(shown))
-	for i, ci := range shown {
-		ids[i] = ci.it.ID
-	}
-	live, err := s.units.LeftMany(c.Request.Context(), ids)
-	if err != nil {
-		s.log.Debug("list items: stock from redis", "err", err)
-	}
+	shown := s.items.all(endedShown, now)
 	out := itemList{Items: make([]ItemView, 0, len(shown))}
-	for _, ci := range shown {
-		left, ok := live[ci.it.ID]
-		switch {
-		case ok:
-		case err == nil: // not loaded: nothing reserved yet
-			left = ci.it.StockTotal
-		case ci.left.Load() >= 0:
-			left = ci.left.Load()
-		default:
-			left = ci.it.StockTotal
-		}
-		v := itemView(ci.it, left, now)
-		if want == nil || want[v.Status] {
+	for i, left := range s.lefts(c.Request.Context(), shown...) {
+		if v := itemView(shown[i].it, left, now); want == nil || want[v.Status] {
 			out.Items = append(out.Items, v)
 		}
 	}
@@ -96,7 +69,7 @@ func (s *Server) listItems(c *gin.Context) {
 		if c := a.StartAt.Compare(b.StartAt); c != 0 {
 			return c
 		}
-		return int(a.ID - b.ID)
+		return cmp.Compare(a.ID, b.ID)
 	})
 	c.JSON(http.StatusOK, out)
 }
@@ -113,7 +86,6 @@ const (
 	markWindow = 7 * 24 * time.Hour
 )
 
-// orderList is the body of GET /api/v1/orders.
 type orderList struct {
 	Orders     []order.View `json:"orders"`
 	NextCursor *string      `json:"next_cursor"`
@@ -129,12 +101,8 @@ type orderList struct {
 // other order is a row in MySQL (one keyset query). next_cursor is null on
 // the last page; otherwise pass it as ?cursor= for the next one.
 func (s *Server) listOrders(c *gin.Context) {
-	p, ok := s.authenticate(c)
+	p, ok := s.requireRole(c, auth.RoleBuyer)
 	if !ok {
-		return
-	}
-	if p.Role != auth.RoleBuyer {
-		s.fail(c, ErrForbidden)
 		return
 	}
 	limit := defaultOrderPage
@@ -154,13 +122,7 @@ func (s *Server) listOrders(c *gin.Context) {
 	ctx := c.Request.Context()
 	now := s.now()
 
-	var itemIDs []int64
-	for _, ci := range s.items.all() {
-		if now.Before(ci.it.EndAt.Add(markWindow)) {
-			itemIDs = append(itemIDs, ci.it.ID)
-		}
-	}
-	marks, err := s.units.BuyerOrders(ctx, itemIDs, p.UserID)
+	marks, err := s.units.BuyerOrders(ctx, itemIDs(s.items.all(markWindow, now)), p.UserID)
 	if err != nil {
 		// The persisted orders can still be listed; only one not persisted
 		// yet is missing until Redis answers again.
@@ -177,30 +139,28 @@ func (s *Server) listOrders(c *gin.Context) {
 		views = append(views, o.View())
 		listed[o.OrderID] = true
 	}
-	var unlisted []string
-	itemOf := make(map[string]int64, len(marks))
+	unlisted := make(map[string]int64) // order id -> item
 	for item, id := range marks {
 		if !listed[id] && (cursor == "" || id < cursor) {
-			unlisted = append(unlisted, id)
-			itemOf[id] = item
+			unlisted[id] = item
 		}
 	}
 	if len(unlisted) > 0 {
 		// A marked order outside this page's rows is either a row on
 		// another page or not persisted yet.
-		persisted, err := s.deps.Orders.FindOrders(ctx, unlisted)
+		persisted, err := s.deps.Orders.FindOrders(ctx, slices.Collect(maps.Keys(unlisted)))
 		if err != nil {
 			s.fail(c, err)
 			return
 		}
-		for _, id := range unlisted {
+		for id, item := range unlisted {
 			if _, ok := persisted[id]; ok {
 				continue
 			}
 			v, ok, err := s.views.Status(ctx, id)
 			if err != nil || !ok || v.UserID != p.UserID {
 				// Its view is gone or unreadable: what the mark says.
-				v = order.View{OrderID: id, ItemID: itemOf[id], UserID: p.UserID, Status: order.StatusQueued}
+				v = order.View{OrderID: id, ItemID: item, UserID: p.UserID, Status: order.StatusQueued}
 				if u, err := ulid.ParseStrict(id); err == nil {
 					v.CreatedAt = ulid.Time(u.Time()).UTC()
 					v.UpdatedAt = v.CreatedAt

@@ -10,11 +10,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the API's Prometheus series, registered on a private registry.
-// It also implements relay.Metrics for the outbox relay of this instance.
+// Metrics are the API's Prometheus series (and the Go runtime's), on a
+// private registry. It also implements relay.Metrics for the outbox relay of
+// this instance.
 type Metrics struct {
 	reg         *prometheus.Registry
 	requests    *prometheus.CounterVec
@@ -26,71 +28,50 @@ type Metrics struct {
 	pubFailures prometheus.Counter
 	pubDegraded *prometheus.CounterVec
 	// WakesSkipped counts saga wakes after a pay or cancel at the door that
-	// were not sent (Temporal unreachable, too many in flight); the saga finds
-	// the order row at its deadline instead.
+	// were not sent (Temporal unreachable, too many in flight).
 	WakesSkipped prometheus.Counter
 	// ReplicaWaitShort counts reservation batches answered although fewer
-	// Redis replicas than SECKILL_REDIS_WAIT_REPLICAS acknowledged them in
-	// time (a failover now could lose them).
+	// Redis replicas than SECKILL_REDIS_WAIT_REPLICAS acknowledged them.
 	ReplicaWaitShort prometheus.Counter
-	// confirms counts reservations that failed with their outcome unknown,
-	// by what the buyer's mark said afterwards.
-	confirms *prometheus.CounterVec
+	confirms         *prometheus.CounterVec
 
 	routes     sync.Map // route template -> *routeSeries
 	rejectedBy sync.Map // error code -> prometheus.Counter
 }
 
-// Register adds a collector of this instance's state (the item cache's
-// stock_left) to the registry.
-func (m *Metrics) Register(c prometheus.Collector) { m.reg.MustRegister(c) }
-
-// NewMetrics registers the API and relay series (and the Go runtime's) on reg.
+// NewMetrics registers the series on reg.
 func NewMetrics(reg *prometheus.Registry) *Metrics {
-	m := &Metrics{
-		reg: reg,
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code.",
-		}, []string{"route", "code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	f := promauto.With(reg)
+	counter := func(name, help string) prometheus.Counter {
+		return f.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	counters := func(name, help, label string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &Metrics{
+		reg:      reg,
+		requests: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"}),
+		latency: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "seckill_http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
-		reserved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_reservations_total", Help: "Units reserved (202 answers).",
-		}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_rejections_total", Help: "Error answers by error code.",
-		}, []string{"reason"}),
-		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		reserved:   counter("seckill_reservations_total", "Units reserved (202 answers)."),
+		rejections: counters("seckill_rejections_total", "Error answers by error code.", "reason"),
+		backlog: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "seckill_outbox_backlog", Help: "Reservations in an item's outbox not yet published to RocketMQ.",
 		}, []string{"item_id"}),
-		published: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_outbox_published_total", Help: "Outbox entries published to RocketMQ and acknowledged.",
-		}),
-		pubFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_outbox_publish_failures_total", Help: "Failed sends of outbox entries (retried).",
-		}),
-		pubDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_outbox_publish_degraded_total",
-			Help: "Outbox sends the broker stored without its full durability (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): delivered, not resent.",
-		}, []string{"status"}),
-		ReplicaWaitShort: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_redis_replica_wait_short_total",
-			Help: "Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS).",
-		}),
-		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_reservation_confirms_total",
-			Help: "Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503).",
-		}, []string{"outcome"}),
-		WakesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_saga_wakes_skipped_total",
-			Help: "Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline.",
-		}),
+		published:   counter("seckill_outbox_published_total", "Outbox entries published to RocketMQ and acknowledged."),
+		pubFailures: counter("seckill_outbox_publish_failures_total", "Failed sends of outbox entries (retried)."),
+		pubDegraded: counters("seckill_outbox_publish_degraded_total",
+			"Outbox sends the broker stored without its full durability (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): delivered, not resent.", "status"),
+		ReplicaWaitShort: counter("seckill_redis_replica_wait_short_total",
+			"Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS)."),
+		confirms: counters("seckill_reservation_confirms_total",
+			"Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503).", "outcome"),
+		WakesSkipped: counter("seckill_saga_wakes_skipped_total",
+			"Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline."),
 	}
-	reg.MustRegister(m.requests, m.latency, m.reserved, m.rejections, m.backlog, m.published, m.pubFailures, m.pubDegraded, m.WakesSkipped, m.ReplicaWaitShort, m.confirms,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // Published counts relayed messages (relay.Metrics).

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/web"
 )
 
 // ItemStore is the MySQL side of items (store.Store).
@@ -30,11 +32,11 @@ type ItemStore interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	ListItems(ctx context.Context) ([]store.Item, error)
-	// EndSale returns store.ErrSaleEnded with the item as it is when the
-	// sale had already ended.
+	// EndSale returns store.ErrSaleEnded, with the item, when the sale had
+	// already ended.
 	EndSale(ctx context.Context, id int64) (store.Item, error)
-	// AddStock runs inRedis inside its transaction, while the item and stock
-	// rows are locked; the add commits only if inRedis succeeds.
+	// AddStock runs inRedis while the item and stock rows are locked and
+	// commits only if it succeeds.
 	AddStock(ctx context.Context, id, n int64, inRedis func(ctx context.Context, it store.Item) error) (store.Item, error)
 }
 
@@ -46,7 +48,7 @@ type OrderReader interface {
 }
 
 // OrderActions are the buyer's pay and cancel, judged at the door against
-// the order's deadline and the time the request was received (payment.Desk).
+// the time the request was received (payment.Desk).
 type OrderActions interface {
 	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
@@ -58,7 +60,7 @@ type Units interface {
 	// Warm loads a missing stock key with the stock row minus the live
 	// reservations not in deducted; a key that exists is left alone.
 	Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error)
-	Left(ctx context.Context, itemID int64) (int64, error)
+	// LeftMany leaves out the items whose stock is not loaded.
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
 	// Reserve takes the buyer's unit and stores the order's QUEUED view.
 	Reserve(ctx context.Context, r order.Message) (int64, error)
@@ -81,7 +83,7 @@ type Units interface {
 }
 
 // StockFence holds an item's stock row still while fn runs, with the row and
-// the order ids whose deduction is unrestored (store.Store.FenceStock).
+// the order ids whose deduction is unrestored (store.Store).
 type StockFence interface {
 	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
 		fn func(row store.Stock, deducted []string) error) (moved bool, err error)
@@ -107,11 +109,11 @@ type Watcher interface {
 // Check is one readiness probe; it must respect ctx's deadline.
 type Check func(ctx context.Context) error
 
-// Deps are what the server is built from. Actions may be nil (pay and cancel
-// then answer 503), Figures and Counts too (the control room's summary then
-// answers 503); Stock nil warms a lost stock key from stock_total (right only
-// before the first purchase); DevTokens, only in development, adds
-// POST /api/v1/dev/token. Relay and Checks are optional; the rest is required.
+// Deps are what the server is built from. Optional: Actions (pay and cancel
+// then answer 503), Figures and Counts (the control room's summary then
+// answers 503), Stock (without it a lost stock key is warmed from
+// stock_total, right only before the first purchase), DevTokens (only in
+// development: POST /api/v1/dev/token), Relay and Checks.
 type Deps struct {
 	Items     ItemStore
 	Orders    OrderReader
@@ -130,8 +132,7 @@ type Deps struct {
 }
 
 // check panics naming a missing dependency or setting: a server without it
-// would fail on the first request that needs it instead. Settings have their
-// defaults in config.
+// would fail on the first request that needs it instead.
 func check(cfg config.API, d Deps) {
 	for name, missing := range map[string]bool{
 		"Deps.Items": d.Items == nil, "Deps.Orders": d.Orders == nil, "Deps.Units": d.Units == nil,
@@ -155,17 +156,14 @@ type Options struct {
 	TemporalNamespace string
 }
 
-// Server holds the handlers' dependencies and the per-instance state (item
-// cache, limiters, event fan-out).
+// Server holds the handlers' dependencies and the per-instance state.
 type Server struct {
 	cfg     config.API
-	opts    Options
 	deps    Deps
 	log     *slog.Logger
 	metrics *Metrics
 	units   Units
 	views   Views
-	tokens  Tokens
 	items   *itemCache
 	hub     *hub
 	global  *rate.Limiter
@@ -174,12 +172,14 @@ type Server struct {
 	ips     *keyedLimiters[string]
 	engine  *gin.Engine
 	now     func() time.Time
-	ready   readiness
+	ready   reused[[]string]
 	streams streamCounts
 	unsure  *unsureBuyers
-	pages   pages
-	sums    summaryCache
-	payable *payableTracker
+	pages   map[string]page
+	sums    reused[summaryBody]
+	payable payableTracker
+	// temporalUI is the Temporal UI's workflow list of the namespace, or "".
+	temporalUI string
 }
 
 // New builds the server and its routes. gin's mode is the process's
@@ -187,23 +187,26 @@ type Server struct {
 func New(cfg config.API, deps Deps, opts Options) *Server {
 	check(cfg, deps)
 	s := &Server{
-		cfg: cfg, opts: opts, deps: deps, log: deps.Log.With("component", "api"),
-		metrics: deps.Metrics, units: deps.Units, views: deps.Views, tokens: deps.Tokens,
-		hub:     newHub(),
-		global:  rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
-		buyers:  newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
-		admins:  newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
-		ips:     newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.IPLimiterMaxKeys),
-		now:     time.Now,
-		unsure:  newUnsureBuyers(10*time.Minute, 100_000),
-		payable: newPayableTracker(),
+		cfg: cfg, deps: deps, log: deps.Log.With("component", "api"),
+		metrics: deps.Metrics, units: deps.Units, views: deps.Views,
+		hub:    newHub(),
+		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
+		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		admins: newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
+		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.IPLimiterMaxKeys),
+		now:    time.Now,
+		unsure: newUnsureBuyers(10*time.Minute, 100_000),
+		pages:  loadPages(web.Files()),
+	}
+	if opts.TemporalUI != "" {
+		s.temporalUI = opts.TemporalUI + "/namespaces/" + url.PathEscape(opts.TemporalNamespace) + "/workflows"
 	}
 	onNew := func(int64) {}
 	if deps.Relay != nil {
 		onNew = deps.Relay.Watch
 	}
 	s.items = newItemCache(deps.Items, deps.Units, cfg.ItemRefresh, onNew)
-	deps.Metrics.Register(s.items)
+	deps.Metrics.reg.MustRegister(s.items)
 	s.engine = s.routes()
 	return s
 }
@@ -227,12 +230,20 @@ func (s *Server) routes() *gin.Engine {
 	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNoRoute) })
 	e.NoMethod(func(c *gin.Context) { s.fail(c, ErrMethodNotAllowed) })
 
-	e.GET("/healthz", s.healthz)
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.cfg.MetricsAddr == "" {
 		e.GET("/metrics", s.publicMetrics())
 	}
+	e.GET("/", s.servePage("index.html"))
+	e.GET("/admin", s.servePage("admin.html"))
+	e.GET("/assets/*file", s.asset)
 	v1 := e.Group("/api/v1")
+	v1.GET("/time", s.serverTime)
+	if s.deps.DevTokens != nil {
+		v1.POST("/dev/token", s.devToken)
+	}
+	v1.GET("/admin/summary", s.adminSummary)
 	v1.POST("/items", s.createItem)
 	v1.GET("/items", s.listItems)
 	v1.GET("/items/:id", s.getItem)
@@ -245,7 +256,6 @@ func (s *Server) routes() *gin.Engine {
 	v1.GET("/orders/:orderId/events", s.events)
 	v1.POST("/orders/:orderId/pay", s.pay)
 	v1.POST("/orders/:orderId/cancel", s.cancel)
-	s.pageRoutes(e)
 	return e
 }
 
@@ -259,8 +269,7 @@ func (s *Server) publicMetrics() gin.HandlerFunc {
 		if !s.allowIP(c) {
 			return
 		}
-		now := s.now()
-		if !lim.AllowN(now, 1) {
+		if now := s.now(); !lim.AllowN(now, 1) {
 			s.fail(c, rateLimited(retryAfter(lim, now)))
 			return
 		}
@@ -272,9 +281,8 @@ func (s *Server) publicMetrics() gin.HandlerFunc {
 // (the event stream lifts its own deadlines).
 func (s *Server) HTTPServer() *http.Server { return s.httpServer(s.cfg.Addr, s.engine) }
 
-// MetricsServer is the http.Server of /metrics on its own listener
-// (config.API.MetricsAddr), unlimited; nil when /metrics is on the public
-// listener.
+// MetricsServer is the http.Server of /metrics, unlimited, on its own
+// listener (config.API.MetricsAddr); nil when /metrics is public.
 func (s *Server) MetricsServer() *http.Server {
 	if s.cfg.MetricsAddr == "" {
 		return nil
@@ -286,14 +294,10 @@ func (s *Server) MetricsServer() *http.Server {
 
 func (s *Server) httpServer(addr string, h http.Handler) *http.Server {
 	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Addr: addr, Handler: h, MaxHeaderBytes: 16 << 10,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -319,14 +323,15 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		if p, err := s.tokens.Verify(strings.TrimSpace(h[7:])); err == nil {
+		if p, err := s.deps.Tokens.Verify(strings.TrimSpace(h[7:])); err == nil {
 			// One valid token cannot hammer MySQL or Temporal; admins have
 			// limiters of their own: setting up sales is not shopping.
-			lim := s.buyers
+			// Admins are keyed by the negated id (admin 1 is not buyer 1).
+			lim, key := s.buyers, p.UserID
 			if p.Role != auth.RoleBuyer {
-				lim = s.admins
+				lim, key = s.admins, -p.UserID
 			}
-			if ok, retry := lim.allow(limiterKey(p), s.now()); !ok {
+			if ok, retry := lim.allow(key, s.now()); !ok {
 				s.fail(c, rateLimited(retry))
 				return p, false
 			}
@@ -349,7 +354,7 @@ func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bo
 	return p, ok
 }
 
-// allowIP applies the per-IP limiter of unauthenticated traffic; it answers
+// allowIP applies the per-IP limiter of unauthenticated traffic, answering
 // 429 itself when the IP is over its limit.
 func (s *Server) allowIP(c *gin.Context) bool {
 	ok, retry := s.ips.allow(ipKey(c.ClientIP()), s.now())
@@ -357,15 +362,6 @@ func (s *Server) allowIP(c *gin.Context) bool {
 		s.fail(c, rateLimited(retry))
 	}
 	return ok
-}
-
-// limiterKey is a principal's key in the per-principal limiters: buyers by
-// their id, other roles by the negated id (admin 1 is not buyer 1).
-func limiterKey(p auth.Principal) int64 {
-	if p.Role == auth.RoleBuyer {
-		return p.UserID
-	}
-	return -p.UserID
 }
 
 // ipKey is the per-IP limiter's key of a client address: an IPv4 address as
@@ -397,7 +393,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() {
 		s.units.WatchItems(ctx, func(id int64) {
 			go func() {
-				if _, err := s.items.reload(ctx, id, -1); err != nil && ctx.Err() == nil {
+				if _, err := s.items.load(ctx, "reload:", id, -1); err != nil && ctx.Err() == nil {
 					s.log.Warn("reload item", "item_id", id, "err", err)
 				}
 			}()

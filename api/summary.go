@@ -12,7 +12,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/oklog/ulid/v2"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
@@ -50,14 +49,11 @@ type SaleSummary struct {
 	// without a saga row past QUEUED yet (still in the outbox, the queue or
 	// the saga's first step).
 	Orders map[order.Status]int64 `json:"orders"`
-	// Payable is the time from the 202 to payable (PENDING_PAYMENT: its
-	// pay_by minus the payment window), over the orders this instance saw
-	// become payable since it started.
-	Payable PayableLatency `json:"payable"`
-	// OutboxBacklog is the reservations not yet published to RocketMQ.
-	OutboxBacklog int64 `json:"outbox_backlog"`
-	// SagasURL lists the sale's sagas in the Temporal UI.
-	SagasURL string `json:"sagas_url,omitempty"`
+	// Payable is the time from the 202 to payable over the orders this
+	// instance saw become payable since it started.
+	Payable       PayableLatency `json:"payable"`
+	OutboxBacklog int64          `json:"outbox_backlog"`
+	SagasURL      string         `json:"sagas_url,omitempty"`
 }
 
 // PayableLatency summarises 202 -> payable.
@@ -75,12 +71,24 @@ type summaryBody struct {
 	Sales      []SaleSummary `json:"sales"`
 }
 
-// summaryCache holds the last reading.
-type summaryCache struct {
-	mu   sync.Mutex
-	at   time.Time
-	body summaryBody
-	sf   singleflight.Group
+// reused holds the last result of an evaluation, errors included, for reuse
+// until it is ttl old. Callers wait on one evaluation instead of each
+// starting their own.
+type reused[T any] struct {
+	mu  sync.Mutex
+	at  time.Time
+	val T
+	err error
+}
+
+func (r *reused[T]) get(now func() time.Time, ttl time.Duration, eval func() (T, error)) (T, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() || now().Sub(r.at) >= ttl {
+		r.val, r.err = eval()
+		r.at = now()
+	}
+	return r.val, r.err
 }
 
 // GET /api/v1/admin/summary (admin): the control room's figures of every
@@ -93,7 +101,11 @@ func (s *Server) adminSummary(c *gin.Context) {
 		s.fail(c, ErrUnavailable)
 		return
 	}
-	body, err := s.summary(c.Request.Context())
+	body, err := s.sums.get(s.now, summaryTTL, func() (summaryBody, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
+		defer cancel()
+		return s.readSummary(ctx)
+	})
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -103,53 +115,13 @@ func (s *Server) adminSummary(c *gin.Context) {
 	c.JSON(http.StatusOK, body)
 }
 
-// summary returns the cached reading, or reads anew once it is older than
-// summaryTTL (concurrent callers share one reading).
-func (s *Server) summary(ctx context.Context) (summaryBody, error) {
-	sc := &s.sums
-	sc.mu.Lock()
-	if !sc.at.IsZero() && s.now().Sub(sc.at) < summaryTTL {
-		b := sc.body
-		sc.mu.Unlock()
-		return b, nil
-	}
-	sc.mu.Unlock()
-	v, err, _ := sc.sf.Do("summary", func() (any, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		b, err := s.readSummary(rctx)
-		if err != nil {
-			return summaryBody{}, err
-		}
-		sc.mu.Lock()
-		sc.at, sc.body = s.now(), b
-		sc.mu.Unlock()
-		return b, nil
-	})
-	if err != nil {
-		return summaryBody{}, err
-	}
-	return v.(summaryBody), nil
-}
-
 // readSummary reads the figures of the sales this instance knows.
 func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	now := s.now()
-	cis := s.items.all()
-	sales := cis[:0]
-	for _, ci := range cis {
-		if now.Sub(ci.it.EndAt) < endedShown {
-			sales = append(sales, ci)
-		}
-	}
+	sales := s.items.all(endedShown, now)
 	sort.Slice(sales, func(i, j int) bool { return sales[i].it.ID > sales[j].it.ID })
-	if len(sales) > summaryMaxItems {
-		sales = sales[:summaryMaxItems]
-	}
-	ids := make([]int64, len(sales))
-	for i, ci := range sales {
-		ids[i] = ci.it.ID
-	}
+	sales = sales[:min(len(sales), summaryMaxItems)]
+	ids := itemIDs(sales)
 	figs, err := s.deps.Figures.Pulses(ctx, ids)
 	if err != nil {
 		return summaryBody{}, err
@@ -158,43 +130,29 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	if err != nil {
 		return summaryBody{}, err
 	}
-	b := summaryBody{ReadAt: now.UTC(), TemporalUI: s.temporalWorkflows(), Sales: make([]SaleSummary, 0, len(sales))}
+	b := summaryBody{ReadAt: now.UTC(), TemporalUI: s.temporalUI, Sales: make([]SaleSummary, 0, len(sales))}
 	for _, ci := range sales {
 		f := figs[ci.it.ID]
-		left := ci.it.StockTotal
-		var unitsLeft *int64
+		ss := SaleSummary{Item: itemView(ci.it, ci.it.StockTotal, now), Accepted: f.Marks,
+			Payable: s.payable.latency(ci.it.ID), OutboxBacklog: f.Outbox, Orders: map[order.Status]int64{
+				order.StatusPendingPayment: 0, order.StatusPaid: 0, order.StatusCancelled: 0, order.StatusFailed: 0}}
 		if f.Loaded {
-			left = f.Left
-			unitsLeft = &f.Left
+			ss.Item, ss.UnitsLeft = itemView(ci.it, f.Left, now), &f.Left
 		}
-		byStatus := map[order.Status]int64{}
 		var beyondQueued int64
 		for st, n := range counts[ci.it.ID] {
 			if st != order.StatusQueued {
-				byStatus[st] = n
+				ss.Orders[st] = n
 				beyondQueued += n
 			}
 		}
-		for _, st := range []order.Status{order.StatusPendingPayment, order.StatusPaid, order.StatusCancelled, order.StatusFailed} {
-			byStatus[st] += 0
-		}
-		byStatus[order.StatusQueued] = max(f.Marks-beyondQueued, counts[ci.it.ID][order.StatusQueued])
-		ss := SaleSummary{Item: itemView(ci.it, left, now), UnitsLeft: unitsLeft, Accepted: f.Marks,
-			Orders: byStatus, Payable: s.payable.latency(ci.it.ID), OutboxBacklog: f.Outbox}
-		if b.TemporalUI != "" {
-			ss.SagasURL = b.TemporalUI + "?query=" + url.QueryEscape(fmt.Sprintf("SeckillItemId=%d", ci.it.ID))
+		ss.Orders[order.StatusQueued] = max(f.Marks-beyondQueued, counts[ci.it.ID][order.StatusQueued])
+		if s.temporalUI != "" {
+			ss.SagasURL = s.temporalUI + "?query=" + url.QueryEscape(fmt.Sprintf("SeckillItemId=%d", ci.it.ID))
 		}
 		b.Sales = append(b.Sales, ss)
 	}
 	return b, nil
-}
-
-// temporalWorkflows is the Temporal UI's workflow list of the namespace.
-func (s *Server) temporalWorkflows() string {
-	if s.opts.TemporalUI == "" {
-		return ""
-	}
-	return s.opts.TemporalUI + "/namespaces/" + url.PathEscape(s.opts.TemporalNamespace) + "/workflows"
 }
 
 // payableTracker keeps, per item, a histogram of 202 -> payable from the
@@ -220,26 +178,28 @@ type latencyHistogram struct {
 	buckets [histBuckets]int64
 }
 
-func newPayableTracker() *payableTracker {
-	return &payableTracker{byItem: make(map[int64]*latencyHistogram)}
-}
-
-// observe records an order the moment it is seen payable.
-func (p *payableTracker) observe(v order.View, window time.Duration) {
-	if v.Status != order.StatusPendingPayment || v.PayBy == nil || window <= 0 {
+// observePayable records an order the moment it is seen payable.
+func (s *Server) observePayable(v order.View) {
+	if v.Status != order.StatusPendingPayment || v.PayBy == nil {
 		return
 	}
+	ci, _ := s.items.peek(v.ItemID)
 	id, err := ulid.ParseStrict(v.OrderID)
-	if err != nil {
+	if ci == nil || err != nil {
 		return
 	}
+	window := time.Duration(ci.it.PaymentTimeoutSeconds) * time.Second
 	d := v.PayBy.Add(-window).Sub(ulid.Time(id.Time()))
 	i := 0
 	if d > time.Duration(histBase) {
-		i = int(math.Ceil(math.Log(float64(d)/histBase) / math.Log(histGrowth)))
+		i = min(int(math.Ceil(math.Log(float64(d)/histBase)/math.Log(histGrowth))), histBuckets-1)
 	}
-	i = min(max(i, 0), histBuckets-1)
+	p := &s.payable
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byItem == nil {
+		p.byItem = make(map[int64]*latencyHistogram)
+	}
 	h := p.byItem[v.ItemID]
 	if h == nil {
 		h = &latencyHistogram{}
@@ -247,7 +207,6 @@ func (p *payableTracker) observe(v order.View, window time.Duration) {
 	}
 	h.count++
 	h.buckets[i]++
-	p.mu.Unlock()
 }
 
 // latency returns p50 and p99 of an item (each the upper bound of its
@@ -256,7 +215,7 @@ func (p *payableTracker) latency(itemID int64) PayableLatency {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.byItem[itemID]
-	if h == nil || h.count == 0 {
+	if h == nil {
 		return PayableLatency{}
 	}
 	q := func(f float64) *float64 {
@@ -282,16 +241,4 @@ func (p *payableTracker) forget(keep func(itemID int64) bool) {
 			delete(p.byItem, id)
 		}
 	}
-}
-
-// observePayable feeds a published view to the tracker.
-func (s *Server) observePayable(v order.View) {
-	if v.Status != order.StatusPendingPayment {
-		return
-	}
-	ci, _ := s.items.peek(v.ItemID)
-	if ci == nil {
-		return
-	}
-	s.payable.observe(v, time.Duration(ci.it.PaymentTimeoutSeconds)*time.Second)
 }
