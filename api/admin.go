@@ -32,15 +32,14 @@ const maxAdd = 1_000_000
 // ended the sale (a client retrying a lost answer), which gets the 200
 // again. Either way the end is announced again, so a repeat also repairs a
 // lost announcement.
-func (s *Server) endSale(c *gin.Context) {
-	id, ok := s.adminItemID(c)
-	if !ok {
-		return
+func (s *Server) endSale(c *gin.Context) error {
+	id, err := s.adminItemID(c)
+	if err != nil {
+		return err
 	}
 	key := c.GetHeader("Idempotency-Key")
 	if len(key) > 200 {
-		s.fail(c, badRequest("Idempotency-Key: at most 200 characters"))
-		return
+		return badRequest("Idempotency-Key: at most 200 characters")
 	}
 	ctx := c.Request.Context()
 	it, err := s.deps.Items.EndSale(ctx, id)
@@ -50,8 +49,7 @@ func (s *Server) endSale(c *gin.Context) {
 		}
 	}
 	if err != nil && !errors.Is(err, store.ErrSaleEnded) {
-		s.fail(c, err)
-		return
+		return err
 	}
 	ci := s.items.replace(it, -1)
 	if aerr := s.announce(ctx, id, false, key); aerr != nil && err == nil {
@@ -60,11 +58,10 @@ func (s *Server) endSale(c *gin.Context) {
 		err = unavailable(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	s.log.Info("sale ended by an admin", "item_id", id, "end_at", it.EndAt)
-	s.writeItem(c, http.StatusOK, ci)
+	return s.writeItem(c, http.StatusOK, ci)
 }
 
 // announce tells every instance that an item's sale data changed.
@@ -86,24 +83,22 @@ func (s *Server) announce(ctx context.Context, id int64, unitsBack bool, endKey 
 // script adds the units in Redis (once per add id), and only then does the
 // transaction commit. If the script fails or the commit does, the Redis add
 // is undone by its id and nothing is left of the add.
-func (s *Server) addStock(c *gin.Context) {
-	id, ok := s.adminItemID(c)
-	if !ok {
-		return
+func (s *Server) addStock(c *gin.Context) error {
+	id, err := s.adminItemID(c)
+	if err != nil {
+		return err
 	}
-	body, ok := s.readBody(c)
-	if !ok {
-		return
+	body, err := readBody(c)
+	if err != nil {
+		return err
 	}
 	var req struct{ Add *int64 }
 	if err := json.Unmarshal(body, &req); err != nil || req.Add == nil {
-		s.fail(c, badRequest(fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd)))
-		return
+		return badRequest(fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd))
 	}
 	n := *req.Add
 	if n < 1 || n > maxAdd {
-		s.fail(c, badRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd)))
-		return
+		return badRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd))
 	}
 	ctx := c.Request.Context()
 	addID := order.NewID()
@@ -117,13 +112,12 @@ func (s *Server) addStock(c *gin.Context) {
 		if tried {
 			s.undoAdd(ctx, id, addID)
 		}
-		s.fail(c, err)
-		return
+		return err
 	}
 	ci := s.items.replace(it, -1)
 	_ = s.announce(ctx, id, true, "") // the refresh catches up if this fails
 	s.log.Info("units added by an admin", "item_id", id, "add", n, "stock_total", it.StockTotal)
-	s.writeItem(c, http.StatusOK, ci)
+	return s.writeItem(c, http.StatusOK, ci)
 }
 
 // undoAdd takes back a Redis add whose transaction did not commit, trying
@@ -148,16 +142,13 @@ func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
 	}
 }
 
-// readBody reads the request body, answering 413 past the size limit and
-// 400 when it cannot be read.
-func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
+// readBody reads the request body: 413 past the size limit, 400 when it
+// cannot be read.
+func readBody(c *gin.Context) ([]byte, error) {
 	body, err := io.ReadAll(c.Request.Body)
 	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		s.fail(c, err)
-	case err != nil:
-		s.fail(c, badRequest("could not read the body"))
+	if err != nil && !errors.As(err, &tooLarge) {
+		return nil, badRequest("could not read the body")
 	}
-	return body, err == nil
+	return body, err
 }

@@ -2,10 +2,12 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -163,13 +165,13 @@ func parseCreateItem(body []byte) (store.Item, error) {
 }
 
 // POST /api/v1/items (admin)
-func (s *Server) createItem(c *gin.Context) {
-	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
-		return
+func (s *Server) createItem(c *gin.Context) error {
+	if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {
+		return err
 	}
-	body, ok := s.readBody(c)
-	if !ok {
-		return
+	body, err := readBody(c)
+	if err != nil {
+		return err
 	}
 	it, err := parseCreateItem(body)
 	ctx := c.Request.Context()
@@ -177,22 +179,21 @@ func (s *Server) createItem(c *gin.Context) {
 		it, err = s.deps.Items.CreateItem(ctx, it)
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	ci := s.items.replace(it, -1)
 	_ = s.announce(ctx, it.ID, false, "") // the others' item sync catches up if this fails
 	if _, err := s.units.Load(ctx, it.ID, it.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", it.ID, "err", err)
-		s.fail(c, unavailable(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID)))
-		return
+		return unavailable(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
 	}
-	s.writeItem(c, http.StatusCreated, ci)
+	return s.writeItem(c, http.StatusCreated, ci)
 }
 
 // writeItem answers the item with its live stock_left.
-func (s *Server) writeItem(c *gin.Context, status int, ci *cachedItem) {
+func (s *Server) writeItem(c *gin.Context, status int, ci *cachedItem) error {
 	c.JSON(status, itemView(ci.it, s.lefts(c.Request.Context(), ci)[0], s.now()))
+	return nil
 }
 
 // lefts reads the items' stock_left from Redis in one round trip. An item
@@ -220,50 +221,47 @@ func (s *Server) lefts(ctx context.Context, cis ...*cachedItem) []int64 {
 }
 
 // GET /api/v1/items/:id (anyone; per-IP limit)
-func (s *Server) getItem(c *gin.Context) {
+func (s *Server) getItem(c *gin.Context) error {
 	id, ok := parseID(c.Param("id"))
 	if !ok {
-		s.fail(c, badRequest("id: must be a positive integer"))
-		return
+		return badRequest("id: must be a positive integer")
 	}
-	if !s.allowIP(c) {
-		return
+	if err := s.allowIP(c); err != nil {
+		return err
 	}
-	if ci, err := s.items.get(c.Request.Context(), id); err != nil {
-		s.fail(c, err)
-	} else {
-		s.writeItem(c, http.StatusOK, ci)
+	ci, err := s.items.get(c.Request.Context(), id)
+	if err != nil {
+		return err
 	}
+	return s.writeItem(c, http.StatusOK, ci)
 }
 
 // adminItemID reads the :id of an admin item route, then checks the caller
-// is an admin, answering 400 or 401/403 itself when not.
-func (s *Server) adminItemID(c *gin.Context) (int64, bool) {
+// is an admin.
+func (s *Server) adminItemID(c *gin.Context) (int64, error) {
 	id, ok := parseID(c.Param("id"))
 	if !ok {
-		s.fail(c, badRequest("id: must be a positive integer"))
-		return 0, false
+		return 0, badRequest("id: must be a positive integer")
 	}
-	_, ok = s.requireRole(c, auth.RoleAdmin)
-	return id, ok
+	_, err := s.authenticate(c, auth.RoleAdmin)
+	return id, err
 }
 
 // POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
 // it is already there (never overwrites live stock).
-func (s *Server) warmup(c *gin.Context) {
-	id, ok := s.adminItemID(c)
-	if !ok {
-		return
+func (s *Server) warmup(c *gin.Context) error {
+	id, err := s.adminItemID(c)
+	if err != nil {
+		return err
 	}
 	ci, err := s.items.get(c.Request.Context(), id)
 	if err == nil {
 		err = s.warm(c.Request.Context(), ci)
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
-	s.writeItem(c, http.StatusOK, ci)
+	return s.writeItem(c, http.StatusOK, ci)
 }
 
 // warm loads the item's stock key if Redis lost it: the stock row minus the
@@ -281,4 +279,62 @@ func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
 		return err
 	})
 	return err
+}
+
+// endedShown is how long after its end a sale is still listed by
+// GET /api/v1/items and the control room's summary.
+const endedShown = time.Hour
+
+type itemList struct {
+	Items []ItemView `json:"items"`
+}
+
+// parseStatuses reads ?status= (one status or a comma list, any case); nil
+// means every status.
+func parseStatuses(c *gin.Context) (map[string]bool, error) {
+	raw, ok := c.GetQuery("status")
+	if !ok {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, v := range strings.Split(raw, ",") {
+		v = strings.ToUpper(strings.TrimSpace(v))
+		if !slices.Contains([]string{ItemUpcoming, ItemActive, ItemSoldOut, ItemEnded}, v) {
+			return nil, badRequest("status: must be one of UPCOMING, ACTIVE, SOLD_OUT, ENDED (or a comma list of them)")
+		}
+		want[v] = true
+	}
+	return want, nil
+}
+
+// GET /api/v1/items (anyone; per-IP limit), ?status= filters
+//
+// The sales upcoming or active, and those that ended within the last hour,
+// each as GET /api/v1/items/:id shows it, ordered by start_at, then id. The
+// sale data comes from this instance's item cache, stock_left from Redis in
+// one pipeline.
+func (s *Server) listItems(c *gin.Context) error {
+	want, err := parseStatuses(c)
+	if err != nil {
+		return err
+	}
+	if err := s.allowIP(c); err != nil {
+		return err
+	}
+	now := s.now()
+	shown := s.items.all(endedShown, now)
+	out := itemList{Items: make([]ItemView, 0, len(shown))}
+	for i, left := range s.lefts(c.Request.Context(), shown...) {
+		if v := itemView(shown[i].it, left, now); want == nil || want[v.Status] {
+			out.Items = append(out.Items, v)
+		}
+	}
+	slices.SortFunc(out.Items, func(a, b ItemView) int {
+		if c := a.StartAt.Compare(b.StartAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	c.JSON(http.StatusOK, out)
+	return nil
 }

@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
@@ -45,117 +50,200 @@ const staleAfter = 30 * time.Second
 // PAID still settling) for longer than staleAfter, or PENDING_PAYMENT past
 // its deadline.
 func (s *Server) stale(v order.View) bool {
-	now := s.now()
 	switch {
 	case v.Status == order.StatusQueued, v.Settling:
-		return now.Sub(v.UpdatedAt) > staleAfter
+		return s.now().Sub(v.UpdatedAt) > staleAfter
 	case v.Status == order.StatusPendingPayment:
-		return v.PayBy == nil || now.After(v.PayBy.Add(order.PayGrace))
+		return v.PayBy == nil || s.now().After(v.PayBy.Add(order.PayGrace))
 	}
 	return false
 }
 
-// visibleOrder authenticates, parses the id and returns the order if the
-// principal may see it; another buyer's order is 404, like a missing one.
-func (s *Server) visibleOrder(c *gin.Context) (auth.Principal, order.View, bool) {
-	p, ok := s.authenticate(c)
-	if !ok {
-		return p, order.View{}, false
+// visibleOrder returns the :orderId order if the caller may see it; another
+// buyer's order is 404, like a missing one.
+func (s *Server) visibleOrder(c *gin.Context) (auth.Principal, order.View, error) {
+	p, err := s.authenticate(c, "")
+	if err != nil {
+		return p, order.View{}, err
 	}
 	id := c.Param("orderId")
 	if !order.ValidID(id) {
-		s.fail(c, order.ErrNotFound)
-		return p, order.View{}, false
+		return p, order.View{}, order.ErrNotFound
 	}
 	v, err := s.lookupOrder(c.Request.Context(), id)
-	if err != nil {
-		s.fail(c, err)
-		return p, order.View{}, false
+	if err == nil && !p.IsAdmin() && v.UserID != p.UserID {
+		err = order.ErrNotFound
 	}
-	if !p.IsAdmin() && v.UserID != p.UserID {
-		s.fail(c, order.ErrNotFound)
-		return p, order.View{}, false
-	}
-	return p, v, true
+	return p, v, err
 }
 
 // GET /api/v1/orders/:orderId (the order's buyer or an admin)
-func (s *Server) getOrder(c *gin.Context) {
-	if _, v, ok := s.visibleOrder(c); ok {
-		c.JSON(http.StatusOK, v)
+func (s *Server) getOrder(c *gin.Context) error {
+	_, v, err := s.visibleOrder(c)
+	if err != nil {
+		return err
 	}
+	c.JSON(http.StatusOK, v)
+	return nil
 }
 
-// POST /api/v1/orders/:orderId/pay (the order's buyer)
-func (s *Server) pay(c *gin.Context) { s.act(c, true) }
+// POST /api/v1/orders/:orderId/pay and /cancel (the order's buyer), judged
+// at the door: the time the request arrived is what counts against the
+// order's deadline, and the answer never waits on the saga. Admins (and
+// other buyers) get 404 ORDER_NOT_FOUND. An order the buyer holds that is
+// not pending payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
+func (s *Server) pay(c *gin.Context) error    { return s.act(c, true) }
+func (s *Server) cancel(c *gin.Context) error { return s.act(c, false) }
 
-// POST /api/v1/orders/:orderId/cancel (the order's buyer)
-func (s *Server) cancel(c *gin.Context) { s.act(c, false) }
-
-// act runs pay or cancel, judged at the door: the time the request arrived
-// is what counts against the order's deadline, and the answer never waits on
-// the saga. Only the buyer who owns the order may act on it; admins (and
-// other buyers) get 404 ORDER_NOT_FOUND. An order the buyer holds that is not
-// pending payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
-func (s *Server) act(c *gin.Context, pay bool) {
+func (s *Server) act(c *gin.Context, pay bool) error {
 	receivedAt := s.now()
 	// The whole answer within order.DoorLimit of arrival (the desk bounds
 	// its own work the same way): a buyer who paid in time learns the
 	// outcome before the saga may close the order.
 	answerBy := time.Now().Add(order.DoorLimit)
-	p, ok := s.authenticate(c)
-	if !ok {
-		return
+	p, err := s.authenticate(c, "")
+	if err != nil {
+		return err
 	}
 	id := c.Param("orderId")
 	// The desk matches the order's buyer by user id alone: an admin whose
 	// id equals the buyer's must not get that far.
 	if !order.ValidID(id) || p.Role != auth.RoleBuyer {
-		s.fail(c, order.ErrNotFound)
-		return
+		return order.ErrNotFound
 	}
 	if s.deps.Actions == nil {
-		s.fail(c, ErrUnavailable)
-		return
+		return ErrUnavailable
 	}
 	ctx, cancel := context.WithDeadline(c.Request.Context(), answerBy)
 	defer cancel()
 	var v order.View
-	var err error
 	if pay {
 		v, err = s.deps.Actions.Pay(ctx, id, p.UserID, receivedAt)
 	} else {
 		v, err = s.deps.Actions.Cancel(ctx, id, p.UserID, receivedAt)
 	}
-	switch {
-	case err == nil:
-		c.JSON(http.StatusOK, v)
-	case errors.Is(err, order.ErrNotFound):
+	if errors.Is(err, order.ErrNotFound) {
 		// No row yet: a QUEUED order the buyer holds is not payable yet.
 		if q, qerr := s.lookupOrder(ctx, id); qerr == nil && q.UserID == p.UserID {
-			s.fail(c, ErrOrderNotPayable)
-			return
+			return ErrOrderNotPayable
 		}
-		s.fail(c, order.ErrNotFound)
-	default:
-		s.fail(c, err)
+		return order.ErrNotFound
 	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, v)
+	return nil
+}
+
+// Limits of GET /api/v1/orders.
+const (
+	defaultOrderPage = 20
+	maxOrderPage     = 100
+	// markWindow is how long after a sale's end the buyer marks of its item
+	// are read for a buyer's order list: an order lives only in Redis until
+	// its saga persists it, which takes at most as long as the queue keeps
+	// retrying (days at worst, with Temporal down); the QUEUED view of such
+	// an order lives as long (orderstatus.TTL).
+	markWindow = 7 * 24 * time.Hour
+)
+
+type orderList struct {
+	Orders     []order.View `json:"orders"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// GET /api/v1/orders (buyer), ?limit= (1-100, default 20), ?cursor=
+//
+// The caller's orders, newest first (order ids are ULIDs). An order still
+// QUEUED lives only in Redis until its saga persists it: the buyer's marks
+// (one HGET per item whose sale ended less than markWindow ago, one
+// pipeline) name those, and their views come from Redis; every other order
+// is a row in MySQL (one keyset query).
+func (s *Server) listOrders(c *gin.Context) error {
+	p, err := s.authenticate(c, auth.RoleBuyer)
+	if err != nil {
+		return err
+	}
+	limit := defaultOrderPage
+	if raw, ok := c.GetQuery("limit"); ok {
+		if limit, err = strconv.Atoi(raw); err != nil || limit < 1 || limit > maxOrderPage {
+			return badRequest("limit: must be an integer between 1 and 100")
+		}
+	}
+	cursor, hasCursor := c.GetQuery("cursor")
+	if hasCursor && !order.ValidID(cursor) {
+		return badRequest("cursor: must be a next_cursor of an earlier page")
+	}
+	ctx := c.Request.Context()
+	marks, err := s.units.BuyerOrders(ctx, itemIDs(s.items.all(markWindow, s.now())), p.UserID)
+	if err != nil {
+		// The persisted orders can still be listed; only one not persisted
+		// yet is missing until Redis answers again.
+		s.log.Warn("list orders: buyer marks from redis", "user_id", p.UserID, "err", err)
+	}
+	rows, err := s.deps.Orders.ListUserOrders(ctx, p.UserID, cursor, limit+1)
+	if err != nil {
+		return err
+	}
+	views := make([]order.View, 0, len(rows)+len(marks))
+	listed := make(map[string]bool, len(rows))
+	for _, o := range rows {
+		views = append(views, o.View())
+		listed[o.OrderID] = true
+	}
+	unlisted := make(map[string]int64) // order id -> item
+	for item, id := range marks {
+		if !listed[id] && (cursor == "" || id < cursor) {
+			unlisted[id] = item
+		}
+	}
+	if len(unlisted) > 0 {
+		// A marked order outside this page's rows is either a row on
+		// another page or not persisted yet.
+		persisted, err := s.deps.Orders.FindOrders(ctx, slices.Collect(maps.Keys(unlisted)))
+		if err != nil {
+			return err
+		}
+		for id, item := range unlisted {
+			if _, ok := persisted[id]; ok {
+				continue
+			}
+			v, ok, err := s.views.Status(ctx, id)
+			if err != nil || !ok || v.UserID != p.UserID {
+				// Its view is gone or unreadable: what the mark says.
+				v = order.View{OrderID: id, ItemID: item, UserID: p.UserID, Status: order.StatusQueued}
+				if u, err := ulid.ParseStrict(id); err == nil {
+					v.CreatedAt = ulid.Time(u.Time()).UTC()
+					v.UpdatedAt = v.CreatedAt
+				}
+			}
+			views = append(views, v)
+		}
+	}
+	slices.SortFunc(views, func(a, b order.View) int { return strings.Compare(b.OrderID, a.OrderID) })
+	out := orderList{Orders: views}
+	if len(views) > limit {
+		next := views[limit-1].OrderID
+		out.Orders, out.NextCursor = views[:limit], &next
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
 }
 
 // GET /api/v1/orders/:orderId/events: server-sent events. One "status" event
 // with the order at once, then one per change, until a final status.
-func (s *Server) events(c *gin.Context) {
+func (s *Server) events(c *gin.Context) error {
 	// Subscribe before reading the current view so no change falls between.
 	ch, unsubscribe := s.hub.subscribe(c.Param("orderId"))
 	defer unsubscribe()
-	p, v, ok := s.visibleOrder(c)
-	if !ok {
-		return
+	p, v, err := s.visibleOrder(c)
+	if err != nil {
+		return err
 	}
 	release, ok := s.streams.acquire(p.UserID, s.cfg.StreamsPerBuyer, s.cfg.StreamsMax)
 	if !ok {
-		s.fail(c, tooManyStreams)
-		return
+		return tooManyStreams
 	}
 	defer release()
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.EventsMax)
@@ -168,23 +256,24 @@ func (s *Server) events(c *gin.Context) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		_, err := c.Writer.Write(b)
+		return err == nil && rc.Flush() == nil
+	}
 	send := func(v order.View) bool {
 		b, _ := json.Marshal(v)
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-		if _, err := c.Writer.Write(append(append([]byte("event: status\ndata: "), b...), '\n', '\n')); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		return write(append(append([]byte("event: status\ndata: "), b...), '\n', '\n')) && !v.Settled()
 	}
-	if !send(v) || v.Settled() {
-		return
+	if !send(v) {
+		return nil
 	}
 	tick := time.NewTicker(s.cfg.EventsPoll)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case nv := <-ch:
 			if !newer(v, nv) {
 				continue
@@ -193,16 +282,15 @@ func (s *Server) events(c *gin.Context) {
 		case <-tick.C:
 			nv, err := s.lookupOrder(ctx, v.OrderID)
 			if err != nil || !newer(v, nv) {
-				_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-				if _, err := c.Writer.Write([]byte(": keep-alive\n\n")); err != nil || rc.Flush() != nil {
-					return
+				if !write([]byte(": keep-alive\n\n")) {
+					return nil
 				}
 				continue
 			}
 			v = nv
 		}
-		if !send(v) || v.Settled() {
-			return
+		if !send(v) {
+			return nil
 		}
 	}
 }
@@ -259,4 +347,36 @@ func (h *hub) publish(v order.View) {
 		default:
 		}
 	}
+}
+
+// streamCounts caps the open order event streams: each holds a goroutine, a
+// subscription and buffers for up to EventsMax, so one valid token must not
+// be able to open them without limit.
+type streamCounts struct {
+	mu      sync.Mutex
+	total   int
+	byBuyer map[int64]int
+}
+
+// acquire opens a stream slot for the buyer; ok is false past perBuyer open
+// streams of that buyer or max in all. release frees the slot.
+func (s *streamCounts) acquire(buyer int64, perBuyer, max int) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byBuyer == nil {
+		s.byBuyer = make(map[int64]int)
+	}
+	if s.total >= max || s.byBuyer[buyer] >= perBuyer {
+		return nil, false
+	}
+	s.total++
+	s.byBuyer[buyer]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.total--
+		if s.byBuyer[buyer]--; s.byBuyer[buyer] <= 0 {
+			delete(s.byBuyer, buyer)
+		}
+	}, true
 }

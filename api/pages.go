@@ -92,12 +92,13 @@ func (s *Server) asset(c *gin.Context) {
 // pages count down against (to a sale's start and end, to an order's
 // pay_by), not the browser's; dev says whether POST /api/v1/dev/token
 // exists.
-func (s *Server) serverTime(c *gin.Context) {
-	if !s.allowIP(c) {
-		return
+func (s *Server) serverTime(c *gin.Context) error {
+	if err := s.allowIP(c); err != nil {
+		return err
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"now": s.now().UTC(), "dev": s.deps.DevTokens != nil})
+	return nil
 }
 
 // DevTokens issues tokens without a secret being pasted: the development
@@ -113,40 +114,37 @@ const maxDevUser = 1_000_000_000
 
 // POST /api/v1/dev/token (development only; per-IP limit): a token for
 // {"user_id": N, "role": "buyer"|"admin"} (role defaults to buyer).
-func (s *Server) devToken(c *gin.Context) {
-	if !s.allowIP(c) {
-		return
+func (s *Server) devToken(c *gin.Context) error {
+	if err := s.allowIP(c); err != nil {
+		return err
 	}
-	body, ok := s.readBody(c)
-	if !ok {
-		return
+	body, err := readBody(c)
+	if err != nil {
+		return err
 	}
 	var req struct {
 		UserID int64     `json:"user_id"`
 		Role   auth.Role `json:"role"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.fail(c, badRequest(`body must be {"user_id": N, "role": "buyer" or "admin"}`))
-		return
+		return badRequest(`body must be {"user_id": N, "role": "buyer" or "admin"}`)
 	}
 	if req.Role == "" {
 		req.Role = auth.RoleBuyer
 	}
 	switch {
 	case req.UserID < 1 || req.UserID > maxDevUser:
-		s.fail(c, badRequest("user_id: must be between 1 and 1000000000"))
-		return
+		return badRequest("user_id: must be between 1 and 1000000000")
 	case req.Role != auth.RoleBuyer && req.Role != auth.RoleAdmin:
-		s.fail(c, badRequest(`role: must be "buyer" or "admin"`))
-		return
+		return badRequest(`role: must be "buyer" or "admin"`)
 	}
 	tok, exp, err := s.deps.DevTokens.Issue(req.UserID, req.Role)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"token": tok, "user_id": req.UserID, "role": req.Role, "expires_at": exp.UTC()})
+	return nil
 }
 
 // DevIssuer signs development tokens, valid for devTokenTTL, with the API's

@@ -239,23 +239,23 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/admin", s.servePage("admin.html"))
 	e.GET("/assets/*file", s.asset)
 	v1 := e.Group("/api/v1")
-	v1.GET("/time", s.serverTime)
+	v1.GET("/time", s.handle(s.serverTime))
 	if s.deps.DevTokens != nil {
-		v1.POST("/dev/token", s.devToken)
+		v1.POST("/dev/token", s.handle(s.devToken))
 	}
-	v1.GET("/admin/summary", s.adminSummary)
-	v1.POST("/items", s.createItem)
-	v1.GET("/items", s.listItems)
-	v1.GET("/items/:id", s.getItem)
-	v1.POST("/items/:id/warmup", s.warmup)
-	v1.POST("/items/:id/end", s.endSale)
-	v1.POST("/items/:id/stock", s.addStock)
+	v1.GET("/admin/summary", s.handle(s.adminSummary))
+	v1.POST("/items", s.handle(s.createItem))
+	v1.GET("/items", s.handle(s.listItems))
+	v1.GET("/items/:id", s.handle(s.getItem))
+	v1.POST("/items/:id/warmup", s.handle(s.warmup))
+	v1.POST("/items/:id/end", s.handle(s.endSale))
+	v1.POST("/items/:id/stock", s.handle(s.addStock))
 	v1.POST("/seckill/:itemId", s.purchase)
-	v1.GET("/orders", s.listOrders)
-	v1.GET("/orders/:orderId", s.getOrder)
-	v1.GET("/orders/:orderId/events", s.events)
-	v1.POST("/orders/:orderId/pay", s.pay)
-	v1.POST("/orders/:orderId/cancel", s.cancel)
+	v1.GET("/orders", s.handle(s.listOrders))
+	v1.GET("/orders/:orderId", s.handle(s.getOrder))
+	v1.GET("/orders/:orderId/events", s.handle(s.events))
+	v1.POST("/orders/:orderId/pay", s.handle(s.pay))
+	v1.POST("/orders/:orderId/cancel", s.handle(s.cancel))
 	return e
 }
 
@@ -266,7 +266,8 @@ func (s *Server) publicMetrics() gin.HandlerFunc {
 	lim := rate.NewLimiter(1, 10)
 	h := s.metrics.Handler()
 	return func(c *gin.Context) {
-		if !s.allowIP(c) {
+		if err := s.allowIP(c); err != nil {
+			s.fail(c, err)
 			return
 		}
 		if now := s.now(); !lim.AllowN(now, 1) {
@@ -316,11 +317,21 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 	}
 }
 
+// handle adapts a handler that returns its error answer.
+func (s *Server) handle(h func(c *gin.Context) error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := h(c); err != nil {
+			s.fail(c, err)
+		}
+	}
+}
+
 // authenticate returns the request's verified principal, charged to its own
-// limiter (429 once it is empty). A request without a valid token is charged
-// to its client IP's limiter (so token guessing is rate limited too) and
-// answered 401, or 429 once that limiter is empty.
-func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
+// limiter (RATE_LIMITED once it is empty) and of the role asked for, if any
+// (FORBIDDEN otherwise). A request without a valid token is charged to its
+// client IP's limiter (so token guessing is rate limited too): UNAUTHORIZED,
+// or RATE_LIMITED once that limiter is empty.
+func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, error) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		if p, err := s.deps.Tokens.Verify(strings.TrimSpace(h[7:])); err == nil {
@@ -332,36 +343,36 @@ func (s *Server) authenticate(c *gin.Context) (auth.Principal, bool) {
 				lim, key = s.admins, -p.UserID
 			}
 			if ok, retry := lim.allow(key, s.now()); !ok {
-				s.fail(c, rateLimited(retry))
-				return p, false
+				return p, rateLimited(retry)
 			}
-			return p, true
+			if role != "" && p.Role != role {
+				return p, ErrForbidden
+			}
+			return p, nil
 		}
 	}
-	if s.allowIP(c) {
-		s.fail(c, ErrUnauthorized)
+	if err := s.allowIP(c); err != nil {
+		return auth.Principal{}, err
 	}
-	return auth.Principal{}, false
+	return auth.Principal{}, ErrUnauthorized
 }
 
-// requireRole authenticates and checks the role (403 FORBIDDEN otherwise).
+// requireRole is authenticate for a handler that writes its own answers: it
+// answers the error itself.
 func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bool) {
-	p, ok := s.authenticate(c)
-	if ok && p.Role != role {
-		s.fail(c, ErrForbidden)
-		return p, false
+	p, err := s.authenticate(c, role)
+	if err != nil {
+		s.fail(c, err)
 	}
-	return p, ok
+	return p, err == nil
 }
 
-// allowIP applies the per-IP limiter of unauthenticated traffic, answering
-// 429 itself when the IP is over its limit.
-func (s *Server) allowIP(c *gin.Context) bool {
-	ok, retry := s.ips.allow(ipKey(c.ClientIP()), s.now())
-	if !ok {
-		s.fail(c, rateLimited(retry))
+// allowIP applies the per-IP limiter of unauthenticated traffic.
+func (s *Server) allowIP(c *gin.Context) error {
+	if ok, retry := s.ips.allow(ipKey(c.ClientIP()), s.now()); !ok {
+		return rateLimited(retry)
 	}
-	return ok
+	return nil
 }
 
 // ipKey is the per-IP limiter's key of a client address: an IPv4 address as

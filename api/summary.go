@@ -93,13 +93,12 @@ func (r *reused[T]) get(now func() time.Time, ttl time.Duration, eval func() (T,
 
 // GET /api/v1/admin/summary (admin): the control room's figures of every
 // sale that is upcoming, open or ended within the last hour.
-func (s *Server) adminSummary(c *gin.Context) {
-	if _, ok := s.requireRole(c, auth.RoleAdmin); !ok {
-		return
+func (s *Server) adminSummary(c *gin.Context) error {
+	if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {
+		return err
 	}
 	if s.deps.Figures == nil || s.deps.Counts == nil {
-		s.fail(c, ErrUnavailable)
-		return
+		return ErrUnavailable
 	}
 	body, err := s.sums.get(s.now, summaryTTL, func() (summaryBody, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
@@ -107,12 +106,12 @@ func (s *Server) adminSummary(c *gin.Context) {
 		return s.readSummary(ctx)
 	})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	body.ServerTime = s.now().UTC()
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, body)
+	return nil
 }
 
 // readSummary reads the figures of the sales this instance knows.
