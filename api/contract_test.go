@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -179,29 +178,17 @@ func TestCreateItemValidationNamesEachField(t *testing.T) {
 	}
 
 	// A valid create: 201 with the item, stock loaded in Redis; "stock" is an alias.
-	r := h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "phone", "price_cents": 0, "stock": 3,
-		"start_at": start, "end_at": end, "payment_timeout_seconds": 60})
-	expect(t, r, http.StatusCreated, "")
-	var it api.ItemView
-	if err := json.Unmarshal(r.body, &it); err != nil {
-		t.Fatal(err)
-	}
+	it := createdItem(t, h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "phone", "price_cents": 0, "stock": 3,
+		"start_at": start, "end_at": end, "payment_timeout_seconds": 60}))
 	if it.ID <= 0 || it.Name != "phone" || it.StockTotal != 3 || it.StockLeft != 3 || it.Status != "UPCOMING" ||
 		it.PaymentTimeoutSeconds != 60 || it.StartAt.Format(time.RFC3339) != start {
 		t.Fatalf("created item %+v", it)
-	}
-	for _, k := range []string{"id", "name", "price_cents", "stock_total", "stock_left", "start_at", "end_at", "payment_timeout_seconds", "status"} {
-		if _, ok := r.json(t)[k]; !ok {
-			t.Fatalf("item JSON lacks %s: %s", k, r.body)
-		}
 	}
 	if left, err := h.stk.Left(context.Background(), it.ID); err != nil || left != 3 {
 		t.Fatalf("redis stock %d %v", left, err)
 	}
 	// Default payment timeout.
-	r = h.do("POST", "/api/v1/items", h.admin, valid())
-	expect(t, r, http.StatusCreated, "")
-	if got := r.json(t)["payment_timeout_seconds"].(float64); got != 900 {
+	if got := createdItem(t, h.do("POST", "/api/v1/items", h.admin, valid())).PaymentTimeoutSeconds; got != 900 {
 		t.Fatalf("default payment timeout %v", got)
 	}
 }
@@ -270,18 +257,9 @@ func TestPurchaseContract(t *testing.T) {
 	over := h.newItem(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
 	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", over), h.buyer(1), nil), http.StatusForbidden, "SALE_ENDED")
 
-	r := h.do("POST", path, h.buyer(1), nil)
-	expect(t, r, http.StatusAccepted, "")
-	body := r.json(t)
-	orderID, _ := body["order_id"].(string)
-	if !order.ValidID(orderID) || body["status"] != "QUEUED" {
-		t.Fatalf("202 body %s", r.body)
-	}
-	if loc := r.header.Get("Location"); loc != "/api/v1/orders/"+orderID {
-		t.Fatalf("Location %q", loc)
-	}
+	orderID := accepted(t, h.do("POST", path, h.buyer(1), nil))
 
-	r = h.do("POST", path, h.buyer(1), nil)
+	r := h.do("POST", path, h.buyer(1), nil)
 	expect(t, r, http.StatusConflict, "ALREADY_PURCHASED")
 	if got := r.json(t)["error"].(map[string]any)["order_id"]; got != orderID {
 		t.Fatalf("ALREADY_PURCHASED order_id %v, want %s", got, orderID)
@@ -501,23 +479,7 @@ func TestGetOrderOwnershipAndFallback(t *testing.T) {
 	expect(t, r, http.StatusAccepted, "")
 	id := r.json(t)["order_id"].(string)
 
-	r = h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil)
-	expect(t, r, http.StatusOK, "")
-	var v order.View
-	if err := json.Unmarshal(r.body, &v); err != nil || v.OrderID != id || v.Status != order.StatusQueued ||
-		v.UserID != 11 || v.ItemID != item {
-		t.Fatalf("order %s (%v)", r.body, err)
-	}
-	for _, k := range []string{"order_id", "item_id", "user_id", "status", "reason", "created_at", "updated_at"} {
-		if _, ok := r.json(t)[k]; !ok {
-			t.Fatalf("order JSON lacks %s", k)
-		}
-	}
-	expect(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(12), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
-	expect(t, h.do("GET", "/api/v1/orders/"+id, h.admin, nil), http.StatusOK, "")
-	expect(t, h.do("GET", "/api/v1/orders/"+id, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
-	expect(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
-	expect(t, h.do("GET", "/api/v1/orders/not-an-id", h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	v := h.checkOrderAccess(t, id, item)
 
 	// The saga's status wins over QUEUED, and MarkQueued never overwrites it.
 	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
@@ -538,12 +500,7 @@ func TestGetOrderOwnershipAndFallback(t *testing.T) {
 		CreatedAt: now, UpdatedAt: now}).Error; err != nil {
 		t.Fatal(err)
 	}
-	r = h.do("GET", "/api/v1/orders/"+dbID, h.buyer(13), nil)
-	expect(t, r, http.StatusOK, "")
-	if r.json(t)["status"] != "PAID" {
-		t.Fatalf("db order %s", r.body)
-	}
-	expect(t, h.do("GET", "/api/v1/orders/"+dbID, h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	h.checkPaidRow(t, dbID)
 }
 
 func TestEventsStream(t *testing.T) {
@@ -557,64 +514,16 @@ func TestEventsStream(t *testing.T) {
 	expect(t, h.do("GET", "/api/v1/orders/"+id+"/events", h.buyer(22), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
 	expect(t, h.do("GET", "/api/v1/orders/"+id+"/events", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
 
-	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+h.buyer(21))
-	res, err := h.ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
-	}
-	events := make(chan order.View, 10)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(res.Body)
-		var ev string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && ev == "status":
-				var v order.View
-				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v)
-				events <- v
-			}
-		}
-	}()
-	next := func() (order.View, bool) {
-		select {
-		case v, ok := <-events:
-			return v, ok
-		case <-time.After(5 * time.Second):
-			t.Fatal("no event within 5s")
-		}
-		return order.View{}, false
-	}
+	next := sse(t, h.openEvents(t, id, h.buyer(21)))
 	first, _ := next()
 	if first.Status != order.StatusQueued || first.OrderID != id {
 		t.Fatalf("first event %+v", first)
 	}
-	v := first
-	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
-	if err := h.views.PublishStatus(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := next(); got.Status != order.StatusPendingPayment {
-		t.Fatalf("second event %+v", got)
-	}
-	v.Status, v.UpdatedAt = order.StatusPaid, time.Now().UTC()
-	if err := h.views.PublishStatus(ctx, v); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := next(); got.Status != order.StatusPaid {
-		t.Fatalf("third event %+v", got)
-	}
-	if _, ok := next(); ok {
-		t.Fatal("stream did not end after a final status")
-	}
+	streamToPaid(t, next, first, func(v order.View) {
+		if err := h.views.PublishStatus(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // fakeSagas records the wakes the payment desk sends.

@@ -1,23 +1,26 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
@@ -183,4 +186,162 @@ func (h *harness) newItem(units int64, start, end time.Time) int64 {
 // activeItem is an item on sale now.
 func (h *harness) activeItem(units int64) int64 {
 	return h.newItem(units, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+// The checks below are shared by the tests on the fakes and on the real
+// services: one statement of each answer, whichever adapters serve it.
+
+// expectErr is expect plus the JSON error body.
+func expectErr(t testing.TB, r response, status int, code string) {
+	t.Helper()
+	expect(t, r, status, code)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("Content-Type %q, want JSON; body %s", ct, r.body)
+	}
+	e, ok := r.json(t)["error"].(map[string]any)
+	if !ok || e["code"] != code || e["message"] == "" {
+		t.Fatalf("error body %s", r.body)
+	}
+}
+
+func retryAfter(t testing.TB, r response, lo, hi int) {
+	t.Helper()
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < lo || ra > hi {
+		t.Fatalf("Retry-After %q, want %d-%d", r.header.Get("Retry-After"), lo, hi)
+	}
+}
+
+// createdItem checks a 201 of POST /api/v1/items and returns the item.
+func createdItem(t testing.TB, r response) api.ItemView {
+	t.Helper()
+	expect(t, r, http.StatusCreated, "")
+	var it api.ItemView
+	if err := json.Unmarshal(r.body, &it); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"id", "name", "price_cents", "stock_total", "stock_left", "start_at", "end_at", "payment_timeout_seconds", "status"} {
+		if _, ok := r.json(t)[k]; !ok {
+			t.Fatalf("item JSON lacks %s: %s", k, r.body)
+		}
+	}
+	return it
+}
+
+// accepted checks a purchase's 202 (body and Location) and returns the order id.
+func accepted(t testing.TB, r response) string {
+	t.Helper()
+	expect(t, r, http.StatusAccepted, "")
+	body := r.json(t)
+	orderID, _ := body["order_id"].(string)
+	if !order.ValidID(orderID) || body["status"] != "QUEUED" {
+		t.Fatalf("202 body %s", r.body)
+	}
+	if loc := r.header.Get("Location"); loc != "/api/v1/orders/"+orderID {
+		t.Fatalf("Location %q", loc)
+	}
+	return orderID
+}
+
+// checkOrderAccess checks GET /api/v1/orders/:id of buyer 11's QUEUED order
+// of item: the buyer and an admin see it, anyone else is refused, unknown
+// and malformed ids are 404.
+func (h *harness) checkOrderAccess(t *testing.T, id string, item int64) order.View {
+	t.Helper()
+	r := h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil)
+	expect(t, r, http.StatusOK, "")
+	var v order.View
+	if err := json.Unmarshal(r.body, &v); err != nil || v.OrderID != id || v.Status != order.StatusQueued ||
+		v.UserID != 11 || v.ItemID != item {
+		t.Fatalf("order %s (%v)", r.body, err)
+	}
+	for _, k := range []string{"order_id", "item_id", "user_id", "status", "reason", "created_at", "updated_at"} {
+		if _, ok := r.json(t)[k]; !ok {
+			t.Fatalf("order JSON lacks %s", k)
+		}
+	}
+	expectErr(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(12), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expect(t, h.do("GET", "/api/v1/orders/"+id, h.admin, nil), http.StatusOK, "")
+	expectErr(t, h.do("GET", "/api/v1/orders/"+id, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	expectErr(t, h.do("GET", "/api/v1/orders/not-an-id", h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	return v
+}
+
+// checkPaidRow checks that order id, a PAID row of buyer 13 with no view in
+// Redis, is answered from the row, to its buyer only.
+func (h *harness) checkPaidRow(t *testing.T, id string) {
+	t.Helper()
+	r := h.do("GET", "/api/v1/orders/"+id, h.buyer(13), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "PAID" {
+		t.Fatalf("db order %s", r.body)
+	}
+	expectErr(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+}
+
+func (h *harness) openEvents(t *testing.T, id, token string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = res.Body.Close() })
+	return res
+}
+
+// sse reads an event stream's status events; next waits for the next one
+// (false once the stream ended).
+func sse(t *testing.T, res *http.Response) (next func() (order.View, bool)) {
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") ||
+		res.Header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("events: %d %v", res.StatusCode, res.Header)
+	}
+	events := make(chan order.View, 10)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		var ev string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				ev = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && ev == "status":
+				var v order.View
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err != nil {
+					t.Errorf("event data %q: %v", line, err)
+				}
+				events <- v
+			}
+		}
+	}()
+	return func() (order.View, bool) {
+		t.Helper()
+		select {
+		case v, ok := <-events:
+			return v, ok
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event within 5s")
+		}
+		return order.View{}, false
+	}
+}
+
+// streamToPaid publishes PENDING_PAYMENT then PAID after the stream's first
+// event and checks each is streamed, then that the stream ends.
+func streamToPaid(t *testing.T, next func() (order.View, bool), first order.View, publish func(order.View)) {
+	t.Helper()
+	v := first
+	for _, st := range []order.Status{order.StatusPendingPayment, order.StatusPaid} {
+		v.Status, v.UpdatedAt = st, time.Now().UTC()
+		publish(v)
+		if got, _ := next(); got.Status != st {
+			t.Fatalf("event %+v, want %s", got, st)
+		}
+	}
+	if _, ok := next(); ok {
+		t.Fatal("stream did not end after a final status")
+	}
 }

@@ -62,10 +62,9 @@ func newItemCache(items ItemStore, st Units, missTTL time.Duration, onNew func(i
 		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
 }
 
-// replace stores it as the item's sale data when it differs from the cached
-// one (an end or an add), keeping what is known of the live stock; rev is
-// the revision it was read at (-1: keep the entry's). It returns the entry
-// now cached.
+// replace caches it when its sale data differs from the entry's (an end or
+// an add), keeping what is known of the live stock; rev is the revision it
+// was read at (-1: keep the entry's).
 func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
@@ -100,7 +99,6 @@ func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	return ci
 }
 
-// sameSale reports whether two reads of an item carry the same sale data.
 func sameSale(a, b store.Item) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.PriceCents == b.PriceCents && a.StockTotal == b.StockTotal &&
 		a.StartAt.Equal(b.StartAt) && a.EndAt.Equal(b.EndAt) && a.PaymentTimeoutSeconds == b.PaymentTimeoutSeconds
@@ -144,7 +142,7 @@ func (c *itemCache) peek(id int64) (*cachedItem, error) {
 	return nil, nil
 }
 
-// get returns the cached item or order.ErrItemNotFound, loading a miss from MySQL.
+// get is peek, loading a miss from MySQL.
 func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 	if ci, err := c.peek(id); ci != nil || err != nil {
 		return ci, err
@@ -181,9 +179,8 @@ func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cach
 	return v.(*cachedItem), nil
 }
 
-// loadAll fills the cache with every item (at start), and later brings it
-// up to date with MySQL: items created on other instances, sale data changed
-// while this instance missed the announcement.
+// loadAll brings the cache up to date with MySQL: at start, then for items
+// created on other instances and changes this instance was not told of.
 func (c *itemCache) loadAll(ctx context.Context) error {
 	items, err := c.items.ListItems(ctx)
 	if err != nil {
@@ -219,8 +216,7 @@ func (c *itemCache) unitBack(id int64) {
 	}
 }
 
-// maxMarks bounds the marks one sold-out item's set holds in memory (8-16
-// bytes each).
+// maxMarks bounds the marks one sold-out item's set holds in memory.
 const maxMarks = 1 << 20
 
 // loadMarks loads a sold-out item's buyer marks in the background unless a
@@ -248,11 +244,10 @@ func (c *itemCache) loadMarks(ci *cachedItem, count int64) {
 	}()
 }
 
-// refresh reads the live state of every cached item in one pipeline: it sets
-// the sold-out flags from stock_left, so a flag clears within one period
-// even if the stock event was lost; it reloads an item whose sale-data
-// revision moved (an end or add whose announcement this instance missed);
-// and it keeps the marks of sold-out items current.
+// refresh reads the live state of every cached item in one pipeline, so that
+// a sold-out flag clears within one period even if the stock event was lost
+// and an item whose sale-data revision moved (an announcement missed) is
+// reloaded.
 func (c *itemCache) refresh(ctx context.Context) error {
 	cis := c.all(0, time.Now())
 	states, err := c.st.Pulses(ctx, itemIDs(cis))
@@ -281,11 +276,9 @@ var stockLeftDesc = prometheus.NewDesc("seckill_stock_left",
 	"Units not reserved in Redis, per item, as this API instance last read them (every SECKILL_API_ITEM_REFRESH).",
 	[]string{"item_id"}, nil)
 
-// Describe implements prometheus.Collector.
 func (c *itemCache) Describe(ch chan<- *prometheus.Desc) { ch <- stockLeftDesc }
 
-// Collect exports stock_left of the cached items whose sale has started
-// and whose figure is known.
+// Collect exports the known stock_left of the items whose sale has started.
 func (c *itemCache) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, ci := range c.all(0, now) {

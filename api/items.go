@@ -18,7 +18,6 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Item statuses.
 const (
 	ItemUpcoming = "UPCOMING"
 	ItemActive   = "ACTIVE"
@@ -26,7 +25,6 @@ const (
 	ItemEnded    = "ENDED"
 )
 
-// ItemView is the item JSON.
 type ItemView struct {
 	ID                    int64     `json:"id"`
 	Name                  string    `json:"name"`
@@ -75,7 +73,6 @@ type createItemRequest struct {
 	PaymentTimeoutSeconds json.RawMessage `json:"payment_timeout_seconds"`
 }
 
-// validationErrors collects one message per bad field.
 type validationErrors []string
 
 func (v *validationErrors) add(field, msg string) { *v = append(*v, field+": "+msg) }
@@ -125,7 +122,6 @@ func (v *validationErrors) instant(raw json.RawMessage, field string) (time.Time
 	return time.Time{}, false
 }
 
-// parseCreateItem validates the body and names every bad field.
 func parseCreateItem(body []byte) (store.Item, error) {
 	var req createItemRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -190,7 +186,6 @@ func (s *Server) createItem(c *gin.Context) error {
 	return s.writeItem(c, http.StatusCreated, ci)
 }
 
-// writeItem answers the item with its live stock_left.
 func (s *Server) writeItem(c *gin.Context, status int, ci *cachedItem) error {
 	c.JSON(status, itemView(ci.it, s.lefts(c.Request.Context(), ci)[0], s.now()))
 	return nil
@@ -236,8 +231,6 @@ func (s *Server) getItem(c *gin.Context) error {
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// adminItemID reads the :id of an admin item route, then checks the caller
-// is an admin.
 func (s *Server) adminItemID(c *gin.Context) (int64, error) {
 	id, ok := parseID(c.Param("id"))
 	if !ok {
@@ -281,8 +274,8 @@ func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
 	return err
 }
 
-// endedShown is how long after its end a sale is still listed by
-// GET /api/v1/items and the control room's summary.
+// endedShown is how long after its end a sale is still listed (the item
+// list, the control room).
 const endedShown = time.Hour
 
 type itemList struct {
@@ -307,12 +300,8 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 	return want, nil
 }
 
-// GET /api/v1/items (anyone; per-IP limit), ?status= filters
-//
-// The sales upcoming or active, and those that ended within the last hour,
-// each as GET /api/v1/items/:id shows it, ordered by start_at, then id. The
-// sale data comes from this instance's item cache, stock_left from Redis in
-// one pipeline.
+// GET /api/v1/items (anyone; per-IP limit), ?status= filters: the sales not
+// ended over endedShown ago, by start_at, then id.
 func (s *Server) listItems(c *gin.Context) error {
 	want, err := parseStatuses(c)
 	if err != nil {

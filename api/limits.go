@@ -4,26 +4,19 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// retryAfter is how long until lim has a token again.
+// retryAfter is how long until lim has a token again, at least a second.
 func retryAfter(lim *rate.Limiter, now time.Time) time.Duration {
-	r := float64(lim.Limit())
-	if r <= 0 {
-		return time.Second
-	}
 	need := 1 - lim.TokensAt(now)
-	if need <= 0 {
+	if lim.Limit() <= 0 || need <= 0 {
 		return time.Second
 	}
-	d := time.Duration(math.Ceil(need / r * float64(time.Second)))
-	if d < time.Second {
-		d = time.Second
-	}
-	return d
+	return max(time.Duration(math.Ceil(need/float64(lim.Limit())*float64(time.Second))), time.Second)
 }
 
 // keyedLimiters holds one token bucket per key (a buyer or a client IP), in
@@ -95,4 +88,65 @@ func (k *keyedLimiters[K]) sweep(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	return left
+}
+
+// unsureBuyers remembers, per instance, the buyers answered "outcome
+// unknown" (ErrOutcomeUnknown): their reservation may have taken a unit, so
+// their next attempt must go to Redis, which answers 409 with the order if
+// it did, even when the item looks sold out here. Entries expire after ttl;
+// past max entries new ones are dropped (those buyers meet the sold-out flag
+// like anyone else), so memory is bounded whatever happens.
+type unsureBuyers struct {
+	size atomic.Int64 // len(m), read without the lock
+	mu   sync.Mutex
+	m    map[[2]int64]time.Time
+	ttl  time.Duration
+	max  int
+}
+
+func newUnsureBuyers(ttl time.Duration, maxEntries int) *unsureBuyers {
+	return &unsureBuyers{m: map[[2]int64]time.Time{}, ttl: ttl, max: maxEntries}
+}
+
+func (u *unsureBuyers) add(itemID, userID int64, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.m) >= u.max {
+		for k, at := range u.m {
+			if now.Sub(at) > u.ttl {
+				delete(u.m, k)
+			}
+		}
+		u.size.Store(int64(len(u.m)))
+		if len(u.m) >= u.max {
+			return
+		}
+	}
+	u.m[[2]int64{itemID, userID}] = now
+	u.size.Store(int64(len(u.m)))
+}
+
+// has reports whether the buyer's last attempt on this instance ended with
+// its outcome unknown (within ttl). The common case, an empty set, takes no
+// lock: the sold-out answers of a stampede pass here.
+func (u *unsureBuyers) has(itemID, userID int64, now time.Time) bool {
+	if u.size.Load() == 0 {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	at, ok := u.m[[2]int64{itemID, userID}]
+	return ok && now.Sub(at) <= u.ttl
+}
+
+// forget drops the buyer once Redis answered for it (every purchase passes
+// here; an empty set takes no lock).
+func (u *unsureBuyers) forget(itemID, userID int64) {
+	if u.size.Load() == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.m, [2]int64{itemID, userID})
+	u.size.Store(int64(len(u.m)))
 }

@@ -1,14 +1,11 @@
 package api_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,25 +27,6 @@ import (
 
 // expectErr checks an error answer: status, code, the JSON error shape and
 // its Content-Type.
-func expectErr(t testing.TB, r response, status int, code string) {
-	t.Helper()
-	expect(t, r, status, code)
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Fatalf("Content-Type %q, want JSON; body %s", ct, r.body)
-	}
-	e, ok := r.json(t)["error"].(map[string]any)
-	if !ok || e["code"] != code || e["message"] == "" {
-		t.Fatalf("error body %s", r.body)
-	}
-}
-
-func retryAfter(t testing.TB, r response, lo, hi int) {
-	t.Helper()
-	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < lo || ra > hi {
-		t.Fatalf("Retry-After %q, want %d-%d", r.header.Get("Retry-After"), lo, hi)
-	}
-}
-
 func TestUnitNewRequiresDeps(t *testing.T) {
 	views := newFakeViews()
 	full := func() api.Deps {
@@ -102,20 +80,10 @@ func TestUnitCreateItem(t *testing.T) {
 		t.Fatalf("%d items stored by refused requests", n)
 	}
 
-	r = h.do("POST", "/api/v1/items", h.admin, valid)
-	expect(t, r, http.StatusCreated, "")
-	var it api.ItemView
-	if err := json.Unmarshal(r.body, &it); err != nil {
-		t.Fatal(err)
-	}
+	it := createdItem(t, h.do("POST", "/api/v1/items", h.admin, valid))
 	if it.ID <= 0 || it.Name != "phone" || it.PriceCents != 199900 || it.StockTotal != 3 || it.StockLeft != 3 ||
 		it.Status != api.ItemUpcoming || it.PaymentTimeoutSeconds != 900 || it.StartAt.Format(time.RFC3339) != start {
-		t.Fatalf("created item %s", r.body)
-	}
-	for _, k := range []string{"id", "name", "price_cents", "stock_total", "stock_left", "start_at", "end_at", "payment_timeout_seconds", "status"} {
-		if _, ok := r.json(t)[k]; !ok {
-			t.Fatalf("item JSON lacks %s: %s", k, r.body)
-		}
+		t.Fatalf("created item %+v", it)
 	}
 	if left := h.units.unitsLeft(it.ID); left != 3 {
 		t.Fatalf("stock loaded %d, want 3", left)
@@ -246,21 +214,12 @@ func TestUnitPurchase(t *testing.T) {
 		t.Fatalf("%d reservations attempted by refused requests", h.units.reserves)
 	}
 
-	r := h.do("POST", path, h.buyer(1), nil)
-	expect(t, r, http.StatusAccepted, "")
-	body := r.json(t)
-	orderID, _ := body["order_id"].(string)
-	if !order.ValidID(orderID) || body["status"] != "QUEUED" {
-		t.Fatalf("202 body %s", r.body)
-	}
-	if loc := r.header.Get("Location"); loc != "/api/v1/orders/"+orderID {
-		t.Fatalf("Location %q", loc)
-	}
+	orderID := accepted(t, h.do("POST", path, h.buyer(1), nil))
 	if v, ok, _ := h.views.Status(context.Background(), orderID); !ok || v.Status != order.StatusQueued || v.UserID != 1 || v.ItemID != item {
 		t.Fatalf("QUEUED view %+v %v", v, ok)
 	}
 
-	r = h.do("POST", path, h.buyer(1), nil)
+	r := h.do("POST", path, h.buyer(1), nil)
 	expectErr(t, r, http.StatusConflict, "ALREADY_PURCHASED")
 	if got := r.json(t)["error"].(map[string]any)["order_id"]; got != orderID {
 		t.Fatalf("ALREADY_PURCHASED order_id %v, want %s", got, orderID)
@@ -478,33 +437,13 @@ func TestUnitGetOrder(t *testing.T) {
 	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(11), nil)
 	id := r.json(t)["order_id"].(string)
 
-	r = h.do("GET", "/api/v1/orders/"+id, h.buyer(11), nil)
-	expect(t, r, http.StatusOK, "")
-	var v order.View
-	if err := json.Unmarshal(r.body, &v); err != nil || v.OrderID != id || v.Status != order.StatusQueued || v.UserID != 11 || v.ItemID != item {
-		t.Fatalf("order %s (%v)", r.body, err)
-	}
-	for _, k := range []string{"order_id", "item_id", "user_id", "status", "reason", "created_at", "updated_at"} {
-		if _, ok := r.json(t)[k]; !ok {
-			t.Fatalf("order JSON lacks %s", k)
-		}
-	}
-	expectErr(t, h.do("GET", "/api/v1/orders/"+id, h.buyer(12), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
-	expect(t, h.do("GET", "/api/v1/orders/"+id, h.admin, nil), http.StatusOK, "")
-	expectErr(t, h.do("GET", "/api/v1/orders/"+id, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
-	expectErr(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
-	expectErr(t, h.do("GET", "/api/v1/orders/not-an-id", h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	h.checkOrderAccess(t, id, item)
 
 	// No view in Redis: the row answers.
 	now := time.Now().UTC()
 	dbID := order.NewID()
 	h.orders.put(store.Order{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusPaid, CreatedAt: now, UpdatedAt: now})
-	r = h.do("GET", "/api/v1/orders/"+dbID, h.buyer(13), nil)
-	expect(t, r, http.StatusOK, "")
-	if r.json(t)["status"] != "PAID" {
-		t.Fatalf("db order %s", r.body)
-	}
-	expectErr(t, h.do("GET", "/api/v1/orders/"+dbID, h.buyer(11), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	h.checkPaidRow(t, dbID)
 	// A view stuck in QUEUED past staleAfter defers to the row.
 	stuck := order.View{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusQueued, UpdatedAt: now.Add(-time.Minute)}
 	h.views.publish(stuck)
@@ -521,42 +460,6 @@ func TestUnitGetOrder(t *testing.T) {
 	expectErr(t, h.do("GET", "/api/v1/orders/"+order.NewID(), h.buyer(11), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }
 
-// sse reads an event stream's status events.
-func sse(t *testing.T, res *http.Response) <-chan order.View {
-	events := make(chan order.View, 10)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(res.Body)
-		var ev string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && ev == "status":
-				var v order.View
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &v); err != nil {
-					t.Errorf("event data %q: %v", line, err)
-				}
-				events <- v
-			}
-		}
-	}()
-	return events
-}
-
-func (h *unitHarness) openEvents(t *testing.T, id, token string) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequest("GET", h.ts.URL+"/api/v1/orders/"+id+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := h.ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = res.Body.Close() })
-	return res
-}
-
 func TestUnitEvents(t *testing.T) {
 	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.StreamsPerBuyer = 1 })
 	item := h.onSale(5)
@@ -567,22 +470,7 @@ func TestUnitEvents(t *testing.T) {
 	expectErr(t, h.do("GET", path, h.buyer(22), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
 	expectErr(t, h.do("GET", "/api/v1/orders/nope/events", h.buyer(21), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
 
-	res := h.openEvents(t, id, h.buyer(21))
-	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") ||
-		res.Header.Get("Cache-Control") != "no-cache" {
-		t.Fatalf("events: %d %v", res.StatusCode, res.Header)
-	}
-	events := sse(t, res)
-	next := func() (order.View, bool) {
-		t.Helper()
-		select {
-		case v, ok := <-events:
-			return v, ok
-		case <-time.After(5 * time.Second):
-			t.Fatal("no event within 5s")
-		}
-		return order.View{}, false
-	}
+	next := sse(t, h.openEvents(t, id, h.buyer(21)))
 	first, _ := next()
 	if first.Status != order.StatusQueued || first.OrderID != id || first.UserID != 21 {
 		t.Fatalf("first event %+v", first)
@@ -591,21 +479,7 @@ func TestUnitEvents(t *testing.T) {
 	r := h.do("GET", path, h.buyer(21), nil)
 	expectErr(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
 	retryAfter(t, r, 1, 10)
-
-	v := first
-	v.Status, v.UpdatedAt = order.StatusPendingPayment, time.Now().UTC()
-	h.views.publish(v)
-	if got, _ := next(); got.Status != order.StatusPendingPayment {
-		t.Fatalf("second event %+v", got)
-	}
-	v.Status, v.UpdatedAt = order.StatusPaid, time.Now().UTC()
-	h.views.publish(v)
-	if got, _ := next(); got.Status != order.StatusPaid {
-		t.Fatalf("third event %+v", got)
-	}
-	if _, ok := next(); ok {
-		t.Fatal("stream did not end after a final status")
-	}
+	streamToPaid(t, next, first, h.views.publish)
 	// The slot is released with the stream.
 	deadline := time.Now().Add(2 * time.Second)
 	for {
