@@ -769,30 +769,16 @@ func TestEventStreamsCapped(t *testing.T) {
 // Behind a trusted load balancer the client address comes from
 // X-Forwarded-For; from anyone else the header is ignored.
 func TestTrustedProxies(t *testing.T) {
-	get := func(h *harness, item int64, xff string) response {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/items/%d", h.ts.URL, item), nil)
-		req.Header.Set("X-Forwarded-For", xff)
-		res, err := h.ts.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return response{status: res.StatusCode, header: res.Header, body: body}
-	}
 	trusted := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
 		c.IPRPS, c.IPBurst, c.TrustedProxies = 0.01, 1, []string{"127.0.0.1/32", "::1/128"}
 	})
-	item := trusted.activeItem(1)
-	expect(t, get(trusted, item, "198.51.100.1"), http.StatusOK, "")
-	expect(t, get(trusted, item, "198.51.100.2"), http.StatusOK, "") // another client: its own bucket
-	expect(t, get(trusted, item, "198.51.100.1"), http.StatusTooManyRequests, "RATE_LIMITED")
+	trusted.checkForwardedBuckets(t, trusted.activeItem(1))
 
 	untrusted := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.IPRPS, c.IPBurst = 0.01, 1 })
-	item = untrusted.activeItem(1)
-	expect(t, get(untrusted, item, "198.51.100.1"), http.StatusOK, "")
+	item := untrusted.activeItem(1)
+	expect(t, untrusted.getForwarded(item, "198.51.100.1"), http.StatusOK, "")
 	// A forged header buys no fresh bucket: the peer address counts.
-	expect(t, get(untrusted, item, "198.51.100.2"), http.StatusTooManyRequests, "RATE_LIMITED")
+	expect(t, untrusted.getForwarded(item, "198.51.100.2"), http.StatusTooManyRequests, "RATE_LIMITED")
 }
 
 // /readyz evaluates its checks at most once a second and names what is down

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -69,14 +68,19 @@ func (f *fakeItems) GetItem(_ context.Context, id int64) (store.Item, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gets++
+	return f.find(id)
+}
+
+// find is a row read of the item (f.mu held): the injected error, the item,
+// or ErrItemNotFound.
+func (f *fakeItems) find(id int64) (store.Item, error) {
 	if f.err != nil {
 		return store.Item{}, f.err
 	}
-	it, ok := f.byID[id]
-	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
+	if it, ok := f.byID[id]; ok {
+		return it, nil
 	}
-	return it, nil
+	return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
 }
 
 func (f *fakeItems) ListItems(context.Context) ([]store.Item, error) {
@@ -96,12 +100,9 @@ func (f *fakeItems) ListItems(context.Context) ([]store.Item, error) {
 func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return store.Item{}, f.err
-	}
-	it, ok := f.byID[id]
-	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
+	it, err := f.find(id)
+	if err != nil {
+		return it, err
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	if !now.Before(it.EndAt) {
@@ -119,12 +120,9 @@ func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
 func (f *fakeItems) AddStock(ctx context.Context, id, n int64, inRedis func(context.Context, store.Item) error) (store.Item, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return store.Item{}, f.err
-	}
-	it, ok := f.byID[id]
-	if !ok {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, order.ErrItemNotFound)
+	it, err := f.find(id)
+	if err != nil {
+		return it, err
 	}
 	if !time.Now().Before(it.EndAt) {
 		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
@@ -629,10 +627,7 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 		opt(&cfg, &deps, &o)
 	}
 	srv := api.New(cfg, deps, o)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, srv)
 	select { // published views reach the event streams from here on
 	case <-views.watching:
 	case <-time.After(5 * time.Second):
@@ -649,12 +644,7 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 func newUnitHarness(t testing.TB, opts ...unitOpt) *unitHarness {
 	t.Helper()
 	h := newUnitServer(t, opts...)
-	ts := httptest.NewUnstartedServer(h.srv.Engine())
-	ts.Config = h.srv.HTTPServer()
-	ts.Config.Handler = h.srv.Engine()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	h.ts = ts
+	h.ts = listen(t, h.srv)
 	return h
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -72,21 +73,29 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		opt(&cfg, &deps, &o)
 	}
 	srv := api.New(cfg, deps, o)
+	run(t, srv)
+	h := &harness{t: t, srv: srv, ts: listen(t, srv), db: db, stk: stk, views: views, ob: outbox.New(rdb, prefix), rdb: rdb, cfg: cfg}
+	h.admin = h.token(1, auth.RoleAdmin)
+	return h
+}
+
+// run runs the server's background work until the test ends.
+func run(t testing.TB, srv *api.Server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// listen serves every route on an httptest server with the production
+// http.Server settings, closed when the test ends (before run's cleanup).
+func listen(t testing.TB, srv *api.Server) *httptest.Server {
 	ts := httptest.NewUnstartedServer(srv.Engine())
 	ts.Config = srv.HTTPServer()
 	ts.Config.Handler = srv.Engine()
 	ts.Start()
-	t.Cleanup(func() {
-		ts.Close()
-		cancel()
-		<-done
-	})
-	h := &harness{t: t, srv: srv, ts: ts, db: db, stk: stk, views: views, ob: outbox.New(rdb, prefix), rdb: rdb, cfg: cfg}
-	h.admin = h.token(1, auth.RoleAdmin)
-	return h
+	t.Cleanup(ts.Close)
+	return ts
 }
 
 func (h *harness) token(user int64, role auth.Role) string {
@@ -344,4 +353,28 @@ func streamToPaid(t *testing.T, next func() (order.View, bool), first order.View
 	if _, ok := next(); ok {
 		t.Fatal("stream did not end after a final status")
 	}
+}
+
+// getForwarded is GET /api/v1/items/:item from the client xff names in
+// X-Forwarded-For.
+func (h *harness) getForwarded(item int64, xff string) response {
+	h.t.Helper()
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/items/%d", h.ts.URL, item), nil)
+	req.Header.Set("X-Forwarded-For", xff)
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: body}
+}
+
+// checkForwardedBuckets checks that behind a trusted proxy (IP limit of one
+// request) each forwarded client has its own bucket.
+func (h *harness) checkForwardedBuckets(t *testing.T, item int64) {
+	t.Helper()
+	expect(t, h.getForwarded(item, "198.51.100.1"), http.StatusOK, "")
+	expect(t, h.getForwarded(item, "198.51.100.2"), http.StatusOK, "") // another client: its own bucket
+	expect(t, h.getForwarded(item, "198.51.100.1"), http.StatusTooManyRequests, "RATE_LIMITED")
 }

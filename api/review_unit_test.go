@@ -26,21 +26,7 @@ func TestUnitTrustedProxiesFromEnv(t *testing.T) {
 	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
 		c.IPRPS, c.IPBurst, c.TrustedProxies = 0.01, 1, loaded.API.TrustedProxies
 	})
-	item := h.onSale(1)
-	get := func(xff string) response {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/items/%d", h.ts.URL, item), nil)
-		req.Header.Set("X-Forwarded-For", xff)
-		res, err := h.ts.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return response{status: res.StatusCode, header: res.Header, body: body}
-	}
-	expect(t, get("198.51.100.1"), http.StatusOK, "")
-	expect(t, get("198.51.100.2"), http.StatusOK, "") // another client behind the proxy: its own bucket
-	expect(t, get("198.51.100.1"), http.StatusTooManyRequests, "RATE_LIMITED")
+	h.checkForwardedBuckets(t, h.onSale(1))
 }
 
 // A purchase whose outcome Redis leaves unknown is answered within the
