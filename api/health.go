@@ -22,9 +22,7 @@ const readyTTL = time.Second
 // dependencies that did not, and nothing more: the reasons (addresses,
 // errors) go to the log.
 func (s *Server) readyz(c *gin.Context) {
-	down, _ := s.ready.get(time.Now, readyTTL, func() ([]string, error) {
-		return s.readyDown(c.Request.Context()), nil
-	})
+	down, _ := s.ready.get(time.Now, readyTTL, func() ([]string, error) { return s.readyDown(c.Request.Context()), nil })
 	checks := make(map[string]string, len(s.deps.Checks))
 	for name := range s.deps.Checks {
 		checks[name] = "ok"

@@ -50,10 +50,6 @@ func loadPages(fsys fs.FS) map[string]page {
 const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
 
-func (s *Server) servePage(name string) gin.HandlerFunc {
-	return func(c *gin.Context) { s.writePage(c, name) }
-}
-
 // writePage answers one embedded file (404 NOT_FOUND for an unknown one).
 // Pages are revalidated on every load (no-cache with an ETag): a new binary
 // is seen at once, an unchanged file costs a 304.

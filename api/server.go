@@ -235,8 +235,8 @@ func (s *Server) routes() *gin.Engine {
 	if s.cfg.MetricsAddr == "" {
 		e.GET("/metrics", s.publicMetrics())
 	}
-	e.GET("/", s.servePage("index.html"))
-	e.GET("/admin", s.servePage("admin.html"))
+	e.GET("/", func(c *gin.Context) { s.writePage(c, "index.html") })
+	e.GET("/admin", func(c *gin.Context) { s.writePage(c, "admin.html") })
 	e.GET("/assets/*file", s.asset)
 	v1 := e.Group("/api/v1")
 	v1.GET("/time", s.handle(s.serverTime))
