@@ -249,13 +249,7 @@ func TestPurchaseContract(t *testing.T) {
 	item := h.activeItem(2)
 	path := fmt.Sprintf("/api/v1/seckill/%d", item)
 
-	expect(t, h.do("POST", "/api/v1/seckill/abc", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
-	expect(t, h.do("POST", "/api/v1/seckill/0", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
-	expect(t, h.do("POST", "/api/v1/seckill/777777", h.buyer(1), nil), http.StatusNotFound, "ITEM_NOT_FOUND")
-	soon := h.newItem(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
-	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", soon), h.buyer(1), nil), http.StatusForbidden, "SALE_NOT_STARTED")
-	over := h.newItem(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", over), h.buyer(1), nil), http.StatusForbidden, "SALE_ENDED")
+	h.checkPurchaseRefused(t, path, h.newItem)
 
 	orderID := accepted(t, h.do("POST", path, h.buyer(1), nil))
 

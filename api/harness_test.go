@@ -378,3 +378,19 @@ func (h *harness) checkForwardedBuckets(t *testing.T, item int64) {
 	expect(t, h.getForwarded(item, "198.51.100.2"), http.StatusOK, "") // another client: its own bucket
 	expect(t, h.getForwarded(item, "198.51.100.1"), http.StatusTooManyRequests, "RATE_LIMITED")
 }
+
+// checkPurchaseRefused checks the purchase answers that need no unit: no
+// token, not a buyer, a bad or unknown item id, a sale not started or ended
+// (newItem makes an item of 5 units selling from start to end).
+func (h *harness) checkPurchaseRefused(t *testing.T, path string, newItem func(units int64, start, end time.Time) int64) {
+	t.Helper()
+	expectErr(t, h.do("POST", path, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("POST", path, h.admin, nil), http.StatusForbidden, "FORBIDDEN")
+	expectErr(t, h.do("POST", "/api/v1/seckill/abc", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
+	expectErr(t, h.do("POST", "/api/v1/seckill/0", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
+	expectErr(t, h.do("POST", "/api/v1/seckill/777777", h.buyer(1), nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	soon := newItem(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	expectErr(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", soon), h.buyer(1), nil), http.StatusForbidden, "SALE_NOT_STARTED")
+	over := newItem(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	expectErr(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", over), h.buyer(1), nil), http.StatusForbidden, "SALE_ENDED")
+}

@@ -201,15 +201,7 @@ func TestUnitPurchase(t *testing.T) {
 	item := h.onSale(2)
 	path := fmt.Sprintf("/api/v1/seckill/%d", item)
 
-	expectErr(t, h.do("POST", path, "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
-	expectErr(t, h.do("POST", path, h.admin, nil), http.StatusForbidden, "FORBIDDEN")
-	expectErr(t, h.do("POST", "/api/v1/seckill/abc", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
-	expectErr(t, h.do("POST", "/api/v1/seckill/0", h.buyer(1), nil), http.StatusBadRequest, "BAD_REQUEST")
-	expectErr(t, h.do("POST", "/api/v1/seckill/777777", h.buyer(1), nil), http.StatusNotFound, "ITEM_NOT_FOUND")
-	soon := h.item(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
-	expectErr(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", soon), h.buyer(1), nil), http.StatusForbidden, "SALE_NOT_STARTED")
-	over := h.item(5, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-	expectErr(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", over), h.buyer(1), nil), http.StatusForbidden, "SALE_ENDED")
+	h.checkPurchaseRefused(t, path, h.item)
 	if h.units.reserves != 0 {
 		t.Fatalf("%d reservations attempted by refused requests", h.units.reserves)
 	}
