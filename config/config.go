@@ -109,13 +109,10 @@ type Redis struct {
 	PoolSize int      `env:"POOL_SIZE" envDefault:"64" check:"positive"`
 	// KeyPrefix namespaces every key and channel (tests use their own).
 	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
-	// WaitReplicas, when above 0, answers a batch of reservations only once
-	// that many replicas of the item's master hold it (Redis WAIT, at most
-	// WaitTimeout; past it the batch stands and
-	// seckill_redis_replica_wait_short_total counts it). Replication is
-	// asynchronous: without it a failover can promote a replica that lacks
-	// the last reservations buyers were told about. 0 for one Redis without
-	// replicas; 1 on a cluster with a replica per master.
+	// WaitReplicas > 0 answers a batch of reservations only once that many
+	// replicas hold it (Redis WAIT, at most WaitTimeout; past it the batch
+	// stands, counted): replication is asynchronous, and a failover could
+	// promote a replica without the reservations buyers were told about.
 	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0"`
 	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
@@ -173,11 +170,9 @@ type RocketMQ struct {
 	// MaxReconsume is how often a failing message is redelivered before it
 	// goes to the consumer group's dead-letter topic.
 	MaxReconsume int32 `env:"MAX_RECONSUME" envDefault:"16"`
-	// AccessKey and SecretKey are a user of a broker with ACL on (RocketMQ
-	// 5.3 ACL 2.0): every producer, consumer and topic admin signs its
-	// requests with them. Empty: the broker has no ACL. The user creates
-	// topics (the worker's dead-letter topic, the tests'), so it needs
-	// Create on topics besides Pub and Sub.
+	// AccessKey and SecretKey: the broker's ACL 2.0 user every client signs
+	// with (empty: no ACL). It creates topics (the dead-letter one), so it
+	// needs Create besides Pub and Sub.
 	AccessKey string `env:"ACCESS_KEY"`
 	SecretKey Secret `env:"SECRET_KEY"`
 }
@@ -212,16 +207,11 @@ type API struct {
 	// through to Redis; the rest get 429 at once.
 	GlobalRPS   float64 `env:"GLOBAL_RPS" envDefault:"20000" check:"positive"`
 	GlobalBurst int     `env:"GLOBAL_BURST" envDefault:"5000"`
-	// ConfirmTimeout is how long a purchase whose reservation failed with its
-	// outcome unknown (a timeout, a connection dropped after the script was
-	// sent, a Redis master dying) keeps asking Redis whether the unit was
-	// taken before answering 503 "outcome unknown". Keep it above the Redis
-	// failover time (cluster-node-timeout plus the election; Sentinel's
-	// down-after-milliseconds plus its failover), so that a buyer whose unit
-	// was taken on the old master and replicated is answered 202 by the new one.
-	// The purchase's answer is due within WriteTimeout (the window is cut to
-	// what is left of it), so ConfirmTimeout plus PurchaseHeadroom must fit in
-	// WriteTimeout: Validate refuses more.
+	// ConfirmTimeout is how long a purchase whose reservation's outcome is
+	// unknown (a timeout, a Redis master dying) asks Redis whether the unit
+	// was taken before answering 503. Above the Redis failover time, a unit
+	// taken on the old master and replicated is answered 202 by the new one.
+	// With PurchaseHeadroom it must fit in WriteTimeout (Validate).
 	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s" check:"positive"`
 	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5" check:"positive"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
@@ -235,15 +225,11 @@ type API struct {
 	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
 	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
 	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000" check:"positive"`
-	// IPLimiterMaxKeys bounds the per-IP limiters (unauthenticated traffic;
-	// IPv6 clients are keyed by their /64): at most this many are kept (a
-	// full shard evicts an arbitrary one), so memory is bounded whatever the
-	// clients' addresses.
+	// IPLimiterMaxKeys bounds the per-IP limiters (IPv6 keyed by /64; a full
+	// shard evicts one): memory stays bounded whatever the addresses.
 	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000" check:"positive"`
-	// TrustedProxies are the CIDRs (or single addresses) of load balancers
-	// in front of the API: only from those peers is the client address taken
-	// from X-Forwarded-For. Empty: the peer address, no header is believed.
-	// Entries are trimmed ("a, b" is a and b); a bad one stops the load.
+	// TrustedProxies are the CIDRs (or addresses) of load balancers from
+	// which X-Forwarded-For is believed. Empty: the peer address is the client's.
 	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
 	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
 	// of one buyer and of the instance; past them a stream is 429.
@@ -261,27 +247,18 @@ type API struct {
 	// or cancel was recorded at the door (payment.Options.WakeRate).
 	WakeRate float64 `env:"WAKE_RATE" envDefault:"25" check:"positive"`
 	// EarlyPay makes an order payable (and cancellable) from its 202, while
-	// it is still QUEUED, instead of once its saga has taken its unit. The
-	// rolling-upgrade switch: turn it on only once every API instance and
-	// every worker runs a release that knows paid_at (a worker from before
-	// it would make a paid QUEUED order PENDING_PAYMENT and time it out);
-	// see docs/deploy.md.
+	// QUEUED. The rolling-upgrade switch: on only once every API and worker
+	// knows paid_at (see docs/deploy.md).
 	EarlyPay bool `env:"EARLY_PAY" envDefault:"true"`
 	// Instance names this API instance (its outbox consumer); empty means
 	// hostname-pid. Two live instances must not share a name.
 	Instance string `env:"INSTANCE"`
-	// MemoryLimitMB is the API process's soft memory limit in MiB (Go's
-	// runtime/debug.SetMemoryLimit): as the heap nears it the collector runs
-	// more often instead of letting the heap double. 0 leaves it unset; a
-	// GOMEMLIMIT in the environment wins. The default fits a sale of 100,000
-	// buyers (live heap ~36 MB: ~170 bytes of limiter and ~140 of verified
-	// token per buyer); raise it for many more active buyers, or the
-	// collector runs all the time.
+	// MemoryLimitMB is the soft memory limit in MiB (0: none; GOMEMLIMIT
+	// wins). The default fits a sale of 100,000 buyers (~36 MB live heap);
+	// raise it for many more, or the collector runs all the time.
 	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"112"`
-	// MetricsAddr, when set, serves /metrics on its own listener (for
-	// Prometheus, off the public one) and the public listener no longer
-	// answers it. Empty: /metrics on the public listener, rate limited (a
-	// scrape a second per instance, bursts of 10, and the per-IP limit).
+	// MetricsAddr, when set, serves /metrics on its own listener instead of
+	// the public one (where it is rate limited: a scrape a second, bursts of 10).
 	MetricsAddr string `env:"METRICS_ADDR" check:"hostport,optional"`
 	// PprofAddr, when set, serves net/http/pprof on its own listener (for
 	// profiling under load; keep it on loopback). Empty: off.
@@ -300,20 +277,17 @@ type Relay struct {
 	// duplicates a crash of this instance can cause.
 	Parallel  int `env:"PARALLEL" envDefault:"2" check:"positive"`
 	SendBatch int `env:"SEND_BATCH" envDefault:"256" check:"positive"`
-	// Linger is how long the relay waits after a read that found fewer than
-	// Batch entries, so that its next send carries a fuller batch (at most
-	// this added to the handoff; 0: no wait). The broker's CPU goes mostly
-	// per send, not per message: in a stampede on 2 cores, 50 ms (batches of
-	// ~200) took its share from ~50 % to ~15 % of a core against 10 ms.
+	// Linger is how long the relay waits after a short read, so that its
+	// next send carries a fuller batch: the broker's CPU goes per send, not
+	// per message (50 ms took it from ~50 % to ~15 % of a core against 10 ms).
 	Linger time.Duration `env:"LINGER" envDefault:"50ms"`
 	// FlushTimeout bounds the outbox flush at shutdown.
 	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s" check:"positive"`
 	// PoolSize is the relay's own Redis pool (per node on a cluster): one
 	// blocking reader per item on sale plus its acks.
 	PoolSize int `env:"POOL_SIZE" envDefault:"128" check:"positive"`
-	// RetireAfter is how long after an item's sale ended its reader keeps
-	// going; then, once the item's outbox is empty, the reader stops (one
-	// blocking reader per item ever sold would tie up a connection each).
+	// RetireAfter is how long after its sale ended an item's reader keeps
+	// going before it stops with the outbox empty (each holds a connection).
 	RetireAfter time.Duration `env:"RETIRE_AFTER" envDefault:"1m" check:"positive"`
 	// Discover is how often the relay re-reads the item list.
 	Discover time.Duration `env:"DISCOVER" envDefault:"5s" check:"positive"`
@@ -326,28 +300,22 @@ const PurchaseHeadroom = 3 * time.Second
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
 type Worker struct {
-	Consumer       bool `env:"CONSUMER" envDefault:"true"`
-	Temporal       bool `env:"TEMPORAL" envDefault:"true"`
-	ConsumeWorkers int  `env:"CONSUME_WORKERS" envDefault:"32" check:"positive"`
-	// MaxConcurrentActivities and friends size the Temporal worker.
-	MaxConcurrentActivities int `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64" check:"positive"`
-	// Workflow-task slots decide whether an eager start is taken: with every
-	// slot busy, a new order's first task waits in the task queue. 512 (with
-	// 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 to
-	// 31.9 s against 64 (with 4).
+	Consumer                bool `env:"CONSUMER" envDefault:"true"`
+	Temporal                bool `env:"TEMPORAL" envDefault:"true"`
+	ConsumeWorkers          int  `env:"CONSUME_WORKERS" envDefault:"32" check:"positive"`
+	MaxConcurrentActivities int  `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64" check:"positive"`
+	// With every workflow-task slot busy an eager start is refused: 512
+	// (with 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 s to 31.9 s.
 	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512"`
 	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
 	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
-	// WorkflowPollers and ActivityPollers are the Temporal task pollers.
-	WorkflowPollers int `env:"WORKFLOW_POLLERS" envDefault:"8"`
-	ActivityPollers int `env:"ACTIVITY_POLLERS" envDefault:"2" check:"positive"`
+	WorkflowPollers              int    `env:"WORKFLOW_POLLERS" envDefault:"8"`
+	ActivityPollers              int    `env:"ACTIVITY_POLLERS" envDefault:"2" check:"positive"`
 	// DLQGroup consumes the order consumer group's dead-letter topic
 	// (%DLQ%<RocketMQ.ConsumerGroup>) and starts the saga of each order in it.
 	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
-	// StickyCacheSize is how many workflow executions the worker keeps
-	// cached between tasks (the SDK's sticky cache, 10,000 when 0): parked
-	// sagas beyond it are evicted and replayed when their payment or timeout
-	// arrives, which bounds the worker's memory during a full sale.
+	// StickyCacheSize bounds the sagas the worker keeps cached between tasks
+	// (the SDK's 10,000 when 0); the rest are replayed when they wake.
 	StickyCacheSize int `env:"STICKY_CACHE_SIZE" envDefault:"2000"`
 	// MemoryLimitMB is the worker's soft memory limit in MiB, as for the API.
 	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"150"`
@@ -373,10 +341,9 @@ type Reconcile struct {
 	Repair bool `env:"REPAIR" envDefault:"true"`
 }
 
-// Load parses the environment once and validates it: a bad value stops the
-// process at start, naming the variable, and so does a SECKILL_* variable
-// that is not a setting (a misspelling), naming the nearest setting. Unset
-// settings keep their defaults.
+// Load parses the environment once and validates it: a bad value, or a
+// SECKILL_* variable that is not a setting (a misspelling), stops the process
+// at start, naming it. Unset settings keep their defaults.
 func Load() (Config, error) { return LoadFrom(env.ToMap(os.Environ())) }
 
 // LoadFrom is Load on the given variables instead of the process

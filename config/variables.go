@@ -78,21 +78,11 @@ var ToolingVariables = []string{
 	"SECKILL_BROWSER_DOCS",    // test/browser: copy the README's screenshots to docs/
 }
 
-// toolingPrefixes are families of tooling variables: the cluster profile's
-// ports and sizes (scripts/lib/stack-cluster.sh).
-var toolingPrefixes = []string{"SECKILL_CLUSTER_"}
-
-// IsTooling reports whether name is a variable of the scripts and tests.
+// IsTooling reports whether name is a variable of the scripts and tests,
+// SECKILL_CLUSTER_* included (the cluster profile's ports and sizes,
+// scripts/lib/stack-cluster.sh).
 func IsTooling(name string) bool {
-	if slices.Contains(ToolingVariables, name) {
-		return true
-	}
-	for _, p := range toolingPrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(ToolingVariables, name) || strings.HasPrefix(name, "SECKILL_CLUSTER_")
 }
 
 // checkNames refuses SECKILL_* variables that are neither settings nor

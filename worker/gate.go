@@ -34,22 +34,20 @@ func NewGate() *Gate {
 }
 
 // Hold makes handlers wait until Release.
-func (g *Gate) Hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.held {
-		g.held, g.open = true, make(chan struct{})
-	}
-}
+func (g *Gate) Hold() { g.set(true) }
 
 // Release lets the waiting handlers and every later one through.
-func (g *Gate) Release() {
+func (g *Gate) Release() { g.set(false) }
+
+func (g *Gate) set(held bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.held {
-		g.held = false
+	if held && !g.held {
+		g.open = make(chan struct{})
+	} else if !held && g.held {
 		close(g.open)
 	}
+	g.held = held
 }
 
 // Held reports whether the gate holds handlers.
@@ -62,32 +60,23 @@ func (g *Gate) Held() bool {
 // Close makes every waiting and later held handler fail with ErrGateClosed.
 func (g *Gate) Close() { g.once.Do(func() { close(g.closed) }) }
 
-// Wait returns once the gate is open, or with an error when ctx ends or the
-// gate is closed while held.
-func (g *Gate) Wait(ctx context.Context) error {
-	g.mu.Lock()
-	open := g.open
-	g.mu.Unlock()
-	select {
-	case <-open: // first, so that an open gate lets a handler through even after Close
-		return nil
-	default:
-	}
-	select {
-	case <-open:
-		return nil
-	case <-g.closed:
-		return ErrGateClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Handler wraps h so that it waits for the gate.
+// Handler wraps h so that it waits for the gate: it passes an open gate
+// (even after Close), and fails when ctx ends or the gate closes while held.
 func (g *Gate) Handler(h queue.Handler) queue.Handler {
 	return func(ctx context.Context, m *primitive.MessageExt) error {
-		if err := g.Wait(ctx); err != nil {
-			return err
+		g.mu.Lock()
+		open := g.open
+		g.mu.Unlock()
+		select {
+		case <-open:
+		default:
+			select {
+			case <-open:
+			case <-g.closed:
+				return ErrGateClosed
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		return h(ctx, m)
 	}

@@ -1,10 +1,7 @@
-// Package worker holds the parts of the saga's worker process: the handler
-// both RocketMQ consumers share (the orders topic and its dead-letter topic:
-// each message starts its order's OrderSaga), the gate that holds the order
-// consumer, the Temporal worker's registration, the periodic reconcile, and
-// the ops listener (/metrics, /healthz, the consumer's admin switch). The
-// saga's logic lives in workflows, activities and compensation;
-// cmd/seckill starts and stops these parts.
+// Package worker holds the parts of the saga's worker process, which
+// cmd/seckill starts and stops: the consumers' handler (an order message or
+// dead letter starts its OrderSaga), the gate that holds the order consumer,
+// the Temporal worker, the periodic reconcile and the ops listener.
 package worker
 
 import (

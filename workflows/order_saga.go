@@ -48,7 +48,6 @@ var slowOptions = workflow.ActivityOptions{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,
 		MaximumInterval:    10 * time.Second,
-		MaximumAttempts:    0, // unlimited
 	},
 }
 
@@ -178,10 +177,8 @@ func (s *saga) await(ctx workflow.Context, windowSeconds int) decision {
 	return d
 }
 
-// step runs one idempotent activity: locally first, then, if it still fails
-// with a retryable error after localBudget, as a regular activity retried
-// without limit. A non-retryable error (a business outcome) or a cancellation
-// is returned as it is.
+// step runs one idempotent activity: locally, then as a regular activity
+// (see localBudget). A business outcome or a cancellation is returned as is.
 func (s *saga) step(ctx workflow.Context, activity, in, out any) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
 	err := workflow.ExecuteLocalActivity(lctx, activity, in).Get(lctx, out)
@@ -218,8 +215,7 @@ func (s *saga) fail(ctx workflow.Context, step string, err error) (order.View, e
 		temporal.NewNonRetryableApplicationError(reason, reasonType, err))
 }
 
-// abort closes the order an operator cancelled the workflow of; the
-// workflow ends cancelled unless the order was paid in time.
+// abort closes an order whose workflow an operator cancelled.
 func (s *saga) abort(ctx workflow.Context) (order.View, error) {
 	v, err := s.close(ctx, order.StatusCancelled, order.ReasonOperatorCancelled, false, nil)
 	if err == nil && v.Status != order.StatusPaid {
@@ -320,8 +316,7 @@ func (s *saga) notify(ctx workflow.Context) {
 }
 
 // upsertStatus keeps the SeckillOrderStatus search attribute in step with the
-// order, for support staff's queries. The reason is in the order row and the
-// workflow's result.
+// order, for support staff's queries.
 func (s *saga) upsertStatus(ctx workflow.Context, status order.Status) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchOrderStatus.ValueSet(string(status))); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert search attributes", "error", err)

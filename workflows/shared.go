@@ -1,7 +1,6 @@
-// Package workflows holds the order saga (OrderSaga) and the client the API
-// and the consumer use to start it and to pay or cancel through it. Every name
-// a caller needs (workflow type and ID, task queue, update and query names,
-// search attributes) is declared in this file.
+// Package workflows holds the order saga (OrderSaga) and the client that
+// starts and wakes it. Every name a caller needs (workflow type and ID,
+// signal and query names, search attributes) is declared in this file.
 package workflows
 
 import (
@@ -20,8 +19,7 @@ const (
 	// paid by hand.
 	SignalPay = "pay"
 	// SignalCancel wakes the saga to cancel the order and give its units back
-	// (sent by the API after it recorded the buyer's cancel at the door;
-	// support staff may send it too).
+	// (after the API recorded the buyer's cancel; support staff may send it).
 	SignalCancel = "cancel"
 	// QueryStatus returns the order view as the saga sees it.
 	QueryStatus = "status"
