@@ -83,8 +83,7 @@ return 1
 // PublishStatus stores the order's latest view and announces it on Channel,
 // unless the view stored is further along (see order.View.Rank): views only
 // move forward, whatever order the saga and the door publish them in.
-// Publishing the same view twice is harmless. It reports whether v was
-// stored.
+// Publishing the same view twice is harmless.
 func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
 	_, err := b.Publish(ctx, v)
 	return err
@@ -93,21 +92,78 @@ func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
 // Publish is PublishStatus reporting whether v was stored (false: the view
 // stored was further along).
 func (b *Board) Publish(ctx context.Context, v order.View) (bool, error) {
-	body, err := json.Marshal(v)
+	stored, err := b.PublishAll(ctx, []order.View{v})
 	if err != nil {
-		return false, fmt.Errorf("encode order view: %w", err)
+		return false, err
 	}
-	n, err := publishScript.Run(ctx, b.rdb, []string{keyspace.Order(b.prefix, v.OrderID)},
-		body, v.Rank(), int64(TTL/time.Second), b.Channel()).Int64()
-	if err != nil {
-		return false, fmt.Errorf("publish status of order %s: %w", v.OrderID, err)
+	return stored[0], nil
+}
+
+// PublishAll is Publish of several views in one round trip.
+func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, error) {
+	bodies := make([][]byte, len(views))
+	for i, v := range views {
+		var err error
+		if bodies[i], err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("encode order view: %w", err)
+		}
 	}
-	return n == 1, nil
+	cmds := make([]*redis.Cmd, len(views))
+	run := func(eval bool) {
+		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, v := range views {
+				keys, args := []string{keyspace.Order(b.prefix, v.OrderID)}, []any{bodies[i], v.Rank(), int64(TTL / time.Second), b.Channel()}
+				if eval {
+					cmds[i] = publishScript.Eval(ctx, p, keys, args...)
+				} else {
+					cmds[i] = publishScript.EvalSha(ctx, p, keys, args...)
+				}
+			}
+			return nil
+		})
+	}
+	run(false)
+	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
+		run(true) // a restarted Redis: the views already stored are stored again, harmlessly
+	}
+	stored := make([]bool, len(views))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("publish status of order %s: %w", views[i].OrderID, err)
+		}
+		stored[i] = n == 1
+	}
+	return stored, nil
 }
 
 // Status returns the latest view of an order, if any.
 func (b *Board) Status(ctx context.Context, orderID string) (order.View, bool, error) {
-	body, err := b.rdb.Get(ctx, keyspace.Order(b.prefix, orderID)).Bytes()
+	return decodeView(orderID, b.rdb.Get(ctx, keyspace.Order(b.prefix, orderID)))
+}
+
+// Statuses is Status of several orders in one round trip (the zero View
+// where there is none).
+func (b *Board) Statuses(ctx context.Context, orderIDs []string) ([]order.View, error) {
+	cmds := make([]*redis.StringCmd, len(orderIDs))
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range orderIDs {
+			cmds[i] = p.Get(ctx, keyspace.Order(b.prefix, id))
+		}
+		return nil
+	})
+	views := make([]order.View, len(orderIDs))
+	for i, c := range cmds {
+		var err error
+		if views[i], _, err = decodeView(orderIDs[i], c); err != nil {
+			return nil, err
+		}
+	}
+	return views, nil
+}
+
+func decodeView(orderID string, c *redis.StringCmd) (order.View, bool, error) {
+	body, err := c.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return order.View{}, false, nil
 	}

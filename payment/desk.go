@@ -30,23 +30,24 @@ type Orders interface {
 	RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ store.Order, changed bool, _ error)
 	RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ store.Order, changed bool, _ error)
 	RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ store.Order, changed bool, _ error)
+	InsertEarly(ctx context.Context, ds []store.Early) ([]store.Order, error)
 }
 
-// Views reads an order's latest view in Redis (orderstatus.Board): the
+// Views reads orders' latest views in Redis (orderstatus.Board): the
 // QUEUED view the purchase stored names the order's item.
 type Views interface {
-	Status(ctx context.Context, orderID string) (order.View, bool, error)
+	Statuses(ctx context.Context, orderIDs []string) ([]order.View, error)
 }
 
-// Reservations reads an order's live reservation in Redis (stock.Store):
-// the message the API reserved the unit with, its deadline included.
+// Reservations reads orders' live reservations in Redis (stock.Store): the
+// message the API reserved the unit with, its deadline included.
 type Reservations interface {
-	Reservation(ctx context.Context, itemID int64, orderID string) (order.Message, bool, error)
+	Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error)
 }
 
-// Statuses publishes an order's view for the API instances (orderstatus.Board).
+// Statuses publishes orders' views for the API instances (orderstatus.Board).
 type Statuses interface {
-	PublishStatus(ctx context.Context, v order.View) error
+	PublishAll(ctx context.Context, views []order.View) ([]bool, error)
 }
 
 // Sagas wakes the order's saga (workflows.Client).
@@ -99,6 +100,7 @@ type Desk struct {
 	// early payment (WithEarlyPayment): a QUEUED order is payable.
 	views Views
 	units Reservations
+	door  door
 }
 
 type wake struct{ orderID, signal string }
@@ -181,25 +183,34 @@ func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receive
 func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receivedAt time.Time, pay bool) (order.View, error) {
 	ctx, cancel := bounded(ctx, receivedAt)
 	defer cancel()
-	signal, record := workflows.SignalPay, d.orders.RecordPayment
+	signal, update := workflows.SignalPay, d.orders.RecordPayment
 	if !pay {
-		signal, record = workflows.SignalCancel, d.orders.RecordCancel
+		signal, update = workflows.SignalCancel, d.orders.RecordCancel
 	}
-	row, changed, err := record(ctx, orderID, userID, receivedAt, d.early())
-	if !errors.Is(err, order.ErrNotFound) || !d.early() {
-		// A paid QUEUED row needs no wake: the saga makes it PAID when it
-		// takes the unit.
-		return d.after(ctx, row, changed, err, signal, !row.PaidQueued())
+	// With early payment an order whose view is QUEUED (buyers pay at the
+	// 202, the saga lags) is proven the caller's from its live reservation
+	// and decided in the door's next batch (door.go); what the batch leaves,
+	// the row decides.
+	a := &ask{ctx: ctx, orderID: orderID, userID: userID, receivedAt: receivedAt, pay: pay}
+	if d.early() {
+		if err := d.ask(a); err != nil {
+			return d.after(ctx, store.Order{}, false, err, signal, false)
+		}
+		if a.decided {
+			return a.row.View(), nil // published; no saga to wake yet: the saga finds the row
+		}
 	}
-	// No row: the saga has not run. The order is payable from its 202 if
-	// the caller holds its live reservation.
-	m, err := d.prove(ctx, orderID, userID)
-	if err != nil {
-		return order.View{}, err
+	var row store.Order
+	var changed bool
+	var err error
+	if a.live {
+		row, changed, err = d.orders.RecordEarly(ctx, a.m, receivedAt, pay)
+	} else if row, changed, err = update(ctx, orderID, userID, receivedAt, d.early()); a.theirs && errors.Is(err, order.ErrNotFound) {
+		err = fmt.Errorf("order %s holds no unit: %w", orderID, order.ErrNotPayable)
 	}
-	row, changed, err = d.orders.RecordEarly(ctx, m, receivedAt, pay)
-	// A row written here has no saga to wake yet: the saga finds it.
-	return d.after(ctx, row, changed, err, signal, false)
+	// A paid QUEUED row needs no wake: the saga makes it PAID when it takes
+	// the unit.
+	return d.after(ctx, row, changed, err, signal, !row.PaidQueued())
 }
 
 // bounded is ctx ending order.DoorLimit after receivedAt. The decision is
@@ -208,34 +219,6 @@ func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receive
 // closed and be refused, so the desk gives up well before that.
 func bounded(ctx context.Context, receivedAt time.Time) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
-}
-
-// prove returns the reservation of orderID if userID holds it: the order's
-// view names its item, and the item's live reservation names the buyer and
-// the deadline. order.ErrNotFound for an order id that is not the caller's
-// (forged, unknown, another buyer's); order.ErrNotPayable for an order of
-// the caller that has no live reservation or no deadline (reserved by an
-// API from before early payment).
-func (d *Desk) prove(ctx context.Context, orderID string, userID int64) (order.Message, error) {
-	v, ok, err := d.views.Status(ctx, orderID)
-	if err != nil {
-		return order.Message{}, fmt.Errorf("prove order %s: %w", orderID, err)
-	}
-	if !ok || v.UserID != userID || v.ItemID <= 0 {
-		return order.Message{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
-	}
-	m, ok, err := d.units.Reservation(ctx, v.ItemID, orderID)
-	switch {
-	case err != nil:
-		return order.Message{}, fmt.Errorf("prove order %s: %w", orderID, err)
-	case ok && m.UserID != userID:
-		return order.Message{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
-	case !ok:
-		return order.Message{}, fmt.Errorf("order %s holds no unit: %w", orderID, order.ErrNotPayable)
-	case m.PayBy == nil:
-		return order.Message{}, fmt.Errorf("order %s has no deadline yet: %w", orderID, order.ErrNotPayable)
-	}
-	return m, nil
 }
 
 func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string, wake bool) (order.View, error) {
@@ -253,7 +236,7 @@ func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err err
 	}
 	// GET and the event streams see the decision at once; a failure leaves
 	// them on the database (GET falls back to it for stale views).
-	if perr := d.statuses.PublishStatus(ctx, v); perr != nil {
+	if _, perr := d.statuses.PublishAll(ctx, []order.View{v}); perr != nil {
 		d.log.Warn("publish status", "order_id", v.OrderID, "status", v.Status, "err", perr)
 	}
 	if wake {

@@ -3,8 +3,10 @@ package payment_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,14 +19,20 @@ import (
 )
 
 // fakeOrders answers RecordPayment/RecordCancel with a fixed row, and
-// RecordEarly with early (recording what it was asked to write).
+// RecordEarly with early; InsertEarly writes QUEUED paid rows (or fails
+// with insertErr), each call held until gate lets it go (when set).
+// written records the messages of what it was asked to write.
 type fakeOrders struct {
 	row     store.Order
 	changed bool
 	err     error
 
-	early   store.Order
-	written []order.Message
+	early     store.Order
+	insertErr error
+	gate      chan struct{}
+	mu        sync.Mutex
+	inserts   []int // rows per InsertEarly call
+	written   []order.Message
 }
 
 func (f *fakeOrders) RecordPayment(context.Context, string, int64, time.Time, bool) (store.Order, bool, error) {
@@ -36,8 +44,29 @@ func (f *fakeOrders) RecordCancel(context.Context, string, int64, time.Time, boo
 }
 
 func (f *fakeOrders) RecordEarly(_ context.Context, m order.Message, _ time.Time, _ bool) (store.Order, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.written = append(f.written, m)
 	return f.early, true, nil
+}
+
+func (f *fakeOrders) InsertEarly(_ context.Context, ds []store.Early) ([]store.Order, error) {
+	if f.gate != nil {
+		<-f.gate
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inserts = append(f.inserts, len(ds))
+	if f.insertErr != nil {
+		return nil, f.insertErr
+	}
+	rows := make([]store.Order, len(ds))
+	for i, d := range ds {
+		f.written = append(f.written, d.M)
+		rows[i] = store.Order{OrderID: d.M.OrderID, UserID: d.M.UserID, ItemID: d.M.ItemID, Status: order.StatusQueued,
+			PayBy: d.M.PayBy, PaidAt: &d.ReceivedAt}
+	}
+	return rows, nil
 }
 
 type fakeStatuses struct {
@@ -45,11 +74,17 @@ type fakeStatuses struct {
 	got []order.View
 }
 
-func (f *fakeStatuses) PublishStatus(_ context.Context, v order.View) error {
+func (f *fakeStatuses) PublishAll(_ context.Context, vs []order.View) ([]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.got = append(f.got, v)
-	return nil
+	f.got = append(f.got, vs...)
+	return make([]bool, len(vs)), nil
+}
+
+func (f *fakeStatuses) published() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.got)
 }
 
 type fakeSagas struct {
@@ -170,42 +205,65 @@ type fakeRedis struct {
 	res   map[string]order.Message
 }
 
-func (f *fakeRedis) Status(_ context.Context, id string) (order.View, bool, error) {
-	v, ok := f.views[id]
-	return v, ok, nil
+func (f *fakeRedis) Statuses(_ context.Context, ids []string) ([]order.View, error) {
+	out := make([]order.View, len(ids))
+	for i, id := range ids {
+		out[i] = f.views[id]
+	}
+	return out, nil
 }
 
-func (f *fakeRedis) Reservation(_ context.Context, itemID int64, id string) (order.Message, bool, error) {
-	m, ok := f.res[id]
-	return m, ok && m.ItemID == itemID, nil
+func (f *fakeRedis) Reservations(_ context.Context, items []int64, ids []string) ([]order.Message, error) {
+	out := make([]order.Message, len(ids))
+	for i, id := range ids {
+		if m := f.res[id]; m.ItemID == items[i] {
+			out[i] = m
+		}
+	}
+	return out, nil
+}
+
+// queued is a fakeRedis holding QUEUED orders Q0..Qn-1 of buyers 100..,
+// each with its live reservation.
+func queued(n int, payBy *time.Time) *fakeRedis {
+	rd := &fakeRedis{views: map[string]order.View{}, res: map[string]order.Message{}}
+	for i := range n {
+		id, user := fmt.Sprintf("Q%d", i), int64(100+i)
+		rd.views[id] = order.View{OrderID: id, ItemID: 3, UserID: user, Status: order.StatusQueued, PayBy: payBy}
+		rd.res[id] = order.Message{OrderID: id, ItemID: 3, UserID: user, PayBy: payBy}
+	}
+	return rd
 }
 
 // With early payment, an order without a row is payable if the caller holds
 // its live reservation; an order id that is not the caller's (unknown,
 // forged, another buyer's) or holds no unit writes nothing. A pay recorded
-// while QUEUED wakes no saga (the saga takes the unit and settles it).
+// while QUEUED is published and wakes no saga (the saga takes the unit and
+// settles it).
 func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 	deadline := payBy()
-	paid := store.Order{OrderID: "Q1", UserID: 7, ItemID: 3, Status: order.StatusQueued, PayBy: deadline, PaidAt: &time.Time{}}
-	rd := &fakeRedis{
-		views: map[string]order.View{
-			"Q1": {OrderID: "Q1", ItemID: 3, UserID: 7, Status: order.StatusQueued},
-			"Q2": {OrderID: "Q2", ItemID: 3, UserID: 7, Status: order.StatusQueued},  // reservation gone
-			"Q3": {OrderID: "Q3", ItemID: 3, UserID: 7, Status: order.StatusQueued},  // view claims buyer 7, reservation says 8
-			"Q4": {OrderID: "Q4", ItemID: 3, UserID: 7, Status: order.StatusQueued},  // reserved by an old API: no deadline
-			"Q5": {OrderID: "Q5", ItemID: 3, UserID: 8, Status: order.StatusQueued}}, // another buyer's
-		res: map[string]order.Message{
-			"Q1": {OrderID: "Q1", ItemID: 3, UserID: 7, PayBy: deadline},
-			"Q3": {OrderID: "Q3", ItemID: 3, UserID: 8, PayBy: deadline},
-			"Q4": {OrderID: "Q4", ItemID: 3, UserID: 7},
-			"Q5": {OrderID: "Q5", ItemID: 3, UserID: 8, PayBy: deadline}},
+	rd := queued(1, deadline) // Q0, buyer 100
+	for id, v := range map[string]order.View{
+		"Q2": {ItemID: 3, UserID: 7, Status: order.StatusQueued}, // reservation gone
+		"Q3": {ItemID: 3, UserID: 7, Status: order.StatusQueued}, // view claims buyer 7, reservation says 8
+		"Q4": {ItemID: 3, UserID: 7, Status: order.StatusQueued}, // reserved by an old API: no deadline
+		"Q5": {ItemID: 3, UserID: 8, Status: order.StatusQueued}, // another buyer's
+		"Q6": {ItemID: 3, UserID: 7, Status: order.StatusQueued}, // the deadline passed
+	} {
+		v.OrderID = id
+		rd.views[id] = v
 	}
+	rd.res["Q3"] = order.Message{OrderID: "Q3", ItemID: 3, UserID: 8, PayBy: deadline}
+	rd.res["Q4"] = order.Message{OrderID: "Q4", ItemID: 3, UserID: 7}
+	rd.res["Q5"] = order.Message{OrderID: "Q5", ItemID: 3, UserID: 8, PayBy: deadline}
+	past := time.Now().Add(-time.Second)
+	rd.res["Q6"] = order.Message{OrderID: "Q6", ItemID: 3, UserID: 7, PayBy: &past}
 	for _, tc := range []struct {
 		id   string
 		want error
 	}{
-		{"Q0", order.ErrNotFound}, {"Q2", order.ErrNotPayable}, {"Q3", order.ErrNotFound},
-		{"Q4", order.ErrNotPayable}, {"Q5", order.ErrNotFound},
+		{"Q9", order.ErrNotFound}, {"Q2", order.ErrNotPayable}, {"Q3", order.ErrNotFound},
+		{"Q4", order.ErrNotPayable}, {"Q5", order.ErrNotFound}, {"Q6", order.ErrNotPayable},
 	} {
 		o := &fakeOrders{err: order.ErrNotFound}
 		d, _ := newDesk(t, o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
@@ -215,27 +273,26 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 		}
 	}
 
-	o, st, sg := &fakeOrders{err: order.ErrNotFound, early: paid}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}
+	o, st, sg := &fakeOrders{err: order.ErrNotFound}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}
 	d, _ := newDesk(t, o, st, sg, payment.Options{WakeRate: 1000})
 	d.WithEarlyPayment(rd, rd)
-	v, err := d.Pay(context.Background(), "Q1", 7, time.Now())
+	v, err := d.Pay(context.Background(), "Q0", 100, time.Now())
 	if err != nil || v.Status != order.StatusPaid || !v.Settling || len(o.written) != 1 || o.written[0].PayBy != deadline {
 		t.Fatalf("early pay: %+v %v, wrote %v", v, err, o.written)
 	}
-	// A QUEUED row paid at the door: published, no wake.
-	o.err, o.row, o.changed = nil, paid, true
-	if v, err := d.Pay(context.Background(), "Q1", 7, time.Now()); err != nil || !v.Settling {
-		t.Fatalf("pay of a QUEUED row: %+v %v", v, err)
+	// The INSERT failed (the saga's row appeared meanwhile): RecordEarly
+	// decides alone, on the row; still no wake for a paid QUEUED row.
+	paid := store.Order{OrderID: "Q0", UserID: 100, ItemID: 3, Status: order.StatusQueued, PayBy: deadline, PaidAt: &time.Time{}}
+	o.insertErr, o.early = errors.New("duplicate"), paid
+	if v, err := d.Pay(context.Background(), "Q0", 100, time.Now()); err != nil || !v.Settling || len(o.written) != 2 {
+		t.Fatalf("pay after a failed INSERT: %+v %v, wrote %v", v, err, o.written)
 	}
-	st.mu.Lock()
-	published := len(st.got)
-	st.mu.Unlock()
-	if published != 2 {
-		t.Fatalf("published %d views, want 2", published)
+	if n := st.published(); n != 2 {
+		t.Fatalf("published %d views, want 2", n)
 	}
 	// Positive signal that the wake queue is drained: a wake sent after
 	// them arrives first and alone.
-	o.row = store.Order{OrderID: "P1", UserID: 7, ItemID: 3, Status: order.StatusPaid, PayBy: deadline}
+	o.row, o.changed, o.err = store.Order{OrderID: "P1", UserID: 7, ItemID: 3, Status: order.StatusPaid, PayBy: deadline}, true, nil
 	if _, err := d.Pay(context.Background(), "P1", 7, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +303,49 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 	// Without the switch the door never looks at Redis: no row, not found.
 	o2 := &fakeOrders{err: order.ErrNotFound}
 	d2, _ := newDesk(t, o2, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
-	if _, err := d2.Pay(context.Background(), "Q1", 7, time.Now()); !errors.Is(err, order.ErrNotFound) || len(o2.written) != 0 {
+	if _, err := d2.Pay(context.Background(), "Q0", 100, time.Now()); !errors.Is(err, order.ErrNotFound) || len(o2.written) != 0 {
 		t.Fatalf("pay with early payment off: %v, wrote %v", err, o2.written)
+	}
+}
+
+// Buyers paying at once share the door's batches: while one INSERT is
+// held, every pay that arrives waits for the next batch, which writes them
+// all in one INSERT; a second pay of one order in the same batch is decided
+// alone (RecordEarly) and nothing is written twice by one INSERT.
+func TestEarlyPaysAreBatched(t *testing.T) {
+	const n = 20
+	rd := queued(n, payBy())
+	o, st := &fakeOrders{gate: make(chan struct{}), err: order.ErrNotFound}, &fakeStatuses{}
+	d, _ := newDesk(t, o, st, &fakeSagas{signals: make(chan string, n)}, payment.Options{})
+	d.WithEarlyPayment(rd, rd)
+	errs := make(chan error, n+1)
+	pay := func(i int) {
+		_, err := d.Pay(context.Background(), fmt.Sprintf("Q%d", i), int64(100+i), time.Now())
+		errs <- err
+	}
+	go pay(0)
+	for d.Waiting() != 0 || !d.Running() { // Q0's batch taken, its INSERT held
+		runtime.Gosched()
+	}
+	go pay(1) // twice, in one batch
+	for i := 1; i < n; i++ {
+		go pay(i)
+	}
+	for d.Waiting() != n {
+		runtime.Gosched()
+	}
+	close(o.gate)
+	for range n + 1 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.inserts) != 2 || o.inserts[0] != 1 || o.inserts[1] != n-1 || len(o.written) != n+1 {
+		t.Fatalf("INSERTs of %v rows, %d written; want [1 %d], %d", o.inserts, len(o.written), n-1, n+1)
+	}
+	if got := st.published(); got != n+1 { // the fake's RecordEarly says changed
+		t.Fatalf("published %d views, want %d", got, n+1)
 	}
 }

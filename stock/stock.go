@@ -223,7 +223,31 @@ func (s *Store) giveBack(ctx context.Context, itemID int64, orderID, mode string
 
 // Reservation returns a live reservation (false once released or never made).
 func (s *Store) Reservation(ctx context.Context, itemID int64, orderID string) (order.Message, bool, error) {
-	b, err := s.rdb.HGet(ctx, s.ItemKeys(itemID).Orders, orderID).Bytes()
+	return decodeReservation(orderID, s.rdb.HGet(ctx, s.ItemKeys(itemID).Orders, orderID))
+}
+
+// Reservations is Reservation of orderIDs[i] of itemIDs[i], in one round
+// trip (the zero Message where there is none).
+func (s *Store) Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error) {
+	cmds := make([]*redis.StringCmd, len(orderIDs))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range orderIDs {
+			cmds[i] = p.HGet(ctx, s.ItemKeys(itemIDs[i]).Orders, id)
+		}
+		return nil
+	})
+	out := make([]order.Message, len(orderIDs))
+	for i, c := range cmds {
+		var err error
+		if out[i], _, err = decodeReservation(orderIDs[i], c); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func decodeReservation(orderID string, c *redis.StringCmd) (order.Message, bool, error) {
+	b, err := c.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return order.Message{}, false, nil
 	}

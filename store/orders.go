@@ -130,35 +130,57 @@ func doorAction(pay bool) string {
 	return "cancel"
 }
 
-// RecordEarly is the door's pay (pay true) or cancel of an order that has no
-// row yet: its saga has not run, and the caller has proven from the live
-// Redis reservation that m is this buyer's order, reserved with deadline
-// m.PayBy, and that receivedAt is before it. It inserts the row the saga will
-// find: QUEUED with paid_at (the saga takes the unit and makes it PAID), or
-// CANCELLED (the saga gives the unit back). A plain INSERT, never an upsert:
-// if a row with this order_id appeared meanwhile (the saga's PersistOrder),
-// the decision is RecordPayment's or RecordCancel's on that row; if the
-// buyer's (user_id, item_id) is held by another order's row, nothing is
-// written and the answer is order.ErrNotPayable.
-func (s *Store) RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ Order, changed bool, _ error) {
-	if m.PayBy == nil || !receivedAt.Before(*m.PayBy) {
-		return Order{}, false, fmt.Errorf("order %s: received after its deadline: %w", m.OrderID, order.ErrNotPayable)
-	}
-	at := receivedAt.UTC().Truncate(time.Millisecond)
+// Early is the door's pay (Pay) or cancel of an order that has no row yet,
+// received at ReceivedAt: the caller has proven from the live Redis
+// reservation that M is the buyer's order, reserved with deadline M.PayBy.
+type Early struct {
+	M          order.Message
+	ReceivedAt time.Time
+	Pay        bool
+}
+
+// InsertEarly inserts the rows the sagas will find for door decisions on
+// orders that have no row yet, in one statement, all or none: QUEUED with
+// paid_at for a pay (the saga takes the unit and makes it PAID), CANCELLED
+// for a cancel (the saga gives the unit back). A plain INSERT, never an
+// upsert: if a row with one of the order ids appeared meanwhile (the saga's
+// PersistOrder), or a buyer's (user_id, item_id) is held by another order,
+// nothing is written and the error is a duplicate key (RecordEarly then
+// decides each). A decision received after its deadline writes nothing
+// (order.ErrNotPayable).
+func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	payBy := m.PayBy.UTC().Truncate(time.Millisecond)
-	row := Order{OrderID: m.OrderID, UserID: m.UserID, ItemID: m.ItemID, Status: order.StatusQueued, PayBy: &payBy,
-		PaidAt: &at, CreatedAt: now, UpdatedAt: now}
-	if !pay {
-		row.Status, row.Reason, row.PaidAt = order.StatusCancelled, order.ReasonBuyerCancelled, nil
+	rows := make([]Order, len(ds))
+	for i, e := range ds {
+		if !e.M.QueuedView().Payable(e.ReceivedAt) {
+			return nil, fmt.Errorf("order %s: received after its deadline: %w", e.M.OrderID, order.ErrNotPayable)
+		}
+		payBy := e.M.PayBy.UTC().Truncate(time.Millisecond)
+		rows[i] = Order{OrderID: e.M.OrderID, UserID: e.M.UserID, ItemID: e.M.ItemID, Status: order.StatusCancelled,
+			Reason: order.ReasonBuyerCancelled, PayBy: &payBy, CreatedAt: now, UpdatedAt: now}
+		if e.Pay {
+			at := e.ReceivedAt.UTC().Truncate(time.Millisecond)
+			rows[i].Status, rows[i].Reason, rows[i].PaidAt = order.StatusQueued, "", &at
+		}
 	}
 	db := s.db.WithContext(ctx)
-	err := retryDeadlock(ctx, func() error { return db.Omit("id").Create(&row).Error })
+	if err := retryDeadlock(ctx, func() error { return db.Omit("id").Create(&rows).Error }); err != nil {
+		return nil, fmt.Errorf("record %d door decisions: %w", len(ds), err)
+	}
+	return rows, nil
+}
+
+// RecordEarly is InsertEarly of one decision; if a row with its order id
+// appeared meanwhile, the decision is RecordPayment's or RecordCancel's on
+// that row; if the buyer's (user_id, item_id) is held by another order's
+// row, nothing is written and the answer is order.ErrNotPayable.
+func (s *Store) RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ Order, changed bool, _ error) {
+	rows, err := s.InsertEarly(ctx, []Early{{M: m, ReceivedAt: receivedAt, Pay: pay}})
 	switch {
 	case err == nil:
-		return row, true, nil
+		return rows[0], true, nil
 	case !isDuplicate(err):
-		return Order{}, false, fmt.Errorf("record %s of order %s: %w", doorAction(pay), m.OrderID, err)
+		return Order{}, false, err
 	}
 	o, ch, err := s.recordAtDoor(ctx, m.OrderID, m.UserID, receivedAt, true, pay)
 	if errors.Is(err, order.ErrNotFound) {
