@@ -85,21 +85,12 @@ return 1
 // move forward, whatever order the saga and the door publish them in.
 // Publishing the same view twice is harmless.
 func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
-	_, err := b.Publish(ctx, v)
+	_, err := b.PublishAll(ctx, []order.View{v})
 	return err
 }
 
-// Publish is PublishStatus reporting whether v was stored (false: the view
-// stored was further along).
-func (b *Board) Publish(ctx context.Context, v order.View) (bool, error) {
-	stored, err := b.PublishAll(ctx, []order.View{v})
-	if err != nil {
-		return false, err
-	}
-	return stored[0], nil
-}
-
-// PublishAll is Publish of several views in one round trip.
+// PublishAll is PublishStatus of several views in one round trip,
+// reporting which were stored (false: the view stored was further along).
 func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, error) {
 	bodies := make([][]byte, len(views))
 	for i, v := range views {

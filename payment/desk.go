@@ -29,7 +29,6 @@ import (
 type Orders interface {
 	RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ store.Order, changed bool, _ error)
 	RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ store.Order, changed bool, _ error)
-	RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ store.Order, changed bool, _ error)
 	InsertEarly(ctx context.Context, ds []store.Early) ([]store.Order, error)
 }
 
@@ -200,13 +199,9 @@ func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receive
 			return a.row.View(), nil // published; no saga to wake yet: the saga finds the row
 		}
 	}
-	var row store.Order
-	var changed bool
-	var err error
-	if a.live {
-		row, changed, err = d.orders.RecordEarly(ctx, a.m, receivedAt, pay)
-	} else if row, changed, err = update(ctx, orderID, userID, receivedAt, d.early()); a.theirs && errors.Is(err, order.ErrNotFound) {
-		err = fmt.Errorf("order %s holds no unit: %w", orderID, order.ErrNotPayable)
+	row, changed, err := update(ctx, orderID, userID, receivedAt, d.early())
+	if a.theirs && errors.Is(err, order.ErrNotFound) {
+		err = fmt.Errorf("order %s holds no unit, or its buyer another order of the item: %w", orderID, order.ErrNotPayable)
 	}
 	// A paid QUEUED row needs no wake: the saga makes it PAID when it takes
 	// the unit.

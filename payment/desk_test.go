@@ -18,36 +18,33 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// fakeOrders answers RecordPayment/RecordCancel with a fixed row, and
-// RecordEarly with early; InsertEarly writes QUEUED paid rows (or fails
-// with insertErr), each call held until gate lets it go (when set).
-// written records the messages of what it was asked to write.
+// fakeOrders answers RecordPayment/RecordCancel with a fixed row (counting
+// the calls); InsertEarly writes QUEUED paid rows, or fails with
+// store.ErrDuplicate when a decision's order is in dups, each call held
+// until gate lets it go (when set). written records the messages of the
+// rows written.
 type fakeOrders struct {
 	row     store.Order
 	changed bool
 	err     error
 
-	early     store.Order
-	insertErr error
-	gate      chan struct{}
-	mu        sync.Mutex
-	inserts   []int // rows per InsertEarly call
-	written   []order.Message
+	dups    map[string]bool
+	gate    chan struct{}
+	mu      sync.Mutex
+	updates int
+	inserts []int // rows per InsertEarly call
+	written []order.Message
 }
 
 func (f *fakeOrders) RecordPayment(context.Context, string, int64, time.Time, bool) (store.Order, bool, error) {
-	return f.row, f.changed, f.err
-}
-
-func (f *fakeOrders) RecordCancel(context.Context, string, int64, time.Time, bool) (store.Order, bool, error) {
-	return f.row, f.changed, f.err
-}
-
-func (f *fakeOrders) RecordEarly(_ context.Context, m order.Message, _ time.Time, _ bool) (store.Order, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.written = append(f.written, m)
-	return f.early, true, nil
+	f.updates++
+	return f.row, f.changed, f.err
+}
+
+func (f *fakeOrders) RecordCancel(ctx context.Context, id string, user int64, at time.Time, early bool) (store.Order, bool, error) {
+	return f.RecordPayment(ctx, id, user, at, early)
 }
 
 func (f *fakeOrders) InsertEarly(_ context.Context, ds []store.Early) ([]store.Order, error) {
@@ -57,14 +54,16 @@ func (f *fakeOrders) InsertEarly(_ context.Context, ds []store.Early) ([]store.O
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inserts = append(f.inserts, len(ds))
-	if f.insertErr != nil {
-		return nil, f.insertErr
-	}
 	rows := make([]store.Order, len(ds))
 	for i, d := range ds {
-		f.written = append(f.written, d.M)
+		if f.dups[d.M.OrderID] {
+			return nil, fmt.Errorf("insert: %w", store.ErrDuplicate)
+		}
 		rows[i] = store.Order{OrderID: d.M.OrderID, UserID: d.M.UserID, ItemID: d.M.ItemID, Status: order.StatusQueued,
 			PayBy: d.M.PayBy, PaidAt: &d.ReceivedAt}
+	}
+	for _, d := range ds {
+		f.written = append(f.written, d.M)
 	}
 	return rows, nil
 }
@@ -280,12 +279,17 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 	if err != nil || v.Status != order.StatusPaid || !v.Settling || len(o.written) != 1 || o.written[0].PayBy != deadline {
 		t.Fatalf("early pay: %+v %v, wrote %v", v, err, o.written)
 	}
-	// The INSERT failed (the saga's row appeared meanwhile): RecordEarly
-	// decides alone, on the row; still no wake for a paid QUEUED row.
-	paid := store.Order{OrderID: "Q0", UserID: 100, ItemID: 3, Status: order.StatusQueued, PayBy: deadline, PaidAt: &time.Time{}}
-	o.insertErr, o.early = errors.New("duplicate"), paid
-	if v, err := d.Pay(context.Background(), "Q0", 100, time.Now()); err != nil || !v.Settling || len(o.written) != 2 {
-		t.Fatalf("pay after a failed INSERT: %+v %v, wrote %v", v, err, o.written)
+	// The INSERT met a row (the saga's, written meanwhile): the conditional
+	// update decides on it; still no wake for a paid QUEUED row.
+	o.dups = map[string]bool{"Q0": true}
+	o.row, o.changed, o.err = store.Order{OrderID: "Q0", UserID: 100, ItemID: 3, Status: order.StatusQueued, PayBy: deadline, PaidAt: &time.Time{}}, true, nil
+	if v, err := d.Pay(context.Background(), "Q0", 100, time.Now()); err != nil || !v.Settling || o.updates != 1 || len(o.written) != 1 {
+		t.Fatalf("pay after the INSERT met a row: %+v %v, %d updates, wrote %v", v, err, o.updates, o.written)
+	}
+	// It met the buyer's other order of the item: no row of its own, 409.
+	o.err = order.ErrNotFound
+	if _, err := d.Pay(context.Background(), "Q0", 100, time.Now()); !errors.Is(err, order.ErrNotPayable) || len(o.written) != 1 {
+		t.Fatalf("pay of a buyer holding another order: %v, wrote %v", err, o.written)
 	}
 	if n := st.published(); n != 2 {
 		t.Fatalf("published %d views, want 2", n)
@@ -310,12 +314,13 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 
 // Buyers paying at once share the door's batches: while one INSERT is
 // held, every pay that arrives waits for the next batch, which writes them
-// all in one INSERT; a second pay of one order in the same batch is decided
-// alone (RecordEarly) and nothing is written twice by one INSERT.
+// all in one INSERT. A second pay of one order in the batch is decided by
+// the row the first writes; an order whose INSERT meets a row (dups) makes
+// the others of its batch try alone, and is decided by its row.
 func TestEarlyPaysAreBatched(t *testing.T) {
 	const n = 20
 	rd := queued(n, payBy())
-	o, st := &fakeOrders{gate: make(chan struct{}), err: order.ErrNotFound}, &fakeStatuses{}
+	o, st := &fakeOrders{gate: make(chan struct{}), row: store.Order{Status: order.StatusPaid}}, &fakeStatuses{}
 	d, _ := newDesk(t, o, st, &fakeSagas{signals: make(chan string, n)}, payment.Options{})
 	d.WithEarlyPayment(rd, rd)
 	errs := make(chan error, n+1)
@@ -323,29 +328,40 @@ func TestEarlyPaysAreBatched(t *testing.T) {
 		_, err := d.Pay(context.Background(), fmt.Sprintf("Q%d", i), int64(100+i), time.Now())
 		errs <- err
 	}
-	go pay(0)
-	for d.Waiting() != 0 || !d.Running() { // Q0's batch taken, its INSERT held
-		runtime.Gosched()
-	}
-	go pay(1) // twice, in one batch
-	for i := 1; i < n; i++ {
-		go pay(i)
-	}
-	for d.Waiting() != n {
-		runtime.Gosched()
-	}
-	close(o.gate)
-	for range n + 1 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+	run := func(first int) {
+		o.gate = make(chan struct{})
+		go pay(first)
+		for d.Waiting() != 0 || !d.Running() { // its batch taken, the INSERT held
+			runtime.Gosched()
+		}
+		go pay(first + 1) // twice, in one batch
+		for i := first + 1; i < first+n/2; i++ {
+			go pay(i)
+		}
+		for d.Waiting() != n/2 {
+			runtime.Gosched()
+		}
+		close(o.gate)
+		for range n/2 + 1 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	run(0)
+	o.mu.Lock()
+	if fmt.Sprint(o.inserts) != fmt.Sprint([]int{1, n/2 - 1}) || len(o.written) != n/2 || o.updates != 1 {
+		t.Fatalf("INSERTs of %v rows, %d written, %d updates; want [1 %d], %d, 1", o.inserts, len(o.written), o.updates, n/2-1, n/2)
+	}
+	o.inserts, o.written, o.updates, o.dups = nil, nil, 0, map[string]bool{"Q13": true}
+	o.mu.Unlock()
+	run(n / 2)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.inserts) != 2 || o.inserts[0] != 1 || o.inserts[1] != n-1 || len(o.written) != n+1 {
-		t.Fatalf("INSERTs of %v rows, %d written; want [1 %d], %d", o.inserts, len(o.written), n-1, n+1)
+	if want := n/2 - 1; len(o.inserts) != 2+want || o.inserts[1] != want || len(o.written) != want || o.updates != 2 {
+		t.Fatalf("INSERTs of %v rows, %d written, %d updates; want [1 %d 1 ...], %d, 2", o.inserts, len(o.written), o.updates, want, want)
 	}
-	if got := st.published(); got != n+1 { // the fake's RecordEarly says changed
-		t.Fatalf("published %d views, want %d", got, n+1)
+	if got := st.published(); got != n-1 {
+		t.Fatalf("published %d views, want %d", got, n-1)
 	}
 }

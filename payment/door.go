@@ -14,33 +14,30 @@ import (
 // maxBatch bounds one batch: one INSERT's rows, one pipeline's commands.
 const maxBatch = 64
 
-// door gathers the concurrent early pays and cancels into batches, as a
-// flash sale's winners pay all at once: one round trip reads the batch's
-// views, one its reservations, one INSERT writes every decision proven, one
-// round trip publishes them. Whoever finds no batch running starts the
-// runner, which takes whatever waits until nothing does; nothing waits for
-// a timer (a lone pay is a batch of one).
+// door gathers concurrent early pays and cancels (a sale's winners pay all
+// at once) into batches: one round trip reads their views, one their
+// reservations, one INSERT writes every decision proven, one round trip
+// publishes them. Whoever finds no runner starts one, which takes whatever
+// waits until nothing does: nothing waits for a timer.
 type door struct {
 	mu      sync.Mutex
 	waiting []*ask
 	running bool
 }
 
-// ask is one early pay or cancel, and what its batch found.
+// ask is one early pay or cancel and what its batch found: decided (row
+// written and published), theirs (the view names the caller: the row
+// decides, as for an order without a view), or err.
 type ask struct {
-	ctx        context.Context
-	orderID    string
-	userID     int64
-	receivedAt time.Time
-	pay        bool
-	done       chan struct{}
-
-	row     store.Order   // decided: the row written
-	decided bool          // the batch wrote and published the decision
-	m       order.Message // live: the caller's reservation, not written by the batch
-	live    bool
-	theirs  bool // the order's view names the caller; the row decides
-	err     error
+	ctx             context.Context
+	orderID         string
+	userID          int64
+	receivedAt      time.Time
+	pay             bool
+	done            chan struct{}
+	row             store.Order
+	decided, theirs bool
+	err             error
 }
 
 // ask waits for a's batch.
@@ -58,8 +55,7 @@ func (d *Desk) ask(a *ask) error {
 	case <-a.done:
 		return a.err
 	case <-a.ctx.Done():
-		// The batch may still write it: not known.
-		return a.ctx.Err()
+		return a.ctx.Err() // the batch may still write it: not known
 	}
 }
 
@@ -67,14 +63,13 @@ func (d *Desk) runBatches() {
 	for {
 		d.door.mu.Lock()
 		n := min(len(d.door.waiting), maxBatch)
-		if n == 0 {
-			d.door.running = false
-			d.door.mu.Unlock()
-			return
-		}
 		batch := d.door.waiting[:n:n]
 		d.door.waiting = d.door.waiting[n:]
+		d.door.running = n > 0
 		d.door.mu.Unlock()
+		if n == 0 {
+			return
+		}
 		d.runBatch(batch)
 		for _, a := range batch {
 			close(a.done)
@@ -82,29 +77,27 @@ func (d *Desk) runBatches() {
 	}
 }
 
-// runBatch proves each ask from its view and its live reservation, then
-// inserts the rows of those proven (store.InsertEarly). An ask it does not
-// decide is left to its caller: live (its row appeared meanwhile, or the
-// INSERT failed: RecordEarly decides it alone) or not (the row decides).
 func (d *Desk) runBatch(batch []*ask) {
-	// Every ask's limit is order.DoorLimit after its arrival; the batch
-	// stops at the first (they arrived within moments of each other).
-	deadline := batch[0].receivedAt
-	ids := make([]string, 0, len(batch))
-	for _, a := range batch {
-		if a.receivedAt.Before(deadline) {
-			deadline = a.receivedAt
+	// Each ask's limit is order.DoorLimit after its arrival: the batch ends
+	// at the first (they arrived within moments of each other).
+	first := batch[0].receivedAt
+	ids := make([]string, len(batch))
+	for i, a := range batch {
+		ids[i] = a.orderID
+		if a.receivedAt.Before(first) {
+			first = a.receivedAt
 		}
-		ids = append(ids, a.orderID)
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), deadline.Add(order.DoorLimit))
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), first.Add(order.DoorLimit))
 	defer cancel()
 	fail := func(asks []*ask, err error) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", ErrNotRecorded, err)
 		}
 		for _, a := range asks {
-			a.err = err
+			if !a.decided && !a.theirs {
+				a.err = err
+			}
 		}
 	}
 	views, err := d.views.Statuses(ctx, ids)
@@ -112,65 +105,82 @@ func (d *Desk) runBatch(batch []*ask) {
 		fail(batch, err)
 		return
 	}
-	var held []*ask
+	var queued []*ask
 	var items []int64
 	ids = ids[:0]
 	for i, a := range batch {
-		v := views[i]
-		switch {
+		switch v := views[i]; {
 		case v.OrderID != "" && v.UserID != a.userID:
 			a.err = fmt.Errorf("order %s: %w", a.orderID, order.ErrNotFound)
 		case v.Status == order.StatusQueued && v.ItemID > 0:
-			held, items, ids = append(held, a), append(items, v.ItemID), append(ids, a.orderID)
+			queued, items, ids = append(queued, a), append(items, v.ItemID), append(ids, a.orderID)
 		default:
 			a.theirs = v.OrderID != ""
 		}
 	}
-	if len(held) == 0 {
-		return
-	}
 	msgs, err := d.units.Reservations(ctx, items, ids)
 	if err != nil {
-		fail(held, err)
+		fail(queued, err)
 		return
 	}
 	var proven []*ask
 	var ds []store.Early
-	seen := make(map[string]bool, len(held))
-	for i, a := range held {
-		m := msgs[i]
-		switch {
+	seen := make(map[string]bool, len(queued))
+	for i, a := range queued {
+		switch m := msgs[i]; {
 		case m.OrderID != "" && m.UserID != a.userID:
 			a.err = fmt.Errorf("order %s: %w", a.orderID, order.ErrNotFound)
-		case m.OrderID == "" || !m.QueuedView().Payable(a.receivedAt):
+		case m.OrderID == "" || m.PayBy == nil || !a.receivedAt.Before(*m.PayBy):
 			// Released (the row says why), late, or reserved by an API from
 			// before early payment (no deadline): the row decides.
 			a.theirs = true
 		case seen[a.orderID]:
-			a.m, a.live = m, true // a second pay of one order: one INSERT may not hold both
+			a.theirs = true // a second pay of the order: the row the first writes decides
 		default:
 			seen[a.orderID] = true
-			a.m, a.live = m, true
 			proven, ds = append(proven, a), append(ds, store.Early{M: m, ReceivedAt: a.receivedAt, Pay: a.pay})
 		}
 	}
 	if len(ds) == 0 {
 		return
 	}
-	rows, err := d.orders.InsertEarly(ctx, ds)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			fail(proven, err)
-		}
-		return // each proven ask tries alone
+	if err := d.insert(ctx, proven, ds); err != nil {
+		fail(proven, err)
 	}
-	published := make([]order.View, len(rows))
-	for i, a := range proven {
-		a.row, a.decided, published[i] = rows[i], true, rows[i].View()
+	views = views[:0]
+	for _, a := range proven {
+		if a.decided {
+			views = append(views, a.row.View())
+		}
 	}
 	// GET and the event streams see the decisions at once; a failure leaves
 	// them on the database (GET falls back to it for stale views).
-	if _, err := d.statuses.PublishAll(ctx, published); err != nil {
-		d.log.Warn("publish statuses", "orders", len(published), "err", err)
+	if _, err := d.statuses.PublishAll(ctx, views); err != nil {
+		d.log.Warn("publish statuses", "orders", len(views), "err", err)
 	}
+}
+
+// insert writes the proven decisions in one INSERT, or each alone when one
+// of them meets a row: the order's own (the saga's, written meanwhile) or
+// the buyer's other order of the item. Such a one is left to its row.
+func (d *Desk) insert(ctx context.Context, asks []*ask, ds []store.Early) error {
+	rows, err := d.orders.InsertEarly(ctx, ds)
+	switch {
+	case errors.Is(err, store.ErrDuplicate) && ctx.Err() == nil && len(asks) > 1:
+		for i := range asks {
+			if err := d.insert(ctx, asks[i:i+1], ds[i:i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	case errors.Is(err, store.ErrDuplicate) && ctx.Err() == nil:
+		asks[0].theirs = true
+		return nil
+	case err != nil:
+		return err
+	}
+	for i, a := range asks {
+		a.row, a.decided = rows[i], true
+	}
+	return nil
 }

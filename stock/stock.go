@@ -229,16 +229,16 @@ func (s *Store) Reservation(ctx context.Context, itemID int64, orderID string) (
 // Reservations is Reservation of orderIDs[i] of itemIDs[i], in one round
 // trip (the zero Message where there is none).
 func (s *Store) Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error) {
-	cmds := make([]*redis.StringCmd, len(orderIDs))
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range orderIDs {
-			cmds[i] = p.HGet(ctx, s.ItemKeys(itemIDs[i]).Orders, id)
-		}
-		return nil
+	i := 0
+	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
+		i++
+		return p.HGet(ctx, k.Orders, orderIDs[i-1])
 	})
+	if err != nil {
+		return nil, fmt.Errorf("read %d reservations: %w", len(orderIDs), err)
+	}
 	out := make([]order.Message, len(orderIDs))
 	for i, c := range cmds {
-		var err error
 		if out[i], _, err = decodeReservation(orderIDs[i], c); err != nil {
 			return nil, err
 		}

@@ -31,15 +31,20 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 
 	// E1: paid before its saga ran; the saga then finds the row and takes the unit.
 	m1 := message("E1", 20, it.ID, payBy)
-	r, changed, err := st.RecordEarly(ctx, m1, now, true)
-	if err != nil || !changed || r.Status != order.StatusQueued || r.PaidAt == nil {
-		t.Fatalf("early pay %+v %v %v", r, changed, err)
+	rows, err := st.InsertEarly(ctx, []store.Early{{M: m1, ReceivedAt: now, Pay: true}})
+	if err != nil || rows[0].Status != order.StatusQueued || rows[0].PaidAt == nil {
+		t.Fatalf("early pay %+v %v", rows, err)
 	}
+	r := rows[0]
 	if v := r.View(); v.Status != order.StatusPaid || !v.Settling || v.PayBy == nil || !v.PayBy.Equal(payBy.UTC().Truncate(time.Millisecond)) {
 		t.Fatalf("view of a paid QUEUED row %+v", v)
 	}
-	if _, changed, err := st.RecordEarly(ctx, m1, now, true); err != nil || changed {
-		t.Fatalf("early pay again: %v %v", changed, err)
+	// Again: the INSERT meets the row, the door's update finds it paid.
+	if _, err := st.InsertEarly(ctx, []store.Early{{M: m1, ReceivedAt: now, Pay: true}}); !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("early pay again: %v", err)
+	}
+	if _, changed, err := st.RecordPayment(ctx, "E1", 20, now, true); err != nil || changed {
+		t.Fatalf("pay again: %v %v", changed, err)
 	}
 	if _, _, err := st.RecordCancel(ctx, "E1", 20, now, true); !errors.Is(err, order.ErrNotPayable) {
 		t.Fatalf("cancel of a paid order: %v", err)
@@ -74,15 +79,15 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	}
 
 	// E3: cancelled before its saga ran: the saga cannot take a unit.
-	if r, _, err := st.RecordEarly(ctx, message("E3", 22, it.ID, payBy), now, false); err != nil || r.Status != order.StatusCancelled {
-		t.Fatalf("early cancel %+v %v", r, err)
+	if rows, err := st.InsertEarly(ctx, []store.Early{{M: message("E3", 22, it.ID, payBy), ReceivedAt: now}}); err != nil || rows[0].Status != order.StatusCancelled {
+		t.Fatalf("early cancel %+v %v", rows, err)
 	}
 	if _, _, err := st.DeductStock(ctx, "E3", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) {
 		t.Fatalf("deduct of a cancelled order: %v", err)
 	}
 
 	// E4: received after its deadline: nothing written.
-	if _, _, err := st.RecordEarly(ctx, message("E4", 23, it.ID, now), now, true); !errors.Is(err, order.ErrNotPayable) {
+	if _, err := st.InsertEarly(ctx, []store.Early{{M: message("E4", 23, it.ID, now), ReceivedAt: now, Pay: true}}); !errors.Is(err, order.ErrNotPayable) {
 		t.Fatalf("late early pay: %v", err)
 	}
 	if _, err := st.FindOrder(ctx, "E4"); !errors.Is(err, order.ErrNotFound) {
@@ -90,12 +95,16 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	}
 
 	// The buyer's (user_id, item_id) is held by E1: an order id claiming the
-	// same buyer neither writes a row nor touches E1's.
-	if _, _, err := st.RecordEarly(ctx, message("E5", 20, it.ID, payBy), now, false); !errors.Is(err, order.ErrNotPayable) {
+	// same buyer neither writes a row nor touches E1's, and neither does any
+	// other decision of its INSERT (all or none).
+	if _, err := st.InsertEarly(ctx, []store.Early{{M: message("E6", 24, it.ID, payBy), ReceivedAt: now, Pay: true},
+		{M: message("E5", 20, it.ID, payBy), ReceivedAt: now}}); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("early cancel of an order whose buyer holds another: %v", err)
 	}
-	if _, err := st.FindOrder(ctx, "E5"); !errors.Is(err, order.ErrNotFound) {
-		t.Fatalf("row of E5: %v", err)
+	for _, id := range []string{"E5", "E6"} {
+		if _, err := st.FindOrder(ctx, id); !errors.Is(err, order.ErrNotFound) {
+			t.Fatalf("row of %s: %v", id, err)
+		}
 	}
 	if r, _ := st.FindOrder(ctx, "E1"); r.Status != order.StatusPaid {
 		t.Fatalf("E1 touched: %+v", r)

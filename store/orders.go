@@ -145,14 +145,14 @@ type Early struct {
 // for a cancel (the saga gives the unit back). A plain INSERT, never an
 // upsert: if a row with one of the order ids appeared meanwhile (the saga's
 // PersistOrder), or a buyer's (user_id, item_id) is held by another order,
-// nothing is written and the error is a duplicate key (RecordEarly then
-// decides each). A decision received after its deadline writes nothing
-// (order.ErrNotPayable).
+// nothing is written and the error is ErrDuplicate (RecordPayment or
+// RecordCancel then decides on the row, if any). A decision received after
+// its deadline writes nothing (order.ErrNotPayable).
 func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rows := make([]Order, len(ds))
 	for i, e := range ds {
-		if !e.M.QueuedView().Payable(e.ReceivedAt) {
+		if e.M.PayBy == nil || !e.ReceivedAt.Before(*e.M.PayBy) {
 			return nil, fmt.Errorf("order %s: received after its deadline: %w", e.M.OrderID, order.ErrNotPayable)
 		}
 		payBy := e.M.PayBy.UTC().Truncate(time.Millisecond)
@@ -164,29 +164,14 @@ func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 		}
 	}
 	db := s.db.WithContext(ctx)
-	if err := retryDeadlock(ctx, func() error { return db.Omit("id").Create(&rows).Error }); err != nil {
+	err := retryDeadlock(ctx, func() error { return db.Omit("id").Create(&rows).Error })
+	switch {
+	case isDuplicate(err):
+		return nil, fmt.Errorf("record %d door decisions: %w: %w", len(ds), ErrDuplicate, err)
+	case err != nil:
 		return nil, fmt.Errorf("record %d door decisions: %w", len(ds), err)
 	}
 	return rows, nil
-}
-
-// RecordEarly is InsertEarly of one decision; if a row with its order id
-// appeared meanwhile, the decision is RecordPayment's or RecordCancel's on
-// that row; if the buyer's (user_id, item_id) is held by another order's
-// row, nothing is written and the answer is order.ErrNotPayable.
-func (s *Store) RecordEarly(ctx context.Context, m order.Message, receivedAt time.Time, pay bool) (_ Order, changed bool, _ error) {
-	rows, err := s.InsertEarly(ctx, []Early{{M: m, ReceivedAt: receivedAt, Pay: pay}})
-	switch {
-	case err == nil:
-		return rows[0], true, nil
-	case !isDuplicate(err):
-		return Order{}, false, err
-	}
-	o, ch, err := s.recordAtDoor(ctx, m.OrderID, m.UserID, receivedAt, true, pay)
-	if errors.Is(err, order.ErrNotFound) {
-		return Order{}, false, fmt.Errorf("buyer %d holds another order for item %d: %w", m.UserID, m.ItemID, order.ErrNotPayable)
-	}
-	return o, ch, err
 }
 
 // retryDeadlock runs one write again when InnoDB chose it as a deadlock

@@ -17,8 +17,9 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// ErrDuplicate: the buyer already holds another order for the item (a
-// missing row is order.ErrNotFound or order.ErrItemNotFound).
+// ErrDuplicate: the buyer already holds another order for the item, or
+// (InsertEarly) a row holds one of its order ids (a missing row is
+// order.ErrNotFound or order.ErrItemNotFound).
 var ErrDuplicate = errors.New("duplicate")
 
 // Store wraps a gorm connection pool.
