@@ -55,12 +55,10 @@ func New(orders OrderStore, status StatusPublisher, payable Observer) *Activitie
 
 // OrderRef names an order and what it is for.
 type OrderRef struct {
-	OrderID string `json:"order_id"`
-	ItemID  int64  `json:"item_id"`
-	UserID  int64  `json:"user_id"`
-	// PayBy is the deadline the order message carries (nil for messages
-	// of APIs from before early payment).
-	PayBy *time.Time `json:"pay_by,omitempty"`
+	OrderID string     `json:"order_id"`
+	ItemID  int64      `json:"item_id"`
+	UserID  int64      `json:"user_id"`
+	PayBy   *time.Time `json:"pay_by,omitempty"` // the order message's deadline
 }
 
 // PersistResult is the persisted order and the item's payment window.

@@ -111,20 +111,11 @@ type ReleaseInput struct {
 	ItemID  int64  `json:"item_id"`
 }
 
-// paid reports whether the order row says PAID: then no compensation may give
-// its units back.
-func (c *Activities) paid(ctx context.Context, orderID string) (bool, error) {
-	row, err := c.store.FindOrder(ctx, orderID)
-	if errors.Is(err, order.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil && row.Status == order.StatusPaid, err
-}
-
 // ReleaseUnit gives the reserved unit back in Redis (stock.Store.Release: at
 // most once). A PAID order's unit is never released.
 func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, error) {
-	if paid, err := c.paid(ctx, in.OrderID); err != nil || paid {
+	row, err := c.store.FindOrder(ctx, in.OrderID)
+	if err != nil && !errors.Is(err, order.ErrNotFound) || row.Status == order.StatusPaid {
 		return false, err
 	}
 	released, err := c.units.Release(ctx, in.ItemID, in.OrderID)

@@ -46,17 +46,14 @@ func New(dsn string) (*Migrator, error) {
 }
 
 // Up applies every pending migration. Nothing to do is not an error.
-func (g *Migrator) Up() error {
-	if err := g.m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate up: %w", err)
-	}
-	return nil
-}
+func (g *Migrator) Up() error { return changed("up", g.m.Up()) }
 
 // Down reverts every migration.
-func (g *Migrator) Down() error {
-	if err := g.m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrate down: %w", err)
+func (g *Migrator) Down() error { return changed("down", g.m.Down()) }
+
+func changed(what string, err error) error {
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrate %s: %w", what, err)
 	}
 	return nil
 }

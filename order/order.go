@@ -52,8 +52,7 @@ func ValidID(id string) bool {
 	return err == nil
 }
 
-// IDTime is when the order id was made (its ULID's millisecond prefix), or
-// fallback when id is not a ULID.
+// IDTime is when the order id was made, or fallback when it is not a ULID.
 func IDTime(id string, fallback time.Time) time.Time {
 	if u, err := ulid.ParseStrict(id); err == nil {
 		return ulid.Time(u.Time())
@@ -68,11 +67,9 @@ type Message struct {
 	ItemID     int64     `json:"item_id"`
 	UserID     int64     `json:"user_id"`
 	ReservedAt time.Time `json:"reserved_at"`
-	// PayBy is the order's payment deadline: ReservedAt plus the item's
-	// payment window, computed once by the API that reserved the unit. The
-	// 202, the reservation in Redis, the order row and the saga all carry
-	// this one value. Nil in messages of APIs from before early payment (the
-	// saga then sets the deadline when it takes the unit).
+	// PayBy is the order's payment deadline (Deadline), computed once by the
+	// API that reserved the unit and carried by the 202, the reservation, the
+	// order row and the saga. When nil, the saga sets it as it takes the unit.
 	PayBy *time.Time `json:"pay_by,omitempty"`
 }
 
@@ -115,13 +112,11 @@ type View struct {
 	Status  Status `json:"status"`
 	Reason  string `json:"reason"`
 	// PayBy is the payment deadline (RFC 3339), from the 202 on: a pay or
-	// cancel the API receives before it is taken (orders reserved by APIs
-	// from before early payment get it once they are PENDING_PAYMENT).
+	// cancel the API receives before it is taken.
 	PayBy *time.Time `json:"pay_by,omitempty"`
-	// Settling is true on a PAID order whose payment was taken while it was
-	// QUEUED and whose unit the order tier has not confirmed yet: it becomes
-	// PAID without it once the stock row's unit is taken, or REFUNDED if the
-	// stock row has none. Event streams stay open until it is settled.
+	// Settling is true on a PAID order paid while QUEUED whose stock-row
+	// unit is not taken yet: it settles PAID, or REFUNDED if the row has
+	// none. Event streams stay open until it is settled.
 	Settling  bool      `json:"settling,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`

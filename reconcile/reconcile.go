@@ -127,7 +127,6 @@ type Units interface {
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error)
-	AnnounceUnitBack(ctx context.Context, itemID int64) error
 }
 
 // Sagas starts and wakes order sagas (workflows.Client).
@@ -267,11 +266,9 @@ func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Find
 }
 
 // putBack re-checks a live order without a reservation. Repair: with the
-// order row locked and still live (no close can commit meanwhile), the
-// restore script puts the reservation back unless it is there or the order's
-// unit was ever released. Report only: the reservation read first, then the
-// row — a release needs a close first, so "absent, then still live" is a
-// loss, not a release in flight.
+// order row locked and live (no close commits meanwhile), stock.Restore.
+// Report only: the reservation read first, then the row — a release needs a
+// close first, so "absent, then still live" is a loss, not a release.
 func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	o := it.Orders[f.OrderID]
 	if !repair {
@@ -510,9 +507,6 @@ func (r *Reconciler) recount(ctx context.Context, it *snapshot.Item, repair bool
 		Detail: fmt.Sprintf("stock_left %d, want %d (the stock row %d minus the reservations not deducted yet)", oldLeft, want, row)}
 	if repair {
 		f.Repaired, f.Action = true, fmt.Sprintf("stock_left set to %d (stock row locked)", want)
-		if want > oldLeft {
-			_ = r.d.Units.AnnounceUnitBack(ctx, it.ID) // sold-out flags clear
-		}
 	}
 	return f, nil
 }

@@ -226,7 +226,6 @@ func (w redisSide) Recount(_ context.Context, _ int64, stockRow int64, deducted 
 	return old, want, nil
 }
 
-func (w redisSide) AnnounceUnitBack(context.Context, int64) error { return nil }
 
 type outboxSide struct{ *world }
 

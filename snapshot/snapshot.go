@@ -4,16 +4,13 @@
 // one value, Item, that the invariant checker and the reconciler judge with
 // small rule functions of their own.
 //
-// Each system is read in one consistent step: MySQL in one REPEATABLE READ
-// transaction (store.ReadItemState), Redis in one MULTI/EXEC
-// (stock.ReadItemState). Between the systems time passes, so the reads go in
-// the order an order travels the pipeline backwards — MySQL first, then Redis,
-// then the outbox, then Temporal — which makes every cross-system rule err on
-// the side of "not yet": a reservation made after the MySQL read is young,
-// and an order persisted after it has its saga in the later Temporal read.
-// A rule that must act on a cross-system picture re-checks its premise at the
-// moment it acts (see package reconcile); the snapshot is never a license to
-// write.
+// Each system is read in one consistent step (MySQL in one REPEATABLE READ
+// transaction, Redis in one MULTI/EXEC). Between the systems time passes, so
+// the reads go the pipeline backwards — MySQL, Redis, the outbox, Temporal —
+// and every cross-system rule errs on the side of "not yet": a reservation
+// made after the MySQL read is young, and an order persisted after it has its
+// saga in the later Temporal read. A rule that acts re-checks its premise at
+// that moment (package reconcile): the snapshot is never a license to write.
 package snapshot
 
 import (

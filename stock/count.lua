@@ -1,20 +1,25 @@
 -- Count the stock_left an item should have: the stock row's units (ARGV[2])
 -- minus the live reservations whose deduction MySQL does not hold yet
--- (ARGV[3..] are the order ids with an unrestored deduction). Counted inside
+-- (ARGV[5..] are the order ids with an unrestored deduction). Counted inside
 -- the script, so no reservation or release slips in between.
 -- KEYS[1] stock   KEYS[2] orders
 -- ARGV[1] mode: "warm" sets a missing key (a key that exists is live stock
 -- and is left alone), "set" sets it, "check" only counts.
+-- ARGV[3] stock events channel   ARGV[4] item id: units that come back by
+-- the SET are announced there (sold-out flags clear).
 -- Returns {old, want}; old is -1 when the key is missing.
 local old = tonumber(redis.call('GET', KEYS[1]) or '-1')
 if ARGV[1] == 'warm' and old >= 0 then return {old, old} end
 local deducted = {}
-for i = 3, #ARGV do deducted[ARGV[i]] = true end
+for i = 5, #ARGV do deducted[ARGV[i]] = true end
 local pending = 0
 for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
   if not deducted[id] then pending = pending + 1 end
 end
 local want = tonumber(ARGV[2]) - pending
 if want < 0 then want = 0 end
-if ARGV[1] ~= 'check' and old ~= want then redis.call('SET', KEYS[1], want) end
+if ARGV[1] ~= 'check' and old ~= want then
+  redis.call('SET', KEYS[1], want)
+  if want > old and want > 0 then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+end
 return {old, want}

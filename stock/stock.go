@@ -88,14 +88,6 @@ func watchIDs(ctx context.Context, rdb redis.UniversalClient, channel string, fn
 	})
 }
 
-// AnnounceUnitBack tells every API instance that item has units again.
-func (s *Store) AnnounceUnitBack(ctx context.Context, itemID int64) error {
-	if err := s.rdb.Publish(ctx, keyspace.StockEvents(s.prefix), itemID).Err(); err != nil {
-		return fmt.Errorf("announce units of item %d: %w", itemID, err)
-	}
-	return nil
-}
-
 // Load sets an item's stock to units unless it is already there: warm-up never
 // overwrites live stock. It reports whether it set the value.
 func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
@@ -115,15 +107,12 @@ func (s *Store) Warm(ctx context.Context, itemID, stockRow int64, deducted []str
 	if err != nil || old >= 0 {
 		return false, old, err
 	}
-	if want > 0 {
-		_ = s.AnnounceUnitBack(ctx, itemID) // sold-out flags clear; the periodic refresh catches a lost one
-	}
 	return true, want, nil
 }
 
 // Recount compares stock_left with what the stock row leaves (as Warm counts
 // it) and, with set, fixes it. It returns the old value (-1 when not loaded)
-// and the wanted one.
+// and the wanted one. Units that come back are announced, as by Release.
 func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error) {
 	mode := "check"
 	if set {
@@ -135,8 +124,8 @@ func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []
 // count runs count.lua in mode (warm, check or set).
 func (s *Store) count(ctx context.Context, mode string, itemID, stockRow int64, deducted []string) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
-	args := make([]any, 0, 2+len(deducted))
-	args = append(args, mode, stockRow)
+	args := make([]any, 0, 4+len(deducted))
+	args = append(args, mode, stockRow, keyspace.StockEvents(s.prefix), itemID)
 	for _, id := range deducted {
 		args = append(args, id)
 	}

@@ -21,8 +21,7 @@ type ItemState struct {
 	Deductions []StockDeduction
 }
 
-// Unrestored returns the order ids whose deduction still holds a stock-row
-// unit.
+// Unrestored returns the order ids whose deduction holds a stock-row unit.
 func (s ItemState) Unrestored() []string {
 	var ids []string
 	for _, d := range s.Deductions {

@@ -216,15 +216,11 @@ type CloseResult struct {
 // reads the order row first (FOR UPDATE, so a pay at the door and the close
 // serialize):
 //   - a PAID row is left alone and nothing is given back: the payment won;
-//   - an open row (QUEUED, PENDING_PAYMENT) is closed with c's status and
-//     reason (a final row keeps its own: the first final status wins), except
-//     a QUEUED row paid at the door, which becomes REFUNDED: it never held a
-//     unit, and the buyer's payment is given back;
+//   - an open row is closed with c's status and reason (a final row keeps its
+//     own), except a QUEUED row paid at the door: REFUNDED (it held no unit);
 //   - a missing row is inserted closed, so the order is on record;
-//   - the order's stock_deduction marker, if it exists and is not restored,
-//     is flipped and the stock row goes up by one (version+1).
-//
-// Repeating it changes nothing more: the marker says whether the unit is back.
+//   - an unrestored stock_deduction marker is flipped and the stock row goes
+//     up by one (version+1): repeating it gives nothing back twice.
 func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult, error) {
 	if c.Status != order.StatusCancelled && c.Status != order.StatusFailed {
 		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
