@@ -81,32 +81,19 @@ type fakeUnits struct {
 
 func reservedUnit() *fakeUnits { return &fakeUnits{reserved: true} }
 
-func (f *fakeUnits) Release(context.Context, int64, string) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	if f.err != nil {
-		return false, f.err
-	}
-	if !f.reserved {
-		return false, nil
-	}
-	f.reserved = false
-	f.left++
-	return true, nil
-}
+func (f *fakeUnits) Release(context.Context, int64, string) (bool, error) { return f.giveBack(1) }
+func (f *fakeUnits) Retire(context.Context, int64, string) (bool, error)  { return f.giveBack(0) }
 
-func (f *fakeUnits) Retire(context.Context, int64, string) (bool, error) {
+// giveBack ends the reservation once, putting units back on sale.
+func (f *fakeUnits) giveBack(units int64) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	if f.err != nil {
+	if f.err != nil || !f.reserved {
 		return false, f.err
 	}
-	if !f.reserved {
-		return false, nil
-	}
 	f.reserved = false
+	f.left += units
 	return true, nil
 }
 

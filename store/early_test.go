@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -22,10 +21,8 @@ func message(orderID string, userID, itemID int64, payBy time.Time) order.Messag
 // row refunds it. A cancel while QUEUED closes the row before the saga can
 // take a unit. A row held by another order is never touched.
 func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, it := newSale(t, 3)
 	ctx := context.Background()
-	it := newItem(t, st, 3)
 	now := time.Now()
 	payBy := now.Add(time.Minute)
 
@@ -118,11 +115,9 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 // first, every order ends PAID with exactly one stock-row unit, and no row is
 // PAID without one or PENDING_PAYMENT with a payment.
 func TestEarlyPaymentRacingTheDeduction(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
-	ctx := context.Background()
 	const n = 20
-	it := newItem(t, st, n)
+	st, it := newSale(t, n)
+	ctx := context.Background()
 	payBy := time.Now().Add(time.Minute)
 	var wg sync.WaitGroup
 	for i := range n {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/store"
 )
 
@@ -16,11 +15,9 @@ import (
 // every unit (read with separate statements, a deduction committing between
 // the row read and the deductions read made them disagree by one).
 func TestReadItemStateIsOneMoment(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
-	ctx := context.Background()
 	const units = 60
-	it := newItem(t, st, units)
+	st, it := newSale(t, units)
+	ctx := context.Background()
 	for i := range units {
 		queued(t, st, fmt.Sprintf("s-%02d", i), int64(i+1), it.ID)
 	}
@@ -63,10 +60,8 @@ func TestReadItemStateIsOneMoment(t *testing.T) {
 // FenceStock holds the stock row: a DeductStock waits until the fenced work
 // is done, and a fence whose snapshot is stale re-reads the deductions.
 func TestFenceStockHoldsTheRow(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, it := newSale(t, 5)
 	ctx := context.Background()
-	it := newItem(t, st, 5)
 	queued(t, st, "f-1", 1, it.ID)
 	queued(t, st, "f-2", 2, it.ID)
 	snap, err := st.ReadItemState(ctx, it.ID)
@@ -99,10 +94,8 @@ func TestFenceStockHoldsTheRow(t *testing.T) {
 
 // WithLiveOrder runs only for a live row, and a close waits for it.
 func TestWithLiveOrder(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, it := newSale(t, 5)
 	ctx := context.Background()
-	it := newItem(t, st, 5)
 	queued(t, st, "l-1", 1, it.ID)
 	if ran, err := st.WithLiveOrder(ctx, "l-1", func(store.Order) error { return nil }); err != nil || ran {
 		t.Fatalf("QUEUED order: ran %v %v", ran, err)

@@ -24,6 +24,13 @@ func newItem(t *testing.T, st *store.Store, units int64) store.Item {
 	return it
 }
 
+// newSale is a test's own database with one item of units on sale.
+func newSale(t *testing.T, units int64) (*store.Store, store.Item) {
+	t.Parallel()
+	st, _ := testenv.MySQL(t)
+	return st, newItem(t, st, units)
+}
+
 // rowOf reads the item's stock row.
 func rowOf(st *store.Store, itemID int64) store.Stock {
 	s, _ := st.ReadItemState(context.Background(), itemID)
@@ -94,10 +101,8 @@ func TestDeductStockRaceNeverOversells(t *testing.T) {
 }
 
 func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, it := newSale(t, 1)
 	ctx := context.Background()
-	it := newItem(t, st, 1)
 	queued(t, st, "o1", 1, it.ID)
 	queued(t, st, "o2", 2, it.ID)
 	row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0)
@@ -182,10 +187,8 @@ func TestOrderWritesAreIdempotent(t *testing.T) {
 // time wins over the timeout close, and the close restores the stock-row unit
 // exactly once; a timeout close before the deadline plus grace is refused.
 func TestPaymentAtTheDoorAndClose(t *testing.T) {
-	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, it := newSale(t, 3)
 	ctx := context.Background()
-	it := newItem(t, st, 3)
 	for i, id := range []string{"P1", "P2", "P3"} {
 		queued(t, st, id, int64(10+i), it.ID)
 		if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute, 0); err != nil {
