@@ -268,19 +268,19 @@ type API struct {
 // Relay is the API's outbox relay (package relay): every field is required.
 type Relay struct {
 	// Batch is how many outbox entries one read takes.
-	Batch int `env:"BATCH" envDefault:"512" check:"positive"`
+	Batch int `env:"BATCH" envDefault:"1024" check:"positive"`
 	// ClaimAfter is how long an entry stays unacknowledged by another
 	// instance before this one takes it over (that one is presumed dead).
 	ClaimAfter time.Duration `env:"CLAIM_AFTER" envDefault:"10s" check:"positive"`
 	// Parallel sends per item in flight, each of up to SendBatch outbox
 	// entries (one RocketMQ batch message): together they bound the
-	// duplicates a crash of this instance can cause.
-	Parallel  int `env:"PARALLEL" envDefault:"2" check:"positive"`
-	SendBatch int `env:"SEND_BATCH" envDefault:"256" check:"positive"`
+	// duplicates a crash of this instance can cause (512).
+	Parallel  int `env:"PARALLEL" envDefault:"1" check:"positive"`
+	SendBatch int `env:"SEND_BATCH" envDefault:"512" check:"positive"`
 	// Linger is how long the relay waits after a short read, so that its
 	// next send carries a fuller batch: the broker's CPU goes per send, not
-	// per message (50 ms took it from ~50 % to ~15 % of a core against 10 ms).
-	Linger time.Duration `env:"LINGER" envDefault:"50ms"`
+	// per message (docs/performance.md). It adds at most this to 202 -> deducted.
+	Linger time.Duration `env:"LINGER" envDefault:"200ms"`
 	// FlushTimeout bounds the outbox flush at shutdown.
 	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s" check:"positive"`
 	// PoolSize is the relay's own Redis pool (per node on a cluster): one

@@ -49,6 +49,10 @@ type Consumer struct {
 // (tests) ever wait here.
 const settleAfterStart = time.Second
 
+// pullBatch is how many messages one pull asks for: fewer, fuller pulls (the
+// broker answers at most its maxTransferCountOnMessageInMemory, 256 here).
+const pullBatch = 256
+
 // NewConsumer subscribes h to opts.Topic and starts consuming. The topic must
 // exist (scripts/stack creates it; EnsureTopic does for tests).
 func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
@@ -59,6 +63,7 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 		consumer.WithInstance(instanceName("consumer")),
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeMessageBatchMaxSize(1),
+		consumer.WithPullBatchSize(pullBatch),
 	}
 	if opts.MaxReconsume > 0 {
 		o = append(o, consumer.WithMaxReconsumeTimes(opts.MaxReconsume))

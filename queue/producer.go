@@ -86,37 +86,33 @@ func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 // batch (one request, stored together or not at all), each keyed by its
 // order id.
 func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
-	switch len(ms) {
-	case 0:
+	if len(ms) == 0 {
 		return nil
-	case 1:
-		return p.Send(ctx, p.topic, ms[0].OrderID, ms[0].Body)
 	}
 	msgs := make([]*primitive.Message, len(ms))
 	for i, m := range ms {
 		msgs[i] = primitive.NewMessage(p.topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
 	}
-	res, err := p.p.SendSync(ctx, msgs...)
-	if err != nil {
-		return fmt.Errorf("send %d orders to %s: %w", len(ms), p.topic, ctxErr(ctx, err))
-	}
-	if !p.stored(res.Status) {
-		return fmt.Errorf("send %d orders to %s: broker answered status %d", len(ms), p.topic, res.Status)
-	}
-	return nil
+	return p.send(ctx, fmt.Sprintf("%d orders", len(ms)), msgs...)
 }
 
 // Send sends one message and waits until the broker has stored it.
 func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
 	msg := primitive.NewMessage(topic, body)
 	msg.WithKeys([]string{key})
-	res, err := p.p.SendSync(ctx, msg)
+	return p.send(ctx, key, msg)
+}
+
+// send sends msgs in one request (a batch when more than one) and waits
+// until the broker has stored them.
+func (p *Producer) send(ctx context.Context, what string, msgs ...*primitive.Message) error {
+	res, err := p.p.SendSync(ctx, msgs...)
 	if err != nil {
-		return fmt.Errorf("send %s to %s: %w", key, topic, ctxErr(ctx, err))
+		return fmt.Errorf("send %s to %s: %w", what, msgs[0].Topic, ctxErr(ctx, err))
 	}
 	if !p.stored(res.Status) {
-		return fmt.Errorf("send %s to %s: broker answered status %d", key, topic, res.Status)
+		return fmt.Errorf("send %s to %s: broker answered status %d", what, msgs[0].Topic, res.Status)
 	}
 	return nil
 }

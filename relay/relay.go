@@ -186,13 +186,6 @@ func (r *Relay) retire(itemID int64) {
 	r.mu.Unlock()
 }
 
-// Watching returns how many items have a reader now.
-func (r *Relay) Watching() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.watched)
-}
-
 // runItem relays one item's outbox.
 func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
@@ -296,11 +289,7 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 		backoff.wait(ctx)
 		// Keep entries we are still retrying from looking abandoned.
 		if time.Since(lastTouch) >= w.r.cfg.ClaimAfter/3 {
-			ids := make([]string, len(entries))
-			for i, e := range entries {
-				ids[i] = e.ID
-			}
-			if err := w.r.st.Touch(ctx, w.item, group, w.r.consumer, ids...); err != nil {
+			if err := w.r.st.Touch(ctx, w.item, group, w.r.consumer, entryIDs(entries)...); err != nil {
 				w.log.Warn("touch outbox entries", "err", err)
 			}
 			lastTouch = time.Now()
@@ -314,30 +303,22 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 // resend of a delivered message. It returns the entries of the chunks that
 // failed. Few big chunks: the broker's cost is mostly per request.
 func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
-	type chunk struct {
-		ids  []string
-		msgs []queue.Encoded
-		src  []outbox.Entry
-	}
-	var chunks []chunk
-	cur := chunk{}
+	var chunks [][]outbox.Entry
+	var cur []outbox.Entry
 	for _, e := range entries {
 		if e.OrderID == "" || len(e.Body) == 0 {
 			// Cannot happen for entries the reserve script wrote; keeping it
-			// would be retried forever. The body is sent as the script wrote
-			// it (order.Message JSON), not decoded again.
+			// would be retried forever.
 			w.log.Error("dropping malformed outbox entry", "entry", e.ID, "order_id", e.OrderID)
 			w.ack(ctx, e.ID)
 			continue
 		}
-		cur.ids, cur.src = append(cur.ids, e.ID), append(cur.src, e)
-		cur.msgs = append(cur.msgs, queue.Encoded{OrderID: e.OrderID, Body: e.Body})
-		if len(cur.ids) >= w.r.cfg.SendBatch {
-			chunks = append(chunks, cur)
-			cur = chunk{}
+		cur = append(cur, e)
+		if len(cur) >= w.r.cfg.SendBatch {
+			chunks, cur = append(chunks, cur), nil
 		}
 	}
-	if len(cur.ids) > 0 {
+	if len(cur) > 0 {
 		chunks = append(chunks, cur)
 	}
 	var (
@@ -351,20 +332,25 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := w.r.pub.PublishOrders(ctx, c.msgs)
+			msgs := make([]queue.Encoded, len(c))
+			for i, e := range c {
+				// The body as the reserve script wrote it: order.Message JSON.
+				msgs[i] = queue.Encoded{OrderID: e.OrderID, Body: e.Body}
+			}
+			err := w.r.pub.PublishOrders(ctx, msgs)
 			if err == nil {
-				w.ackPublished(ctx, c.ids, c.msgs[0].OrderID)
+				w.ackPublished(ctx, entryIDs(c), c[0].OrderID)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
-				sent += len(c.ids)
+				sent += len(c)
 				return
 			}
-			failed = append(failed, c.src...)
+			failed = append(failed, c...)
 			w.r.m.PublishFailed()
 			if ctx.Err() == nil {
-				w.log.Warn("publish orders", "orders", len(c.msgs), "first_order_id", c.msgs[0].OrderID, "err", err)
+				w.log.Warn("publish orders", "orders", len(c), "first_order_id", c[0].OrderID, "err", err)
 			}
 		})
 	}
@@ -425,6 +411,14 @@ func (w *itemWorker) flush() {
 	if total > 0 {
 		w.log.Info("flushed outbox", "published", total)
 	}
+}
+
+func entryIDs(es []outbox.Entry) []string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	return ids
 }
 
 // sleep waits d or until ctx ends.

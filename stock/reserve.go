@@ -61,16 +61,13 @@ func (s *Store) UseReplicaWait(replicas int, timeout time.Duration, short func()
 	s.wait = replicaWait{replicas: replicas, timeout: timeout, short: short}
 }
 
-// Reserve takes one unit of the item for the buyer, in the item's next batch
-// (one script call, reserve_batch.lua: the buyer must hold no order for the
-// item and stock must be above zero; then it decrements, records the
-// reservation, marks the buyer and appends the reservation to the item's
-// outbox stream), and stores the order's QUEUED view (r.QueuedView) before
-// answering: GET order can then answer for an order whose id does not say
-// which item it belongs to. It returns the units left. Refusals:
-// ErrSoldOut, ErrNotLoaded, *AlreadyReservedError. On any other error the
-// caller learns nothing about the reservation and must find out
-// (BuyerOrder).
+// Reserve takes one unit of the item for the buyer in the item's next batch
+// (one call of reserve_batch.lua, which also appends it to the outbox), and
+// stores the order's QUEUED view before answering: GET order can then answer
+// for an order whose id does not say which item it belongs to. It returns the
+// units left. Refusals: ErrSoldOut, ErrNotLoaded, *AlreadyReservedError. On
+// any other error the caller learns nothing about the reservation and must
+// find out (BuyerOrder).
 func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	view, err := json.Marshal(r.QueuedView())
 	if err != nil {
@@ -98,9 +95,8 @@ func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	}
 }
 
-// runBatches runs batches of the item until none is pending. The first
-// batch runs on the caller's goroutine (it is in it); later ones on a new
-// goroutine, so the caller answers its buyer at once.
+// runBatches runs the item's pending batches: the first on the caller's
+// goroutine (it is in it), later ones on a new one, so it answers at once.
 func (s *Store) runBatches(itemID int64, first bool) {
 	b := &s.batch
 	for {
@@ -129,8 +125,7 @@ func (s *Store) runBatches(itemID int64, first bool) {
 }
 
 // execBatch reserves a batch in one script call, then stores the QUEUED view
-// of each unit taken (one pipeline of SET NX, before any buyer is answered;
-// refused purchases get no view).
+// of each unit taken (SET NX, one pipeline) before any buyer is answered.
 func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	k := s.ItemKeys(itemID)
 	keys := []string{k.Stock, k.Buyers, k.Orders, k.Outbox}
