@@ -92,6 +92,9 @@ func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
 // PublishAll is PublishStatus of several views in one round trip,
 // reporting which were stored (false: the view stored was further along).
 func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, error) {
+	if len(views) == 0 {
+		return nil, nil
+	}
 	bodies := make([][]byte, len(views))
 	for i, v := range views {
 		var err error

@@ -77,6 +77,9 @@ func TestPublishNeverGoesBackwards(t *testing.T) {
 	view := func(s order.Status, settling bool) order.View {
 		return order.View{OrderID: id, ItemID: 1, UserID: 2, Status: s, Settling: settling}
 	}
+	if stored, err := b.PublishAll(ctx, nil); err != nil || len(stored) != 0 {
+		t.Fatalf("publishing nothing: %v %v", stored, err)
+	}
 	for i, step := range []struct {
 		v      order.View
 		stored bool

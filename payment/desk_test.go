@@ -28,8 +28,9 @@ type fakeOrders struct {
 	changed bool
 	err     error
 
-	dups    map[string]bool
-	gate    chan struct{}
+	dups      map[string]bool
+	insertErr error // every InsertEarly fails with it (MySQL away)
+	gate      chan struct{}
 	mu      sync.Mutex
 	updates int
 	inserts []int // rows per InsertEarly call
@@ -54,6 +55,9 @@ func (f *fakeOrders) InsertEarly(_ context.Context, ds []store.Early) ([]store.O
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inserts = append(f.inserts, len(ds))
+	if f.insertErr != nil {
+		return nil, f.insertErr
+	}
 	rows := make([]store.Order, len(ds))
 	for i, d := range ds {
 		if f.dups[d.M.OrderID] {
@@ -69,13 +73,17 @@ func (f *fakeOrders) InsertEarly(_ context.Context, ds []store.Early) ([]store.O
 }
 
 type fakeStatuses struct {
-	mu  sync.Mutex
-	got []order.View
+	mu    sync.Mutex
+	got   []order.View
+	empty int // calls with nothing to publish
 }
 
 func (f *fakeStatuses) PublishAll(_ context.Context, vs []order.View) ([]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(vs) == 0 {
+		f.empty++
+	}
 	f.got = append(f.got, vs...)
 	return make([]bool, len(vs)), nil
 }
@@ -309,6 +317,30 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 	d2, _ := newDesk(t, o2, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
 	if _, err := d2.Pay(context.Background(), "Q0", 100, time.Now()); !errors.Is(err, order.ErrNotFound) || len(o2.written) != 0 {
 		t.Fatalf("pay with early payment off: %v, wrote %v", err, o2.written)
+	}
+}
+
+// A batch whose INSERT fails (MySQL away) answers each of its pays with the
+// error, publishes nothing, and the door keeps deciding the next batches.
+func TestEarlyPayBatchFailureIsAnswered(t *testing.T) {
+	rd := queued(2, payBy())
+	down := errors.New("mysql away")
+	o, st := &fakeOrders{insertErr: down}, &fakeStatuses{}
+	d, _ := newDesk(t, o, st, &fakeSagas{signals: make(chan string, 2)}, payment.Options{})
+	d.WithEarlyPayment(rd, rd)
+	if _, err := d.Pay(context.Background(), "Q0", 100, time.Now()); !errors.Is(err, down) {
+		t.Fatalf("pay while MySQL is away: %v, want %v", err, down)
+	}
+	o.mu.Lock()
+	o.insertErr = nil
+	o.mu.Unlock()
+	if v, err := d.Pay(context.Background(), "Q1", 101, time.Now()); err != nil || v.Status != order.StatusPaid {
+		t.Fatalf("pay once MySQL is back: %+v %v", v, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.empty != 0 || len(st.got) != 1 {
+		t.Fatalf("published %d views and %d empty batches; want 1 view, no empty batch", len(st.got), st.empty)
 	}
 }
 

@@ -155,6 +155,9 @@ func (d *Desk) runBatch(batch []*ask) {
 	}
 	// GET and the event streams see the decisions at once; a failure leaves
 	// them on the database (GET falls back to it for stale views).
+	if len(views) == 0 {
+		return
+	}
 	if _, err := d.statuses.PublishAll(ctx, views); err != nil {
 		d.log.Warn("publish statuses", "orders", len(views), "err", err)
 	}
