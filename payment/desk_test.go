@@ -31,10 +31,10 @@ type fakeOrders struct {
 	dups      map[string]bool
 	insertErr error // every InsertEarly fails with it (MySQL away)
 	gate      chan struct{}
-	mu      sync.Mutex
-	updates int
-	inserts []int // rows per InsertEarly call
-	written []order.Message
+	mu        sync.Mutex
+	updates   int
+	inserts   []int // rows per InsertEarly call
+	written   []order.Message
 }
 
 func (f *fakeOrders) RecordPayment(context.Context, string, int64, time.Time, bool) (store.Order, bool, error) {
