@@ -133,6 +133,7 @@ type Units interface {
 type Sagas interface {
 	Start(ctx context.Context, m order.Message) error
 	Signal(ctx context.Context, orderID, name string) error
+	Woken(ctx context.Context, orderID string) (bool, error)
 }
 
 var (
@@ -403,16 +404,29 @@ func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 }
 
 // wakeSaga wakes the saga; a woken saga follows the row, and a signal to a
-// closed one is refused by Temporal, so there is nothing to re-check.
+// closed one is refused by Temporal. A saga that already holds a wake (the
+// door's, or an earlier run's) is catching up, not drift: it acts on its
+// first wake only, so another would repair nothing (and a loaded Temporal
+// would otherwise be woken again by every run until it catches up).
 func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
-	if !repair || r.d.Sagas == nil {
+	if r.d.Sagas == nil {
+		return true, nil
+	}
+	woken, err := r.d.Sagas.Woken(ctx, f.OrderID)
+	if errors.Is(err, order.ErrNotFound) || err == nil && woken {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !repair {
 		return true, nil
 	}
 	signal := workflows.SignalCancel
 	if it.Orders[f.OrderID].Status == order.StatusPaid {
 		signal = workflows.SignalPay
 	}
-	err := r.d.Sagas.Signal(ctx, f.OrderID, signal)
+	err = r.d.Sagas.Signal(ctx, f.OrderID, signal)
 	if errors.Is(err, order.ErrNotFound) {
 		return false, nil // it closed meanwhile
 	}

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -135,9 +136,19 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	if found.Remaining() == 0 {
 		t.Fatal("nothing remains without --repair")
 	}
+	if woken, err := sagas.Woken(ctx, running.OrderID); err != nil || woken {
+		t.Fatalf("saga never signalled: woken=%v err=%v", woken, err)
+	}
+	if _, err := sagas.Woken(ctx, order.NewID()); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("Woken of an unknown order: %v, want order.ErrNotFound", err)
+	}
 	repaired := run(t, r, it.ID, true)
 	if n := repaired.Remaining(); n != 0 {
 		t.Fatalf("%d findings not repaired: %+v", n, repaired.Findings)
+	}
+	// The wake is in the saga's history: a later run does not wake it again.
+	if woken, err := sagas.Woken(ctx, running.OrderID); err != nil || !woken {
+		t.Fatalf("saga after the repair: woken=%v err=%v", woken, err)
 	}
 	// The repairs land: the lost order gets its saga and row, the running saga
 	// closes; then nothing is left.

@@ -33,6 +33,7 @@ type world struct {
 	released map[string]bool
 	// Temporal
 	running map[string]bool
+	woken   map[string]bool // sagas sent a pay or cancel
 	lostRow map[string]bool // completed sagas whose order row MySQL lost
 
 	listErr   error // Temporal's visibility fails
@@ -44,7 +45,7 @@ type world struct {
 func newWorld(units int64) *world {
 	return &world{item: store.Item{ID: 1, StockTotal: units}, row: store.Stock{ItemID: 1, Stock: units, Version: 1},
 		orders: map[string]*store.Order{}, deds: map[string]*store.StockDeduction{}, left: units,
-		resv: map[string]order.Message{}, marks: map[int64]string{}, released: map[string]bool{}, running: map[string]bool{},
+		resv: map[string]order.Message{}, marks: map[int64]string{}, released: map[string]bool{}, running: map[string]bool{}, woken: map[string]bool{},
 		lostRow: map[string]bool{}, after: map[string]func(){}, givenBack: map[string]int{}}
 }
 
@@ -226,7 +227,6 @@ func (w redisSide) Recount(_ context.Context, _ int64, stockRow int64, deducted 
 	return old, want, nil
 }
 
-
 type outboxSide struct{ *world }
 
 func (w outboxSide) OrderIDs(context.Context, int64) (map[string]bool, error) {
@@ -245,7 +245,12 @@ func (w sagaSide) Signal(_ context.Context, id, _ string) error {
 	if !w.running[id] {
 		return order.ErrNotFound
 	}
+	w.woken[id] = true
 	return nil
+}
+
+func (w sagaSide) Woken(_ context.Context, id string) (bool, error) {
+	return w.woken[id], nil
 }
 
 func (w sagaSide) ListOrderWorkflows(context.Context, int64) ([]snapshot.Workflow, error) {

@@ -68,6 +68,27 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 	return nil
 }
 
+// Woken reports whether the order's saga has already been sent SignalPay or
+// SignalCancel (its history holds one): it acts on the first only, so waking
+// it again would change nothing. order.ErrNotFound when there is no such saga.
+func (c *Client) Woken(ctx context.Context, orderID string) (bool, error) {
+	it := c.c.GetWorkflowHistory(ctx, WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return false, fmt.Errorf("history of order %s: %w", orderID, order.ErrNotFound)
+		}
+		if err != nil {
+			return false, fmt.Errorf("history of order %s: %w", orderID, err)
+		}
+		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && (a.SignalName == SignalPay || a.SignalName == SignalCancel) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Signal wakes an order's saga with SignalPay or SignalCancel (no payload).
 // order.ErrNotFound when there is no such saga or it has closed.
 func (c *Client) Signal(ctx context.Context, orderID, name string) error {
