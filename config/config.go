@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,8 +84,20 @@ func (c Config) CheckAPISecret() error {
 
 // Log configures log/slog.
 type Log struct {
-	Level  string `env:"LEVEL" envDefault:"info"`
-	Format string `env:"FORMAT" envDefault:"text"` // text or json
+	Level  string `env:"LEVEL" envDefault:"info" check:"oneof=debug|info|warn|error"`
+	Format string `env:"FORMAT" envDefault:"text" check:"oneof=text|json"`
+}
+
+// Logger is the process's logger, writing to w: the binaries' one way to
+// read Level and Format.
+func (l Log) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level // info unless Level names another (Validate)
+	_ = level.UnmarshalText([]byte(l.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(l.Format, "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // Redis is the stock and reservation store.
@@ -113,7 +128,7 @@ type Redis struct {
 	// replicas hold it (Redis WAIT, at most WaitTimeout; past it the batch
 	// stands, counted): replication is asynchronous, and a failover could
 	// promote a replica without the reservations buyers were told about.
-	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0"`
+	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0" check:"min=0"`
 	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
 
@@ -128,7 +143,7 @@ func (r Redis) Addresses() []string {
 // MySQL is the system of record (MariaDB in the local stack).
 type MySQL struct {
 	Host         string        `env:"HOST" envDefault:"127.0.0.1"`
-	Port         int           `env:"PORT" envDefault:"3306"`
+	Port         int           `env:"PORT" envDefault:"3306" check:"min=1"`
 	User         string        `env:"USER" envDefault:"seckill"`
 	Password     Secret        `env:"PASSWORD" envDefault:"seckill"`
 	Database     string        `env:"DATABASE" envDefault:"seckill"`
@@ -186,7 +201,7 @@ type Temporal struct {
 	// Compression of gRPC requests to the frontend: "none" or "gzip". On
 	// loopback or a LAN gzip only burns CPU on both ends; across a WAN
 	// (Temporal Cloud) choose gzip.
-	Compression string `env:"COMPRESSION" envDefault:"none"`
+	Compression string `env:"COMPRESSION" envDefault:"none" check:"oneof=none|gzip"`
 	// TLS to the frontend (Temporal Cloud, a cluster with mTLS); see TLSFiles.
 	TLS      bool     `env:"TLS"`
 	TLSFiles TLSFiles `envPrefix:"TLS_"`
@@ -305,11 +320,12 @@ type Worker struct {
 	ConsumeWorkers          int  `env:"CONSUME_WORKERS" envDefault:"32" check:"positive"`
 	MaxConcurrentActivities int  `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64" check:"positive"`
 	// With every workflow-task slot busy an eager start is refused: 512
-	// (with 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 s to 31.9 s.
-	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512"`
+	// (with 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 s
+	// to 31.9 s. It and WorkflowPollers are at least the SDK's minimum, 2.
+	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512" check:"min=2"`
 	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
 	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
-	WorkflowPollers              int    `env:"WORKFLOW_POLLERS" envDefault:"8"`
+	WorkflowPollers              int    `env:"WORKFLOW_POLLERS" envDefault:"8" check:"min=2"`
 	ActivityPollers              int    `env:"ACTIVITY_POLLERS" envDefault:"2" check:"positive"`
 	// DLQGroup consumes the order consumer group's dead-letter topic
 	// (%DLQ%<RocketMQ.ConsumerGroup>) and starts the saga of each order in it.
@@ -392,7 +408,8 @@ func trimList(in []string) []string {
 
 // Validate checks the values every role relies on, naming the variable of
 // each bad one. A field's check tag states its rule: positive (a number or
-// duration above 0) or hostport (the address, or each of the list, is
+// duration above 0), min=N (an integer of at least N), oneof=a|b (one of the
+// words, in any case) or hostport (the address, or each of the list, is
 // host:port; with optional it may be empty). The rules that join fields
 // follow.
 func (c Config) Validate() error {
@@ -401,8 +418,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("SECKILL_%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 	eachSetting(reflect.ValueOf(c), "", func(name string, f reflect.StructField, v reflect.Value) {
-		rule, optional := strings.CutSuffix(f.Tag.Get("check"), ",optional")
-		switch rule {
+		check, optional := strings.CutSuffix(f.Tag.Get("check"), ",optional")
+		switch rule, arg, _ := strings.Cut(check, "="); rule {
 		case "positive":
 			n := 0.0
 			switch d, isDuration := v.Interface().(time.Duration); {
@@ -415,6 +432,14 @@ func (c Config) Validate() error {
 			}
 			if n <= 0 {
 				bad(name, "must be positive, got %v", n)
+			}
+		case "min":
+			if least, _ := strconv.ParseInt(arg, 10, 64); v.Int() < least {
+				bad(name, "must be at least %d, got %d", least, v.Int())
+			}
+		case "oneof":
+			if words := strings.Split(arg, "|"); !slices.Contains(words, strings.ToLower(v.String())) {
+				bad(name, "%q: want one of %s", v.String(), strings.Join(words, ", "))
 			}
 		case "hostport":
 			addrs, _ := v.Interface().([]string)
@@ -431,40 +456,19 @@ func (c Config) Validate() error {
 			}
 		}
 	})
-	switch strings.ToLower(c.Log.Level) {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("LOG_LEVEL", "%q: want debug, info, warn or error", c.Log.Level)
-	}
-	switch strings.ToLower(c.Log.Format) {
-	case "text", "json":
-	default:
-		bad("LOG_FORMAT", "%q: want text or json", c.Log.Format)
-	}
-	if c.Redis.WaitReplicas < 0 {
-		bad("REDIS_WAIT_REPLICAS", "must not be negative, got %d", c.Redis.WaitReplicas)
-	}
 	if c.Redis.WaitReplicas > 0 && c.Redis.WaitTimeout <= 0 {
 		bad("REDIS_WAIT_TIMEOUT", "must be positive with SECKILL_REDIS_WAIT_REPLICAS, got %v", c.Redis.WaitTimeout)
 	}
-	if c.MySQL.Port <= 0 || c.MySQL.Port > 65535 {
+	if c.MySQL.Port > 65535 {
 		bad("MYSQL_PORT", "%d is not a port", c.MySQL.Port)
 	}
 	if (c.RocketMQ.AccessKey == "") != (c.RocketMQ.SecretKey == "") {
 		bad("ROCKETMQ_ACCESS_KEY", "ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY go together")
 	}
-	for _, t := range []struct {
-		name string
-		f    TLSFiles
-	}{{"REDIS", c.Redis.TLSFiles}, {"MYSQL", c.MySQL.TLSFiles}, {"TEMPORAL", c.Temporal.TLSFiles}} {
-		if (t.f.Cert == "") != (t.f.Key == "") {
-			bad(t.name+"_TLS_CERT", "SECKILL_%s_TLS_CERT and SECKILL_%s_TLS_KEY go together", t.name, t.name)
+	for name, f := range map[string]TLSFiles{"REDIS": c.Redis.TLSFiles, "MYSQL": c.MySQL.TLSFiles, "TEMPORAL": c.Temporal.TLSFiles} {
+		if (f.Cert == "") != (f.Key == "") {
+			bad(name+"_TLS_CERT", "SECKILL_%s_TLS_CERT and SECKILL_%s_TLS_KEY go together", name, name)
 		}
-	}
-	switch c.Temporal.Compression {
-	case "none", "gzip":
-	default:
-		bad("TEMPORAL_COMPRESSION", "%q: want none or gzip", c.Temporal.Compression)
 	}
 	if c.API.WriteTimeout > 0 && c.API.ConfirmTimeout+PurchaseHeadroom > c.API.WriteTimeout {
 		bad("API_CONFIRM_TIMEOUT", "%s does not fit in SECKILL_API_WRITE_TIMEOUT %s: a purchase's answer needs the confirm window plus %s "+
@@ -475,12 +479,6 @@ func (c Config) Validate() error {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			bad("API_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
 		}
-	}
-	if c.Worker.MaxConcurrentWorkflowTasks < 2 {
-		bad("WORKER_MAX_CONCURRENT_WORKFLOW_TASKS", "must be at least 2 (the SDK's minimum), got %d", c.Worker.MaxConcurrentWorkflowTasks)
-	}
-	if c.Worker.WorkflowPollers < 2 {
-		bad("WORKER_WORKFLOW_POLLERS", "must be at least 2 (the SDK's minimum), got %d", c.Worker.WorkflowPollers)
 	}
 	return errors.Join(errs...)
 }

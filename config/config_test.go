@@ -80,8 +80,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 // nothing.
 func TestCheckTagsAreKnown(t *testing.T) {
 	eachSetting(reflect.ValueOf(Config{}), Prefix, func(name string, f reflect.StructField, _ reflect.Value) {
-		switch tag := f.Tag.Get("check"); tag {
-		case "", "positive", "hostport", "hostport,optional":
+		switch tag, _, _ := strings.Cut(f.Tag.Get("check"), "="); tag {
+		case "", "positive", "hostport", "hostport,optional", "min", "oneof":
 		default:
 			t.Errorf("%s: unknown check tag %q", name, tag)
 		}

@@ -173,11 +173,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var level slog.Level
-			if level.UnmarshalText([]byte(cfg.Log.Level)) != nil {
-				level = slog.LevelInfo
-			}
-			a.cfg, a.log = cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			a.cfg, a.log = cfg, cfg.Log.Logger(cmd.ErrOrStderr())
 			slog.SetDefault(a.log)
 			return nil
 		},

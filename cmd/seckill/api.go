@@ -157,13 +157,11 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	}
 }
 
-// temporalConn holds the Temporal client once it could be dialled.
-type temporalConn struct {
-	c atomic.Pointer[client.Client]
-}
+// temporalConn holds the Temporal client once dialled.
+type temporalConn struct{ atomic.Pointer[client.Client] }
 
 func (t *temporalConn) get() client.Client {
-	if p := t.c.Load(); p != nil {
+	if p := t.Load(); p != nil {
 		return *p
 	}
 	return nil
@@ -175,7 +173,7 @@ func (t *temporalConn) dialLoop(ctx context.Context, a *app) {
 		c, err := temporalx.Dial(dctx, a.cfg.Temporal, a.log)
 		cancel()
 		if err == nil {
-			t.c.Store(&c)
+			t.Store(&c)
 			a.log.Info("temporal connected", "address", a.cfg.Temporal.Address)
 			return
 		}
@@ -202,7 +200,7 @@ func (t *temporalConn) close() {
 	}
 }
 
-// sagas returns the saga client once Temporal is connected; before that the
+// sagas is the saga client once Temporal is connected; before that the
 // payment desk skips its wakes (sagas find the order row at their deadline).
 func (t *temporalConn) sagas(taskQueue string) func() (payment.Sagas, error) {
 	return func() (payment.Sagas, error) {

@@ -7,11 +7,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
@@ -48,8 +46,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a.cfg = cfg
-			a.log = newLogger(cfg.Log, cmd.ErrOrStderr())
+			a.cfg, a.log = cfg, cfg.Log.Logger(cmd.ErrOrStderr())
 			// Process-wide settings of libraries, here and nowhere else:
 			// third-party code logging through slog's default, gin's mode,
 			// the RocketMQ client's own (chatty) logger.
@@ -63,16 +60,13 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
-		level = slog.LevelInfo
+// orSetting is a flag's value when the command line sets it, else the
+// setting's: the flags of worker and reconcile override their settings.
+func orSetting[T any](cmd *cobra.Command, flag string, value, setting T) T {
+	if cmd.Flags().Changed(flag) {
+		return value
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	if strings.EqualFold(cfg.Format, "json") {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return setting
 }
 
 func newConfigCmd(a *app) *cobra.Command {

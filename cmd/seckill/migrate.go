@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -9,7 +10,7 @@ import (
 )
 
 func newMigrateCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:       "migrate [up|down|version]",
 		Short:     "Apply (up, the default) or revert (down) the embedded MySQL migrations",
 		Args:      cobra.MaximumNArgs(1),
@@ -18,6 +19,9 @@ func newMigrateCmd(a *app) *cobra.Command {
 			dir := "up"
 			if len(args) == 1 {
 				dir = args[0]
+			}
+			if !slices.Contains(cmd.ValidArgs, dir) {
+				return fmt.Errorf("unknown direction %q: want up, down or version", dir)
 			}
 			dsn, err := a.cfg.MySQL.DSN()
 			if err != nil {
@@ -33,9 +37,6 @@ func newMigrateCmd(a *app) *cobra.Command {
 				err = m.Up()
 			case "down":
 				err = m.Down()
-			case "version":
-			default:
-				return fmt.Errorf("unknown direction %q: want up, down or version", dir)
 			}
 			if err != nil {
 				return err
@@ -48,5 +49,4 @@ func newMigrateCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,22 +33,29 @@ func newReconcileCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Compare Redis, MySQL and Temporal for each item and repair what has one safe answer",
-		Long: "Finds: lost handoffs (reserved, no outbox entry, no row, no saga), sagas running for final orders, Redis\n" +
-			"stock_left that does not match the units held, a stock row that disagrees with its deductions, orders stuck\n" +
-			"QUEUED, live orders whose Redis reservation is gone, final orders whose unit Redis still holds, orders whose row\n" +
-			"MySQL lost behind their closed saga (after a restore; reported only). --repair fixes\n" +
-			"the ones with one safe answer (starts the saga, wakes it, puts the reservation back, releases the unit, sets\n" +
-			"stock_left) and reports the rest. Exits non-zero when drift remains.",
+		Long: "Finds drift: lost handoffs, sagas running for final orders, stock counts that disagree with the units held\n" +
+			"or the deductions, orders stuck QUEUED, reservations missing or left behind, rows MySQL lost behind closed sagas.\n" +
+			"--repair fixes what has one safe answer and reports the rest. Exits non-zero when drift remains.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			grace, since = reconcileWindow(cmd, a.cfg.Reconcile, grace, since)
+			grace = orSetting(cmd, "grace", grace, a.cfg.Reconcile.Grace)
+			since = orSetting(cmd, "since", since, a.cfg.Reconcile.Since)
 			d := newDeps(a.cfg, a.log)
 			defer func() { _ = d.close() }()
-			r, err := openReconciler(ctx, d, "seckill-reconcile", grace)
+			st, err := d.mysql(ctx)
 			if err != nil {
 				return err
 			}
+			rdb, err := d.redis(ctx, redisx.Options{PoolSize: 16, Name: "seckill-reconcile"}, true)
+			if err != nil {
+				return err
+			}
+			tc, err := d.temporal(ctx)
+			if err != nil {
+				return err
+			}
+			r := newReconciler(a.cfg, st, rdb, tc, grace, a.log)
 			if len(items) == 0 {
 				if items, err = r.ActiveItems(ctx, time.Now(), since); err != nil {
 					return err
@@ -81,36 +87,6 @@ func newReconcileCmd(a *app) *cobra.Command {
 	cmd.Flags().DurationVar(&grace, "grace", 0, "how old a reservation or QUEUED order must be before its missing pieces count (default SECKILL_RECONCILE_GRACE)")
 	cmd.Flags().DurationVar(&since, "since", 0, "without --item: items whose sale ended at most this long ago (default SECKILL_RECONCILE_SINCE)")
 	return cmd
-}
-
-// reconcileWindow gives the flags --grace and --since not set on the command
-// line the settings the worker's periodic run uses.
-func reconcileWindow(cmd *cobra.Command, cfg config.Reconcile, grace, since time.Duration) (time.Duration, time.Duration) {
-	if !cmd.Flags().Changed("grace") {
-		grace = cfg.Grace
-	}
-	if !cmd.Flags().Changed("since") {
-		since = cfg.Since
-	}
-	return grace, since
-}
-
-// openReconciler opens what a reconciler reads and repairs through d: MySQL,
-// Redis and Temporal.
-func openReconciler(ctx context.Context, d *deps, name string, grace time.Duration) (*reconcile.Reconciler, error) {
-	st, err := d.mysql(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rdb, err := d.redis(ctx, redisx.Options{PoolSize: 16, Name: name}, true)
-	if err != nil {
-		return nil, err
-	}
-	tc, err := d.temporal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return newReconciler(d.cfg, st, rdb, tc, grace, d.log), nil
 }
 
 // newReconciler is the reconciler of the `reconcile` command and of the

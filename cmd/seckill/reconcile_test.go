@@ -28,7 +28,8 @@ func TestReconcileFlagsDefaultToSettings(t *testing.T) {
 		}
 		grace, _ := cmd.Flags().GetDuration("grace")
 		since, _ := cmd.Flags().GetDuration("since")
-		if g, s := reconcileWindow(cmd, cfg.Reconcile, grace, since); g != tc.grace || s != tc.since {
+		g, s := orSetting(cmd, "grace", grace, cfg.Reconcile.Grace), orSetting(cmd, "since", since, cfg.Reconcile.Since)
+		if g != tc.grace || s != tc.since {
 			t.Errorf("%v: grace %v since %v, want %v %v", tc.args, g, s, tc.grace, tc.since)
 		}
 	}

@@ -35,12 +35,8 @@ func newWorkerCmd(a *app) *cobra.Command {
 			"consumers. Without the flags SECKILL_WORKER_CONSUMER and SECKILL_WORKER_TEMPORAL decide.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg
-			if cmd.Flags().Changed("consumer") {
-				cfg.Worker.Consumer = consumer
-			}
-			if cmd.Flags().Changed("temporal") {
-				cfg.Worker.Temporal = temporal
-			}
+			cfg.Worker.Consumer = orSetting(cmd, "consumer", consumer, cfg.Worker.Consumer)
+			cfg.Worker.Temporal = orSetting(cmd, "temporal", temporal, cfg.Worker.Temporal)
 			a.log.Info("seckill worker starting", "consumer", cfg.Worker.Consumer, "temporal", cfg.Worker.Temporal)
 			setMemoryLimit("worker", cfg.Worker.MemoryLimitMB, a.log)
 			return runWorker(cmd.Context(), cfg, a.log)

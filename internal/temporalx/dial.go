@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -20,7 +21,7 @@ func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger) (client
 		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
 	}
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
-	if cfg.Compression == "gzip" { // or none: config.Validate allows nothing else
+	if strings.EqualFold(cfg.Compression, "gzip") { // or none: config.Validate allows nothing else
 		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
 	}
 	// An API key implies TLS (Temporal Cloud).
