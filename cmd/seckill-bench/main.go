@@ -287,6 +287,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 		f                benchFlags
 		bareAddr         string
 		duration         time.Duration
+		rounds           int
 		sagaOrders       int
 		stage2Runs       int
 		waitingWorkflows int
@@ -298,8 +299,8 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stages",
 		Short: "Measure each pipeline stage against its own baseline in one run (make bench)",
-		Long: "1. bare gin endpoint vs purchase attempts on a sold-out item; 2. the reservation Lua script via go-redis vs\n" +
-			"accepted purchases/s over HTTP (--stage2-runs sales); 3. a minimal workflow (three no-op local activities) vs\n" +
+		Long: "1. bare gin endpoint vs purchase attempts on a sold-out item, side by side in --rounds rounds; 2. bare gin and the\n" +
+			"reservation Lua script via go-redis, just before and after each sale, vs accepted purchases/s over HTTP (--stage2-runs sales); 3. a minimal workflow (three no-op local activities) vs\n" +
 			"sagas/s from message to PENDING_PAYMENT; 3b and 4. a sale whose orders are paid at their 202, and the full flash\n" +
 			"sale, against a waiting workflow (local activity, timer, local activity). Needs `seckill api` and `seckill worker` running. Writes\n" +
 			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
@@ -327,7 +328,7 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			if full.APIPID == 0 {
 				full.APIPID = bench.FindPID("api")
 			}
-			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: duration,
+			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: duration, Rounds: rounds,
 				SagaOrders: sagaOrders, Stage2Runs: stage2Runs, WaitingWorkflows: waitingWorkflows, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
 				WorkerOps: f.workerOps,
 				Progress:  cmd.ErrOrStderr(), Log: a.log}
@@ -361,7 +362,8 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
-	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each fixed-duration HTTP measurement")
+	cmd.Flags().DurationVar(&duration, "duration", 3*time.Second, "length of each fixed-duration HTTP window (stage 1's rounds, stage 2's bare gin)")
+	cmd.Flags().IntVar(&rounds, "rounds", 5, "stage 1's rounds: bare gin and the sold-out answers (and with the control room open) measured in turn; the ratio is the median of the rounds'")
 	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 4000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
 	cmd.Flags().IntVar(&stage2Runs, "stage2-runs", 3, "stage 2's sales of --saga-orders units, one after the other: figures are their median, with min and max")
 	cmd.Flags().IntVar(&waitingWorkflows, "waiting-workflows", 2000, "waiting workflows (local activity, 1 s timer, local activity) in the yardstick of stages 3b and 4; 0 leaves it out")

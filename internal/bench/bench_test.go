@@ -164,24 +164,27 @@ func TestUpdateDocReplacesOnlyTheBlock(t *testing.T) {
 
 // Settle returns once the machine is quiet, and reports what it saw.
 func TestSettleReadsTheMachine(t *testing.T) {
-	b0, t0, err := cpuTimes()
+	j0, err := cpuTimes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b0 == 0 || t0 < b0 {
-		t.Fatalf("cpuTimes: busy %d, total %d", b0, t0)
+	if j0.busy == 0 || j0.total < j0.busy || j0.steal > j0.busy {
+		t.Fatalf("cpuTimes: %+v", j0)
 	}
 	// Anything is quiet enough under a 100 % ceiling: one window.
 	busy := Settle(context.Background(), 1, 10*time.Second)
 	if busy < 0 || busy > 1 {
 		t.Fatalf("busy fraction %v, want 0..1", busy)
 	}
-	b1, t1, err := cpuTimes()
+	j1, err := cpuTimes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if t1 <= t0 || b1 < b0 {
-		t.Fatalf("jiffies went backwards or stood still: busy %d->%d, total %d->%d", b0, b1, t0, t1)
+	if j1.total <= j0.total || j1.busy < j0.busy {
+		t.Fatalf("jiffies went backwards or stood still: %+v -> %+v", j0, j1)
+	}
+	if b, st := busySince(j0, j1); b < 0 || b > 1 || st < 0 || st > b {
+		t.Fatalf("busySince: busy %v, steal %v", b, st)
 	}
 }
 
@@ -240,5 +243,48 @@ func TestTimedOut(t *testing.T) {
 	}
 	if timedOut(errors.New("namespace not found")) {
 		t.Error("timedOut(other) = true")
+	}
+}
+
+// Rounds take the subjects in turn, reversing the order each round, so a
+// drifting machine weighs on each alike.
+func TestRoundsAlternateTheOrder(t *testing.T) {
+	var seq []string
+	sub := func(name string) subject {
+		return subject{name, func() Window { seq = append(seq, name); return Window{PerSecond: float64(len(seq))} }}
+	}
+	ws := rounds(3, []subject{sub("a"), sub("b"), sub("c")})
+	if got := strings.Join(seq, ""); got != "abccbaabc" {
+		t.Fatalf("order %q, want abccbaabc", got)
+	}
+	if fmt.Sprint(perSecond(ws["a"])) != "[1 6 7]" || len(ws["c"]) != 3 {
+		t.Fatalf("windows %v", ws)
+	}
+}
+
+// A side-by-side figure is the median of its pairs' ratios, not the ratio
+// of two medians, and carries the pairs' spread.
+func TestSideBySideIsTheMedianOfThePairs(t *testing.T) {
+	// Baseline and pipeline swing together: the ratios stay near 0.8.
+	r := sideBySide("1", "x", []float64{8000, 24000, 16400, 0}, []float64{10000, 30000, 20000, 25000}, "req/s", 0.8, true, "n")
+	if r.Pairs != 3 || r.Ratio != 0.8 || r.RatioMin != 0.8 || r.RatioMax != 0.82 || !r.Met || r.Pipeline != 12200 || r.Baseline != 22500 {
+		t.Fatalf("%+v", r)
+	}
+	if got := r.ratioText(); got != "0.80 (0.80–0.82)" {
+		t.Fatalf("ratio text %q", got)
+	}
+	c := sideBySide("1", "cpu", []float64{130, 90}, []float64{100, 60}, "µs", 1.25, false, "")
+	if c.Ratio != 1.4 || c.Met || c.Target != "<= 1.25x" {
+		t.Fatalf("%+v", c)
+	}
+	if none := sideBySide("2", "y", nil, []float64{1}, "req/s", 0.4, true, ""); none.Met || none.Pairs != 0 || none.ratioText() != "0.00" {
+		t.Fatalf("%+v", none)
+	}
+	if meanOf(10, 0, 20) != 15 || meanOf(0) != 0 {
+		t.Fatal("meanOf")
+	}
+	m := mergeRooms([]ControlRoomReport{{Polls: 6, P50MS: 2, P99MS: 9, Errors: 1}, {Polls: 6, P50MS: 4, P99MS: 20}})
+	if m.Polls != 12 || m.Errors != 1 || m.P50MS != 3 || m.P99MS != 20 {
+		t.Fatalf("mergeRooms %+v", m)
 	}
 }

@@ -146,30 +146,47 @@ func (s *RSSSampler) Stop() map[string]ProcMem {
 	return out
 }
 
-// cpuTimes reads the machine's busy and total jiffies from /proc/stat.
-func cpuTimes() (busy, total uint64, err error) {
+// jiffies are the machine's CPU times from /proc/stat's first line.
+type jiffies struct{ busy, steal, total uint64 }
+
+// cpuTimes reads the machine's busy, stolen and total jiffies from /proc/stat.
+func cpuTimes() (jiffies, error) {
+	var j jiffies
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return j, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+		return j, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
 	// user nice system idle iowait irq softirq steal; guest time is already
 	// in user and nice.
 	for i, s := range f[1:min(len(f), 9)] {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+			return j, fmt.Errorf("/proc/stat: %w", err)
 		}
-		total += v
+		j.total += v
 		if i != 3 && i != 4 { // idle, iowait
-			busy += v
+			j.busy += v
+		}
+		if i == 7 {
+			j.steal = v
 		}
 	}
-	return busy, total, nil
+	return j, nil
+}
+
+// busySince is the fraction of the machine's CPU busy since j0 (and the
+// fraction the hypervisor stole), as of j1.
+func busySince(j0, j1 jiffies) (busy, steal float64) {
+	if j1.total <= j0.total {
+		return 0, 0
+	}
+	d := float64(j1.total - j0.total)
+	return float64(j1.busy-j0.busy) / d, float64(j1.steal-j0.steal) / d
 }
 
 // Settle waits until the machine is quiet (under maxBusy of its CPU for
@@ -179,7 +196,7 @@ func cpuTimes() (busy, total uint64, err error) {
 func Settle(ctx context.Context, maxBusy float64, within time.Duration) float64 {
 	deadline := time.Now().Add(within)
 	last := 1.0
-	b0, t0, err := cpuTimes()
+	j0, err := cpuTimes()
 	if err != nil {
 		return -1
 	}
@@ -189,17 +206,17 @@ func Settle(ctx context.Context, maxBusy float64, within time.Duration) float64 
 			return last
 		case <-time.After(500 * time.Millisecond):
 		}
-		b1, t1, err := cpuTimes()
+		j1, err := cpuTimes()
 		if err != nil {
 			return -1
 		}
-		if t1 > t0 {
-			last = float64(b1-b0) / float64(t1-t0)
+		if j1.total > j0.total {
+			last, _ = busySince(j0, j1)
 		}
 		if last <= maxBusy {
 			return last
 		}
-		b0, t0 = b1, t1
+		j0 = j1
 	}
 	return last
 }
