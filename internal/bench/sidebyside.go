@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -24,10 +25,11 @@ type Window struct {
 	Answers   int64              `json:"answers"`
 	P99MS     float64            `json:"p99_ms"`
 	CPU       map[string]float64 `json:"cpu_us_per_answer"`
-	// MachineBusy and Steal are fractions of the machine's CPU over the
-	// window: busy (every process, this one included), and stolen by the
-	// hypervisor.
+	// MachineBusy, Others and Steal are fractions of the machine's CPU over
+	// the window: busy (every process), busy with processes not charged
+	// (idle services, other users' work), and stolen by the hypervisor.
 	MachineBusy float64 `json:"machine_busy"`
+	Others      float64 `json:"others"`
 	Steal       float64 `json:"steal"`
 }
 
@@ -38,8 +40,10 @@ func (s Stages) measureWindow(ctx context.Context, label, code string, pids map[
 	meter := StartCPU(pids)
 	sum := Fixed(ctx, s.Load, s.HTTPDuration, label, s.Progress, next)
 	w := Window{PerSecond: rate(sum, code), Answers: sum.Total, P99MS: sum.Latency["all"].P99, CPU: meter.PerAnswer(sum.Total)}
-	if j1, err := cpuTimes(); jerr == nil && err == nil {
+	if j1, err := cpuTimes(); jerr == nil && err == nil && sum.Duration > 0 {
 		w.MachineBusy, w.Steal = busySince(j0, j1)
+		charged := w.CPU["total"] * float64(sum.Total) / 1e6 / (sum.Duration * float64(runtime.NumCPU()))
+		w.Others = max(w.MachineBusy-charged, 0)
 	}
 	return w
 }
@@ -63,6 +67,21 @@ func rounds(n int, subjects []subject) map[string][]Window {
 		slices.Reverse(order)
 	}
 	return out
+}
+
+// othersNote is how much of the machine the processes not charged used
+// over windows, as a range.
+func othersNote(ws ...[]Window) string {
+	var xs []float64
+	for _, w := range ws {
+		for _, x := range w {
+			xs = append(xs, 100*x.Others)
+		}
+	}
+	if len(xs) == 0 {
+		return "machine used by others: -"
+	}
+	return fmt.Sprintf("machine used by others %.0f–%.0f %%", slices.Min(xs), slices.Max(xs))
 }
 
 // perSecond and cpuTotal are a series of windows' figures.

@@ -257,7 +257,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	soldCPU := medianByKey(cpuMaps(sold))
 	rep.Ratios = append(rep.Ratios,
 		sideBySide("1", "sold-out rejections/s vs bare gin", perSecond(sold), perSecond(bare1), "req/s", 0.8, true,
-			roundsNote(len(sold), perSecond(sold), perSecond(bare1), "%.0f")),
+			roundsNote(len(sold), perSecond(sold), perSecond(bare1), "%.0f")+"; "+othersNote(sold, bare1)),
 		sideBySide("1", "CPU-µs per sold-out answer vs bare gin", cpuTotal(sold), cpuTotal(bare1), "µs", 1.25, false,
 			cpuNote(soldCPU)+"; "+roundsNote(len(sold), cpuTotal(sold), cpuTotal(bare1), "%.0f")))
 	if len(open) > 0 {
