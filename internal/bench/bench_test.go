@@ -283,7 +283,7 @@ func TestSideBySideIsTheMedianOfThePairs(t *testing.T) {
 	if meanOf(10, 0, 20) != 15 || meanOf(0) != 0 {
 		t.Fatal("meanOf")
 	}
-	if got := othersNote([]Window{{Others: 0.12}}, []Window{{Others: 0.4}, {Others: 0.3}}); got != "machine used by others 12–40 %" {
+	if got := othersNote([]Window{{Answers: 1, Others: 0.12}, {Others: 0.9}}, []Window{{Answers: 1, Others: 0.4}, {Answers: 1, Others: 0.3}}); got != "machine used by others 12–40 %" {
 		t.Fatalf("othersNote %q", got)
 	}
 	m := mergeRooms([]ControlRoomReport{{Polls: 6, P50MS: 2, P99MS: 9, Errors: 1}, {Polls: 6, P50MS: 4, P99MS: 20}})

@@ -70,12 +70,14 @@ func rounds(n int, subjects []subject) map[string][]Window {
 }
 
 // othersNote is how much of the machine the processes not charged used
-// over windows, as a range.
+// over the windows measured, as a range.
 func othersNote(ws ...[]Window) string {
 	var xs []float64
 	for _, w := range ws {
 		for _, x := range w {
-			xs = append(xs, 100*x.Others)
+			if x.Answers > 0 { // a window not measured says nothing
+				xs = append(xs, 100*x.Others)
+			}
 		}
 	}
 	if len(xs) == 0 {

@@ -407,10 +407,15 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		}
 	}
 
+	var bare2 []Window
+	for _, p := range baselines {
+		bare2 = append(bare2, p[0].Bare, p[1].Bare)
+	}
 	rep.Ratios = append(rep.Ratios,
 		sideBySide("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRates, floors, "req/s", 0.4, true,
-			fmt.Sprintf("%d sales of %d units, each beside its baselines (just before and after it): accepted %s/s; bare gin %s/s, direct Lua %s/s; %s",
-				len(acceptedRates), s.SagaOrders, spread(acceptedRates, "%.0f"), spread(bareRates, "%.0f"), spread(luaRates, "%.0f"), stage2Room)),
+			fmt.Sprintf("%d sales of %d units, each beside its baselines (just before and after it): accepted %s/s; bare gin %s/s, direct Lua %s/s; %s; %s",
+				len(acceptedRates), s.SagaOrders, spread(acceptedRates, "%.0f"), spread(bareRates, "%.0f"), spread(luaRates, "%.0f"),
+				othersNote(bare2), stage2Room)),
 		sideBySide("2", "CPU-µs per accepted purchase vs bare gin's per answer", acceptedTotals, bareCPUs, "µs", 3, false,
 			fmt.Sprintf("median per process of %d sales: %s; total %s µs; bare gin %s µs", len(acceptedCPUs), cpuNote(acceptedCPU),
 				spread(acceptedTotals, "%.0f"), spread(bareCPUs, "%.1f"))),
