@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 
@@ -150,12 +152,23 @@ func toError(err error) *Error {
 	return ErrInternal
 }
 
-// isConnError reports a failure to reach a backing service (Redis, MySQL).
+// isConnError reports a failure to reach a backing service (Redis, MySQL),
+// or one that is back in a moment: a Redis loading its data after a restart,
+// failing over or resharding, a MySQL connection broken mid-query.
 func isConnError(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
-	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+	if errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // fail writes err's answer and stops the handler chain.

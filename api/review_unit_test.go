@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
@@ -85,6 +89,32 @@ func TestUnitPayNotRecordedInTime(t *testing.T) {
 			t.Fatalf("%s: body %s", action, r.body)
 		}
 	}
+}
+
+// redisErr is a reply error of Redis, as go-redis returns it.
+type redisErr string
+
+func (e redisErr) Error() string { return string(e) }
+func (redisErr) RedisError()     {}
+
+// A backing service that is back in a moment (a restarted Redis loading its
+// data, a failover, a MySQL connection broken mid-query) is 503, not 500.
+func TestUnitTransientFailuresAre503(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.onSale(1)
+	v := h.pendingOrder(item, 5, time.Minute)
+	for _, err := range []error{
+		redisErr("LOADING Redis is loading the dataset in memory"),
+		redisErr("MASTERDOWN Link with MASTER is down"),
+		mysql.ErrInvalidConn,
+		driver.ErrBadConn,
+	} {
+		h.inject(failActions, fmt.Errorf("read status of order %s: %w", v.OrderID, err))
+		r := h.do("POST", "/api/v1/orders/"+v.OrderID+"/cancel", h.buyer(5), nil)
+		expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
+	}
+	h.inject(failActions, errors.New("a bug"))
+	expectErr(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/cancel", h.buyer(5), nil), http.StatusInternalServerError, "INTERNAL")
 }
 
 // /metrics on the public listener is rate limited like any public route: a
