@@ -1,12 +1,14 @@
 // Package orderstatus is the order's latest view in Redis, for the API: the
 // QUEUED view written when a buyer's unit is reserved, every later view the
 // saga publishes, and the pub/sub channel that carries them to every API
-// instance's event streams (keys: package keyspace). The database stays the record: a view expires after TTL, and a reader that
-// finds none falls back to MySQL.
+// instance's event streams (keys: package keyspace). The database stays the
+// record: a view expires after TTL, and a reader that finds none falls back
+// to MySQL.
 package orderstatus
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,9 +38,6 @@ func New(rdb redis.UniversalClient, prefix string) *Board {
 	return &Board{rdb: rdb, prefix: prefix}
 }
 
-// Channel carries every view the saga publishes.
-func (b *Board) Channel() string { return keyspace.OrderEvents(b.prefix) }
-
 // MarkQueued stores the QUEUED view of a fresh order unless a later one was
 // already published (SET NX): GET order can then answer for an order whose
 // id does not say which item it belongs to.
@@ -53,37 +52,14 @@ func (b *Board) MarkQueued(ctx context.Context, v order.View) error {
 	return nil
 }
 
-// publishScript stores a view and announces it unless the stored view is
-// further along (order.View.Rank): a saga's late PENDING_PAYMENT never
-// replaces the PAID the door published, and a settled final status is never
-// replaced. The key's slot holds the view; PUBLISH needs no key (on Redis
-// Cluster it reaches every node).
-// KEYS[1] view key   ARGV[1] view JSON   ARGV[2] its rank   ARGV[3] TTL (s)   ARGV[4] channel
-// Returns 1 when stored and announced, 0 when the stored view is further along.
-var publishScript = redis.NewScript(`
-local old = redis.call('GET', KEYS[1])
-if old then
-  local ok, v = pcall(cjson.decode, old)
-  if ok and type(v) == 'table' then
-    local r = 0
-    local st = v['status']
-    if st == 'PENDING_PAYMENT' then r = 1
-    elseif st == 'PAID' or st == 'CANCELLED' or st == 'FAILED' or st == 'REFUNDED' then
-      if v['settling'] == true then r = 2 else r = 3 end
-    end
-    local new = tonumber(ARGV[2])
-    if r > new or (r == 3 and new == 3) then return 0 end
-  end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
-redis.call('PUBLISH', ARGV[4], ARGV[1])
-return 1
-`)
+//go:embed publish.lua
+var publishLua string
 
-// PublishStatus stores the order's latest view and announces it on Channel,
-// unless the view stored is further along (see order.View.Rank): views only
-// move forward, whatever order the saga and the door publish them in.
-// Publishing the same view twice is harmless.
+var publishScript = redis.NewScript(publishLua)
+
+// PublishStatus stores the order's latest view and announces it, unless the
+// view stored is further along (publish.lua): views only move forward,
+// whatever order the saga and the door publish them in.
 func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
 	_, err := b.PublishAll(ctx, []order.View{v})
 	return err
@@ -106,7 +82,7 @@ func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, err
 	run := func(eval bool) {
 		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, v := range views {
-				keys, args := []string{keyspace.Order(b.prefix, v.OrderID)}, []any{bodies[i], v.Rank(), int64(TTL / time.Second), b.Channel()}
+				keys, args := []string{keyspace.Order(b.prefix, v.OrderID)}, []any{bodies[i], v.Rank(), int64(TTL / time.Second), keyspace.OrderEvents(b.prefix)}
 				if eval {
 					cmds[i] = publishScript.Eval(ctx, p, keys, args...)
 				} else {
@@ -171,11 +147,11 @@ func decodeView(orderID string, c *redis.StringCmd) (order.View, bool, error) {
 	return v, true, nil
 }
 
-// Watch calls fn with every view published on Channel until ctx ends.
+// Watch calls fn with every view published until ctx ends.
 // go-redis subscribes again after a reconnect; what is lost meanwhile a reader
 // catches up by polling Status.
 func (b *Board) Watch(ctx context.Context, fn func(order.View)) {
-	redisx.Listen(ctx, b.rdb, b.Channel(), func(payload string) {
+	redisx.Listen(ctx, b.rdb, keyspace.OrderEvents(b.prefix), func(payload string) {
 		var v order.View
 		if json.Unmarshal([]byte(payload), &v) == nil && v.OrderID != "" {
 			fn(v)

@@ -114,15 +114,6 @@ func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
 
 // New assembles an Item from parts already read (Load, and tests).
 func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob map[string]bool, wfs []Workflow, wfRead bool) *Item {
-	if rd.Reservations == nil {
-		rd.Reservations = map[string]order.Message{}
-	}
-	if rd.Marks == nil {
-		rd.Marks = map[int64]string{}
-	}
-	if rd.Released == nil {
-		rd.Released = map[string]bool{}
-	}
 	it := &Item{ID: itemID, At: at, MySQL: db, Redis: rd, Outbox: ob, Workflows: wfs, WorkflowsRead: wfRead,
 		Orders:     make(map[string]store.Order, len(db.Orders)),
 		Deductions: make(map[string]store.StockDeduction, len(db.Deductions)),

@@ -18,7 +18,6 @@ type Item struct {
 	CreatedAt             time.Time `gorm:"column:created_at"`
 }
 
-// TableName pins the table name.
 func (Item) TableName() string { return "item" }
 
 // Stock is the optimistic-lock row of an item.
@@ -29,7 +28,6 @@ type Stock struct {
 	Version int64 `gorm:"column:version"`
 }
 
-// TableName pins the table name.
 func (Stock) TableName() string { return "stock" }
 
 // Order is a row of `seckill_order`.
@@ -50,7 +48,6 @@ type Order struct {
 	UpdatedAt time.Time  `gorm:"column:updated_at"`
 }
 
-// TableName pins the table name.
 func (Order) TableName() string { return "seckill_order" }
 
 // View converts the row to the shared order view. A QUEUED row paid at the
@@ -77,5 +74,4 @@ type StockDeduction struct {
 	UpdatedAt time.Time `gorm:"column:updated_at"`
 }
 
-// TableName pins the table name.
 func (StockDeduction) TableName() string { return "stock_deduction" }

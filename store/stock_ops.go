@@ -138,22 +138,11 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 
 // rowLocks serializes this process's writers of one stock row; waiting
 // respects the caller's context.
-type rowLocks struct {
-	mu    sync.Mutex
-	items map[int64]chan struct{}
-}
+type rowLocks struct{ items sync.Map } // item id -> chan struct{} (capacity 1)
 
 func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
-	l.mu.Lock()
-	if l.items == nil {
-		l.items = map[int64]chan struct{}{}
-	}
-	ch, ok := l.items[itemID]
-	if !ok {
-		ch = make(chan struct{}, 1)
-		l.items[itemID] = ch
-	}
-	l.mu.Unlock()
+	v, _ := l.items.LoadOrStore(itemID, make(chan struct{}, 1))
+	ch := v.(chan struct{})
 	select {
 	case ch <- struct{}{}:
 		return func() { <-ch }, nil

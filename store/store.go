@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -25,6 +26,7 @@ var ErrDuplicate = errors.New("duplicate")
 // Store wraps a gorm connection pool.
 type Store struct {
 	db   *gorm.DB
+	pool *sql.DB
 	rows rowLocks // one stock-row writer per item in this process
 }
 
@@ -58,29 +60,17 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("ping mysql %s:%d: %w", cfg.Host, cfg.Port, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, pool: sqlDB}, nil
 }
 
 // DB exposes the gorm handle to tests and tools that need raw queries.
 func (s *Store) DB() *gorm.DB { return s.db }
 
 // Ping checks the connection (readiness probes).
-func (s *Store) Ping(ctx context.Context) error {
-	sqlDB, err := s.db.DB()
-	if err != nil {
-		return err
-	}
-	return sqlDB.PingContext(ctx)
-}
+func (s *Store) Ping(ctx context.Context) error { return s.pool.PingContext(ctx) }
 
 // Close closes the pool.
-func (s *Store) Close() error {
-	sqlDB, err := s.db.DB()
-	if err != nil {
-		return err
-	}
-	return sqlDB.Close()
-}
+func (s *Store) Close() error { return s.pool.Close() }
 
 // take reads the one row of T matching query with db (a pool, a transaction,
 // or either with a locking clause); notFound, wrapped with what, when there
