@@ -53,7 +53,6 @@ func New(orders OrderStore, status StatusPublisher, payable Observer) *Activitie
 	return &Activities{orders: orders, status: status, payable: payable}
 }
 
-// OrderRef names an order and what it is for.
 type OrderRef struct {
 	OrderID string     `json:"order_id"`
 	ItemID  int64      `json:"item_id"`
@@ -61,7 +60,6 @@ type OrderRef struct {
 	PayBy   *time.Time `json:"pay_by,omitempty"` // the order message's deadline
 }
 
-// PersistResult is the persisted order and the item's payment window.
 type PersistResult struct {
 	Order                 order.View `json:"order"`
 	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
@@ -136,9 +134,8 @@ func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.
 	return row.View(), nil
 }
 
-// Notify publishes the order view for the API's status endpoint and event
-// stream; publishing it twice is harmless. The saga never fails an order
-// over it.
+// Notify publishes the order view for the API; publishing it twice is
+// harmless. The saga never fails an order over it.
 func (a *Activities) Notify(ctx context.Context, v order.View) error {
 	return a.status.PublishStatus(ctx, v)
 }

@@ -56,7 +56,6 @@ func New(st Store, units Units, retired, refunded Counter) *Activities {
 // order's deadline plus grace by the database's clock (clock skew).
 const ErrTypeNotDue = "NOT_DUE"
 
-// CloseInput is the final status to record and why.
 type CloseInput struct {
 	OrderID string       `json:"order_id"`
 	ItemID  int64        `json:"item_id"`
@@ -67,7 +66,6 @@ type CloseInput struct {
 	Timeout bool `json:"timeout,omitempty"`
 }
 
-// CloseResult is the order as it now is and what the close did.
 type CloseResult struct {
 	Order    order.View `json:"order"`
 	Restored bool       `json:"restored"`
@@ -105,7 +103,6 @@ func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult
 	return CloseResult{Order: res.Order.View(), Restored: res.Restored, Recorded: res.Recorded}, nil
 }
 
-// ReleaseInput names the reserved unit in Redis.
 type ReleaseInput struct {
 	OrderID string `json:"order_id"`
 	ItemID  int64  `json:"item_id"`

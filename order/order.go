@@ -80,7 +80,6 @@ func Deadline(reservedAt time.Time, windowSeconds int) time.Time {
 	return reservedAt.Add(time.Duration(windowSeconds) * time.Second).UTC().Truncate(time.Millisecond)
 }
 
-// Encode returns the JSON body.
 func (m Message) Encode() []byte {
 	b, _ := json.Marshal(m) // a struct of plain fields cannot fail to marshal
 	return b

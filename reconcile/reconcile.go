@@ -8,20 +8,9 @@
 // re-checks its own premise atomically at the moment it writes — in a Lua
 // script, in a MySQL transaction that holds the row lock, or both in that
 // order — so buyers, sagas, the API's door and other reconcile runs may
-// interleave with it in any order:
-//
-//   - a reservation is put back only while its order row is locked and live,
-//     by a script that refuses an order whose unit was ever released;
-//   - a unit is released or retired by the script that removes the
-//     reservation, at most once, and the order is marked released for good;
-//   - stock_left is recounted while the stock row is locked at the version
-//     its deductions were read at (re-read under the lock if it moved), so no
-//     deduction, restore or added unit commits between the count and the SET;
-//   - a saga is started or woken only by calls that are no-ops when it runs.
-//
-// Anything younger than the grace is left alone: the pipeline's own latency,
-// and a saga's wake still queued at an API's door (it wakes on its own by
-// pay_by + order.PayGrace), are not drift.
+// interleave with it in any order (docs/runbook.md, "Why --repair is safe",
+// says how for each repair). Anything younger than the grace is left alone:
+// the pipeline's own latency is not drift.
 package reconcile
 
 import (
@@ -40,39 +29,18 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// Kinds of drift.
+// Kinds of drift; docs/runbook.md tabulates what each means and what
+// --repair does. A repair is named after the colon; "report" has none.
 const (
-	// LostHandoff: a live Redis reservation with no order row, no outbox
-	// entry and no saga, older than the grace period. Repair: start its saga.
-	LostHandoff = "lost_handoff"
-	// SagaForFinalOrder: a saga still running for an order whose row is
-	// final, past the moment its own timer should have woken it. Repair:
-	// wake it (it follows the row).
-	SagaForFinalOrder = "saga_running_for_final_order"
-	// RedisStock: Redis stock_left is not what MySQL leaves on sale: the
-	// stock row minus the reservations not deducted yet. Repair: set it.
-	RedisStock = "redis_stock"
-	// StockRow: the MySQL stock row is not S minus the unrestored
-	// deductions. Reported only: MySQL's own record needs an engineer.
-	StockRow = "stock_row"
-	// StuckQueued: an order still QUEUED after the grace period. Reported:
-	// look at its saga.
-	StuckQueued = "stuck_queued"
-	// PaidUnitOnSale: a live order (PENDING_PAYMENT or PAID in MySQL) whose
-	// Redis reservation is gone, so its unit could be sold again. Repair:
-	// put the reservation and the buyer mark back (stock_left follows).
-	PaidUnitOnSale = "live_order_unit_on_sale"
-	// FinalUnitHeld: a CANCELLED or FAILED order whose Redis reservation is
-	// still held and whose saga is not running. Repair: release the unit
-	// (retire it when the order failed STOCK_EXHAUSTED).
-	FinalUnitHeld = "final_order_unit_held"
-	// RowLost: a saga completed, and its order has no row: MySQL lost it (a
-	// restore to before the order). Reported: the saga's result is the order.
-	RowLost = "order_row_lost"
-	// OpenOrderSagaClosed: an open row (QUEUED, PENDING_PAYMENT) whose saga
-	// has closed: MySQL lost the saga's last write (a restore to before it).
-	// Reported: the saga's result says how the order ended.
-	OpenOrderSagaClosed = "open_order_saga_closed"
+	LostHandoff         = "lost_handoff"                 // reserved, no outbox entry, no row, no saga: start the saga
+	SagaForFinalOrder   = "saga_running_for_final_order" // running past its own wake for a final row: wake it
+	RedisStock          = "redis_stock"                  // stock_left is not the stock row minus undeducted reservations: set it
+	StockRow            = "stock_row"                    // the stock row is not S minus unrestored deductions: report
+	StuckQueued         = "stuck_queued"                 // QUEUED past the grace: report (see its saga)
+	PaidUnitOnSale      = "live_order_unit_on_sale"      // a live row without its reservation: put it back
+	FinalUnitHeld       = "final_order_unit_held"        // a CANCELLED/FAILED row, reservation held, no saga: release or retire
+	RowLost             = "order_row_lost"               // a completed saga without its row (a restore): report
+	OpenOrderSagaClosed = "open_order_saga_closed"       // an open row behind its closed saga (a restore): report
 )
 
 // Kinds lists every kind of drift.
@@ -97,7 +65,7 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 }
 
-// Remaining counts the findings that are still drift after this run.
+// Remaining counts the findings not repaired.
 func (r Report) Remaining() int {
 	n := 0
 	for _, f := range r.Findings {
@@ -152,7 +120,6 @@ type Deps struct {
 	Workflows snapshot.WorkflowLister
 }
 
-// Reconciler compares and repairs.
 type Reconciler struct {
 	d     Deps
 	grace time.Duration
@@ -253,8 +220,6 @@ func (r *Reconciler) logged(f Finding) Finding {
 	return f
 }
 
-// liveOrdersWithoutReservation: PENDING_PAYMENT or PAID in MySQL, no Redis
-// reservation.
 func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
@@ -266,24 +231,21 @@ func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Find
 	return out
 }
 
-// putBack re-checks a live order without a reservation. Repair: with the
-// order row locked and live (no close commits meanwhile), stock.Restore.
-// Report only: the reservation read first, then the row — a release needs a
-// close first, so "absent, then still live" is a loss, not a release.
+// putBack reports after reading the reservation first, then the row: a
+// release needs a close first, so "absent, then still live" is a loss.
 func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
-	o := it.Orders[f.OrderID]
 	if !repair {
-		if _, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID); err != nil || held {
+		if _, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID); err != nil || held {
 			return false, err
 		}
-		row, err := r.d.MySQL.FindOrder(ctx, o.OrderID)
+		row, err := r.d.MySQL.FindOrder(ctx, f.OrderID)
 		if err != nil {
 			return false, err
 		}
-		return snapshot.Live(row.Status) && !it.Redis.Released[o.OrderID], nil
+		return snapshot.Live(row.Status) && !it.Redis.Released[f.OrderID], nil
 	}
 	var restored bool
-	live, err := r.d.MySQL.WithLiveOrder(ctx, o.OrderID, func(row store.Order) error {
+	live, err := r.d.MySQL.WithLiveOrder(ctx, f.OrderID, func(row store.Order) error {
 		var err error
 		restored, err = r.d.Units.Restore(ctx, order.Message{OrderID: row.OrderID, ItemID: row.ItemID, UserID: row.UserID,
 			ReservedAt: order.IDTime(row.OrderID, row.CreatedAt).UTC()})
@@ -296,7 +258,7 @@ func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding,
 		// Held after all (restored by another run), or refused: the order's
 		// unit was released once and is on sale again; putting the
 		// reservation back would sell it twice.
-		_, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID)
+		_, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID)
 		if err != nil || held {
 			return false, err
 		}
@@ -307,8 +269,6 @@ func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding,
 	return true, nil
 }
 
-// finalOrdersHoldingUnits: CANCELLED or FAILED, Redis still holds the unit,
-// no saga running to release it.
 func finalOrdersHoldingUnits(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for id := range it.Redis.Reservations {
@@ -324,10 +284,8 @@ func finalOrdersHoldingUnits(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// giveBack re-checks a final order's held unit. A final row stays final, so
-// the premise left to re-check is Redis's: the release (or retire) script
-// removes the reservation only if it is still there, at most once, and marks
-// the order released. Report only: the reservation is read again.
+// giveBack: a final row stays final, so only Redis's premise is re-checked
+// (by the release or retire script; reporting, by reading it again).
 func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	o := it.Orders[f.OrderID]
 	if !repair {
@@ -350,7 +308,6 @@ func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
-// lostHandoffs: a reservation with no order row, no outbox entry and no saga.
 func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
 	if !it.WorkflowsRead || it.Outbox == nil {
 		return nil
@@ -367,8 +324,7 @@ func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// startSaga starts the saga from the reservation: a start of a saga that
-// exists is a no-op (REJECT_DUPLICATE), so there is nothing to re-check.
+// startSaga: a start of a saga that exists is a no-op (REJECT_DUPLICATE).
 func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair || r.d.Sagas == nil {
 		return true, nil
@@ -384,9 +340,8 @@ func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Findin
 	return true, nil
 }
 
-// sagasOfFinalOrders: a saga running for a final row past the moment its own
-// timer wakes it (pay_by + order.PayGrace) plus the grace. Earlier, its wake
-// may still be queued at an API's door: not drift.
+// sagasOfFinalOrders: before WakesBy plus the grace, the saga's wake may
+// still be queued at an API's door: not drift.
 func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 	if !it.WorkflowsRead {
 		return nil
@@ -403,11 +358,10 @@ func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// wakeSaga wakes the saga; a woken saga follows the row, and a signal to a
-// closed one is refused by Temporal. A saga that already holds a wake (the
-// door's, or an earlier run's) is catching up, not drift: it acts on its
-// first wake only, so another would repair nothing (and a loaded Temporal
-// would otherwise be woken again by every run until it catches up).
+// wakeSaga: a woken saga follows the row; Temporal refuses a closed one. A
+// saga that already holds a wake (the door's, or an earlier run's) acts on
+// its first wake only: another would repair nothing, and a loaded Temporal
+// would be woken again by every run until it catches up.
 func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if r.d.Sagas == nil {
 		return true, nil
@@ -437,9 +391,8 @@ func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
-// stuckQueued: an order row still QUEUED past the grace since the row was
-// written (an order that waited in the queue is young to this rule: its saga
-// has only begun).
+// stuckQueued counts the grace from the row's creation: an order that waited
+// in the queue is young to this rule (its saga has only begun).
 func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
@@ -470,8 +423,7 @@ func rowsBehindSagas(it *snapshot.Item, _ time.Duration) []Finding {
 	return out
 }
 
-// stillBehind re-reads the row (the MySQL read came before the sagas'):
-// report only, what the saga decided is in its result.
+// stillBehind re-reads the row (the MySQL read came before the sagas').
 func (r *Reconciler) stillBehind(ctx context.Context, _ *snapshot.Item, f *Finding, _ bool) (bool, error) {
 	row, err := r.d.MySQL.FindOrder(ctx, f.OrderID)
 	missing := errors.Is(err, order.ErrNotFound)
@@ -485,8 +437,6 @@ func (r *Reconciler) stillBehind(ctx context.Context, _ *snapshot.Item, f *Findi
 	return true, nil
 }
 
-// stockRowOffDeductions: the stock row against its deductions, both from one
-// MySQL snapshot.
 func stockRowOffDeductions(it *snapshot.Item, _ time.Duration) []Finding {
 	total, row, unrestored := it.MySQL.Item.StockTotal, it.MySQL.Stock.Stock, int64(len(it.MySQL.Unrestored()))
 	if row == total-unrestored {
@@ -497,9 +447,7 @@ func stockRowOffDeductions(it *snapshot.Item, _ time.Duration) []Finding {
 }
 
 // recount compares stock_left with the stock row minus the reservations not
-// deducted yet — fenced: with the stock row locked at the snapshot's version
-// (the deductions re-read under the lock if it moved), so the count and the
-// SET see one MySQL state, and Redis counts in one script.
+// deducted yet, fenced (store.FenceStock), counted in one script.
 func (r *Reconciler) recount(ctx context.Context, it *snapshot.Item, repair bool) (*Finding, error) {
 	var oldLeft, want, row int64
 	moved, err := r.d.MySQL.FenceStock(ctx, it.ID, it.MySQL.Stock, it.MySQL.Unrestored(), func(st store.Stock, deducted []string) error {

@@ -30,7 +30,7 @@ func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int6
 	return v != -1, nil
 }
 
-// UndoAdd takes back the units of an add, at most once; it reports whether
+// UndoAdd takes back the units of an add, at most once, reporting whether
 // it did.
 func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error) {
 	k := s.ItemKeys(itemID)
@@ -50,7 +50,7 @@ func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, 
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Incr(ctx, k.Rev)
 		if endKey != "" {
-			p.SetNX(ctx, k.EndKey, endKey, endKeyTTL)
+			p.SetNX(ctx, k.EndKey, endKey, 24*time.Hour)
 		}
 		p.Publish(ctx, keyspace.ItemEvents(s.prefix), itemID)
 		if unitsBack {
@@ -87,16 +87,11 @@ func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
 // Pulse is an item's live figures in Redis: what an API instance re-reads
 // every second, and the control room's figures.
 type Pulse struct {
-	// Left is stock_left; Loaded is false when the stock key is missing.
-	Left   int64
-	Loaded bool
-	// Rev is the item's sale-data revision (0 when never changed).
-	Rev int64
-	// Marks is how many buyers hold a mark: every 202 the item ever
-	// answered (a mark is never removed).
-	Marks int64
-	// Outbox is the reservations not yet published to RocketMQ.
-	Outbox int64
+	Left   int64 // stock_left
+	Loaded bool  // false when the stock key is missing
+	Rev    int64 // the item's sale-data revision (0 when never changed)
+	Marks  int64 // buyers holding a mark: every 202 the item ever answered
+	Outbox int64 // reservations not yet published to RocketMQ
 }
 
 // Pulses reads the figures of several items in one pipeline.
@@ -175,7 +170,3 @@ func (s *Store) BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) 
 	}
 	return out, nil
 }
-
-// endKeyTTL is how long a retried end with the same Idempotency-Key is
-// answered as the one that ended the sale.
-const endKeyTTL = 24 * time.Hour
