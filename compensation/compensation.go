@@ -1,10 +1,7 @@
-// Package compensation undoes what an order's saga did when payment times
-// out, the buyer cancels or a forward step fails for good: CloseOrder (the
-// order row closed and its stock-row unit restored, one MySQL transaction),
-// then ReleaseUnit (the Redis reservation back on sale) or, when the stock row
-// never had the unit, RetireUnit. Each reads the order row first and never
-// gives back the units of a PAID order; each is idempotent and says how,
-// because each is retried until it succeeds.
+// Package compensation undoes what an order's saga did (the saga's close
+// says in which order): CloseOrder, ReleaseUnit, RetireUnit. None gives back
+// the units of a PAID order; each is idempotent and says how, because each
+// is retried until it succeeds.
 package compensation
 
 import (

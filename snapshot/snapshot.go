@@ -9,8 +9,8 @@
 // the reads go the pipeline backwards — MySQL, Redis, the outbox, Temporal —
 // and every cross-system rule errs on the side of "not yet": a reservation
 // made after the MySQL read is young, and an order persisted after it has its
-// saga in the later Temporal read. A rule that acts re-checks its premise at
-// that moment (package reconcile): the snapshot is never a license to write.
+// saga in the later Temporal read. The snapshot is never a license to write
+// (package reconcile re-checks each premise as it acts).
 package snapshot
 
 import (
