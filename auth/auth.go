@@ -115,7 +115,10 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	if ok && now.Before(c.until) {
 		return c.p, nil
 	}
-	p, exp, err := v.verify(token, tb, now, st)
+	p, exp, decided, err := v.verifyFast(tb, now, st)
+	if !decided {
+		p, exp, err = v.verifyReference(token)
+	}
 	if err != nil {
 		return Principal{}, err
 	}
@@ -131,13 +134,6 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	v.cache[key] = cached{p: p, until: until}
 	v.mu.Unlock()
 	return p, nil
-}
-
-func (v *Verifier) verify(token string, tb []byte, now time.Time, st *scratch) (Principal, time.Time, error) {
-	if p, exp, decided, err := v.verifyFast(tb, now, st); decided {
-		return p, exp, err
-	}
-	return v.verifyReference(token)
 }
 
 // verifyReference is the full golang-jwt parse: the rules the fast path

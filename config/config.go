@@ -421,17 +421,8 @@ func (c Config) Validate() error {
 		check, optional := strings.CutSuffix(f.Tag.Get("check"), ",optional")
 		switch rule, arg, _ := strings.Cut(check, "="); rule {
 		case "positive":
-			n := 0.0
-			switch d, isDuration := v.Interface().(time.Duration); {
-			case isDuration:
-				n = d.Seconds()
-			case v.CanInt():
-				n = float64(v.Int())
-			default:
-				n = v.Float()
-			}
-			if n <= 0 {
-				bad(name, "must be positive, got %v", n)
+			if v.CanInt() && v.Int() <= 0 || v.CanFloat() && v.Float() <= 0 {
+				bad(name, "must be positive, got %v", v.Interface())
 			}
 		case "min":
 			if least, _ := strconv.ParseInt(arg, 10, 64); v.Int() < least {

@@ -82,16 +82,14 @@ const deadLetterMaxReconsume = 64
 // every message sent before it. Re-reading retained messages is harmless: a
 // start of an existing saga is a success, and a late saga stands down
 // (ORDER_CLOSED).
-func consumerOptions(cfg config.RocketMQ, group, topic string, log *slog.Logger) queue.ConsumerOptions {
+func consumerOptions(cfg config.RocketMQ, group, topic string, maxReconsume int32, goroutines int, log *slog.Logger) queue.ConsumerOptions {
 	return queue.ConsumerOptions{NameServers: cfg.NameServers, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
-		Group: group, Topic: topic, FromFirstOffset: true, Log: log}
+		Group: group, Topic: topic, FromFirstOffset: true, MaxReconsume: maxReconsume, Goroutines: goroutines, Log: log}
 }
 
 // StartOrderConsumer subscribes the saga starter to the orders topic.
 func StartOrderConsumer(cfg config.RocketMQ, goroutines int, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
-	o := consumerOptions(cfg, cfg.ConsumerGroup, cfg.Topic, log)
-	o.MaxReconsume, o.Goroutines = cfg.MaxReconsume, goroutines
-	return queue.NewConsumer(o, h)
+	return queue.NewConsumer(consumerOptions(cfg, cfg.ConsumerGroup, cfg.Topic, cfg.MaxReconsume, goroutines, log), h)
 }
 
 // StartDeadLetterConsumer subscribes h to the order consumer group's
@@ -109,8 +107,7 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	}); err != nil {
 		return nil, err
 	}
-	o := consumerOptions(cfg, group, topic, log)
-	o.MaxReconsume, o.Goroutines = deadLetterMaxReconsume, 4
+	o := consumerOptions(cfg, group, topic, deadLetterMaxReconsume, 4, log)
 	var c *queue.Consumer
 	// The name server learns of the new topic with the broker's next
 	// registration; until then the consumer fails with "route info not found".

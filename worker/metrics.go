@@ -9,27 +9,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the worker's Prometheus metrics, on a registry of their own.
+// Metrics are the worker's Prometheus metrics, on a registry of their own;
+// each one's help text says what it counts.
 type Metrics struct {
-	reg          *prometheus.Registry
-	SagaStarts   prometheus.Counter
-	StartErrors  prometheus.Counter
-	Invalid      prometheus.Counter
-	DeadLetters  *prometheus.CounterVec
-	DeadLetterEr prometheus.Counter
-	// PhantomUnits counts reservations retired because the stock row never
-	// had their unit (STOCK_EXHAUSTED).
-	PhantomUnits prometheus.Counter
-	// Refunds counts orders paid while QUEUED that could not be completed
-	// (a phantom unit, mostly) and ended REFUNDED.
-	Refunds prometheus.Counter
-	// Drift is the unrepaired drift the last reconcile run found, by kind;
-	// Repairs counts what reconcile runs repaired.
-	Drift   *prometheus.GaugeVec
-	Repairs *prometheus.CounterVec
-	// Payable is the time from an order's 202 to its stock-row unit taken
-	// (PENDING_PAYMENT, or PAID when it was paid while QUEUED).
-	Payable prometheus.Histogram
+	reg                                            *prometheus.Registry
+	SagaStarts, StartErrors, Invalid, DeadLetterEr prometheus.Counter
+	PhantomUnits, Refunds                          prometheus.Counter
+	DeadLetters, Repairs                           *prometheus.CounterVec
+	Drift                                          *prometheus.GaugeVec
+	Payable                                        prometheus.Histogram
 }
 
 // NewMetrics creates and registers the worker's metrics.

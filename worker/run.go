@@ -23,10 +23,9 @@ const (
 )
 
 // OpsHandler serves the worker's /metrics and /healthz, and the admin switch
-// of the order consumer (ConsumerPath, HoldPath, ReleasePath) to a bearer
-// token of role admin. A nil verifier (the process has no usable JWT secret)
-// or a nil gate (no consumer in this process) answers the switch with 503.
-// Each hold and release is logged ("order consumer held=true|false").
+// of the order consumer to a bearer token of role admin. A nil verifier (the
+// process has no usable JWT secret) or a nil gate (no consumer in this
+// process) answers the switch with 503.
 func OpsHandler(m *Metrics, gate *Gate, verifier *auth.Verifier, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())

@@ -15,16 +15,10 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// Register registers the saga and its activities (forward steps and
-// compensations) under the names the workflow uses.
-func Register(r worker.Registry, a *activities.Activities, c *compensation.Activities) {
-	r.RegisterWorkflowWithOptions(workflows.OrderSaga, workflow.RegisterOptions{Name: workflows.WorkflowType})
-	r.RegisterActivity(a)
-	r.RegisterActivity(c)
-}
-
 // NewTemporalWorker returns a (not yet started) worker on taskQueue sized by
-// cfg (config.Validate holds the SDK's minimums).
+// cfg (config.Validate holds the SDK's minimums), with the saga and its
+// activities (forward steps and compensations) registered under the names
+// the workflow uses.
 func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *activities.Activities, comp *compensation.Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
@@ -33,6 +27,8 @@ func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *
 		MaxConcurrentWorkflowTaskPollers:        cfg.WorkflowPollers,
 		MaxConcurrentActivityTaskPollers:        cfg.ActivityPollers,
 	})
-	Register(w, a, comp)
+	w.RegisterWorkflowWithOptions(workflows.OrderSaga, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	w.RegisterActivity(a)
+	w.RegisterActivity(comp)
 	return w
 }

@@ -44,8 +44,8 @@ func (c *Client) WithEagerStart(on bool) *Client {
 // Start starts the order's saga, workflow ID order-<order_id>, with
 // REJECT_DUPLICATE: a start that finds the workflow running or closed is a
 // success, so a redelivered or duplicated message never makes a second order.
-// The search attributes and the memo are set at start so support staff find
-// the order before its first step runs.
+// The search attributes are set at start so support staff find the order
+// before its first step runs.
 func (c *Client) Start(ctx context.Context, m order.Message) error {
 	opts := client.StartWorkflowOptions{
 		ID:                                       WorkflowID(m.OrderID),
@@ -59,8 +59,7 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 			SearchOrderStatus.ValueSet(string(order.StatusQueued)),
 		),
 	}
-	in := Input{Message: m}
-	_, err := c.c.ExecuteWorkflow(ctx, opts, WorkflowType, in)
+	_, err := c.c.ExecuteWorkflow(ctx, opts, WorkflowType, Input{Message: m})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start saga of order %s: %w", m.OrderID, err)

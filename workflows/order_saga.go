@@ -178,7 +178,7 @@ func (s *saga) await(ctx workflow.Context, windowSeconds int) decision {
 }
 
 // step runs one idempotent activity: locally, then as a regular activity
-// (see localBudget). A business outcome or a cancellation is returned as is.
+// (see localBudget).
 func (s *saga) step(ctx workflow.Context, activity, in, out any) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
 	err := workflow.ExecuteLocalActivity(lctx, activity, in).Get(lctx, out)
@@ -315,8 +315,7 @@ func (s *saga) notify(ctx workflow.Context) {
 	}
 }
 
-// upsertStatus keeps the SeckillOrderStatus search attribute in step with the
-// order, for support staff's queries.
+// upsertStatus keeps SearchOrderStatus in step with the order.
 func (s *saga) upsertStatus(ctx workflow.Context, status order.Status) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SearchOrderStatus.ValueSet(string(status))); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert search attributes", "error", err)

@@ -11,7 +11,6 @@ import (
 
 // Names shared by the starter, the worker, the API and support tooling.
 const (
-	// WorkflowType is the registered name of the saga.
 	WorkflowType = "OrderSaga"
 	// SignalPay wakes the saga after the API recorded the buyer's payment at
 	// the door (seckill_order.status = PAID); the saga confirms it on the row
@@ -23,12 +22,10 @@ const (
 	SignalCancel = "cancel"
 	// QueryStatus returns the order view as the saga sees it.
 	QueryStatus = "status"
-	// WorkflowIDPrefix + order id is the workflow ID: one saga per order.
-	WorkflowIDPrefix = "order-"
 )
 
-// WorkflowID is the ID of an order's saga.
-func WorkflowID(orderID string) string { return WorkflowIDPrefix + orderID }
+// WorkflowID is the ID of an order's saga: one saga per order.
+func WorkflowID(orderID string) string { return "order-" + orderID }
 
 // Search attributes support staff filter by (registered on the server by
 // scripts/stack: SeckillItemId=Int SeckillUserId=Int SeckillOrderStatus=Keyword).

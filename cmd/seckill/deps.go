@@ -30,10 +30,8 @@ type deps struct {
 
 func newDeps(cfg config.Config, log *slog.Logger) *deps { return &deps{cfg: cfg, log: log} }
 
-// onClose pushes stop onto the closers.
 func (d *deps) onClose(stop func() error) { d.closers = append(d.closers, stop) }
 
-// close runs the closers, last first, and joins their errors.
 func (d *deps) close() error {
 	var errs []error
 	for i := len(d.closers) - 1; i >= 0; i-- {
@@ -49,7 +47,6 @@ func quietly(close func() error) func() error {
 	return func() error { _ = close(); return nil }
 }
 
-// mysql opens the system of record (pinging it).
 func (d *deps) mysql(ctx context.Context) (*store.Store, error) {
 	st, err := store.Open(ctx, d.cfg.MySQL)
 	if err != nil {
@@ -77,7 +74,6 @@ func (d *deps) redis(ctx context.Context, o redisx.Options, ping bool) (redis.Un
 	return rdb, nil
 }
 
-// temporal dials the Temporal frontend.
 func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	tc, err := temporalx.Dial(ctx, d.cfg.Temporal, d.log)
 	if err != nil {

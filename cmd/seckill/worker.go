@@ -138,7 +138,6 @@ func (w *workerParts) startTemporal(context.Context) error {
 	return nil
 }
 
-// startConsumers starts the order and dead-letter consumers.
 func (w *workerParts) startConsumers(ctx context.Context) error {
 	cfg := w.cfg
 	if !cfg.Worker.Consumer {
