@@ -16,10 +16,10 @@ import (
 )
 
 // Sale controls (admin): end a sale now, add units to a running one. Both
-// change an item's sale data in MySQL first, then announce it (the item's
-// revision in Redis moves and its id goes out on the item events channel):
-// every API instance reloads the item at once, or at its next refresh
-// (SECKILL_API_ITEM_REFRESH) if it missed the message.
+// change the sale data in MySQL first, then announce it (the item's revision
+// in Redis moves and its id goes out on the item events channel): every
+// instance reloads the item at once, or at its next refresh if it missed the
+// message.
 
 // maxAdd bounds one stock add.
 const maxAdd = 1_000_000
@@ -27,11 +27,10 @@ const maxAdd = 1_000_000
 // POST /api/v1/items/:id/end (admin)
 //
 // The sale ends now (end_at becomes the database's NOW(3)); orders already
-// accepted go on as usual. A sale ends once: a repeated end is 409
-// SALE_ENDED, unless it carries the Idempotency-Key of the request that
-// ended the sale (a client retrying a lost answer), which gets the 200
-// again. Either way the end is announced again, so a repeat also repairs a
-// lost announcement.
+// accepted go on. A repeated end is 409 SALE_ENDED, unless it carries the
+// Idempotency-Key of the request that ended the sale (a client retrying a
+// lost answer), which gets the 200 again. Either way the end is announced
+// again, so a repeat also repairs a lost announcement.
 func (s *Server) endSale(c *gin.Context) error {
 	id, err := s.adminItemID(c)
 	if err != nil {
@@ -53,8 +52,8 @@ func (s *Server) endSale(c *gin.Context) error {
 	}
 	ci := s.items.replace(it, -1)
 	if aerr := s.announce(ctx, id, false, key); aerr != nil && err == nil {
-		// Ended in MySQL, but other instances may go on selling until
-		// their periodic item sync: say so; a retry re-announces.
+		// Other instances may go on selling until their periodic item
+		// sync: say so; a retry re-announces.
 		err = unavailable(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
 	}
 	if err != nil {
@@ -77,24 +76,22 @@ func (s *Server) announce(ctx context.Context, id int64, unitsBack bool, endKey 
 
 // POST /api/v1/items/:id/stock (admin), body {"add": N}
 //
-// N more units for sale. MySQL first, Redis inside it, in one fixed order:
-// one transaction locks the item row (an ended sale is 409 SALE_ENDED), raises
-// stock_total and the stock row, then, with both rows still locked, one Lua
-// script adds the units in Redis (once per add id), and only then does the
-// transaction commit. If the script fails or the commit does, the Redis add
-// is undone by its id and nothing is left of the add.
+// One transaction locks the item row (an ended sale is 409 SALE_ENDED),
+// raises stock_total and the stock row, then, with both rows still locked,
+// adds the units in Redis (once per add id), and only then commits. If the
+// Redis add or the commit fails, the Redis add is undone by its id.
 func (s *Server) addStock(c *gin.Context) error {
 	id, err := s.adminItemID(c)
 	if err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
+	shape := fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd)
+	var req struct{ Add *int64 }
+	if err := readJSON(c, &req, shape); err != nil {
 		return err
 	}
-	var req struct{ Add *int64 }
-	if err := json.Unmarshal(body, &req); err != nil || req.Add == nil {
-		return badRequest(fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd))
+	if req.Add == nil {
+		return badRequest(shape)
 	}
 	n := *req.Add
 	if n < 1 || n > maxAdd {
@@ -120,10 +117,9 @@ func (s *Server) addStock(c *gin.Context) error {
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// undoAdd takes back a Redis add whose transaction did not commit, trying
-// for a while: the add id makes it safe to repeat. If Redis cannot be
-// reached, the units stay in Redis until the reconciler's recount (which
-// derives stock_left from the stock row) takes them away.
+// undoAdd takes back a Redis add whose transaction did not commit, retrying
+// for a while (the add id makes it safe to repeat). If Redis stays out of
+// reach, the reconciler's recount from the stock row takes the units away.
 func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -142,13 +138,19 @@ func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
 	}
 }
 
-// readBody reads the request body: 413 past the size limit, 400 when it
-// cannot be read.
-func readBody(c *gin.Context) ([]byte, error) {
+// readJSON decodes the request body into dst: 413 past the size limit, 400
+// when it cannot be read, 400 with shape (what the body must be) when it is
+// not such JSON.
+func readJSON(c *gin.Context, dst any, shape string) error {
 	body, err := io.ReadAll(c.Request.Body)
 	var tooLarge *http.MaxBytesError
-	if err != nil && !errors.As(err, &tooLarge) {
-		return nil, badRequest("could not read the body")
+	switch {
+	case errors.As(err, &tooLarge):
+		return err
+	case err != nil:
+		return badRequest("could not read the body")
+	case json.Unmarshal(body, dst) != nil:
+		return badRequest(shape)
 	}
-	return body, err
+	return nil
 }

@@ -137,9 +137,10 @@ func (f *fakeItems) AddStock(ctx context.Context, id, n int64, inRedis func(cont
 
 // fakeOrders is the MySQL order table.
 type fakeOrders struct {
-	mu   sync.Mutex
-	rows map[string]store.Order
-	err  error
+	mu     sync.Mutex
+	rows   map[string]store.Order
+	err    error
+	counts atomic.Int64 // CountOrders calls
 }
 
 func newFakeOrders() *fakeOrders { return &fakeOrders{rows: map[string]store.Order{}} }
@@ -277,9 +278,7 @@ type fakeUnits struct {
 	// markFails makes the next BuyerOrder calls fail (Redis unreachable
 	// while a failover promotes a replica); -1: every one.
 	markFails int
-	// figureReads counts the control room's reads (summaryReads).
-	figureReads atomic.Int64
-	reserves    int // Reserve calls
+	reserves  int // Reserve calls
 	// stall makes Reserve wait until its context ends (a batch stuck
 	// behind a Redis that does not answer) and fail with its error.
 	stall bool

@@ -360,7 +360,6 @@ func FuzzUnitPages(f *testing.F) {
 		c.IPRPS, c.IPBurst = 1e9, 1e9
 		d.Log = slog.New(slog.DiscardHandler)
 		d.DevTokens = api.DevIssuer{Secret: testSecret}
-		d.Figures, d.Counts = d.Units.(*fakeUnits), d.Orders.(*fakeOrders)
 		o.TemporalUI = "http://127.0.0.1:8233"
 	})
 	h.onSale(10)

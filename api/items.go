@@ -122,11 +122,7 @@ func (v *validationErrors) instant(raw json.RawMessage, field string) (time.Time
 	return time.Time{}, false
 }
 
-func parseCreateItem(body []byte) (store.Item, error) {
-	var req createItemRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return store.Item{}, badRequest("body must be a JSON object with name, price_cents, stock_total, start_at, end_at")
-	}
+func parseCreateItem(req createItemRequest) (store.Item, error) {
 	var errs validationErrors
 	var it store.Item
 	switch {
@@ -165,11 +161,11 @@ func (s *Server) createItem(c *gin.Context) error {
 	if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
+	var req createItemRequest
+	if err := readJSON(c, &req, "body must be a JSON object with name, price_cents, stock_total, start_at, end_at"); err != nil {
 		return err
 	}
-	it, err := parseCreateItem(body)
+	it, err := parseCreateItem(req)
 	ctx := c.Request.Context()
 	if err == nil {
 		it, err = s.deps.Items.CreateItem(ctx, it)

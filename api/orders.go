@@ -19,8 +19,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// lookupOrder returns the latest view of an order: the status the saga (or
-// the purchase, for QUEUED) stored in Redis, else the database row.
+// lookupOrder returns the latest view of an order: Redis's, else the row.
 func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, error) {
 	v, ok, err := s.views.Status(ctx, orderID)
 	if err == nil && ok && !s.stale(v) {
@@ -41,14 +40,11 @@ func (s *Server) lookupOrder(ctx context.Context, orderID string) (order.View, e
 	return order.View{}, dbErr
 }
 
-// staleAfter is how long an open status published in Redis is trusted before
-// GET also reads the order row: a saga's Notify may have failed (Redis down)
-// while the row moved on.
+// staleAfter is how long an open status in Redis is trusted before GET also
+// reads the row: a saga's Notify may have failed (Redis down) while the row
+// moved on. PENDING_PAYMENT is trusted until its deadline.
 const staleAfter = 30 * time.Second
 
-// stale reports whether an open view may be behind the database: QUEUED (or
-// PAID still settling) for longer than staleAfter, or PENDING_PAYMENT past
-// its deadline.
 func (s *Server) stale(v order.View) bool {
 	switch {
 	case v.Status == order.StatusQueued, v.Settling:
@@ -88,18 +84,18 @@ func (s *Server) getOrder(c *gin.Context) error {
 }
 
 // POST /api/v1/orders/:orderId/pay and /cancel (the order's buyer), judged
-// at the door: the time the request arrived is what counts against the
-// order's deadline, and the answer never waits on the saga. Admins (and
-// other buyers) get 404 ORDER_NOT_FOUND. An order the buyer holds that is
-// not pending payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
-func (s *Server) pay(c *gin.Context) error    { return s.act(c, true) }
-func (s *Server) cancel(c *gin.Context) error { return s.act(c, false) }
+// at the door: the time the request arrived counts against the order's
+// deadline, and the answer never waits on the saga. Admins and other buyers
+// get 404 ORDER_NOT_FOUND; an order the buyer holds that is not pending
+// payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
+func (s *Server) pay(c *gin.Context) error    { return s.act(c, OrderActions.Pay) }
+func (s *Server) cancel(c *gin.Context) error { return s.act(c, OrderActions.Cancel) }
 
-func (s *Server) act(c *gin.Context, pay bool) error {
+func (s *Server) act(c *gin.Context, do func(OrderActions, context.Context, string, int64, time.Time) (order.View, error)) error {
 	receivedAt := s.now()
-	// The whole answer within order.DoorLimit of arrival (the desk bounds
-	// its own work the same way): a buyer who paid in time learns the
-	// outcome before the saga may close the order.
+	// The whole answer within order.DoorLimit of arrival, as the desk bounds
+	// its own work: a buyer who paid in time learns the outcome before the
+	// saga may close the order.
 	answerBy := time.Now().Add(order.DoorLimit)
 	p, err := s.authenticate(c, "")
 	if err != nil {
@@ -116,12 +112,7 @@ func (s *Server) act(c *gin.Context, pay bool) error {
 	}
 	ctx, cancel := context.WithDeadline(c.Request.Context(), answerBy)
 	defer cancel()
-	var v order.View
-	if pay {
-		v, err = s.deps.Actions.Pay(ctx, id, p.UserID, receivedAt)
-	} else {
-		v, err = s.deps.Actions.Cancel(ctx, id, p.UserID, receivedAt)
-	}
+	v, err := do(s.deps.Actions, ctx, id, p.UserID, receivedAt)
 	if errors.Is(err, order.ErrNotFound) {
 		// No row yet: a QUEUED order the buyer holds is not payable yet.
 		if q, qerr := s.lookupOrder(ctx, id); qerr == nil && q.UserID == p.UserID {
@@ -140,11 +131,10 @@ func (s *Server) act(c *gin.Context, pay bool) error {
 const (
 	defaultOrderPage = 20
 	maxOrderPage     = 100
-	// markWindow is how long after a sale's end the buyer marks of its item
-	// are read for a buyer's order list: an order lives only in Redis until
-	// its saga persists it, which takes at most as long as the queue keeps
-	// retrying (days at worst, with Temporal down); the QUEUED view of such
-	// an order lives as long (orderstatus.TTL).
+	// markWindow is how long after a sale's end its buyer marks are read for
+	// an order list: an order lives only in Redis until its saga persists
+	// it, at worst as long as the queue keeps retrying (days, with Temporal
+	// down), as long as its QUEUED view lives (orderstatus.TTL).
 	markWindow = 7 * 24 * time.Hour
 )
 
@@ -155,11 +145,10 @@ type orderList struct {
 
 // GET /api/v1/orders (buyer), ?limit= (1-100, default 20), ?cursor=
 //
-// The caller's orders, newest first (order ids are ULIDs). An order still
-// QUEUED lives only in Redis until its saga persists it: the buyer's marks
-// (one HGET per item whose sale ended less than markWindow ago, one
-// pipeline) name those, and their views come from Redis; every other order
-// is a row in MySQL (one keyset query).
+// The caller's orders, newest first (order ids are ULIDs): the rows of one
+// keyset query, and the orders not persisted yet, named by the buyer's marks
+// (one pipelined HGET per item whose sale ended less than markWindow ago)
+// with their views from Redis.
 func (s *Server) listOrders(c *gin.Context) error {
 	p, err := s.authenticate(c, auth.RoleBuyer)
 	if err != nil {
@@ -178,8 +167,7 @@ func (s *Server) listOrders(c *gin.Context) error {
 	ctx := c.Request.Context()
 	marks, err := s.units.BuyerOrders(ctx, itemIDs(s.items.all(markWindow, s.now())), p.UserID)
 	if err != nil {
-		// The persisted orders can still be listed; only one not persisted
-		// yet is missing until Redis answers again.
+		// The persisted orders can still be listed.
 		s.log.Warn("list orders: buyer marks from redis", "user_id", p.UserID, "err", err)
 	}
 	rows, err := s.deps.Orders.ListUserOrders(ctx, p.UserID, cursor, limit+1)
@@ -199,8 +187,7 @@ func (s *Server) listOrders(c *gin.Context) error {
 		}
 	}
 	if len(unlisted) > 0 {
-		// A marked order outside this page's rows is either a row on
-		// another page or not persisted yet.
+		// A row on another page, or not persisted yet.
 		persisted, err := s.deps.Orders.FindOrders(ctx, slices.Collect(maps.Keys(unlisted)))
 		if err != nil {
 			return err
@@ -307,8 +294,7 @@ func newer(v, nv order.View) bool {
 	return !nv.UpdatedAt.Before(v.UpdatedAt)
 }
 
-// hub fans the one Redis subscription of this instance out to the event
-// streams waiting on each order.
+// hub fans this instance's one Redis subscription out to the event streams.
 type hub struct {
 	mu   sync.Mutex
 	subs map[string]map[chan order.View]struct{}
@@ -349,17 +335,16 @@ func (h *hub) publish(v order.View) {
 	}
 }
 
-// streamCounts caps the open order event streams: each holds a goroutine, a
-// subscription and buffers for up to EventsMax, so one valid token must not
-// be able to open them without limit.
+// streamCounts caps the open event streams: each holds a goroutine, a
+// subscription and buffers for up to EventsMax.
 type streamCounts struct {
 	mu      sync.Mutex
 	total   int
 	byBuyer map[int64]int
 }
 
-// acquire opens a stream slot for the buyer; ok is false past perBuyer open
-// streams of that buyer or max in all. release frees the slot.
+// acquire opens a stream slot for the buyer, unless it has perBuyer open or
+// max are open in all.
 func (s *streamCounts) acquire(buyer int64, perBuyer, max int) (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

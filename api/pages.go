@@ -3,7 +3,6 @@ package api
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -114,16 +113,12 @@ func (s *Server) devToken(c *gin.Context) error {
 	if err := s.allowIP(c); err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		UserID int64     `json:"user_id"`
 		Role   auth.Role `json:"role"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		return badRequest(`body must be {"user_id": N, "role": "buyer" or "admin"}`)
+	if err := readJSON(c, &req, `body must be {"user_id": N, "role": "buyer" or "admin"}`); err != nil {
+		return err
 	}
 	if req.Role == "" {
 		req.Role = auth.RoleBuyer

@@ -45,6 +45,7 @@ type OrderReader interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
 	FindOrders(ctx context.Context, ids []string) (map[string]store.Order, error)
+	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
 }
 
 // OrderActions are the buyer's pay and cancel, judged at the door against
@@ -62,20 +63,18 @@ type Units interface {
 	Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error)
 	// LeftMany leaves out the items whose stock is not loaded.
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
-	// Reserve takes the buyer's unit and stores the order's QUEUED view.
 	Reserve(ctx context.Context, r order.Message) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
 	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
 	// MarkedBuyers returns false when the item has more than max marks.
 	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
 	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
-	// AddUnits applies an add at most once per addID; loaded is false (and
-	// nothing written) when the stock is not in Redis.
+	// AddUnits applies an add at most once per addID.
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
 	// AnnounceItem moves the item's sale-data revision and tells every
-	// instance; endKey is the Idempotency-Key of the request that ended the
-	// sale, if any (EndKey returns it).
+	// instance; endKey (the Idempotency-Key of the request that ended the
+	// sale) is what EndKey returns.
 	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error
 	EndKey(ctx context.Context, itemID int64) (string, error)
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
@@ -110,8 +109,7 @@ type Watcher interface {
 type Check func(ctx context.Context) error
 
 // Deps are what the server is built from. Optional: Actions (pay and cancel
-// then answer 503), Figures and Counts (the control room's summary then
-// answers 503), Stock (without it a lost stock key is warmed from
+// then answer 503), Stock (without it a lost stock key is warmed from
 // stock_total, right only before the first purchase), DevTokens (only in
 // development: POST /api/v1/dev/token), Relay and Checks.
 type Deps struct {
@@ -126,8 +124,6 @@ type Deps struct {
 	Relay     Watcher
 	Checks    map[string]Check
 	Log       *slog.Logger
-	Figures   SaleFigures
-	Counts    OrderCounts
 	DevTokens DevTokens
 }
 
@@ -178,12 +174,11 @@ type Server struct {
 	pages   map[string]page
 	sums    reused[summaryBody]
 	payable payableTracker
-	// temporalUI is the Temporal UI's workflow list of the namespace, or "".
+	// temporalUI is the workflow list of the namespace, or "".
 	temporalUI string
 }
 
-// New builds the server and its routes. gin's mode is the process's
-// business: main sets it (gin.SetMode) before calling New.
+// New builds the server and its routes (main sets gin's mode before).
 func New(cfg config.API, deps Deps, opts Options) *Server {
 	check(cfg, deps)
 	s := &Server{
@@ -278,12 +273,12 @@ func (s *Server) publicMetrics() gin.HandlerFunc {
 	}
 }
 
-// HTTPServer is the http.Server of every route on the configured address
-// (the event stream lifts its own deadlines).
+// HTTPServer serves every route on the configured address (the event
+// stream lifts its own deadlines).
 func (s *Server) HTTPServer() *http.Server { return s.httpServer(s.cfg.Addr, s.engine) }
 
-// MetricsServer is the http.Server of /metrics, unlimited, on its own
-// listener (config.API.MetricsAddr); nil when /metrics is public.
+// MetricsServer serves /metrics, unlimited, on config.API.MetricsAddr; nil
+// when /metrics is public.
 func (s *Server) MetricsServer() *http.Server {
 	if s.cfg.MetricsAddr == "" {
 		return nil
@@ -327,17 +322,15 @@ func (s *Server) handle(h func(c *gin.Context) error) gin.HandlerFunc {
 }
 
 // authenticate returns the request's verified principal, charged to its own
-// limiter (RATE_LIMITED once it is empty) and of the role asked for, if any
-// (FORBIDDEN otherwise). A request without a valid token is charged to its
-// client IP's limiter (so token guessing is rate limited too): UNAUTHORIZED,
-// or RATE_LIMITED once that limiter is empty.
+// limiter and of the role asked for, if any. A request without a valid token
+// is charged to its client IP's limiter, so token guessing is rate limited
+// too.
 func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, error) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		if p, err := s.deps.Tokens.Verify(strings.TrimSpace(h[7:])); err == nil {
-			// One valid token cannot hammer MySQL or Temporal; admins have
-			// limiters of their own: setting up sales is not shopping.
-			// Admins are keyed by the negated id (admin 1 is not buyer 1).
+			// Admins have limiters of their own (setting up sales is not
+			// shopping), keyed by the negated id: admin 1 is not buyer 1.
 			lim, key := s.buyers, p.UserID
 			if p.Role != auth.RoleBuyer {
 				lim, key = s.admins, -p.UserID
@@ -357,8 +350,7 @@ func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, e
 	return auth.Principal{}, ErrUnauthorized
 }
 
-// requireRole is authenticate for a handler that writes its own answers: it
-// answers the error itself.
+// requireRole is authenticate that answers the error itself.
 func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bool) {
 	p, err := s.authenticate(c, role)
 	if err != nil {
@@ -390,11 +382,11 @@ func ipKey(addr string) string {
 	return p.String()
 }
 
-// Run keeps the per-instance state fresh until ctx ends: it loads the items,
-// refreshes stock_left and the sold-out flags every ItemRefresh, listens to
-// the order and stock events (one subscription per instance, fanned out in
-// memory) and evicts idle limiters. What pub/sub loses during a reconnect
-// the refreshes and the streams' polls catch up.
+// Run keeps the per-instance state fresh until ctx ends: the items, their
+// stock_left and sold-out flags, the order and stock events (one
+// subscription per instance, fanned out in memory), the limiters. What
+// pub/sub loses during a reconnect the refreshes and the streams' polls
+// catch up.
 func (s *Server) Run(ctx context.Context) {
 	if err := s.items.loadAll(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("load items", "err", err)
@@ -421,11 +413,10 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // itemSyncPeriods is how many ItemRefresh periods pass between two reads of
-// the whole item list from MySQL: a new item or a change whose announcement
-// and revision this instance both missed (Redis lost them) still arrives.
+// the whole item list from MySQL: a change whose announcement and revision
+// Redis both lost still arrives.
 const itemSyncPeriods = 15
 
-// tick runs the periodic work of Run.
 func (s *Server) tick(ctx context.Context) {
 	t := time.NewTicker(s.cfg.ItemRefresh)
 	defer t.Stop()

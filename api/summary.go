@@ -15,24 +15,13 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/stock"
 )
 
-// SaleFigures reads the live figures of sales in Redis (stock.Store).
-type SaleFigures interface {
-	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
-}
-
-// OrderCounts counts orders by item and status in MySQL (store.Store).
-type OrderCounts interface {
-	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
-}
-
 // summaryTTL is how long one reading of the control room's figures is
-// reused. Every admin poll within it shares the reading (one pipelined Redis
-// round trip and one index-only MySQL count per instance, whatever the
-// number of open control rooms), and the page polls twice as often, so what
-// an operator sees is at most about a second old.
+// reused: every admin poll within it shares one pipelined Redis round trip
+// and one index-only MySQL count, whatever the number of open control rooms;
+// the page polls twice as often, so an operator's figures are at most about a
+// second old.
 const summaryTTL = 500 * time.Millisecond
 
 // summaryMaxItems bounds the sales one summary lists (newest first).
@@ -71,9 +60,9 @@ type summaryBody struct {
 	Sales      []SaleSummary `json:"sales"`
 }
 
-// reused holds the last result of an evaluation, errors included, for reuse
-// until it is ttl old. Callers wait on one evaluation instead of each
-// starting their own.
+// reused holds the last result of an evaluation, errors included, until it
+// is ttl old; callers wait on one evaluation instead of each starting their
+// own.
 type reused[T any] struct {
 	mu  sync.Mutex
 	at  time.Time
@@ -97,9 +86,6 @@ func (s *Server) adminSummary(c *gin.Context) error {
 	if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {
 		return err
 	}
-	if s.deps.Figures == nil || s.deps.Counts == nil {
-		return ErrUnavailable
-	}
 	body, err := s.sums.get(s.now, summaryTTL, func() (summaryBody, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
 		defer cancel()
@@ -121,23 +107,23 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	sort.Slice(sales, func(i, j int) bool { return sales[i].it.ID > sales[j].it.ID })
 	sales = sales[:min(len(sales), summaryMaxItems)]
 	ids := itemIDs(sales)
-	figs, err := s.deps.Figures.Pulses(ctx, ids)
+	figs, err := s.units.Pulses(ctx, ids)
 	if err != nil {
 		return summaryBody{}, err
 	}
-	counts, err := s.deps.Counts.CountOrders(ctx, ids)
+	counts, err := s.deps.Orders.CountOrders(ctx, ids)
 	if err != nil {
 		return summaryBody{}, err
 	}
 	b := summaryBody{ReadAt: now.UTC(), TemporalUI: s.temporalUI, Sales: make([]SaleSummary, 0, len(sales))}
 	for _, ci := range sales {
-		f := figs[ci.it.ID]
-		ss := SaleSummary{Item: itemView(ci.it, ci.it.StockTotal, now), Accepted: f.Marks,
-			Payable: s.payable.latency(ci.it.ID), OutboxBacklog: f.Outbox, Orders: map[order.Status]int64{
-				order.StatusPendingPayment: 0, order.StatusPaid: 0, order.StatusCancelled: 0, order.StatusFailed: 0}}
+		f, left := figs[ci.it.ID], ci.it.StockTotal
+		ss := SaleSummary{Accepted: f.Marks, Payable: s.payable.latency(ci.it.ID), OutboxBacklog: f.Outbox,
+			Orders: map[order.Status]int64{order.StatusPendingPayment: 0, order.StatusPaid: 0, order.StatusCancelled: 0, order.StatusFailed: 0}}
 		if f.Loaded {
-			ss.Item, ss.UnitsLeft = itemView(ci.it, f.Left, now), &f.Left
+			left, ss.UnitsLeft = f.Left, &f.Left
 		}
+		ss.Item = itemView(ci.it, left, now)
 		var beyondQueued int64
 		for st, n := range counts[ci.it.ID] {
 			if st != order.StatusQueued {
@@ -155,10 +141,9 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 }
 
 // payableTracker keeps, per item, a histogram of 202 -> payable from the
-// order views every instance receives over pub/sub: no query, a few
-// nanoseconds per view. The 202 is the order id's timestamp (the API made
-// it), payable is pay_by minus the item's payment window (both written by
-// the database), as the bench measures it.
+// order views every instance receives over pub/sub (no query). The 202 is
+// the order id's timestamp, payable is pay_by minus the item's payment
+// window, as the bench measures it.
 type payableTracker struct {
 	mu     sync.Mutex
 	byItem map[int64]*latencyHistogram

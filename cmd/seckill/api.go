@@ -105,7 +105,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	deps := api.Deps{
 		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
-		Relay: rel, Log: log, Figures: units, Counts: db,
+		Relay: rel, Log: log,
 		Checks: map[string]api.Check{
 			"redis":    func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
 			"mysql":    db.Ping,
