@@ -54,7 +54,7 @@ func (s *Server) endSale(c *gin.Context) error {
 	if aerr := s.announce(ctx, id, false, key); aerr != nil && err == nil {
 		// Other instances may go on selling until their periodic item
 		// sync: say so; a retry re-announces.
-		err = unavailable(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
+		err = ErrUnavailable.with(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
 	}
 	if err != nil {
 		return err

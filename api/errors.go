@@ -76,19 +76,18 @@ var (
 	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
 )
 
-// badRequest names what is wrong with the request.
-func badRequest(msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: ErrBadRequest.Code, Message: msg}
+// with is a copy of e with another message.
+func (e *Error) with(msg string) *Error {
+	c := *e
+	c.Message, c.body = msg, nil
+	return &c
 }
 
-// unavailable says what is temporarily unavailable, and what to do (503).
-func unavailable(msg string) *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Code: ErrUnavailable.Code, Message: msg}
-}
+// badRequest names what is wrong with the request.
+func badRequest(msg string) *Error { return ErrBadRequest.with(msg) }
 
 // tooManyStreams refuses an event stream past the open-stream caps.
-var tooManyStreams = &Error{Status: http.StatusTooManyRequests, Code: ErrRateLimited.Code,
-	Message: "too many open event streams; close one or poll GET /api/v1/orders/:orderId", RetryAfter: 5 * time.Second}
+var tooManyStreams = rateLimited(5 * time.Second).with("too many open event streams; close one or poll GET /api/v1/orders/:orderId")
 
 func alreadyPurchased(orderID string) *Error {
 	return &Error{Status: http.StatusConflict, Code: "ALREADY_PURCHASED",
@@ -156,9 +155,8 @@ func toError(err error) *Error {
 // or one that is back in a moment: a Redis loading its data after a restart,
 // failing over or resharding, a MySQL connection broken mid-query.
 func isConnError(err error) bool {
-	var ne net.Error
-	var oe *net.OpError
-	if errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+	var ne net.Error // *net.OpError among others
+	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, net.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) ||
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
 		return true

@@ -17,34 +17,30 @@ import (
 )
 
 // cachedItem is an item as the purchase path sees it: immutable sale data and
-// a sold-out flag that lets rejections skip Redis. When the sale data changes
-// (an admin ended the sale or added units) the cache replaces the whole
-// entry; a request holding the old one finishes with it.
+// a sold-out flag that lets rejections skip Redis. A change of the sale data
+// replaces the whole entry; a request holding the old one finishes with it.
 type cachedItem struct {
 	it      store.Item
 	soldOut atomic.Bool
 	left    atomic.Int64 // last known stock_left, -1 when unknown
 	rev     atomic.Int64 // the sale-data revision this entry was loaded at
-	// marks is the set of buyers holding a mark, loaded while the item is
-	// sold out: a sold-out answer checks it so that a buyer who holds a
-	// unit gets 409 with the order, never 410 (see Server.soldOut).
+	// marks, loaded while the item is sold out, let a buyer who holds a
+	// unit get 409 with the order, never 410 (see Server.soldOut).
 	marks   atomic.Pointer[markSet]
 	loading atomic.Bool // a marks load is under way
 }
 
-// markSet is a sold-out item's buyer marks as last loaded; count is the
-// number of marks Redis had then, tooMany says there were more than maxMarks
-// (every sold-out answer then asks Redis).
+// markSet is a sold-out item's buyer marks as last loaded: count of them in
+// Redis then; tooMany past maxMarks (every sold-out answer then asks Redis).
 type markSet struct {
 	count   int64
 	users   map[int64]struct{}
 	tooMany bool
 }
 
-// itemCache keeps every item this instance has seen in memory. A miss loads
-// from MySQL once (concurrent misses share the query); an id MySQL does not
-// know is remembered as missing for a short while so that random ids cannot
-// hammer the database.
+// itemCache keeps every item this instance has seen in memory. Concurrent
+// misses share one MySQL query; an id MySQL does not know is remembered as
+// missing for a while so that random ids cannot hammer the database.
 type itemCache struct {
 	items   ItemStore
 	st      Units
@@ -62,9 +58,9 @@ func newItemCache(items ItemStore, st Units, missTTL time.Duration, onNew func(i
 		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
 }
 
-// replace caches it when its sale data differs from the entry's (an end or
-// an add), keeping what is known of the live stock; rev is the revision it
-// was read at (-1: keep the entry's).
+// replace caches it when its sale data differs from the entry's, keeping
+// what is known of the live stock; rev is the revision it was read at (-1:
+// keep the entry's).
 func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
@@ -83,8 +79,7 @@ func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 			ci.rev.Store(old.rev.Load())
 		}
 		ci.left.Store(old.left.Load())
-		// More units (an add) clear the flag; the next refresh sets it
-		// from Redis again if need be.
+		// An add clears the flag; the next refresh sets it again if need be.
 		ci.soldOut.Store(old.soldOut.Load() && it.StockTotal <= old.it.StockTotal)
 		if ci.soldOut.Load() {
 			ci.marks.Store(old.marks.Load())
@@ -104,8 +99,7 @@ func sameSale(a, b store.Item) bool {
 		a.StartAt.Equal(b.StartAt) && a.EndAt.Equal(b.EndAt) && a.PaymentTimeoutSeconds == b.PaymentTimeoutSeconds
 }
 
-// all returns the cached items, only those whose sale has not ended d ago
-// unless d is 0.
+// all returns the cached items whose sale has not ended d ago (0: all).
 func (c *itemCache) all(d time.Duration, now time.Time) []*cachedItem {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -152,8 +146,7 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 
 // load reads an item from MySQL and caches it at revision rev (-1 when
 // unknown); concurrent loads of one kind share the query (a "reload:" never
-// joins a "get:" that may have read before the change it was told of). An id
-// MySQL does not know is remembered as missing for missTTL.
+// joins a "get:" that may have read before the change it was told of).
 func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cachedItem, error) {
 	v, err, _ := c.sf.Do(kind+strconv.FormatInt(id, 10), func() (any, error) {
 		// Shared by every waiter: not bound to the first caller's request.
@@ -179,8 +172,7 @@ func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cach
 	return v.(*cachedItem), nil
 }
 
-// loadAll brings the cache up to date with MySQL: at start, then for items
-// created on other instances and changes this instance was not told of.
+// loadAll brings the cache up to date with MySQL.
 func (c *itemCache) loadAll(ctx context.Context) error {
 	items, err := c.items.ListItems(ctx)
 	if err != nil {
@@ -192,9 +184,9 @@ func (c *itemCache) loadAll(ctx context.Context) error {
 	return nil
 }
 
-// setLeft records a live read of stock_left (marks: the item's mark count
-// in Redis, -1 when unknown). A sold-out item's marks are kept loaded until
-// it has units again or its sale ends (then the sale's answer comes first).
+// setLeft records a live read of stock_left (marks: the item's mark count,
+// -1 when unknown). A sold-out item's marks stay loaded until it has units
+// again or its sale ends (whose answer then comes first).
 func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
 	ci.left.Store(left)
 	ci.soldOut.Store(left <= 0)
@@ -205,7 +197,6 @@ func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
 	}
 }
 
-// markSoldOut is called when Reserve says sold out or leaves nothing.
 func (c *itemCache) markSoldOut(ci *cachedItem) { c.setLeft(ci, 0, -1) }
 
 // unitBack clears an item's sold-out flag (a compensation released a unit).
@@ -220,8 +211,8 @@ func (c *itemCache) unitBack(id int64) {
 const maxMarks = 1 << 20
 
 // loadMarks loads a sold-out item's buyer marks in the background unless a
-// load is under way or the set is current (count: the marks Redis holds now,
-// -1 when unknown).
+// load is under way or the set is current (count: the marks in Redis now, -1
+// when unknown).
 func (c *itemCache) loadMarks(ci *cachedItem, count int64) {
 	if ms := ci.marks.Load(); ms != nil && (count < 0 || ms.count == count || ms.tooMany && count > maxMarks) {
 		return
@@ -244,10 +235,9 @@ func (c *itemCache) loadMarks(ci *cachedItem, count int64) {
 	}()
 }
 
-// refresh reads the live state of every cached item in one pipeline, so that
-// a sold-out flag clears within one period even if the stock event was lost
-// and an item whose sale-data revision moved (an announcement missed) is
-// reloaded.
+// refresh reads the live state of every cached item in one pipeline: a
+// sold-out flag clears within one period even if the stock event was lost,
+// and an item whose revision moved (an announcement missed) is reloaded.
 func (c *itemCache) refresh(ctx context.Context) error {
 	cis := c.all(0, time.Now())
 	states, err := c.st.Pulses(ctx, itemIDs(cis))

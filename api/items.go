@@ -177,7 +177,7 @@ func (s *Server) createItem(c *gin.Context) error {
 	_ = s.announce(ctx, it.ID, false, "") // the others' item sync catches up if this fails
 	if _, err := s.units.Load(ctx, it.ID, it.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", it.ID, "err", err)
-		return unavailable(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
+		return ErrUnavailable.with(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
 	}
 	return s.writeItem(c, http.StatusCreated, ci)
 }
