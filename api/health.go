@@ -14,13 +14,11 @@ import (
 )
 
 // readyTTL is how long a readiness result is reused: /readyz is public, and
-// each evaluation dials every dependency; reusing it keeps probes (and
-// anyone hammering them) from multiplying that work.
+// each evaluation dials every dependency.
 const readyTTL = time.Second
 
-// GET /readyz: every dependency answered within a second. A 503 names the
-// dependencies that did not, and nothing more: the reasons (addresses,
-// errors) go to the log.
+// GET /readyz: every dependency answered within a second. A 503 names those
+// that did not, and nothing more: the reasons go to the log.
 func (s *Server) readyz(c *gin.Context) {
 	down, _ := s.ready.get(time.Now, readyTTL, func() ([]string, error) { return s.readyDown(c.Request.Context()), nil })
 	checks := make(map[string]string, len(s.deps.Checks))

@@ -20,8 +20,8 @@ func retryAfter(lim *rate.Limiter, now time.Time) time.Duration {
 }
 
 // keyedLimiters holds one token bucket per key (a buyer or a client IP), in
-// shards so buyers rarely contend on one mutex. Memory is bounded: limiters
-// idle for ttl are evicted by sweep, and a full shard evicts one entry.
+// shards so buyers rarely contend on one mutex. Memory is bounded: sweep
+// evicts limiters idle for ttl, and a full shard evicts one entry.
 type keyedLimiters[K comparable] struct {
 	limit    rate.Limit
 	burst    int
@@ -50,7 +50,7 @@ func newKeyedLimiters[K comparable](rps float64, burst int, ttl time.Duration, m
 	return k
 }
 
-// allow takes a token for key; when there is none it says how long to wait.
+// allow takes a token for key, or says how long to wait for one.
 func (k *keyedLimiters[K]) allow(key K, now time.Time) (bool, time.Duration) {
 	sh := &k.shards[maphash.Comparable(k.seed, key)%uint64(len(k.shards))]
 	sh.mu.Lock()
@@ -90,12 +90,11 @@ func (k *keyedLimiters[K]) sweep(now time.Time) int {
 	return left
 }
 
-// unsureBuyers remembers, per instance, the buyers answered "outcome
-// unknown" (ErrOutcomeUnknown): their reservation may have taken a unit, so
-// their next attempt must go to Redis, which answers 409 with the order if
-// it did, even when the item looks sold out here. Entries expire after ttl;
-// past max entries new ones are dropped (those buyers meet the sold-out flag
-// like anyone else), so memory is bounded whatever happens.
+// unsureBuyers remembers the buyers this instance answered "outcome unknown"
+// (ErrOutcomeUnknown): their reservation may have taken a unit, so their next
+// attempt goes to Redis (409 with the order if it did) even when the item
+// looks sold out here. Entries expire after ttl; past max entries new ones
+// are dropped (those buyers meet the sold-out flag like anyone else).
 type unsureBuyers struct {
 	size atomic.Int64 // len(m), read without the lock
 	mu   sync.Mutex
@@ -126,9 +125,8 @@ func (u *unsureBuyers) add(itemID, userID int64, now time.Time) {
 	u.size.Store(int64(len(u.m)))
 }
 
-// has reports whether the buyer's last attempt on this instance ended with
-// its outcome unknown (within ttl). The common case, an empty set, takes no
-// lock: the sold-out answers of a stampede pass here.
+// has reports whether the buyer is unsure within ttl. An empty set, the
+// common case, takes no lock: the sold-out answers of a stampede pass here.
 func (u *unsureBuyers) has(itemID, userID int64, now time.Time) bool {
 	if u.size.Load() == 0 {
 		return false
@@ -139,8 +137,7 @@ func (u *unsureBuyers) has(itemID, userID int64, now time.Time) bool {
 	return ok && now.Sub(at) <= u.ttl
 }
 
-// forget drops the buyer once Redis answered for it (every purchase passes
-// here; an empty set takes no lock).
+// forget drops the buyer once Redis answered for it.
 func (u *unsureBuyers) forget(itemID, userID int64) {
 	if u.size.Load() == 0 {
 		return

@@ -15,8 +15,7 @@ import (
 )
 
 // Metrics are the API's Prometheus series (and the Go runtime's), on a
-// private registry. It also implements relay.Metrics for the outbox relay of
-// this instance.
+// private registry; also relay.Metrics for this instance's outbox relay.
 type Metrics struct {
 	reg         *prometheus.Registry
 	requests    *prometheus.CounterVec
@@ -27,11 +26,8 @@ type Metrics struct {
 	published   prometheus.Counter
 	pubFailures prometheus.Counter
 	pubDegraded *prometheus.CounterVec
-	// WakesSkipped counts saga wakes after a pay or cancel at the door that
-	// were not sent (Temporal unreachable, too many in flight).
-	WakesSkipped prometheus.Counter
-	// ReplicaWaitShort counts reservation batches answered although fewer
-	// Redis replicas than SECKILL_REDIS_WAIT_REPLICAS acknowledged them.
+	// Set by the door (payment) and the reservation batches (stock).
+	WakesSkipped     prometheus.Counter
 	ReplicaWaitShort prometheus.Counter
 	confirms         *prometheus.CounterVec
 
@@ -80,8 +76,7 @@ func (m *Metrics) Published(n int) { m.published.Add(float64(n)) }
 // PublishFailed counts a failed send (relay.Metrics).
 func (m *Metrics) PublishFailed() { m.pubFailures.Inc() }
 
-// PublishDegraded counts a send the broker stored with a degraded status
-// (queue.Producer.OnDegraded).
+// PublishDegraded counts a send stored with a degraded status (queue.Producer.OnDegraded).
 func (m *Metrics) PublishDegraded(status string) { m.pubDegraded.WithLabelValues(status).Inc() }
 
 // Backlog records an item's outbox length (relay.Metrics).
@@ -99,8 +94,8 @@ func (m *Metrics) rejected(code string) {
 	c.Inc()
 }
 
-// routeSeries are one route's series, resolved once: the label lookups of
-// the vectors cost more than the observation itself at stampede rates.
+// routeSeries are one route's series, resolved once: at stampede rates the
+// vectors' label lookups cost more than the observation.
 type routeSeries struct {
 	latency prometheus.Observer
 	codes   [600]atomic.Pointer[prometheus.Counter]

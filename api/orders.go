@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
@@ -199,11 +198,8 @@ func (s *Server) listOrders(c *gin.Context) error {
 			v, ok, err := s.views.Status(ctx, id)
 			if err != nil || !ok || v.UserID != p.UserID {
 				// Its view is gone or unreadable: what the mark says.
-				v = order.View{OrderID: id, ItemID: item, UserID: p.UserID, Status: order.StatusQueued}
-				if u, err := ulid.ParseStrict(id); err == nil {
-					v.CreatedAt = ulid.Time(u.Time()).UTC()
-					v.UpdatedAt = v.CreatedAt
-				}
+				at := order.IDTime(id, time.Time{}).UTC()
+				v = order.Message{OrderID: id, ItemID: item, UserID: p.UserID, ReservedAt: at}.QueuedView()
 			}
 			views = append(views, v)
 		}

@@ -15,8 +15,7 @@ import (
 	"github.com/seckill/seckill/auth"
 )
 
-// page is one embedded file of package web (the storefront, the control
-// room and their assets), read into memory once at start.
+// page is one embedded file of package web, read into memory at start.
 type page struct {
 	body        []byte
 	contentType string
@@ -49,9 +48,9 @@ func loadPages(fsys fs.FS) map[string]page {
 const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
 
-// writePage answers one embedded file (404 NOT_FOUND for an unknown one).
-// Pages are revalidated on every load (no-cache with an ETag): a new binary
-// is seen at once, an unchanged file costs a 304.
+// writePage answers one embedded file. Pages are revalidated on every load
+// (no-cache with an ETag): a new binary is seen at once, an unchanged file
+// costs a 304.
 func (s *Server) writePage(c *gin.Context, name string) {
 	p, ok := s.pages[name]
 	if !ok {
@@ -84,9 +83,8 @@ func (s *Server) asset(c *gin.Context) {
 }
 
 // GET /api/v1/time (anyone; per-IP limit): the server's clock, which the
-// pages count down against (to a sale's start and end, to an order's
-// pay_by), not the browser's; dev says whether POST /api/v1/dev/token
-// exists.
+// pages count down against, not the browser's; dev says whether POST
+// /api/v1/dev/token exists.
 func (s *Server) serverTime(c *gin.Context) error {
 	if err := s.allowIP(c); err != nil {
 		return err
@@ -96,15 +94,13 @@ func (s *Server) serverTime(c *gin.Context) error {
 	return nil
 }
 
-// DevTokens issues tokens without a secret being pasted: the development
-// sign-in of the pages. Only `seckill api` with SECKILL_DEV=1 passes one;
-// without it the route does not exist.
+// DevTokens issues the pages' development sign-in tokens (only `seckill api`
+// with SECKILL_DEV=1 passes one; without it the route does not exist).
 type DevTokens interface {
 	Issue(userID int64, role auth.Role) (token string, expiresAt time.Time, err error)
 }
 
-// maxDevUser bounds the development sign-in's user ids (a typo of many
-// digits is refused rather than minted).
+// maxDevUser bounds the development sign-in's user ids.
 const maxDevUser = 1_000_000_000
 
 // POST /api/v1/dev/token (development only; per-IP limit): a token for
@@ -138,15 +134,13 @@ func (s *Server) devToken(c *gin.Context) error {
 	return nil
 }
 
-// DevIssuer signs development tokens, valid for devTokenTTL, with the API's
-// own secret.
+// DevIssuer signs development tokens with the API's own secret.
 type DevIssuer struct{ Secret []byte }
 
 const devTokenTTL = 12 * time.Hour
 
 var _ DevTokens = DevIssuer{}
 
-// Issue signs a token for the user and role.
 func (d DevIssuer) Issue(userID int64, role auth.Role) (string, time.Time, error) {
 	now := time.Now()
 	tok, err := auth.Sign(d.Secret, userID, role, devTokenTTL, now)

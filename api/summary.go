@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
@@ -168,12 +167,12 @@ func (s *Server) observePayable(v order.View) {
 		return
 	}
 	ci, _ := s.items.peek(v.ItemID)
-	id, err := ulid.ParseStrict(v.OrderID)
-	if ci == nil || err != nil {
+	accepted := order.IDTime(v.OrderID, time.Time{})
+	if ci == nil || accepted.IsZero() {
 		return
 	}
 	window := time.Duration(ci.it.PaymentTimeoutSeconds) * time.Second
-	d := v.PayBy.Add(-window).Sub(ulid.Time(id.Time()))
+	d := v.PayBy.Add(-window).Sub(accepted)
 	i := 0
 	if d > time.Duration(histBase) {
 		i = min(int(math.Ceil(math.Log(float64(d)/histBase)/math.Log(histGrowth))), histBuckets-1)
