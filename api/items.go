@@ -315,10 +315,7 @@ func (s *Server) listItems(c *gin.Context) error {
 		}
 	}
 	slices.SortFunc(out.Items, func(a, b ItemView) int {
-		if c := a.StartAt.Compare(b.StartAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
+		return cmp.Or(a.StartAt.Compare(b.StartAt), cmp.Compare(a.ID, b.ID))
 	})
 	c.JSON(http.StatusOK, out)
 	return nil

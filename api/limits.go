@@ -73,9 +73,8 @@ func (k *keyedLimiters[K]) allow(key K, now time.Time) (bool, time.Duration) {
 	return false, retryAfter(e.lim, now)
 }
 
-// sweep evicts limiters idle for longer than ttl; it returns how many are left.
-func (k *keyedLimiters[K]) sweep(now time.Time) int {
-	left := 0
+// sweep evicts limiters idle for longer than ttl.
+func (k *keyedLimiters[K]) sweep(now time.Time) {
 	for i := range k.shards {
 		sh := &k.shards[i]
 		sh.mu.Lock()
@@ -84,10 +83,8 @@ func (k *keyedLimiters[K]) sweep(now time.Time) int {
 				delete(sh.m, key)
 			}
 		}
-		left += len(sh.m)
 		sh.mu.Unlock()
 	}
-	return left
 }
 
 // unsureBuyers remembers the buyers this instance answered "outcome unknown"

@@ -32,11 +32,7 @@ type ItemStore interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	ListItems(ctx context.Context) ([]store.Item, error)
-	// EndSale returns store.ErrSaleEnded, with the item, when the sale had
-	// already ended.
 	EndSale(ctx context.Context, id int64) (store.Item, error)
-	// AddStock runs inRedis while the item and stock rows are locked and
-	// commits only if it succeeds.
 	AddStock(ctx context.Context, id, n int64, inRedis func(ctx context.Context, it store.Item) error) (store.Item, error)
 }
 
@@ -58,31 +54,22 @@ type OrderActions interface {
 // Units is the live stock in Redis (stock.Store).
 type Units interface {
 	Load(ctx context.Context, itemID, units int64) (bool, error)
-	// Warm loads a missing stock key with the stock row minus the live
-	// reservations not in deducted; a key that exists is left alone.
 	Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error)
-	// LeftMany leaves out the items whose stock is not loaded.
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
 	Reserve(ctx context.Context, r order.Message) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
 	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
-	// MarkedBuyers returns false when the item has more than max marks.
 	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
 	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
-	// AddUnits applies an add at most once per addID.
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
-	// AnnounceItem moves the item's sale-data revision and tells every
-	// instance; endKey (the Idempotency-Key of the request that ended the
-	// sale) is what EndKey returns.
 	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error
 	EndKey(ctx context.Context, itemID int64) (string, error)
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
 	WatchItems(ctx context.Context, fn func(itemID int64))
 }
 
-// StockFence holds an item's stock row still while fn runs, with the row and
-// the order ids whose deduction is unrestored (store.Store).
+// StockFence holds an item's stock row still while fn runs (store.Store).
 type StockFence interface {
 	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
 		fn func(row store.Stock, deducted []string) error) (moved bool, err error)

@@ -26,22 +26,16 @@ const summaryTTL = 500 * time.Millisecond
 // summaryMaxItems bounds the sales one summary lists (newest first).
 const summaryMaxItems = 100
 
-// SaleSummary is one sale in the control room.
+// SaleSummary is one sale in the control room (docs/openapi.yaml says what
+// each figure is).
 type SaleSummary struct {
-	Item ItemView `json:"item"`
-	// UnitsLeft is stock_left in Redis; null when the stock is not loaded.
-	UnitsLeft *int64 `json:"units_left"`
-	// Accepted counts the 202s (the buyer marks in Redis).
-	Accepted int64 `json:"accepted"`
-	// Orders counts the orders by status. QUEUED is every accepted order
-	// without a saga row past QUEUED yet (still in the outbox, the queue or
-	// the saga's first step).
-	Orders map[order.Status]int64 `json:"orders"`
-	// Payable is the time from the 202 to payable over the orders this
-	// instance saw become payable since it started.
-	Payable       PayableLatency `json:"payable"`
-	OutboxBacklog int64          `json:"outbox_backlog"`
-	SagasURL      string         `json:"sagas_url,omitempty"`
+	Item          ItemView               `json:"item"`
+	UnitsLeft     *int64                 `json:"units_left"`
+	Accepted      int64                  `json:"accepted"`
+	Orders        map[order.Status]int64 `json:"orders"`
+	Payable       PayableLatency         `json:"payable"`
+	OutboxBacklog int64                  `json:"outbox_backlog"`
+	SagasURL      string                 `json:"sagas_url,omitempty"`
 }
 
 // PayableLatency summarises 202 -> payable.
