@@ -503,8 +503,8 @@ func plantDrift(t *testing.T, st *store.Store, tc client.Client, rdb *redis.Clie
 	closed := func(rows []store.Order) []store.Order {
 		var out []store.Order
 		for _, o := range rows {
-			d, err := tc.DescribeWorkflowExecution(ctx, "order-"+o.OrderID, "")
-			if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && len(out) < n {
+			d, err := tc.DescribeWorkflow(ctx, "order-"+o.OrderID, "")
+			if err == nil && d.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && len(out) < n {
 				out = append(out, o)
 			}
 		}
