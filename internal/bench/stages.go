@@ -181,7 +181,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		log = slog.New(slog.DiscardHandler)
 	}
 	rep := &StagesReport{Kind: "stages", At: time.Now().UTC(), Machine: ThisMachine(), Load: s.Load,
-		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(),
+		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(), "stage1_rounds": max(s.Rounds, 1),
 			"saga_orders": s.SagaOrders, "stage2_runs": max(s.Stage2Runs, 1), "waiting_workflows": s.WaitingWorkflows,
 			"lua_units": s.LuaUnits, "load": s.Load.String()}}
 	fail := func(stage string, err error) {
