@@ -159,7 +159,7 @@ type MySQL struct {
 // the TLS settings with the driver, under a name derived from them so that
 // two configurations in one process do not overwrite each other's.
 func (m MySQL) DSN() (string, error) {
-	dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27&timeout=5s",
+	dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&interpolateParams=true&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27&timeout=5s",
 		m.User, m.Password.Value(), net.JoinHostPort(m.Host, strconv.Itoa(m.Port)), m.Database)
 	t, err := m.TLSFiles.Client(m.TLS, "SECKILL_MYSQL_TLS")
 	if err != nil || t == nil {

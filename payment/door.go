@@ -12,17 +12,23 @@ import (
 )
 
 // maxBatch bounds one batch: one INSERT's rows, one pipeline's commands.
-const maxBatch = 64
+// maxBatches bounds the batches in flight: a batch mostly waits (four round
+// trips, on a busy box also for the scheduler), so while one INSERT is in
+// flight the next batch reads its views; in a sale's burst pays arrive
+// faster than one batch at a time takes them.
+const maxBatch, maxBatches = 64, 4
 
 // door gathers concurrent early pays and cancels (a sale's winners pay all
 // at once) into batches: one round trip reads their views, one their
 // reservations, one INSERT writes every decision proven, one round trip
-// publishes them. Whoever finds no runner starts one, which takes whatever
-// waits until nothing does: nothing waits for a timer.
+// publishes them. Whoever finds fewer than maxBatches runners starts one,
+// which takes whatever waits until nothing does: nothing waits for a timer.
+// Batches in flight together may hold the same order (a double pay): the
+// second INSERT meets the first's row and leaves the ask to it.
 type door struct {
 	mu      sync.Mutex
 	waiting []*ask
-	running bool
+	runners int
 }
 
 // ask is one early pay or cancel and what its batch found: decided (row
@@ -45,8 +51,10 @@ func (d *Desk) ask(a *ask) error {
 	a.done = make(chan struct{})
 	d.door.mu.Lock()
 	d.door.waiting = append(d.door.waiting, a)
-	start := !d.door.running
-	d.door.running = true
+	start := d.door.runners < maxBatches
+	if start {
+		d.door.runners++
+	}
 	d.door.mu.Unlock()
 	if start {
 		go d.runBatches()
@@ -65,11 +73,12 @@ func (d *Desk) runBatches() {
 		n := min(len(d.door.waiting), maxBatch)
 		batch := d.door.waiting[:n:n]
 		d.door.waiting = d.door.waiting[n:]
-		d.door.running = n > 0
-		d.door.mu.Unlock()
 		if n == 0 {
+			d.door.runners--
+			d.door.mu.Unlock()
 			return
 		}
+		d.door.mu.Unlock()
 		d.runBatch(batch)
 		for _, a := range batch {
 			close(a.done)
