@@ -180,7 +180,11 @@ func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receive
 }
 
 func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receivedAt time.Time, pay bool) (order.View, error) {
-	ctx, cancel := bounded(ctx, receivedAt)
+	// The decision is the row's: a pay received before pay_by whose write is
+	// still waiting when the saga's close is due (pay_by + order.PayGrace)
+	// would find the order closed and be refused, so the desk gives up well
+	// before that.
+	ctx, cancel := context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
 	defer cancel()
 	signal, update := workflows.SignalPay, d.orders.RecordPayment
 	if !pay {
@@ -206,14 +210,6 @@ func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receive
 	// A paid QUEUED row needs no wake: the saga makes it PAID when it takes
 	// the unit.
 	return d.after(ctx, row, changed, err, signal, !row.PaidQueued())
-}
-
-// bounded is ctx ending order.DoorLimit after receivedAt. The decision is
-// the row's: a pay received before pay_by whose write is still waiting when
-// the saga's close is due (pay_by + order.PayGrace) would find the order
-// closed and be refused, so the desk gives up well before that.
-func bounded(ctx context.Context, receivedAt time.Time) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
 }
 
 func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string, wake bool) (order.View, error) {

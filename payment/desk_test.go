@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,13 +345,13 @@ func TestEarlyPayBatchFailureIsAnswered(t *testing.T) {
 	}
 }
 
-// Buyers paying at once share the door's batches: while one INSERT is
-// held, every pay that arrives waits for the next batch, which writes them
-// all in one INSERT. A second pay of one order in the batch is decided by
-// the row the first writes; an order whose INSERT meets a row (dups) makes
-// the others of its batch try alone, and is decided by its row.
+// Buyers paying at once share the door's batches: while MaxBatches INSERTs
+// are held, every pay that arrives waits for the next batch, which writes
+// them all in one INSERT. A second pay of one order in the batch is decided
+// by the row the first writes; an order whose INSERT meets a row (dups)
+// makes the others of its batch try alone, and is decided by its row.
 func TestEarlyPaysAreBatched(t *testing.T) {
-	const n = 20
+	const n, held = 20, payment.MaxBatches
 	rd := queued(n, payBy())
 	o, st := &fakeOrders{gate: make(chan struct{}), row: store.Order{Status: order.StatusPaid}}, &fakeStatuses{}
 	d, _ := newDesk(t, o, st, &fakeSagas{signals: make(chan string, n)}, payment.Options{})
@@ -362,15 +363,17 @@ func TestEarlyPaysAreBatched(t *testing.T) {
 	}
 	run := func(first int) {
 		o.gate = make(chan struct{})
-		go pay(first)
-		for d.Waiting() != 0 || !d.Running() { // its batch taken, the INSERT held
-			runtime.Gosched()
+		for i := first; i < first+held; i++ {
+			go pay(i)
+			for d.Waiting() != 0 || d.Runners() != i-first+1 { // its batch taken, the INSERT held
+				runtime.Gosched()
+			}
 		}
-		go pay(first + 1) // twice, in one batch
-		for i := first + 1; i < first+n/2; i++ {
+		go pay(first + held) // twice, in one batch
+		for i := first + held; i < first+n/2; i++ {
 			go pay(i)
 		}
-		for d.Waiting() != n/2 {
+		for d.Waiting() != n/2-held+1 {
 			runtime.Gosched()
 		}
 		close(o.gate)
@@ -380,18 +383,26 @@ func TestEarlyPaysAreBatched(t *testing.T) {
 			}
 		}
 	}
+	// sizes are the INSERTs' rows: held ones, then the batch's.
+	sizes := func() string {
+		s := slices.Clone(o.inserts)
+		slices.Sort(s)
+		return fmt.Sprint(s)
+	}
+	ones := func(k int) []int { return slices.Repeat([]int{1}, k) }
+	big := n/2 - held
 	run(0)
 	o.mu.Lock()
-	if fmt.Sprint(o.inserts) != fmt.Sprint([]int{1, n/2 - 1}) || len(o.written) != n/2 || o.updates != 1 {
-		t.Fatalf("INSERTs of %v rows, %d written, %d updates; want [1 %d], %d, 1", o.inserts, len(o.written), o.updates, n/2-1, n/2)
+	if want := fmt.Sprint(append(ones(held), big)); sizes() != want || len(o.written) != n/2 || o.updates != 1 {
+		t.Fatalf("INSERTs of %v rows, %d written, %d updates; want %s, %d, 1", o.inserts, len(o.written), o.updates, want, n/2)
 	}
-	o.inserts, o.written, o.updates, o.dups = nil, nil, 0, map[string]bool{"Q13": true}
+	o.inserts, o.written, o.updates, o.dups = nil, nil, 0, map[string]bool{fmt.Sprintf("Q%d", n-2): true}
 	o.mu.Unlock()
 	run(n / 2)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if want := n/2 - 1; len(o.inserts) != 2+want || o.inserts[1] != want || len(o.written) != want || o.updates != 2 {
-		t.Fatalf("INSERTs of %v rows, %d written, %d updates; want [1 %d 1 ...], %d, 2", o.inserts, len(o.written), o.updates, want, want)
+	if want := fmt.Sprint(append(ones(held+big), big)); sizes() != want || len(o.written) != n/2-1 || o.updates != 2 {
+		t.Fatalf("INSERTs of %v rows, %d written, %d updates; want %s, %d, 2", o.inserts, len(o.written), o.updates, want, n/2-1)
 	}
 	if got := st.published(); got != n-1 {
 		t.Fatalf("published %d views, want %d", got, n-1)

@@ -11,11 +11,9 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// maxBatch bounds one batch: one INSERT's rows, one pipeline's commands.
-// maxBatches bounds the batches in flight: a batch mostly waits (four round
-// trips, on a busy box also for the scheduler), so while one INSERT is in
-// flight the next batch reads its views; in a sale's burst pays arrive
-// faster than one batch at a time takes them.
+// maxBatch bounds one batch: one INSERT's rows, one pipeline's commands;
+// maxBatches the batches in flight (one batch at a time fell behind a sale's
+// burst of pays on a busy box: a batch mostly waits on its round trips).
 const maxBatch, maxBatches = 64, 4
 
 // door gathers concurrent early pays and cancels (a sale's winners pay all
@@ -23,8 +21,8 @@ const maxBatch, maxBatches = 64, 4
 // reservations, one INSERT writes every decision proven, one round trip
 // publishes them. Whoever finds fewer than maxBatches runners starts one,
 // which takes whatever waits until nothing does: nothing waits for a timer.
-// Batches in flight together may hold the same order (a double pay): the
-// second INSERT meets the first's row and leaves the ask to it.
+// Two batches in flight may hold the same order (a double pay): the later
+// INSERT meets the earlier's row and leaves the ask to it.
 type door struct {
 	mu      sync.Mutex
 	waiting []*ask

@@ -7,9 +7,12 @@ func (d *Desk) Waiting() int {
 	return len(d.door.waiting)
 }
 
-// Running reports whether the door's batch runner runs.
-func (d *Desk) Running() bool {
+// Runners is how many batch runners the door runs.
+func (d *Desk) Runners() int {
 	d.door.mu.Lock()
 	defer d.door.mu.Unlock()
-	return d.door.running
+	return d.door.runners
 }
+
+// MaxBatches bounds the door's batches in flight.
+const MaxBatches = maxBatches
