@@ -151,13 +151,18 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 		t.Fatalf("saga after the repair: woken=%v err=%v", woken, err)
 	}
 	// The repairs land: the lost order gets its saga and row, the running saga
-	// closes; then nothing is left.
+	// closes and gives its unit back (woken, it is no longer drift while it
+	// does: wait for the release itself); then nothing is left.
 	waitStatus(t, st, lost.OrderID, order.StatusPendingPayment)
 	deadline := time.Now().Add(30 * time.Second)
 	var again reconcile.Report
 	for {
 		again = run(t, r, it.ID, false)
-		if len(again.Findings) == 0 || time.Now().After(deadline) {
+		_, held, err := stk.Reservation(ctx, it.ID, running.OrderID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again.Findings) == 0 && !held || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
