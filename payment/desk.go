@@ -83,7 +83,6 @@ type Options struct {
 	MaxQueued int
 }
 
-// wakeTimeout bounds one wake signal.
 const wakeTimeout = 10 * time.Second
 
 // Desk takes buyers' pays and cancels. Safe for concurrent use; Run sends
@@ -96,7 +95,6 @@ type Desk struct {
 	opts     Options
 	log      *slog.Logger
 	wakes    chan wake
-	// early payment (WithEarlyPayment): a QUEUED order is payable.
 	views Views
 	units Reservations
 	door  door
@@ -180,10 +178,9 @@ func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receive
 }
 
 func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receivedAt time.Time, pay bool) (order.View, error) {
-	// The decision is the row's: a pay received before pay_by whose write is
-	// still waiting when the saga's close is due (pay_by + order.PayGrace)
-	// would find the order closed and be refused, so the desk gives up well
-	// before that.
+	// The row decides: a write still waiting when the saga's close is due
+	// (pay_by + order.PayGrace) would be refused though received in time, so
+	// the desk gives up well before.
 	ctx, cancel := context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
 	defer cancel()
 	signal, update := workflows.SignalPay, d.orders.RecordPayment
