@@ -95,9 +95,9 @@ type Desk struct {
 	opts     Options
 	log      *slog.Logger
 	wakes    chan wake
-	views Views
-	units Reservations
-	door  door
+	views    Views
+	units    Reservations
+	door     door
 }
 
 type wake struct{ orderID, signal string }
