@@ -1,9 +1,6 @@
-// Package outbox reads the items' outbox streams for the relay: the
-// reservations the reserve script (package stock) appended atomically with
-// their unit, waiting to be published to RocketMQ. One consumer group per
-// deployment; each relay instance is a consumer; entries of an instance that
-// died are claimed by another; an entry is acknowledged and deleted once the
-// broker took it, so a stream's length is its unpublished backlog.
+// Package outbox reads the items' outbox streams (docs/handoff.md) for the
+// relay. An entry is acknowledged and deleted once the broker took it, so a
+// stream's length is its unpublished backlog.
 package outbox
 
 import (
@@ -16,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/keyspace"
-	"github.com/seckill/seckill/order"
 )
 
 // Stream is the outbox of every item under one key prefix.
@@ -56,20 +52,12 @@ type Entry struct {
 	Body    []byte // the order.Message JSON written by the reserve script
 }
 
-// Message decodes the entry's body.
-func (e Entry) Message() (order.Message, error) { return order.DecodeMessage(e.Body) }
-
 func toEntries(msgs []redis.XMessage) []Entry {
 	out := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
-		e := Entry{ID: m.ID}
-		if v, ok := m.Values["order_id"].(string); ok {
-			e.OrderID = v
-		}
-		if v, ok := m.Values["body"].(string); ok {
-			e.Body = []byte(v)
-		}
-		out = append(out, e)
+		orderID, _ := m.Values["order_id"].(string)
+		body, _ := m.Values["body"].(string)
+		out = append(out, Entry{ID: m.ID, OrderID: orderID, Body: []byte(body)})
 	}
 	return out
 }

@@ -56,7 +56,7 @@ func TestOutboxLifecycle(t *testing.T) {
 		t.Fatalf("read: %d entries, %v", len(got), err)
 	}
 	for _, e := range got {
-		m, err := e.Message()
+		m, err := order.DecodeMessage(e.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,21 +6,16 @@ import (
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/seckill/seckill/config"
 )
 
 // EnsureTopic creates (or updates) a topic with queues read and write queues
 // on every broker of cfg.Brokers. Creating an existing topic is harmless.
 func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues int) error {
-	return withAdmin(ctx, cfg, func(a admin.Admin) error {
-		for _, b := range cfg.Brokers {
-			err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
-				admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
-			if err != nil {
-				return fmt.Errorf("create topic %s on %s: %w", topic, b, err)
-			}
-		}
-		return nil
+	return onEveryBroker(ctx, cfg, "create topic "+topic, func(a admin.Admin, b string) error {
+		return a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
+			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
 	})
 }
 
@@ -28,21 +23,16 @@ func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues 
 // name servers (its queues and the consumer offsets on it go with it).
 // Deleting a missing topic is harmless.
 func DeleteTopic(ctx context.Context, cfg config.RocketMQ, topic string) error {
-	return withAdmin(ctx, cfg, func(a admin.Admin) error {
-		for _, b := range cfg.Brokers {
-			err := a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(b),
-				admin.WithNameSrvAddr(cfg.NameServers))
-			if err != nil {
-				return fmt.Errorf("delete topic %s on %s: %w", topic, b, err)
-			}
-		}
-		return nil
+	return onEveryBroker(ctx, cfg, "delete topic "+topic, func(a admin.Admin, b string) error {
+		return a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(b),
+			admin.WithNameSrvAddr(cfg.NameServers))
 	})
 }
 
-// withAdmin runs f with an admin client on cfg's name servers, closed after.
-func withAdmin(ctx context.Context, cfg config.RocketMQ, f func(admin.Admin) error) error {
-	a, err := admin.NewAdmin(admin.WithResolver(resolver(cfg.NameServers)), admin.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)))
+// onEveryBroker runs f for each of cfg.Brokers with an admin client on cfg's
+// name servers, closed after.
+func onEveryBroker(ctx context.Context, cfg config.RocketMQ, what string, f func(a admin.Admin, broker string) error) error {
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(cfg.NameServers)), admin.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)))
 	if err != nil {
 		return fmt.Errorf("new rocketmq admin: %w", err)
 	}
@@ -55,5 +45,10 @@ func withAdmin(ctx context.Context, cfg config.RocketMQ, f func(admin.Admin) err
 			return fmt.Errorf("rocketmq admin on %s: %w", cfg.Brokers[0], err)
 		}
 	}
-	return f(a)
+	for _, b := range cfg.Brokers {
+		if err := f(a, b); err != nil {
+			return fmt.Errorf("%s on %s: %w", what, b, err)
+		}
+	}
+	return nil
 }

@@ -37,7 +37,6 @@ type ConsumerOptions struct {
 // Consumer is a started push consumer.
 type Consumer struct {
 	c       rocketmq.PushConsumer
-	group   string
 	started time.Time
 }
 
@@ -57,7 +56,7 @@ const pullBatch = 256
 // exist (scripts/stack creates it; EnsureTopic does for tests).
 func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	o := []consumer.Option{
-		consumer.WithNsResolver(resolver(opts.NameServers)),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver(opts.NameServers)),
 		consumer.WithCredentials(credentials(opts.AccessKey, opts.SecretKey)),
 		consumer.WithGroupName(opts.Group),
 		consumer.WithInstance(instanceName("consumer")),
@@ -98,7 +97,7 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	if err := c.Start(); err != nil {
 		return nil, fmt.Errorf("start consumer %s on %s: %w", opts.Group, opts.Topic, err)
 	}
-	return &Consumer{c: c, group: opts.Group, started: time.Now()}, nil
+	return &Consumer{c: c, started: time.Now()}, nil
 }
 
 // Close stops consuming and commits offsets.

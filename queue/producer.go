@@ -29,32 +29,31 @@ type Producer struct {
 // make a duplicate. Not safe to call once sends have started.
 func (p *Producer) OnDegraded(fn func(status string)) { p.degraded = fn }
 
+// degradedStatus names the statuses of a send the broker stored without its
+// full durability (OnDegraded).
+var degradedStatus = map[primitive.SendStatus]string{
+	primitive.SendFlushDiskTimeout:  "FLUSH_DISK_TIMEOUT",
+	primitive.SendFlushSlaveTimeout: "FLUSH_SLAVE_TIMEOUT",
+	primitive.SendSlaveNotAvailable: "SLAVE_NOT_AVAILABLE",
+}
+
 // stored reports whether the broker stored the message, and reports a
 // degraded store (OnDegraded).
 func (p *Producer) stored(status primitive.SendStatus) bool {
-	var name string
-	switch status {
-	case primitive.SendOK:
+	if status == primitive.SendOK {
 		return true
-	case primitive.SendFlushDiskTimeout:
-		name = "FLUSH_DISK_TIMEOUT"
-	case primitive.SendFlushSlaveTimeout:
-		name = "FLUSH_SLAVE_TIMEOUT"
-	case primitive.SendSlaveNotAvailable:
-		name = "SLAVE_NOT_AVAILABLE"
-	default:
-		return false
 	}
-	if p.degraded != nil {
+	name, ok := degradedStatus[status]
+	if ok && p.degraded != nil {
 		p.degraded(name)
 	}
-	return true
+	return ok
 }
 
 // NewProducer starts a producer in cfg.ProducerGroup for cfg.Topic.
 func NewProducer(cfg config.RocketMQ) (*Producer, error) {
 	p, err := rocketmq.NewProducer(
-		producer.WithNsResolver(resolver(cfg.NameServers)),
+		producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.NameServers)),
 		producer.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)),
 		producer.WithGroupName(cfg.ProducerGroup),
 		producer.WithInstanceName(instanceName("producer")),
@@ -79,12 +78,12 @@ type Encoded struct {
 
 // PublishOrder sends one order message to the orders topic, keyed by order id.
 func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
-	return p.Send(ctx, p.topic, m.OrderID, m.Encode())
+	return p.PublishOrders(ctx, []Encoded{{OrderID: m.OrderID, Body: m.Encode()}})
 }
 
 // PublishOrders sends encoded order messages to the orders topic in one
-// batch (one request, stored together or not at all), each keyed by its
-// order id.
+// request (a batch when more than one: stored together or not at all), each
+// keyed by its order id, and waits until the broker has stored them.
 func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 	if len(ms) == 0 {
 		return nil
@@ -94,25 +93,15 @@ func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 		msgs[i] = primitive.NewMessage(p.topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
 	}
-	return p.send(ctx, fmt.Sprintf("%d orders", len(ms)), msgs...)
-}
-
-// Send sends one message and waits until the broker has stored it.
-func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
-	msg := primitive.NewMessage(topic, body)
-	msg.WithKeys([]string{key})
-	return p.send(ctx, key, msg)
-}
-
-// send sends msgs in one request (a batch when more than one) and waits
-// until the broker has stored them.
-func (p *Producer) send(ctx context.Context, what string, msgs ...*primitive.Message) error {
 	res, err := p.p.SendSync(ctx, msgs...)
 	if err != nil {
-		return fmt.Errorf("send %s to %s: %w", what, msgs[0].Topic, ctxErr(ctx, err))
+		if ctx.Err() != nil {
+			err = ctx.Err() // the caller's deadline, not the library's wording of it
+		}
+		return fmt.Errorf("send %d orders (first %s) to %s: %w", len(ms), ms[0].OrderID, p.topic, err)
 	}
 	if !p.stored(res.Status) {
-		return fmt.Errorf("send %s to %s: broker answered status %d", what, msgs[0].Topic, res.Status)
+		return fmt.Errorf("send %d orders (first %s) to %s: broker answered status %d", len(ms), ms[0].OrderID, p.topic, res.Status)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@
 package queue
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -31,16 +30,4 @@ func instanceName(role string) string {
 // empty ones (no ACL) leave requests unsigned.
 func credentials(accessKey string, secretKey config.Secret) primitive.Credentials {
 	return primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey.Value()}
-}
-
-func resolver(nameServers []string) primitive.NsResolver {
-	return primitive.NewPassthroughResolver(nameServers)
-}
-
-// ctxErr prefers the context's error when it ended.
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
 }
