@@ -1,16 +1,14 @@
-// Package relay moves reservations from the Redis outbox streams to
-// RocketMQ. The reserve script appends every reservation to its item's stream
-// P:{item}:outbox in the same atomic step that takes the unit, so a unit is
-// never reserved without an entry; the relay publishes each entry with
-// SendSync (key = order id) and only then acknowledges and deletes it. Entries
-// a dead instance received but never acknowledged are claimed after
-// SECKILL_API_RELAY_CLAIM_AFTER. See docs/handoff.md.
+// Package relay moves reservations from the Redis outbox streams to RocketMQ:
+// each entry is published with SendSync (key = order id) and only then
+// acknowledged and deleted; entries a dead instance left unacknowledged are
+// claimed after ClaimAfter. docs/handoff.md states the guarantees.
 package relay
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,14 +36,12 @@ type Metrics interface {
 	Backlog(itemID int64, entries int64)
 }
 
-// NopMetrics discards everything.
 type NopMetrics struct{}
 
 func (NopMetrics) Published(int)        {}
 func (NopMetrics) PublishFailed()       {}
 func (NopMetrics) Backlog(int64, int64) {}
 
-// group is the consumer group of the relays on every outbox stream.
 const group = "relay"
 
 // Outbox is the items' outbox streams (outbox.Stream).
@@ -179,14 +175,6 @@ func (r *Relay) isWatched(itemID int64) bool {
 	return r.watched[itemID]
 }
 
-// retire stops watching an item whose reader ends.
-func (r *Relay) retire(itemID int64) {
-	r.mu.Lock()
-	delete(r.watched, itemID)
-	r.mu.Unlock()
-}
-
-// runItem relays one item's outbox.
 func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
 	w := &itemWorker{r: r, item: itemID, log: log}
@@ -251,7 +239,9 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 			if n, err := r.st.Len(ctx, itemID); err == nil && n == 0 {
 				log.Info("sale closed and outbox empty: reader retired")
 				r.m.Backlog(itemID, 0)
-				r.retire(itemID)
+				r.mu.Lock()
+				delete(r.watched, itemID)
+				r.mu.Unlock()
 				return
 			}
 		}
@@ -303,8 +293,7 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 // resend of a delivered message. It returns the entries of the chunks that
 // failed. Few big chunks: the broker's cost is mostly per request.
 func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
-	var chunks [][]outbox.Entry
-	var cur []outbox.Entry
+	var valid []outbox.Entry
 	for _, e := range entries {
 		if e.OrderID == "" || len(e.Body) == 0 {
 			// Cannot happen for entries the reserve script wrote; keeping it
@@ -313,13 +302,7 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 			w.ack(ctx, e.ID)
 			continue
 		}
-		cur = append(cur, e)
-		if len(cur) >= w.r.cfg.SendBatch {
-			chunks, cur = append(chunks, cur), nil
-		}
-	}
-	if len(cur) > 0 {
-		chunks = append(chunks, cur)
+		valid = append(valid, e)
 	}
 	var (
 		mu     sync.Mutex
@@ -328,13 +311,12 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 		sem    = make(chan struct{}, w.r.cfg.Parallel)
 		sent   int
 	)
-	for _, c := range chunks {
+	for c := range slices.Chunk(valid, w.r.cfg.SendBatch) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			msgs := make([]queue.Encoded, len(c))
 			for i, e := range c {
-				// The body as the reserve script wrote it: order.Message JSON.
 				msgs[i] = queue.Encoded{OrderID: e.OrderID, Body: e.Body}
 			}
 			err := w.r.pub.PublishOrders(ctx, msgs)
