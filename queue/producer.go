@@ -85,12 +85,21 @@ func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 // request (a batch when more than one: stored together or not at all), each
 // keyed by its order id, and waits until the broker has stored them.
 func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
+	return p.send(ctx, p.topic, ms)
+}
+
+// Send sends one message to topic and waits until the broker has stored it.
+func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
+	return p.send(ctx, topic, []Encoded{{OrderID: key, Body: body}})
+}
+
+func (p *Producer) send(ctx context.Context, topic string, ms []Encoded) error {
 	if len(ms) == 0 {
 		return nil
 	}
 	msgs := make([]*primitive.Message, len(ms))
 	for i, m := range ms {
-		msgs[i] = primitive.NewMessage(p.topic, m.Body)
+		msgs[i] = primitive.NewMessage(topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
 	}
 	res, err := p.p.SendSync(ctx, msgs...)
@@ -98,10 +107,10 @@ func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 		if ctx.Err() != nil {
 			err = ctx.Err() // the caller's deadline, not the library's wording of it
 		}
-		return fmt.Errorf("send %d orders (first %s) to %s: %w", len(ms), ms[0].OrderID, p.topic, err)
+		return fmt.Errorf("send %d orders (first %s) to %s: %w", len(ms), ms[0].OrderID, topic, err)
 	}
 	if !p.stored(res.Status) {
-		return fmt.Errorf("send %d orders (first %s) to %s: broker answered status %d", len(ms), ms[0].OrderID, p.topic, res.Status)
+		return fmt.Errorf("send %d orders (first %s) to %s: broker answered status %d", len(ms), ms[0].OrderID, topic, res.Status)
 	}
 	return nil
 }
