@@ -39,6 +39,9 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) 
 func (s Secret) Value() string { return string(s) }
 
 // Config is the whole configuration; each role uses the sections it needs.
+// What each setting does is documented in README.md's settings table and
+// docs/deploy.md (the relay's in docs/handoff.md); a comment here says why a
+// value or rule is what it is.
 type Config struct {
 	Log       Log       `envPrefix:"LOG_"`
 	Redis     Redis     `envPrefix:"REDIS_"`
@@ -48,14 +51,8 @@ type Config struct {
 	API       API       `envPrefix:"API_"`
 	Worker    Worker    `envPrefix:"WORKER_"`
 	Reconcile Reconcile `envPrefix:"RECONCILE_"`
-	// JWTSecret signs and verifies buyer and admin tokens (HS256). Its
-	// default is the well-known DevJWTSecret (set by normalize): `seckill
-	// api` refuses to start with it (or any secret under 32 bytes) unless Dev.
-	JWTSecret Secret `env:"JWT_SECRET"`
-	// Dev is the development switch (SECKILL_DEV=1): it lets `seckill api`
-	// run with the development JWT secret. `make run`, the tests, the bench
-	// and docker-compose turn it on; nothing else should.
-	Dev bool `env:"DEV"`
+	JWTSecret Secret    `env:"JWT_SECRET"` // DevJWTSecret when unset (normalize)
+	Dev       bool      `env:"DEV"`
 }
 
 // DevJWTSecret is the default JWT secret, published in this repository:
@@ -102,32 +99,23 @@ func (l Log) Logger(w io.Writer) *slog.Logger {
 
 // Redis is the stock and reservation store.
 type Redis struct {
-	Addr string `env:"ADDR" envDefault:"127.0.0.1:6379" check:"hostport"`
-	// Addrs, when set, replaces Addr: two or more addresses (the seed nodes
-	// of a Redis Cluster) give a cluster client; one keeps the plain client
-	// unless Cluster is on (a cluster behind one configuration endpoint).
-	Addrs   []string `env:"ADDRS" envSeparator:"," check:"hostport,optional"`
-	Cluster bool     `env:"CLUSTER"`
-	// MasterName, when set, is the Sentinel master's name and Addrs (or
-	// Addr) the Sentinels: a failover client.
-	MasterName string `env:"SENTINEL_MASTER"`
-	// Username and Password log in to Redis (ACL user; no username is the
-	// default user); SentinelUsername and SentinelPassword to the Sentinels.
-	Username         string `env:"USERNAME"`
-	Password         Secret `env:"PASSWORD"`
-	SentinelUsername string `env:"SENTINEL_USERNAME"`
-	SentinelPassword Secret `env:"SENTINEL_PASSWORD"`
-	// TLS to every node (and Sentinel); see TLSFiles.
-	TLS      bool     `env:"TLS"`
-	TLSFiles TLSFiles `envPrefix:"TLS_"`
-	DB       int      `env:"DB" envDefault:"0"`
-	PoolSize int      `env:"POOL_SIZE" envDefault:"64" check:"positive"`
-	// KeyPrefix namespaces every key and channel (tests use their own).
-	KeyPrefix string `env:"KEY_PREFIX" envDefault:"seckill"`
-	// WaitReplicas > 0 answers a batch of reservations only once that many
-	// replicas hold it (Redis WAIT, at most WaitTimeout; past it the batch
-	// stands, counted): replication is asynchronous, and a failover could
-	// promote a replica without the reservations buyers were told about.
+	Addr             string   `env:"ADDR" envDefault:"127.0.0.1:6379" check:"hostport"`
+	Addrs            []string `env:"ADDRS" envSeparator:"," check:"hostport,optional"` // replaces Addr when set
+	Cluster          bool     `env:"CLUSTER"`
+	MasterName       string   `env:"SENTINEL_MASTER"`
+	Username         string   `env:"USERNAME"`
+	Password         Secret   `env:"PASSWORD"`
+	SentinelUsername string   `env:"SENTINEL_USERNAME"`
+	SentinelPassword Secret   `env:"SENTINEL_PASSWORD"`
+	TLS              bool     `env:"TLS"`
+	TLSFiles         TLSFiles `envPrefix:"TLS_"`
+	DB               int      `env:"DB" envDefault:"0"`
+	PoolSize         int      `env:"POOL_SIZE" envDefault:"64" check:"positive"`
+	KeyPrefix        string   `env:"KEY_PREFIX" envDefault:"seckill"`
+	// Replication is asynchronous: a failover could promote a replica
+	// without the reservations buyers were told about, unless a batch is
+	// answered only once WaitReplicas hold it (WAIT; past WaitTimeout the
+	// batch stands, counted).
 	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0" check:"min=0"`
 	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
@@ -150,9 +138,8 @@ type MySQL struct {
 	MaxOpenConns int           `env:"MAX_OPEN_CONNS" envDefault:"32" check:"positive"`
 	MaxIdleConns int           `env:"MAX_IDLE_CONNS" envDefault:"16"`
 	ConnMaxLife  time.Duration `env:"CONN_MAX_LIFETIME" envDefault:"30m"`
-	// TLS verifies the server's certificate and name (verify-full); see TLSFiles.
-	TLS      bool     `env:"TLS"`
-	TLSFiles TLSFiles `envPrefix:"TLS_"`
+	TLS          bool          `env:"TLS"` // verify-full
+	TLSFiles     TLSFiles      `envPrefix:"TLS_"`
 }
 
 // DSN is the go-sql-driver/mysql data source name. With TLS it registers
@@ -175,19 +162,15 @@ func (m MySQL) DSN() (string, error) {
 // RocketMQ is the order queue between the API and the saga.
 type RocketMQ struct {
 	NameServers []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:"," check:"hostport"`
-	// Brokers are the brokers' addresses (a comma list), used to create
-	// topics (on every one of them) and by /readyz; producers and consumers
-	// find brokers through the name servers.
+	// Brokers serve topic creation (on each) and /readyz only: clients find
+	// brokers through the name servers.
 	Brokers       []string `env:"BROKER" envDefault:"127.0.0.1:10911" envSeparator:"," check:"hostport"`
 	Topic         string   `env:"TOPIC" envDefault:"seckill-orders"`
 	ProducerGroup string   `env:"PRODUCER_GROUP" envDefault:"seckill-api"`
 	ConsumerGroup string   `env:"CONSUMER_GROUP" envDefault:"seckill-order-consumer"`
-	// MaxReconsume is how often a failing message is redelivered before it
-	// goes to the consumer group's dead-letter topic.
-	MaxReconsume int32 `env:"MAX_RECONSUME" envDefault:"16"`
-	// AccessKey and SecretKey: the broker's ACL 2.0 user every client signs
-	// with (empty: no ACL). It creates topics (the dead-letter one), so it
-	// needs Create besides Pub and Sub.
+	MaxReconsume  int32    `env:"MAX_RECONSUME" envDefault:"16"`
+	// The ACL user creates the dead-letter topic: it needs Create besides
+	// Pub and Sub.
 	AccessKey string `env:"ACCESS_KEY"`
 	SecretKey Secret `env:"SECRET_KEY"`
 }
@@ -198,15 +181,11 @@ type Temporal struct {
 	Namespace string `env:"NAMESPACE" envDefault:"default"`
 	TaskQueue string `env:"TASK_QUEUE" envDefault:"seckill-orders"`
 	UIURL     string `env:"UI_URL" envDefault:"http://127.0.0.1:8233"`
-	// Compression of gRPC requests to the frontend: "none" or "gzip". On
-	// loopback or a LAN gzip only burns CPU on both ends; across a WAN
-	// (Temporal Cloud) choose gzip.
-	Compression string `env:"COMPRESSION" envDefault:"none" check:"oneof=none|gzip"`
-	// TLS to the frontend (Temporal Cloud, a cluster with mTLS); see TLSFiles.
-	TLS      bool     `env:"TLS"`
-	TLSFiles TLSFiles `envPrefix:"TLS_"`
-	// APIKey authenticates to Temporal Cloud with an API key (implies TLS).
-	APIKey Secret `env:"API_KEY"`
+	// On loopback or a LAN gzip only burns CPU on both ends.
+	Compression string   `env:"COMPRESSION" envDefault:"none" check:"oneof=none|gzip"`
+	TLS         bool     `env:"TLS"`
+	TLSFiles    TLSFiles `envPrefix:"TLS_"`
+	APIKey      Secret   `env:"API_KEY"` // implies TLS
 }
 
 // API is the buyer-facing HTTP server.
@@ -218,100 +197,71 @@ type API struct {
 	WriteTimeout      time.Duration `env:"WRITE_TIMEOUT" envDefault:"15s" check:"positive"`
 	IdleTimeout       time.Duration `env:"IDLE_TIMEOUT" envDefault:"60s"`
 	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"20s"`
-	// GlobalRPS and GlobalBurst bound the purchase attempts one instance lets
-	// through to Redis; the rest get 429 at once.
-	GlobalRPS   float64 `env:"GLOBAL_RPS" envDefault:"20000" check:"positive"`
-	GlobalBurst int     `env:"GLOBAL_BURST" envDefault:"5000"`
-	// ConfirmTimeout is how long a purchase whose reservation's outcome is
-	// unknown (a timeout, a Redis master dying) asks Redis whether the unit
-	// was taken before answering 503. Above the Redis failover time, a unit
-	// taken on the old master and replicated is answered 202 by the new one.
-	// With PurchaseHeadroom it must fit in WriteTimeout (Validate).
+	GlobalRPS         float64       `env:"GLOBAL_RPS" envDefault:"20000" check:"positive"`
+	GlobalBurst       int           `env:"GLOBAL_BURST" envDefault:"5000"`
+	// Above the Redis failover time, a unit taken on the old master and
+	// replicated is answered 202 by the new one. With PurchaseHeadroom it
+	// must fit in WriteTimeout (Validate).
 	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s" check:"positive"`
 	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5" check:"positive"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
-	// AdminRPS and AdminBurst are each admin token's own limiter (item
-	// creation, warm-up, end, stock): a script that sets up a hundred sales
+	// Each admin token's own limiter: a script that sets up a hundred sales
 	// back to back fits in the burst.
-	AdminRPS   float64 `env:"ADMIN_RPS" envDefault:"50" check:"positive"`
-	AdminBurst int     `env:"ADMIN_BURST" envDefault:"300" check:"positive"`
-	IPRPS      float64 `env:"IP_RPS" envDefault:"50" check:"positive"`
-	IPBurst    int     `env:"IP_BURST" envDefault:"100"`
-	// LimiterIdleTTL is how long an idle per-buyer or per-IP limiter is kept.
-	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"`
+	AdminRPS       float64       `env:"ADMIN_RPS" envDefault:"50" check:"positive"`
+	AdminBurst     int           `env:"ADMIN_BURST" envDefault:"300" check:"positive"`
+	IPRPS          float64       `env:"IP_RPS" envDefault:"50" check:"positive"`
+	IPBurst        int           `env:"IP_BURST" envDefault:"100"`
+	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"` // an idle buyer's or IP's limiter is dropped
 	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000" check:"positive"`
-	// IPLimiterMaxKeys bounds the per-IP limiters (IPv6 keyed by /64; a full
-	// shard evicts one): memory stays bounded whatever the addresses.
-	IPLimiterMaxKeys int `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000" check:"positive"`
-	// TrustedProxies are the CIDRs (or addresses) of load balancers from
-	// which X-Forwarded-For is believed. Empty: the peer address is the client's.
-	TrustedProxies []string `env:"TRUSTED_PROXIES" envSeparator:","`
-	// StreamsPerBuyer and StreamsMax cap the open order event streams (SSE)
-	// of one buyer and of the instance; past them a stream is 429.
-	StreamsPerBuyer int `env:"STREAMS_PER_BUYER" envDefault:"4" check:"positive"`
-	StreamsMax      int `env:"STREAMS_MAX" envDefault:"10000" check:"positive"`
-	// EventsPoll is how often an open event stream re-reads its order (in
-	// case a pub/sub message was lost) and sends a keep-alive; EventsMax
-	// bounds how long one stream stays open.
-	EventsPoll  time.Duration `env:"EVENTS_POLL" envDefault:"5s" check:"positive"`
-	EventsMax   time.Duration `env:"EVENTS_MAX" envDefault:"1h" check:"positive"`
-	ItemRefresh time.Duration `env:"ITEM_REFRESH" envDefault:"1s" check:"positive"`
-	// Relay moves this instance's reservations from the outbox to RocketMQ.
-	Relay Relay `envPrefix:"RELAY_"`
-	// WakeRate paces, per instance, the signals that wake a saga after a pay
-	// or cancel was recorded at the door (payment.Options.WakeRate).
-	WakeRate float64 `env:"WAKE_RATE" envDefault:"25" check:"positive"`
-	// EarlyPay makes an order payable (and cancellable) from its 202, while
-	// QUEUED. The rolling-upgrade switch: on only once every API and worker
-	// knows paid_at (see docs/deploy.md).
-	EarlyPay bool `env:"EARLY_PAY" envDefault:"true"`
-	// Instance names this API instance (its outbox consumer); empty means
-	// hostname-pid. Two live instances must not share a name.
-	Instance string `env:"INSTANCE"`
-	// MemoryLimitMB is the soft memory limit in MiB (0: none; GOMEMLIMIT
-	// wins). The default fits a sale of 100,000 buyers (~36 MB live heap);
-	// raise it for many more, or the collector runs all the time.
-	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"112"`
-	// MetricsAddr, when set, serves /metrics on its own listener instead of
-	// the public one (where it is rate limited: a scrape a second, bursts of 10).
-	MetricsAddr string `env:"METRICS_ADDR" check:"hostport,optional"`
-	// PprofAddr, when set, serves net/http/pprof on its own listener (for
-	// profiling under load; keep it on loopback). Empty: off.
-	PprofAddr string `env:"PPROF_ADDR"`
+	// Bounds the per-IP limiters (IPv6 keyed by /64; a full shard evicts
+	// one): memory stays bounded whatever the addresses.
+	IPLimiterMaxKeys int           `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000" check:"positive"`
+	TrustedProxies   []string      `env:"TRUSTED_PROXIES" envSeparator:","`
+	StreamsPerBuyer  int           `env:"STREAMS_PER_BUYER" envDefault:"4" check:"positive"`
+	StreamsMax       int           `env:"STREAMS_MAX" envDefault:"10000" check:"positive"`
+	EventsPoll       time.Duration `env:"EVENTS_POLL" envDefault:"5s" check:"positive"` // a pub/sub message may be lost
+	EventsMax        time.Duration `env:"EVENTS_MAX" envDefault:"1h" check:"positive"`
+	ItemRefresh      time.Duration `env:"ITEM_REFRESH" envDefault:"1s" check:"positive"`
+	Relay            Relay         `envPrefix:"RELAY_"`
+	WakeRate         float64       `env:"WAKE_RATE" envDefault:"25" check:"positive"`
+	// The rolling-upgrade switch: on only once every API and worker knows
+	// paid_at (docs/deploy.md).
+	EarlyPay bool   `env:"EARLY_PAY" envDefault:"true"`
+	Instance string `env:"INSTANCE"` // hostname-pid when unset (normalize); unique among live instances
+	// The default fits a sale of 100,000 buyers (~36 MB live heap); under
+	// many more the collector would run all the time.
+	MemoryLimitMB int    `env:"MEMORY_LIMIT_MB" envDefault:"112"`
+	MetricsAddr   string `env:"METRICS_ADDR" check:"hostport,optional"`
+	PprofAddr     string `env:"PPROF_ADDR"` // keep it on loopback
 }
 
-// Relay is the API's outbox relay (package relay): every field is required.
+// Relay is the API's outbox relay (package relay; docs/handoff.md): every
+// field is required.
 type Relay struct {
-	// Batch is how many outbox entries one read takes.
-	Batch int `env:"BATCH" envDefault:"1024" check:"positive"`
-	// ClaimAfter is how long an entry stays unacknowledged by another
-	// instance before this one takes it over (that one is presumed dead).
+	Batch      int           `env:"BATCH" envDefault:"1024" check:"positive"`
 	ClaimAfter time.Duration `env:"CLAIM_AFTER" envDefault:"10s" check:"positive"`
-	// Parallel sends per item in flight, each of up to SendBatch outbox
-	// entries (one RocketMQ batch message): together they bound the
-	// duplicates a crash of this instance can cause (512).
+	// Parallel sends of up to SendBatch entries each bound the duplicates a
+	// crash of this instance can cause (512).
 	Parallel  int `env:"PARALLEL" envDefault:"1" check:"positive"`
 	SendBatch int `env:"SEND_BATCH" envDefault:"512" check:"positive"`
-	// Linger is how long the relay waits after a short read, so that its
-	// next send carries a fuller batch: the broker's CPU goes per send, not
-	// per message (docs/performance.md). It adds at most this to 202 -> deducted.
-	Linger time.Duration `env:"LINGER" envDefault:"200ms"`
-	// FlushTimeout bounds the outbox flush at shutdown.
+	// The broker's CPU goes per send, not per message: after a short read
+	// the relay waits up to Linger for a fuller batch (docs/performance.md).
+	Linger       time.Duration `env:"LINGER" envDefault:"200ms"`
 	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s" check:"positive"`
-	// PoolSize is the relay's own Redis pool (per node on a cluster): one
-	// blocking reader per item on sale plus its acks.
-	PoolSize int `env:"POOL_SIZE" envDefault:"128" check:"positive"`
-	// RetireAfter is how long after its sale ended an item's reader keeps
-	// going before it stops with the outbox empty (each holds a connection).
+	// One blocking reader per item on sale plus its acks (per node on a
+	// cluster).
+	PoolSize    int           `env:"POOL_SIZE" envDefault:"128" check:"positive"`
 	RetireAfter time.Duration `env:"RETIRE_AFTER" envDefault:"1m" check:"positive"`
-	// Discover is how often the relay re-reads the item list.
-	Discover time.Duration `env:"DISCOVER" envDefault:"5s" check:"positive"`
+	Discover    time.Duration `env:"DISCOVER" envDefault:"5s" check:"positive"`
 }
 
+// APIRedisTimeout bounds the API's Redis dial, read and write: buyers'
+// requests must not hang on a stalled Redis.
+const APIRedisTimeout = 2 * time.Second
+
 // PurchaseHeadroom is what SECKILL_API_WRITE_TIMEOUT must hold besides the
-// confirm window: the reservation's own round trip (the API's Redis timeout,
-// 2 s) and the write of the answer (1 s).
-const PurchaseHeadroom = 3 * time.Second
+// confirm window: the reservation's own round trip and the answer's write.
+const PurchaseHeadroom = APIRedisTimeout + time.Second
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
 type Worker struct {
@@ -322,38 +272,24 @@ type Worker struct {
 	// With every workflow-task slot busy an eager start is refused: 512
 	// (with 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 s
 	// to 31.9 s. It and WorkflowPollers are at least the SDK's minimum, 2.
-	MaxConcurrentWorkflowTasks   int    `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512" check:"min=2"`
-	MaxConcurrentLocalActivities int    `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
-	MetricsAddr                  string `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
-	WorkflowPollers              int    `env:"WORKFLOW_POLLERS" envDefault:"8" check:"min=2"`
-	ActivityPollers              int    `env:"ACTIVITY_POLLERS" envDefault:"2" check:"positive"`
-	// DLQGroup consumes the order consumer group's dead-letter topic
-	// (%DLQ%<RocketMQ.ConsumerGroup>) and starts the saga of each order in it.
-	DLQGroup string `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
-	// StickyCacheSize bounds the sagas the worker keeps cached between tasks
-	// (the SDK's 10,000 when 0); the rest are replayed when they wake.
-	StickyCacheSize int `env:"STICKY_CACHE_SIZE" envDefault:"2000"`
-	// MemoryLimitMB is the worker's soft memory limit in MiB, as for the API.
-	MemoryLimitMB int `env:"MEMORY_LIMIT_MB" envDefault:"150"`
-	// EagerStart starts sagas with Temporal's eager workflow start when this
-	// process also runs the saga worker (workflows.Client.WithEagerStart).
-	EagerStart bool `env:"EAGER_START" envDefault:"true"`
-	// StartTimeout bounds one saga start; past it the message is redelivered.
-	StartTimeout time.Duration `env:"START_TIMEOUT" envDefault:"10s" check:"positive"`
+	MaxConcurrentWorkflowTasks   int           `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512" check:"min=2"`
+	MaxConcurrentLocalActivities int           `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
+	MetricsAddr                  string        `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
+	WorkflowPollers              int           `env:"WORKFLOW_POLLERS" envDefault:"8" check:"min=2"`
+	ActivityPollers              int           `env:"ACTIVITY_POLLERS" envDefault:"2" check:"positive"`
+	DLQGroup                     string        `env:"DLQ_GROUP" envDefault:"seckill-dlq-handler"`
+	StickyCacheSize              int           `env:"STICKY_CACHE_SIZE" envDefault:"2000"` // the SDK's 10,000 holds a whole sale's sagas
+	MemoryLimitMB                int           `env:"MEMORY_LIMIT_MB" envDefault:"150"`
+	EagerStart                   bool          `env:"EAGER_START" envDefault:"true"`
+	StartTimeout                 time.Duration `env:"START_TIMEOUT" envDefault:"10s" check:"positive"`
 }
 
 // Reconcile is the worker's periodic drift check (seckill reconcile).
 type Reconcile struct {
-	// Interval between runs (0: off). Each run checks the items whose sale
-	// is live or ended within Since.
-	Interval time.Duration `env:"INTERVAL" envDefault:"1m"`
+	Interval time.Duration `env:"INTERVAL" envDefault:"1m"` // 0: off
 	Since    time.Duration `env:"SINCE" envDefault:"2h"`
-	// Grace is how old a reservation or QUEUED order must be before its
-	// missing pieces count as drift.
-	Grace time.Duration `env:"GRACE" envDefault:"2m"`
-	// Repair makes the periodic run repair what has one safe answer (each
-	// repair re-checks its premise as it writes: safe during a sale); off,
-	// it reports, logs and exports seckill_reconcile_drift.
+	Grace    time.Duration `env:"GRACE" envDefault:"2m"`
+	// Safe during a sale: each repair re-checks its premise as it writes.
 	Repair bool `env:"REPAIR" envDefault:"true"`
 }
 
@@ -386,7 +322,10 @@ func LoadFrom(environ map[string]string) (Config, error) {
 // normalize tidies list values as written by people ("a, b" is a and b, an
 // empty entry is nothing) and gives the defaults a struct tag cannot.
 func (c *Config) normalize() {
-	c.API.TrustedProxies = trimList(c.API.TrustedProxies)
+	for i, p := range c.API.TrustedProxies {
+		c.API.TrustedProxies[i] = strings.TrimSpace(p)
+	}
+	c.API.TrustedProxies = slices.DeleteFunc(c.API.TrustedProxies, func(p string) bool { return p == "" })
 	if c.JWTSecret == "" {
 		c.JWTSecret = DevJWTSecret
 	}
@@ -394,16 +333,6 @@ func (c *Config) normalize() {
 		host, _ := os.Hostname()
 		c.API.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-}
-
-func trimList(in []string) []string {
-	var out []string
-	for _, v := range in {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // Validate checks the values every role relies on, naming the variable of

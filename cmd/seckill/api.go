@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/orderstatus"
@@ -56,9 +57,8 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	// Buyers' requests must not hang on a stalled Redis: 2 s bounds. Not
-	// pinged: the API starts (and answers what it can) while Redis is down.
-	rdb, err := d.redis(ctx, redisx.Options{Timeout: 2 * time.Second, Name: "seckill-api"}, false)
+	// Not pinged: the API starts (and answers what it can) while Redis is down.
+	rdb, err := d.redis(ctx, redisx.Options{Timeout: config.APIRedisTimeout, Name: "seckill-api"}, false)
 	if err != nil {
 		return err
 	}
