@@ -123,18 +123,13 @@ func (s *Server) addStock(c *gin.Context) error {
 func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	err := retry(ctx, func(ctx context.Context) error {
 		_, err := s.units.UndoAdd(ctx, id, addID)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			s.log.Error("stock add not committed and its Redis units not taken back; run seckill reconcile --repair",
-				"item_id", id, "add_id", addID, "err", err)
-			return
-		case <-time.After(backoff):
-		}
+		return err
+	})
+	if err != nil {
+		s.log.Error("stock add not committed and its Redis units not taken back; run seckill reconcile --repair",
+			"item_id", id, "add_id", addID, "err", err)
 	}
 }
 

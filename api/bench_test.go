@@ -15,7 +15,7 @@ import (
 // (a 202 while stock lasts, then the sold-out path). Run:
 // go test -run XXX -bench Purchase -benchtime 20000x ./api/
 func BenchmarkPurchase(b *testing.B) {
-	h := newHarness(b, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	h := newHarness(b, func(c *config.API, _ *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 1e6, 1e6
 	})
 	for _, units := range []int64{1_000_000, 1} {

@@ -310,7 +310,7 @@ func TestSoldOutFlagClearsByRefreshWithoutEvent(t *testing.T) {
 
 func TestRateLimits(t *testing.T) {
 	t.Run("buyer", func(t *testing.T) {
-		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.BuyerRPS, c.BuyerBurst = 0.5, 2 })
+		h := newHarness(t, func(c *config.API, _ *api.Deps) { c.BuyerRPS, c.BuyerBurst = 0.5, 2 })
 		item := h.activeItem(100)
 		path := fmt.Sprintf("/api/v1/seckill/%d", item)
 		expect(t, h.do("POST", path, h.buyer(1), nil), http.StatusAccepted, "")
@@ -324,7 +324,7 @@ func TestRateLimits(t *testing.T) {
 		expect(t, h.do("POST", path, h.buyer(2), nil), http.StatusAccepted, "")
 	})
 	t.Run("global", func(t *testing.T) {
-		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.GlobalRPS, c.GlobalBurst = 0.1, 1 })
+		h := newHarness(t, func(c *config.API, _ *api.Deps) { c.GlobalRPS, c.GlobalBurst = 0.1, 1 })
 		item := h.activeItem(100)
 		path := fmt.Sprintf("/api/v1/seckill/%d", item)
 		expect(t, h.do("POST", path, h.buyer(1), nil), http.StatusAccepted, "")
@@ -337,7 +337,7 @@ func TestRateLimits(t *testing.T) {
 	// Answers the instance gives from memory (sold out, not started, ended)
 	// cost nothing downstream and take no global token; the reservation does.
 	t.Run("global guards the reservation only", func(t *testing.T) {
-		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.GlobalRPS, c.GlobalBurst = 0.01, 1 })
+		h := newHarness(t, func(c *config.API, _ *api.Deps) { c.GlobalRPS, c.GlobalBurst = 0.01, 1 })
 		sold := h.activeItem(1)
 		later := h.newItem(5, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
 		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", sold), h.buyer(1), nil), http.StatusAccepted, "")
@@ -353,7 +353,7 @@ func TestRateLimits(t *testing.T) {
 		expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", other), h.buyer(30), nil), http.StatusTooManyRequests, "RATE_LIMITED")
 	})
 	t.Run("ip", func(t *testing.T) {
-		h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.IPRPS, c.IPBurst = 1, 3 })
+		h := newHarness(t, func(c *config.API, _ *api.Deps) { c.IPRPS, c.IPBurst = 1, 3 })
 		item := h.activeItem(100)
 		var last response
 		for i := 0; i < 5; i++ {
@@ -371,7 +371,7 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestRedisDownIs503AndReservesNothing(t *testing.T) {
-	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		// Nothing listens on port 1.
 		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 		t.Cleanup(func() { _ = down.Close() })
@@ -397,7 +397,7 @@ func TestRedisDownIs503AndReservesNothing(t *testing.T) {
 }
 
 func TestRouterErrorsUseTheErrorBody(t *testing.T) {
-	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.BodyLimitBytes = 1024 })
+	h := newHarness(t, func(c *config.API, _ *api.Deps) { c.BodyLimitBytes = 1024 })
 	h.srv.Engine().GET("/test/panic", func(*gin.Context) { panic("boom: secret detail") })
 	expect(t, h.do("GET", "/no/such/route", "", nil), http.StatusNotFound, "NOT_FOUND")
 	expect(t, h.do("DELETE", "/api/v1/items/1", "", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
@@ -446,7 +446,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 }
 
 func TestReadyzNamesWhatIsDown(t *testing.T) {
-	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Checks = map[string]api.Check{
 			"redis":    func(context.Context) error { return nil },
 			"rocketmq": api.TCPCheck("127.0.0.1:1"),
@@ -459,7 +459,7 @@ func TestReadyzNamesWhatIsDown(t *testing.T) {
 	if !strings.Contains(msg, "rocketmq") || !strings.Contains(msg, "temporal") || strings.Contains(msg, "redis") {
 		t.Fatalf("readyz message %q", msg)
 	}
-	h2 := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h2 := newHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Checks = map[string]api.Check{"redis": func(context.Context) error { return nil }}
 	})
 	expect(t, h2.do("GET", "/readyz", "", nil), http.StatusOK, "")
@@ -545,7 +545,7 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 		}
 		return sagas, nil
 	}
-	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
 		if err != nil {
 			t.Fatal(err)
@@ -679,7 +679,7 @@ func TestPayWithoutTemporal(t *testing.T) {
 }
 
 func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {
-	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	h := newHarness(t, func(c *config.API, _ *api.Deps) {
 		c.ReadTimeout, c.WriteTimeout = time.Second, time.Second
 		c.EventsPoll = 300 * time.Millisecond
 	})
@@ -710,7 +710,7 @@ func TestEventsStreamOutlivesServerTimeouts(t *testing.T) {
 
 // Every authenticated route is charged to the principal's limiter.
 func TestAuthenticatedRoutesAreCharged(t *testing.T) {
-	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.BuyerRPS, c.BuyerBurst = 0.01, 3 })
+	h := newHarness(t, func(c *config.API, _ *api.Deps) { c.BuyerRPS, c.BuyerBurst = 0.01, 3 })
 	item := h.activeItem(5)
 	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(61), nil)
 	expect(t, r, http.StatusAccepted, "")
@@ -728,7 +728,7 @@ func TestAuthenticatedRoutesAreCharged(t *testing.T) {
 
 // A buyer cannot open event streams without limit: past the cap, 429.
 func TestEventStreamsCapped(t *testing.T) {
-	h := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.StreamsPerBuyer = 1 })
+	h := newHarness(t, func(c *config.API, _ *api.Deps) { c.StreamsPerBuyer = 1 })
 	item := h.activeItem(5)
 	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(71), nil)
 	id := r.json(t)["order_id"].(string)
@@ -763,12 +763,12 @@ func TestEventStreamsCapped(t *testing.T) {
 // Behind a trusted load balancer the client address comes from
 // X-Forwarded-For; from anyone else the header is ignored.
 func TestTrustedProxies(t *testing.T) {
-	trusted := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	trusted := newHarness(t, func(c *config.API, _ *api.Deps) {
 		c.IPRPS, c.IPBurst, c.TrustedProxies = 0.01, 1, []string{"127.0.0.1/32", "::1/128"}
 	})
 	trusted.checkForwardedBuckets(t, trusted.activeItem(1))
 
-	untrusted := newHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.IPRPS, c.IPBurst = 0.01, 1 })
+	untrusted := newHarness(t, func(c *config.API, _ *api.Deps) { c.IPRPS, c.IPBurst = 0.01, 1 })
 	item := untrusted.activeItem(1)
 	expect(t, untrusted.getForwarded(item, "198.51.100.1"), http.StatusOK, "")
 	// A forged header buys no fresh bucket: the peer address counts.
@@ -779,7 +779,7 @@ func TestTrustedProxies(t *testing.T) {
 // without internal details (addresses, errors).
 func TestReadyzCachedAndDiscreet(t *testing.T) {
 	var calls atomic.Int64
-	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Checks = map[string]api.Check{
 			"redis":    func(context.Context) error { calls.Add(1); return nil },
 			"rocketmq": api.TCPCheck("127.0.0.1:1"),

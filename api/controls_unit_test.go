@@ -105,7 +105,7 @@ func TestUnitEndSaleReachesAnotherInstance(t *testing.T) {
 	other := api.New(unitConfig(), api.Deps{
 		Items: h.items, Orders: h.orders, Units: h.units, Views: h.views, Actions: h.actions,
 		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
-	}, api.Options{})
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { other.Run(ctx); close(done) }()
@@ -165,7 +165,7 @@ func TestUnitAddStock(t *testing.T) {
 }
 
 func TestUnitAdminLimiter(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 5, 10
 		def := testenv.Config(t).API
 		c.AdminRPS, c.AdminBurst = def.AdminRPS, def.AdminBurst
@@ -179,7 +179,7 @@ func TestUnitAdminLimiter(t *testing.T) {
 		expect(t, r, http.StatusCreated, "")
 	}
 	// The admin limiter still limits, with Retry-After.
-	tight := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.AdminRPS, c.AdminBurst = 0.01, 2 })
+	tight := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.AdminRPS, c.AdminBurst = 0.01, 2 })
 	for range 2 {
 		expect(t, tight.do("GET", "/api/v1/orders/01M8S1QSJHTDVBQCRVA24WV9Z0", tight.admin, nil), http.StatusNotFound, "")
 	}

@@ -593,7 +593,7 @@ type unitHarness struct {
 	actions *fakeActions
 }
 
-type unitOpt func(*config.API, *api.Deps, *api.Options)
+type unitOpt func(*config.API, *api.Deps)
 
 // unitConfig is config.API with limits that stay out of the way and no
 // environment read: nothing in it points at a service.
@@ -621,11 +621,10 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 		Items: items, Orders: orders, Units: units, Views: views, Actions: actions,
 		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
-	var o api.Options
 	for _, opt := range opts {
-		opt(&cfg, &deps, &o)
+		opt(&cfg, &deps)
 	}
-	srv := api.New(cfg, deps, o)
+	srv := api.New(cfg, deps)
 	run(t, srv)
 	select { // published views reach the event streams from here on
 	case <-views.watching:

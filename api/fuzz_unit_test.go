@@ -168,7 +168,7 @@ func serveUnit(t *testing.T, h *unitHarness, req *http.Request, failing bool) *h
 // newFuzzServer is a fake-backed server whose limits stay out of the way of
 // millions of requests.
 func newFuzzServer(f *testing.F) *unitHarness {
-	return newUnitServer(f, func(c *config.API, d *api.Deps, _ *api.Options) {
+	return newUnitServer(f, func(c *config.API, d *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 1e9, 1e9
 		c.IPRPS, c.IPBurst = 1e9, 1e9
 		d.Log = slog.New(slog.DiscardHandler) // the injected failures' warnings
@@ -332,7 +332,7 @@ func FuzzUnitOrders(f *testing.F) {
 
 // health, metrics and anything else: any method, any path.
 func FuzzUnitRouter(f *testing.F) {
-	h := newUnitServer(f, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newUnitServer(f, func(_ *config.API, d *api.Deps) {
 		d.Checks = map[string]api.Check{"redis": func(ctx context.Context) error { return ctx.Err() }}
 		d.Log = slog.New(slog.DiscardHandler)
 	})
@@ -355,12 +355,12 @@ func FuzzUnitRouter(f *testing.F) {
 // the pages' own routes: the server's clock, the development sign-in, the
 // control room's summary, the embedded files.
 func FuzzUnitPages(f *testing.F) {
-	h := newUnitServer(f, func(c *config.API, d *api.Deps, o *api.Options) {
+	h := newUnitServer(f, func(c *config.API, d *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 1e9, 1e9
 		c.IPRPS, c.IPBurst = 1e9, 1e9
 		d.Log = slog.New(slog.DiscardHandler)
-		d.DevTokens = api.DevIssuer{Secret: testSecret}
-		o.TemporalUI = "http://127.0.0.1:8233"
+		d.DevSecret = testSecret
+		d.Temporal.UIURL = "http://127.0.0.1:8233"
 	})
 	h.onSale(10)
 	f.Add(uint8(0), "", "", uint16(1), uint8(0), []byte(`{"user_id":1001}`), uint8(0))

@@ -44,7 +44,7 @@ type harness struct {
 	admin string
 }
 
-type harnessOpt func(*config.API, *api.Deps, *api.Options)
+type harnessOpt func(*config.API, *api.Deps)
 
 // testAPIConfig is config.API with limits that stay out of the way.
 func testAPIConfig(t testing.TB) config.API {
@@ -68,11 +68,10 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 		Items: db, Orders: db, Units: stk, Views: views, Tokens: auth.NewVerifier(testSecret),
 		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
-	var o api.Options
 	for _, opt := range opts {
-		opt(&cfg, &deps, &o)
+		opt(&cfg, &deps)
 	}
-	srv := api.New(cfg, deps, o)
+	srv := api.New(cfg, deps)
 	run(t, srv)
 	h := &harness{t: t, srv: srv, ts: listen(t, srv), db: db, stk: stk, views: views, ob: outbox.New(rdb, prefix), rdb: rdb, cfg: cfg}
 	h.admin = h.token(1, auth.RoleAdmin)

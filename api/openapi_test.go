@@ -55,7 +55,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Fatalf("%s: %v", openAPIFile, err)
 	}
 	// With the development sign-in: its route exists only then.
-	h := newUnitServer(t, func(_ *config.API, d *api.Deps, _ *api.Options) { d.DevTokens = api.DevIssuer{Secret: testSecret} })
+	h := newUnitServer(t, func(_ *config.API, d *api.Deps) { d.DevSecret = testSecret })
 	routes := map[string]bool{}
 	for _, r := range h.srv.Engine().Routes() {
 		routes[r.Method+" "+ginParam.ReplaceAllString(r.Path, "{$1}")] = true

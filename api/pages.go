@@ -90,18 +90,15 @@ func (s *Server) serverTime(c *gin.Context) error {
 		return err
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"now": s.now().UTC(), "dev": s.deps.DevTokens != nil})
+	c.JSON(http.StatusOK, gin.H{"now": s.now().UTC(), "dev": s.deps.DevSecret != nil})
 	return nil
 }
 
-// DevTokens issues the pages' development sign-in tokens (only `seckill api`
-// with SECKILL_DEV=1 passes one; without it the route does not exist).
-type DevTokens interface {
-	Issue(userID int64, role auth.Role) (token string, expiresAt time.Time, err error)
-}
-
-// maxDevUser bounds the development sign-in's user ids.
-const maxDevUser = 1_000_000_000
+// Development sign-in: user ids up to maxDevUser, tokens valid devTokenTTL.
+const (
+	maxDevUser  = 1_000_000_000
+	devTokenTTL = 12 * time.Hour
+)
 
 // POST /api/v1/dev/token (development only; per-IP limit): a token for
 // {"user_id": N, "role": "buyer"|"admin"} (role defaults to buyer).
@@ -125,24 +122,12 @@ func (s *Server) devToken(c *gin.Context) error {
 	case req.Role != auth.RoleBuyer && req.Role != auth.RoleAdmin:
 		return badRequest(`role: must be "buyer" or "admin"`)
 	}
-	tok, exp, err := s.deps.DevTokens.Issue(req.UserID, req.Role)
+	now := time.Now()
+	tok, err := auth.Sign(s.deps.DevSecret, req.UserID, req.Role, devTokenTTL, now)
 	if err != nil {
 		return err
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"token": tok, "user_id": req.UserID, "role": req.Role, "expires_at": exp.UTC()})
+	c.JSON(http.StatusOK, gin.H{"token": tok, "user_id": req.UserID, "role": req.Role, "expires_at": now.Add(devTokenTTL).UTC()})
 	return nil
-}
-
-// DevIssuer signs development tokens with the API's own secret.
-type DevIssuer struct{ Secret []byte }
-
-const devTokenTTL = 12 * time.Hour
-
-var _ DevTokens = DevIssuer{}
-
-func (d DevIssuer) Issue(userID int64, role auth.Role) (string, time.Time, error) {
-	now := time.Now()
-	tok, err := auth.Sign(d.Secret, userID, role, devTokenTTL, now)
-	return tok, now.Add(devTokenTTL), err
 }

@@ -46,10 +46,10 @@ func (f *fakeOrders) CountOrders(_ context.Context, ids []int64) (map[int64]map[
 }
 
 func withPages(dev bool) unitOpt {
-	return func(_ *config.API, d *api.Deps, o *api.Options) {
-		o.TemporalUI, o.TemporalNamespace = "http://ui.example:8233", "default"
+	return func(_ *config.API, d *api.Deps) {
+		d.Temporal.UIURL, d.Temporal.Namespace = "http://ui.example:8233", "default"
 		if dev {
-			d.DevTokens = api.DevIssuer{Secret: testSecret}
+			d.DevSecret = testSecret
 		}
 	}
 }

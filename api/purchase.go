@@ -212,27 +212,39 @@ const (
 func (s *Server) confirm(ctx context.Context, msg order.Message, by time.Time) outcome {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(s.cfg.ConfirmTimeout)))
 	defer cancel()
-	backoff := 50 * time.Millisecond
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		id, ok, err := s.units.BuyerOrder(rctx, msg.ItemID, msg.UserID)
-		rcancel()
-		switch {
-		case err == nil && ok && id == msg.OrderID:
-			return reserved
-		case err == nil:
-			return notReserved
+	found := notReserved
+	err := retry(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		id, ok, err := s.units.BuyerOrder(ctx, msg.ItemID, msg.UserID)
+		if ok && id == msg.OrderID {
+			found = reserved
+		}
+		return err
+	})
+	if err != nil {
+		s.log.Warn("reservation outcome unknown", "order_id", msg.OrderID, "item_id", msg.ItemID,
+			"user_id", msg.UserID, "err", err)
+		return unknown
+	}
+	return found
+}
+
+// retry calls try until it succeeds or ctx ends (then it returns try's last
+// error), backing off from 50 ms to 1 s between calls.
+func retry(ctx context.Context, try func(ctx context.Context) error) error {
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := try(ctx)
+		if err == nil {
+			return nil
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.log.Warn("reservation outcome unknown", "order_id", msg.OrderID, "item_id", msg.ItemID,
-				"user_id", msg.UserID, "err", err)
-			return unknown
+			return err
 		case <-t.C:
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 

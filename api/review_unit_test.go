@@ -27,7 +27,7 @@ func TestUnitTrustedProxiesFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) {
 		c.IPRPS, c.IPBurst, c.TrustedProxies = 0.01, 1, loaded.API.TrustedProxies
 	})
 	h.checkForwardedBuckets(t, h.onSale(1))
@@ -38,7 +38,7 @@ func TestUnitTrustedProxiesFromEnv(t *testing.T) {
 // long the reservation waited for its batch: a 503 the buyer reads, never a
 // connection the server drops because the answer came too late.
 func TestUnitPurchaseAnsweredWithinWriteTimeout(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) {
 		c.WriteTimeout, c.ConfirmTimeout = 2*time.Second, 10*time.Second
 	})
 	item := h.onSale(3)
@@ -138,7 +138,7 @@ func TestUnitMetricsLimitedOnThePublicListener(t *testing.T) {
 // With SECKILL_API_METRICS_ADDR, /metrics is served by its own server (for
 // that listener only) and the public listener does not know the route.
 func TestUnitMetricsOnTheirOwnListener(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.MetricsAddr = "127.0.0.1:0" })
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.MetricsAddr = "127.0.0.1:0" })
 	expectErr(t, h.do("GET", "/metrics", "", nil), http.StatusNotFound, "NOT_FOUND")
 	ms := h.srv.MetricsServer()
 	if ms == nil || ms.Addr != "127.0.0.1:0" {

@@ -97,8 +97,9 @@ type Check func(ctx context.Context) error
 
 // Deps are what the server is built from. Optional: Actions (pay and cancel
 // then answer 503), Stock (without it a lost stock key is warmed from
-// stock_total, right only before the first purchase), DevTokens (only in
-// development: POST /api/v1/dev/token), Relay and Checks.
+// stock_total, right only before the first purchase), DevSecret (only in
+// development: POST /api/v1/dev/token signs with it), Relay, Checks and
+// Temporal (the control room links to its Web UI's list of the sagas).
 type Deps struct {
 	Items     ItemStore
 	Orders    OrderReader
@@ -111,7 +112,8 @@ type Deps struct {
 	Relay     Watcher
 	Checks    map[string]Check
 	Log       *slog.Logger
-	DevTokens DevTokens
+	DevSecret []byte
+	Temporal  config.Temporal
 }
 
 // check panics naming a missing dependency or setting: a server without it
@@ -130,13 +132,6 @@ func check(cfg config.API, d Deps) {
 			panic("api.New: " + name + " is required")
 		}
 	}
-}
-
-// Options are what the control room links to: the Temporal Web UI's base
-// URL and the sagas' namespace (config.Temporal).
-type Options struct {
-	TemporalUI        string
-	TemporalNamespace string
 }
 
 // Server holds the handlers' dependencies and the per-instance state.
@@ -166,7 +161,7 @@ type Server struct {
 }
 
 // New builds the server and its routes (main sets gin's mode before).
-func New(cfg config.API, deps Deps, opts Options) *Server {
+func New(cfg config.API, deps Deps) *Server {
 	check(cfg, deps)
 	s := &Server{
 		cfg: cfg, deps: deps, log: deps.Log.With("component", "api"),
@@ -180,8 +175,8 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 		unsure: newUnsureBuyers(10*time.Minute, 100_000),
 		pages:  loadPages(web.Files()),
 	}
-	if opts.TemporalUI != "" {
-		s.temporalUI = opts.TemporalUI + "/namespaces/" + url.PathEscape(opts.TemporalNamespace) + "/workflows"
+	if t := deps.Temporal; t.UIURL != "" {
+		s.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
 	}
 	onNew := func(int64) {}
 	if deps.Relay != nil {
@@ -192,9 +187,6 @@ func New(cfg config.API, deps Deps, opts Options) *Server {
 	s.engine = s.routes()
 	return s
 }
-
-// Engine is the handler of every route (tests add routes to it).
-func (s *Server) Engine() *gin.Engine { return s.engine }
 
 func (s *Server) routes() *gin.Engine {
 	e := gin.New()
@@ -222,7 +214,7 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/assets/*file", s.asset)
 	v1 := e.Group("/api/v1")
 	v1.GET("/time", s.handle(s.serverTime))
-	if s.deps.DevTokens != nil {
+	if s.deps.DevSecret != nil {
 		v1.POST("/dev/token", s.handle(s.devToken))
 	}
 	v1.GET("/admin/summary", s.handle(s.adminSummary))

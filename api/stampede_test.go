@@ -52,7 +52,7 @@ func TestStampede(t *testing.T) {
 	var watch lateWatcher
 	var metrics *api.Metrics
 	sends := &countingPublisher{Producer: producer}
-	h := newHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Relay, metrics = &watch, d.Metrics
 	})
 	rc := testenv.Config(t).API.Relay

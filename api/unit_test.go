@@ -47,11 +47,11 @@ func TestUnitNewRequiresDeps(t *testing.T) {
 					t.Fatalf("New without %s: panic %v", name, r)
 				}
 			}()
-			api.New(unitConfig(), d, api.Options{})
+			api.New(unitConfig(), d)
 		}()
 	}
 	// Actions, Relay and Checks are optional.
-	if api.New(unitConfig(), full(), api.Options{}) == nil {
+	if api.New(unitConfig(), full()) == nil {
 		t.Fatal("New returned nil")
 	}
 }
@@ -280,7 +280,7 @@ func TestUnitPurchaseDependencyFailures(t *testing.T) {
 // profile's kill -9 of a Redis master answered 503 "nothing was reserved"
 // to buyers whose units had been taken and replicated).
 func TestUnitPurchaseOutcomeUnknownDuringFailover(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.ConfirmTimeout = time.Minute })
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.ConfirmTimeout = time.Minute })
 	item := h.onSale(3)
 	path := fmt.Sprintf("/api/v1/seckill/%d", item)
 
@@ -312,7 +312,7 @@ func TestUnitPurchaseOutcomeUnknownDuringFailover(t *testing.T) {
 // not known, and the buyer's retry on this instance reaches Redis although
 // the item looks sold out here, so it learns its order (409).
 func TestUnitPurchaseOutcomeUnknownRetryLearnsTheOrder(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.ConfirmTimeout = 200 * time.Millisecond })
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.ConfirmTimeout = 200 * time.Millisecond })
 	item := h.onSale(1)
 	path := fmt.Sprintf("/api/v1/seckill/%d", item)
 
@@ -390,7 +390,7 @@ func TestUnitPurchaseStampede(t *testing.T) {
 }
 
 func TestUnitRateLimits(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 0.5, 2
 		c.IPRPS, c.IPBurst = 1, 2
 	})
@@ -414,7 +414,7 @@ func TestUnitRateLimits(t *testing.T) {
 	retryAfter(t, r, 1, 2)
 	expectErr(t, h.do("POST", path, "bad", nil), http.StatusTooManyRequests, "RATE_LIMITED")
 
-	g := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.GlobalRPS, c.GlobalBurst = 0.1, 1 })
+	g := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.GlobalRPS, c.GlobalBurst = 0.1, 1 })
 	item = g.onSale(100)
 	path = fmt.Sprintf("/api/v1/seckill/%d", item)
 	expect(t, g.do("POST", path, g.buyer(1), nil), http.StatusAccepted, "")
@@ -453,7 +453,7 @@ func TestUnitGetOrder(t *testing.T) {
 }
 
 func TestUnitEvents(t *testing.T) {
-	h := newUnitHarness(t, func(c *config.API, _ *api.Deps, _ *api.Options) { c.StreamsPerBuyer = 1 })
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.StreamsPerBuyer = 1 })
 	item := h.onSale(5)
 	id := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(21), nil).json(t)["order_id"].(string)
 	path := "/api/v1/orders/" + id + "/events"
@@ -528,7 +528,7 @@ func TestUnitPayAndCancel(t *testing.T) {
 	h.actions.err = nil
 
 	// No payment desk wired: 503.
-	n := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) { d.Actions = nil })
+	n := newUnitHarness(t, func(_ *config.API, d *api.Deps) { d.Actions = nil })
 	o := n.pendingOrder(n.onSale(1), 38, time.Minute)
 	expectErr(t, n.do("POST", "/api/v1/orders/"+o.OrderID+"/pay", n.buyer(38), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 	expectErr(t, n.do("POST", "/api/v1/orders/"+o.OrderID+"/cancel", n.buyer(38), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
@@ -551,7 +551,7 @@ func TestUnitAdminCannotActForBuyerWithSameID(t *testing.T) {
 }
 
 func TestUnitHealth(t *testing.T) {
-	h := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	h := newUnitHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Checks = map[string]api.Check{
 			"redis":    func(context.Context) error { return nil },
 			"rocketmq": func(context.Context) error { return errors.New("dial tcp 10.1.2.3:9876: connection refused") },
@@ -575,7 +575,7 @@ func TestUnitHealth(t *testing.T) {
 		t.Fatalf("checks %v", checks)
 	}
 
-	ok := newUnitHarness(t, func(_ *config.API, d *api.Deps, _ *api.Options) {
+	ok := newUnitHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Checks = map[string]api.Check{"redis": func(context.Context) error { return nil }}
 	})
 	r = ok.do("GET", "/readyz", "", nil)

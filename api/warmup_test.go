@@ -86,4 +86,4 @@ func TestWarmupAfterLostStockDuringAStampede(t *testing.T) {
 }
 
 // warmupDeps gives the server the stock row's fence, as `seckill api` does.
-func warmupDeps(_ *config.API, d *api.Deps, _ *api.Options) { d.Stock = d.Items.(*store.Store) }
+func warmupDeps(_ *config.API, d *api.Deps) { d.Stock = d.Items.(*store.Store) }

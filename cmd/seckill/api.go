@@ -105,7 +105,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	deps := api.Deps{
 		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
-		Relay: rel, Log: log,
+		Relay: rel, Log: log, Temporal: cfg.Temporal,
 		Checks: map[string]api.Check{
 			"redis":    func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
 			"mysql":    db.Ping,
@@ -115,9 +115,9 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	}
 	if cfg.Dev {
 		// The pages' "sign in as buyer N": development machines only.
-		deps.DevTokens = api.DevIssuer{Secret: []byte(cfg.JWTSecret.Value())}
+		deps.DevSecret = []byte(cfg.JWTSecret.Value())
 	}
-	srv := api.New(cfg.API, deps, api.Options{TemporalUI: cfg.Temporal.UIURL, TemporalNamespace: cfg.Temporal.Namespace})
+	srv := api.New(cfg.API, deps)
 
 	for what, aside := range map[string]*http.Server{"pprof": pprofServer(cfg.API.PprofAddr), "api metrics": srv.MetricsServer()} {
 		if aside == nil {

@@ -356,7 +356,7 @@ func newAPI(cfg config.Config) *api.Server {
 	return api.New(cfg.API, api.Deps{
 		Items: stubItems{}, Orders: stubOrders{}, Units: stubUnits{}, Views: stubViews{}, Tokens: stubTokens{},
 		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler),
-	}, api.Options{})
+	})
 }
 
 // apiRoutes are the API's routes as "METHOD path", from the real handlers
@@ -369,7 +369,7 @@ func apiRoutes(t *testing.T) map[string]bool {
 	}
 	s := newAPI(cfg)
 	routes := map[string]bool{}
-	for _, r := range s.Engine().Routes() {
+	for _, r := range s.HTTPServer().Handler.(*gin.Engine).Routes() {
 		routes[r.Method+" "+r.Path] = true
 	}
 	return routes
