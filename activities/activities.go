@@ -25,7 +25,7 @@ import (
 type OrderStore interface {
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	CreateQueuedOrder(ctx context.Context, o store.Order) (store.Order, error)
-	DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration, maxAttempts int) (store.Order, bool, error)
+	DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (store.Order, bool, error)
 	SetOrderPaid(ctx context.Context, orderID string) (store.Order, error)
 }
 
@@ -112,7 +112,7 @@ type DeductInput struct {
 // version conflicts and outages are retried.
 func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.View, error) {
 	window := time.Duration(in.PaymentTimeoutSeconds) * time.Second
-	row, deducted, err := a.orders.DeductStock(ctx, in.OrderID, in.ItemID, window, store.DefaultDeductAttempts)
+	row, deducted, err := a.orders.DeductStock(ctx, in.OrderID, in.ItemID, window)
 	switch {
 	case errors.Is(err, store.ErrStockExhausted):
 		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonStockExhausted, err)

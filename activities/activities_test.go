@@ -74,7 +74,7 @@ func (f *fakeStore) CreateQueuedOrder(_ context.Context, o store.Order) (store.O
 	return o, nil
 }
 
-func (f *fakeStore) DeductStock(_ context.Context, orderID string, itemID int64, window time.Duration, _ int) (store.Order, bool, error) {
+func (f *fakeStore) DeductStock(_ context.Context, orderID string, itemID int64, window time.Duration) (store.Order, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {

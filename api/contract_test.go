@@ -570,7 +570,7 @@ func (h *harness) pendingOrder(t *testing.T, item, buyer int64, window time.Dura
 	if _, err := h.db.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: buyer, ItemID: item}); err != nil {
 		t.Fatal(err)
 	}
-	row, _, err := h.db.DeductStock(ctx, id, item, window, 0)
+	row, _, err := h.db.DeductStock(ctx, id, item, window)
 	if err != nil || row.Status != order.StatusPendingPayment || row.PayBy == nil {
 		t.Fatalf("deduct: %+v %v", row, err)
 	}

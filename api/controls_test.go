@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -130,7 +131,7 @@ func TestAddStockDuringStampede(t *testing.T) {
 				t.Errorf("persist %s: %v", id, err)
 				continue
 			}
-			if _, _, err := h.db.DeductStock(ctx, id, item, time.Hour, 0); err != nil {
+			if _, _, err := h.db.DeductStock(ctx, id, item, time.Hour); err != nil {
 				t.Errorf("deduct %s: %v", id, err)
 			}
 		}
@@ -151,7 +152,7 @@ func TestAddStockDuringStampede(t *testing.T) {
 					Scan(&deducted).Error; err != nil {
 					return err
 				}
-				_, _, err := h.stk.Recount(ctx, item, st.Stock, deducted, true)
+				_, _, err := h.stk.Recount(ctx, item, st.Stock, deducted, stock.Set)
 				return err
 			})
 			if err != nil && ctx.Err() == nil {
@@ -223,7 +224,7 @@ func TestListOrders(t *testing.T) {
 			if _, err := h.db.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: buyer, ItemID: item}); err != nil {
 				t.Fatal(err)
 			}
-			row, _, err := h.db.DeductStock(ctx, id, item, time.Hour, 0)
+			row, _, err := h.db.DeductStock(ctx, id, item, time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}

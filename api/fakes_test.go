@@ -302,15 +302,18 @@ func (f *fakeUnits) Load(_ context.Context, itemID, units int64) (bool, error) {
 	return true, nil
 }
 
-// Warm loads a missing stock key with stockRow (the fakes hold no
-// reservations apart from their counts).
-func (f *fakeUnits) Warm(ctx context.Context, itemID, stockRow int64, _ []string) (bool, int64, error) {
+// Recount warms: it loads a missing stock key with stockRow (the fakes hold
+// no reservations apart from their counts).
+func (f *fakeUnits) Recount(ctx context.Context, itemID, stockRow int64, _ []string, _ stock.CountMode) (int64, int64, error) {
 	ok, err := f.Load(ctx, itemID, stockRow)
 	if err != nil {
-		return false, 0, err
+		return 0, 0, err
 	}
 	n, err := f.Left(ctx, itemID)
-	return ok, n, err
+	if ok {
+		return -1, n, err
+	}
+	return n, n, err
 }
 
 func (f *fakeUnits) Left(_ context.Context, itemID int64) (int64, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -264,7 +265,7 @@ func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
 		return err
 	}
 	_, err := s.deps.Stock.FenceStock(ctx, ci.it.ID, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
-		_, _, err := s.units.Warm(ctx, ci.it.ID, row.Stock, deducted)
+		_, _, err := s.units.Recount(ctx, ci.it.ID, row.Stock, deducted, stock.Warm)
 		return err
 	})
 	return err

@@ -54,7 +54,7 @@ type OrderActions interface {
 // Units is the live stock in Redis (stock.Store).
 type Units interface {
 	Load(ctx context.Context, itemID, units int64) (bool, error)
-	Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error)
+	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
 	Reserve(ctx context.Context, r order.Message) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)

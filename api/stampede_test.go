@@ -57,7 +57,7 @@ func TestStampede(t *testing.T) {
 	})
 	rc := testenv.Config(t).API.Relay
 	rc.Discover = 200 * time.Millisecond
-	rel, err := relay.New(h.ob, sends, itemEnds{h.db}, rc, "stampede", metrics, testenv.Logger(t))
+	rel, err := relay.New(h.ob, sends, h.db, rc, "stampede", metrics, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,21 +251,6 @@ func (p *countingPublisher) PublishOrders(ctx context.Context, ms []queue.Encode
 }
 
 func (p *countingPublisher) total() int64 { return p.n.Load() }
-
-// itemEnds adapts the harness's item store to relay.ItemLister.
-type itemEnds struct{ items api.ItemStore }
-
-func (i itemEnds) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
-	its, err := i.items.ListItems(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ends := make(map[int64]time.Time, len(its))
-	for _, it := range its {
-		ends[it.ID] = it.EndAt
-	}
-	return ends, nil
-}
 
 // lateWatcher forwards to a relay set after the server was built.
 type lateWatcher struct {

@@ -50,7 +50,7 @@ func TestWarmupAfterLostStockDuringAStampede(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		if _, _, err := h.db.DeductStock(ctx, id, item, 10*time.Minute, 0); err != nil {
+		if _, _, err := h.db.DeductStock(ctx, id, item, 10*time.Minute); err != nil {
 			t.Error(err)
 		}
 	}

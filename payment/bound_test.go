@@ -29,7 +29,7 @@ func TestPayStalledPastTheGraceIsNotRefused(t *testing.T) {
 	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: 7, ItemID: it.ID}); err != nil {
 		t.Fatal(err)
 	}
-	row, _, err := st.DeductStock(ctx, id, it.ID, time.Second, 0)
+	row, _, err := st.DeductStock(ctx, id, it.ID, time.Second)
 	if err != nil || row.PayBy == nil {
 		t.Fatalf("deduct: %v (%+v)", err, row)
 	}

@@ -94,7 +94,7 @@ type Units interface {
 	Restore(ctx context.Context, m order.Message) (bool, error)
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
-	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error)
+	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
 }
 
 // Sagas starts and wakes order sagas (workflows.Client).
@@ -450,10 +450,14 @@ func stockRowOffDeductions(it *snapshot.Item, _ time.Duration) []Finding {
 // deducted yet, fenced (store.FenceStock), counted in one script.
 func (r *Reconciler) recount(ctx context.Context, it *snapshot.Item, repair bool) (*Finding, error) {
 	var oldLeft, want, row int64
+	mode := stock.Check
+	if repair {
+		mode = stock.Set
+	}
 	moved, err := r.d.MySQL.FenceStock(ctx, it.ID, it.MySQL.Stock, it.MySQL.Unrestored(), func(st store.Stock, deducted []string) error {
 		row = st.Stock
 		var err error
-		oldLeft, want, err = r.d.Units.Recount(ctx, it.ID, st.Stock, deducted, repair)
+		oldLeft, want, err = r.d.Units.Recount(ctx, it.ID, st.Stock, deducted, mode)
 		return err
 	})
 	if err != nil {

@@ -119,7 +119,7 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: live.OrderID, UserID: 5, ItemID: it.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.DeductStock(ctx, live.OrderID, it.ID, time.Hour, 0); err != nil {
+	if _, _, err := st.DeductStock(ctx, live.OrderID, it.ID, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rdb.HDel(ctx, stk.ItemKeys(it.ID).Orders, live.OrderID)

@@ -208,7 +208,7 @@ func (w redisSide) Retire(_ context.Context, _ int64, id string) (bool, error) {
 }
 
 // Recount is the recount script: stockRow minus the reservations not in deducted.
-func (w redisSide) Recount(_ context.Context, _ int64, stockRow int64, deducted []string, set bool) (int64, int64, error) {
+func (w redisSide) Recount(_ context.Context, _ int64, stockRow int64, deducted []string, mode stock.CountMode) (int64, int64, error) {
 	in := map[string]bool{}
 	for _, id := range deducted {
 		in[id] = true
@@ -221,7 +221,7 @@ func (w redisSide) Recount(_ context.Context, _ int64, stockRow int64, deducted 
 	}
 	want = max(want, 0)
 	old := w.left
-	if set {
+	if mode == stock.Set {
 		w.left = want
 	}
 	return old, want, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/store"
 )
 
 // Publisher sends encoded order messages in one request that the broker
@@ -23,24 +24,17 @@ type Publisher interface {
 	PublishOrders(ctx context.Context, ms []queue.Encoded) error
 }
 
-// ItemLister names the items whose outboxes the relay watches, with the end
-// of each one's sale (store.Store).
+// ItemLister lists the items whose outboxes the relay watches (store.Store).
 type ItemLister interface {
-	ListItemEnds(ctx context.Context) (map[int64]time.Time, error)
+	ListItems(ctx context.Context) ([]store.Item, error)
 }
 
-// Metrics receives the relay's counters (api.Metrics); nil is NopMetrics.
+// Metrics receives the relay's counters (api.Metrics).
 type Metrics interface {
 	Published(n int)
 	PublishFailed()
 	Backlog(itemID int64, entries int64)
 }
-
-type NopMetrics struct{}
-
-func (NopMetrics) Published(int)        {}
-func (NopMetrics) PublishFailed()       {}
-func (NopMetrics) Backlog(int64, int64) {}
 
 const group = "relay"
 
@@ -77,17 +71,11 @@ type Relay struct {
 }
 
 // New returns a relay for this instance's consumer name; call Run to start
-// it. Every setting of cfg but Linger is required.
+// it. Every argument and every setting of cfg but Linger is required.
 func New(st Outbox, pub Publisher, items ItemLister, cfg config.Relay, consumer string, m Metrics, log *slog.Logger) (*Relay, error) {
-	if consumer == "" || cfg.Batch <= 0 || cfg.ClaimAfter <= 0 || cfg.Discover <= 0 || cfg.FlushTimeout <= 0 ||
-		cfg.Parallel <= 0 || cfg.SendBatch <= 0 || cfg.RetireAfter <= 0 {
-		return nil, fmt.Errorf("relay %q: settings %+v: every one but Linger must be set (SECKILL_API_RELAY_*)", consumer, cfg)
-	}
-	if m == nil {
-		m = NopMetrics{}
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if consumer == "" || m == nil || log == nil || cfg.Batch <= 0 || cfg.ClaimAfter <= 0 || cfg.Discover <= 0 ||
+		cfg.FlushTimeout <= 0 || cfg.Parallel <= 0 || cfg.SendBatch <= 0 || cfg.RetireAfter <= 0 {
+		return nil, fmt.Errorf("relay %q: metrics, logger and settings %+v but Linger must be set (SECKILL_API_RELAY_*)", consumer, cfg)
 	}
 	return &Relay{st: st, pub: pub, items: items, cfg: cfg, consumer: consumer, m: m, log: log.With("component", "relay"),
 		block: time.Second, maxBackoff: 5 * time.Second,
@@ -120,7 +108,7 @@ func (r *Relay) Run(ctx context.Context) {
 		wg.Go(func() { r.runItem(ctx, id) })
 	}
 	discover := func() {
-		ends, err := r.items.ListItemEnds(ctx)
+		items, err := r.items.ListItems(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("list items", "err", err)
@@ -128,9 +116,13 @@ func (r *Relay) Run(ctx context.Context) {
 			return
 		}
 		r.mu.Lock()
-		r.ends = ends
+		clear(r.ends)
+		for _, it := range items {
+			r.ends[it.ID] = it.EndAt
+		}
 		r.mu.Unlock()
-		for id := range ends {
+		for _, it := range items {
+			id := it.ID
 			if !r.closed(id) {
 				start(id)
 				continue
@@ -177,7 +169,6 @@ func (r *Relay) isWatched(itemID int64) bool {
 
 func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	log := r.log.With("item_id", itemID)
-	w := &itemWorker{r: r, item: itemID, log: log}
 	backoff := &backoff{max: r.maxBackoff}
 	ensureGroup := func() {
 		for ctx.Err() == nil {
@@ -234,7 +225,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 		}
 		backoff.d = 0
 		if len(entries) > 0 {
-			w.deliver(ctx, entries)
+			r.deliver(ctx, itemID, entries)
 		} else if !pendingFirst && r.closed(itemID) {
 			if n, err := r.st.Len(ctx, itemID); err == nil && n == 0 {
 				log.Info("sale closed and outbox empty: reader retired")
@@ -250,7 +241,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 			sleep(ctx, r.cfg.Linger)
 		}
 	}
-	w.flush()
+	r.flush(itemID)
 }
 
 func (r *Relay) reportBacklog(ctx context.Context, itemID int64) {
@@ -259,28 +250,22 @@ func (r *Relay) reportBacklog(ctx context.Context, itemID int64) {
 	}
 }
 
-type itemWorker struct {
-	r    *Relay
-	item int64
-	log  *slog.Logger
-}
-
 // deliver publishes entries until each is sent and acknowledged, or ctx
 // ends (they then stay pending for the flush, a restart or another instance).
-func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
-	backoff := &backoff{max: w.r.maxBackoff}
+func (r *Relay) deliver(ctx context.Context, itemID int64, entries []outbox.Entry) {
+	backoff := &backoff{max: r.maxBackoff}
 	lastTouch := time.Now()
 	for len(entries) > 0 {
-		entries = w.sendAll(ctx, entries)
+		entries = r.sendAll(ctx, itemID, entries)
 		if len(entries) == 0 || ctx.Err() != nil {
 			return
 		}
-		w.r.reportBacklog(ctx, w.item)
+		r.reportBacklog(ctx, itemID)
 		backoff.wait(ctx)
 		// Keep entries we are still retrying from looking abandoned.
-		if time.Since(lastTouch) >= w.r.cfg.ClaimAfter/3 {
-			if err := w.r.st.Touch(ctx, w.item, group, w.r.consumer, entryIDs(entries)...); err != nil {
-				w.log.Warn("touch outbox entries", "err", err)
+		if time.Since(lastTouch) >= r.cfg.ClaimAfter/3 {
+			if err := r.st.Touch(ctx, itemID, group, r.consumer, entryIDs(entries)...); err != nil {
+				r.log.Warn("touch outbox entries", "item_id", itemID, "err", err)
 			}
 			lastTouch = time.Now()
 		}
@@ -292,14 +277,14 @@ func (w *itemWorker) deliver(ctx context.Context, entries []outbox.Entry) {
 // in Redis, right after it succeeded, so a failure elsewhere never causes a
 // resend of a delivered message. It returns the entries of the chunks that
 // failed. Few big chunks: the broker's cost is mostly per request.
-func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outbox.Entry {
+func (r *Relay) sendAll(ctx context.Context, itemID int64, entries []outbox.Entry) []outbox.Entry {
 	var valid []outbox.Entry
 	for _, e := range entries {
 		if e.OrderID == "" || len(e.Body) == 0 {
 			// Cannot happen for entries the reserve script wrote; keeping it
 			// would be retried forever.
-			w.log.Error("dropping malformed outbox entry", "entry", e.ID, "order_id", e.OrderID)
-			w.ack(ctx, e.ID)
+			r.log.Error("dropping malformed outbox entry", "item_id", itemID, "entry", e.ID, "order_id", e.OrderID)
+			r.ack(ctx, itemID, e.ID)
 			continue
 		}
 		valid = append(valid, e)
@@ -308,10 +293,10 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 		mu     sync.Mutex
 		failed []outbox.Entry
 		wg     sync.WaitGroup
-		sem    = make(chan struct{}, w.r.cfg.Parallel)
+		sem    = make(chan struct{}, r.cfg.Parallel)
 		sent   int
 	)
-	for c := range slices.Chunk(valid, w.r.cfg.SendBatch) {
+	for c := range slices.Chunk(valid, r.cfg.SendBatch) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -319,9 +304,9 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 			for i, e := range c {
 				msgs[i] = queue.Encoded{OrderID: e.OrderID, Body: e.Body}
 			}
-			err := w.r.pub.PublishOrders(ctx, msgs)
+			err := r.pub.PublishOrders(ctx, msgs)
 			if err == nil {
-				w.ackPublished(ctx, entryIDs(c), c[0].OrderID)
+				r.ackPublished(ctx, itemID, entryIDs(c), c[0].OrderID)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -330,15 +315,15 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 				return
 			}
 			failed = append(failed, c...)
-			w.r.m.PublishFailed()
+			r.m.PublishFailed()
 			if ctx.Err() == nil {
-				w.log.Warn("publish orders", "orders", len(c), "first_order_id", c[0].OrderID, "err", err)
+				r.log.Warn("publish orders", "item_id", itemID, "orders", len(c), "first_order_id", c[0].OrderID, "err", err)
 			}
 		})
 	}
 	wg.Wait()
 	if sent > 0 {
-		w.r.m.Published(sent)
+		r.m.Published(sent)
 	}
 	return failed
 }
@@ -346,25 +331,25 @@ func (w *itemWorker) sendAll(ctx context.Context, entries []outbox.Entry) []outb
 // ackPublished acknowledges entries whose messages the broker stored: from
 // here on they must never be sent again, so the ack is retried on its own (a
 // failed ack would mean duplicates after a claim).
-func (w *itemWorker) ackPublished(ctx context.Context, ids []string, firstOrderID string) {
+func (r *Relay) ackPublished(ctx context.Context, itemID int64, ids []string, firstOrderID string) {
 	for i := 0; ; i++ {
-		if w.ack(ctx, ids...) {
+		if r.ack(ctx, itemID, ids...) {
 			return
 		}
 		if i >= 20 {
-			w.log.Error("published but could not ack; duplicate messages may follow", "entries", len(ids), "first_order_id", firstOrderID)
+			r.log.Error("published but could not ack; duplicate messages may follow", "item_id", itemID, "entries", len(ids), "first_order_id", firstOrderID)
 			return
 		}
 		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
 	}
 }
 
-func (w *itemWorker) ack(ctx context.Context, ids ...string) bool {
+func (r *Relay) ack(ctx context.Context, itemID int64, ids ...string) bool {
 	// Not cancelled with the relay: a message that went out must be acked.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := w.r.st.Ack(ctx, w.item, group, ids...); err != nil {
-		w.log.Warn("ack outbox entries", "entries", len(ids), "first", ids[0], "err", err)
+	if err := r.st.Ack(ctx, itemID, group, ids...); err != nil {
+		r.log.Warn("ack outbox entries", "item_id", itemID, "entries", len(ids), "first", ids[0], "err", err)
 		return false
 	}
 	return true
@@ -372,26 +357,26 @@ func (w *itemWorker) ack(ctx context.Context, ids ...string) bool {
 
 // flush publishes, within FlushTimeout, what this consumer holds and what is
 // still unread, then returns. What it cannot send stays in the stream.
-func (w *itemWorker) flush() {
-	ctx, cancel := context.WithTimeout(context.Background(), w.r.cfg.FlushTimeout)
+func (r *Relay) flush(itemID int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
 	defer cancel()
 	total := 0
 	for _, pending := range []bool{true, false} {
 		for ctx.Err() == nil {
-			entries, err := w.r.st.Read(ctx, w.item, group, w.r.consumer, int64(w.r.cfg.Batch), 0, pending)
+			entries, err := r.st.Read(ctx, itemID, group, r.consumer, int64(r.cfg.Batch), 0, pending)
 			if err != nil || len(entries) == 0 {
 				break
 			}
-			failed := w.sendAll(ctx, entries)
+			failed := r.sendAll(ctx, itemID, entries)
 			total += len(entries) - len(failed)
 			if len(failed) > 0 {
-				w.log.Warn("flush stopped; entries stay in the outbox for the next relay", "unsent", len(failed))
+				r.log.Warn("flush stopped; entries stay in the outbox for the next relay", "item_id", itemID, "unsent", len(failed))
 				return
 			}
 		}
 	}
 	if total > 0 {
-		w.log.Info("flushed outbox", "published", total)
+		r.log.Info("flushed outbox", "item_id", itemID, "published", total)
 	}
 }
 

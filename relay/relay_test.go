@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 )
 
 // fakePub records successful sends and fails when told to.
@@ -70,20 +71,26 @@ func (p *fakePub) counts() (distinct, total int, dups []string) {
 
 type items []int64
 
-// ListItemEnds: every item's sale runs for another day.
-func (i items) ListItemEnds(context.Context) (map[int64]time.Time, error) {
-	ends := make(map[int64]time.Time, len(i))
-	for _, id := range i {
-		ends[id] = time.Now().Add(24 * time.Hour)
+// ListItems: every item's sale runs for another day.
+func (i items) ListItems(context.Context) ([]store.Item, error) {
+	return saleItems(i, 24*time.Hour), nil
+}
+
+func saleItems(ids []int64, endsIn time.Duration) []store.Item {
+	out := make([]store.Item, len(ids))
+	for n, id := range ids {
+		out[n] = store.Item{ID: id, EndAt: time.Now().Add(endsIn)}
 	}
-	return ends, nil
+	return out
 }
 
 type backlogMetrics struct {
-	relay.NopMetrics
 	peak    atomic.Int64
 	reports atomic.Int64 // one per round of an item loop, and per retry
 }
+
+func (m *backlogMetrics) Published(int)  {}
+func (m *backlogMetrics) PublishFailed() {}
 
 func (m *backlogMetrics) Backlog(_ int64, n int64) {
 	m.reports.Add(1)
@@ -159,10 +166,13 @@ func opts() config.Relay {
 }
 
 // newRelay returns a relay whose reads block 100 ms and whose backoff stops
-// at 200 ms.
+// at 200 ms (m nil: a backlogMetrics nobody reads).
 func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.ItemLister, o config.Relay, consumer string, m relay.Metrics) *relay.Relay {
 	t.Helper()
-	r, err := relay.New(ob, pub, items, o, consumer, m, nil)
+	if m == nil {
+		m = &backlogMetrics{}
+	}
+	r, err := relay.New(ob, pub, items, o, consumer, m, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +184,11 @@ func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.It
 func TestRelayRefusesAMissingOption(t *testing.T) {
 	o := opts()
 	o.Parallel = 0
-	if _, err := relay.New(nil, nil, nil, o, "a", nil, nil); err == nil {
+	if _, err := relay.New(nil, nil, nil, o, "a", &backlogMetrics{}, testenv.Logger(t)); err == nil {
 		t.Fatal("want an error for Parallel 0")
+	}
+	if _, err := relay.New(nil, nil, nil, opts(), "a", nil, testenv.Logger(t)); err == nil {
+		t.Fatal("want an error for no metrics")
 	}
 }
 
@@ -379,12 +392,8 @@ func TestRelayRecoversFromALostGroup(t *testing.T) {
 // endedItems: sales that ended an hour ago.
 type endedItems []int64
 
-func (i endedItems) ListItemEnds(context.Context) (map[int64]time.Time, error) {
-	ends := make(map[int64]time.Time, len(i))
-	for _, id := range i {
-		ends[id] = time.Now().Add(-time.Hour)
-	}
-	return ends, nil
+func (i endedItems) ListItems(context.Context) ([]store.Item, error) {
+	return saleItems(i, -time.Hour), nil
 }
 
 // Readers of closed items retire once their outbox is empty, and a closed

@@ -98,34 +98,25 @@ func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	return ok, nil
 }
 
-// Warm loads a missing stock key with the stock row (stockRow units, the
-// order ids in deducted holding a deduction) minus the live reservations not
-// deducted yet; the caller holds the row still (store.FenceStock) meanwhile.
-// It reports whether it loaded the key, and the units left.
-func (s *Store) Warm(ctx context.Context, itemID, stockRow int64, deducted []string) (loaded bool, left int64, err error) {
-	old, want, err := s.count(ctx, "warm", itemID, stockRow, deducted)
-	if err != nil || old >= 0 {
-		return false, old, err
-	}
-	return true, want, nil
-}
+// CountMode is what Recount does with the count.
+type CountMode string
 
-// Recount compares stock_left with what the stock row leaves (as Warm counts
-// it) and, with set, fixes it. It returns the old value (-1 when not loaded)
-// and the wanted one. Units that come back are announced, as by Release.
-func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, set bool) (old, want int64, err error) {
-	mode := "check"
-	if set {
-		mode = "set"
-	}
-	return s.count(ctx, mode, itemID, stockRow, deducted)
-}
+const (
+	Warm  CountMode = "warm"  // load a missing stock key; one that exists is live stock, left alone
+	Check CountMode = "check" // only count
+	Set   CountMode = "set"   // set stock_left to the count
+)
 
-// count runs count.lua in mode (warm, check or set).
-func (s *Store) count(ctx context.Context, mode string, itemID, stockRow int64, deducted []string) (old, want int64, err error) {
+// Recount counts what stock_left should be: the stock row (stockRow units,
+// the order ids in deducted holding a deduction) minus the live reservations
+// not deducted yet, in one script (count.lua); the caller holds the row still
+// (store.FenceStock) meanwhile. It returns the old value (-1 when not loaded;
+// with Warm, want is old when loaded) and the wanted one. Units that come
+// back are announced, as by Release.
+func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode CountMode) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
 	args := make([]any, 0, 4+len(deducted))
-	args = append(args, mode, stockRow, keyspace.StockEvents(s.prefix), itemID)
+	args = append(args, string(mode), stockRow, keyspace.StockEvents(s.prefix), itemID)
 	for _, id := range deducted {
 		args = append(args, id)
 	}

@@ -49,7 +49,7 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	if row, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "E1", UserID: 20, ItemID: it.ID, PayBy: m1.PayBy}); err != nil || !row.PaidQueued() {
 		t.Fatalf("PersistOrder after the door %+v %v", row, err)
 	}
-	row, deducted, err := st.DeductStock(ctx, "E1", it.ID, time.Minute, 0)
+	row, deducted, err := st.DeductStock(ctx, "E1", it.ID, time.Minute)
 	if err != nil || !deducted || row.Status != order.StatusPaid || row.View().Settling {
 		t.Fatalf("deduct of a paid QUEUED order %+v %v %v", row, deducted, err)
 	}
@@ -79,7 +79,7 @@ func TestEarlyPaymentNeverClaimsAUnit(t *testing.T) {
 	if rows, err := st.InsertEarly(ctx, []store.Early{{M: message("E3", 22, it.ID, payBy), ReceivedAt: now}}); err != nil || rows[0].Status != order.StatusCancelled {
 		t.Fatalf("early cancel %+v %v", rows, err)
 	}
-	if _, _, err := st.DeductStock(ctx, "E3", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) {
+	if _, _, err := st.DeductStock(ctx, "E3", it.ID, time.Minute); !errors.Is(err, store.ErrOrderClosed) {
 		t.Fatalf("deduct of a cancelled order: %v", err)
 	}
 
@@ -131,7 +131,7 @@ func TestEarlyPaymentRacingTheDeduction(t *testing.T) {
 			}
 		})
 		wg.Go(func() {
-			if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute, 0); err != nil {
+			if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute); err != nil {
 				t.Errorf("deduct %s: %v", id, err)
 			}
 		})

@@ -28,7 +28,7 @@ func TestReadItemStateIsOneMoment(t *testing.T) {
 		defer wg.Done()
 		defer close(done)
 		for i := range units {
-			if _, _, err := st.DeductStock(ctx, fmt.Sprintf("s-%02d", i), it.ID, time.Minute, 0); err != nil {
+			if _, _, err := st.DeductStock(ctx, fmt.Sprintf("s-%02d", i), it.ID, time.Minute); err != nil {
 				t.Error(err)
 				return
 			}
@@ -68,7 +68,7 @@ func TestFenceStockHoldsTheRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.DeductStock(ctx, "f-1", it.ID, time.Minute, 0); err != nil {
+	if _, _, err := st.DeductStock(ctx, "f-1", it.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	deducted := make(chan error, 1)
@@ -76,7 +76,7 @@ func TestFenceStockHoldsTheRow(t *testing.T) {
 		if row.Stock != 4 || len(ded) != 1 || ded[0] != "f-1" {
 			return fmt.Errorf("fenced view row %+v deductions %v, want 4 and [f-1]", row, ded)
 		}
-		go func() { _, _, err := st.DeductStock(ctx, "f-2", it.ID, time.Minute, 0); deducted <- err }()
+		go func() { _, _, err := st.DeductStock(ctx, "f-2", it.ID, time.Minute); deducted <- err }()
 		select {
 		case err := <-deducted:
 			return fmt.Errorf("a deduction committed inside the fence: %v", err)
@@ -100,7 +100,7 @@ func TestWithLiveOrder(t *testing.T) {
 	if ran, err := st.WithLiveOrder(ctx, "l-1", func(store.Order) error { return nil }); err != nil || ran {
 		t.Fatalf("QUEUED order: ran %v %v", ran, err)
 	}
-	if _, _, err := st.DeductStock(ctx, "l-1", it.ID, time.Minute, 0); err != nil {
+	if _, _, err := st.DeductStock(ctx, "l-1", it.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if ran, err := st.WithLiveOrder(ctx, "l-1", func(o store.Order) error { return nil }); err != nil || !ran {

@@ -55,27 +55,14 @@ func stockRow(db *gorm.DB, itemID int64) (Stock, error) {
 	return take[Stock](db, order.ErrItemNotFound, "stock row of item "+strconv.FormatInt(itemID, 10), "item_id = ?", itemID)
 }
 
-// ListItems returns every item, newest first (the API's cache loads them).
+// ListItems returns every item, newest first (the API's cache, the relay's
+// discovery).
 func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	var items []Item
 	if err := s.db.WithContext(ctx).Order("id DESC").Find(&items).Error; err != nil {
 		return nil, fmt.Errorf("list items: %w", err)
 	}
 	return items, nil
-}
-
-// ListItemEnds returns every item's id with the end of its sale (the relay's
-// discovery: readers of closed items retire).
-func (s *Store) ListItemEnds(ctx context.Context) (map[int64]time.Time, error) {
-	var rows []Item
-	if err := s.db.WithContext(ctx).Select("id", "end_at").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("list item ends: %w", err)
-	}
-	out := make(map[int64]time.Time, len(rows))
-	for _, r := range rows {
-		out[r.ID] = r.EndAt
-	}
-	return out, nil
 }
 
 // EndSale ends the item's sale now, by the database's clock: end_at becomes

@@ -28,8 +28,8 @@ var (
 	errAlreadyDeducted = errors.New("already deducted")
 )
 
-// DefaultDeductAttempts bounds the optimistic-lock loop of DeductStock.
-const DefaultDeductAttempts = 50
+// deductAttempts bounds the optimistic-lock loop of DeductStock.
+const deductAttempts = 50
 
 // DeductStock takes one unit from the item's stock row for the order and
 // makes the order PENDING_PAYMENT (or PAID, when the buyer paid while it was
@@ -38,13 +38,10 @@ const DefaultDeductAttempts = 50
 // the one read AND stock > 0), the order's stock_deduction marker (primary key
 // order_id) and the order's move are one transaction, so a retry finds the
 // marker and changes nothing, and PENDING_PAYMENT always means "holds a
-// stock-row unit". A version miss is retried up to maxAttempts times with a
-// short random pause, then ErrVersionConflict. deducted is false when the
+// stock-row unit". A version miss is retried up to deductAttempts times with
+// a short random pause, then ErrVersionConflict. deducted is false when the
 // order had already deducted; the row is the order as it is now.
-func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration, maxAttempts int) (_ Order, deducted bool, err error) {
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultDeductAttempts
-	}
+func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (_ Order, deducted bool, err error) {
 	// Every order of a sale decrements the same row. Concurrent optimistic
 	// writers from one process would mostly lose to each other (N writers:
 	// ~1/N succeed per round, the rest re-read and pause); taking turns in
@@ -124,7 +121,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			return row, false, fmt.Errorf("order %s is %s: %w", orderID, row.Status, ErrOrderClosed)
 		case !errors.Is(err, errVersionMiss):
 			return Order{}, false, err
-		case attempt >= maxAttempts:
+		case attempt >= deductAttempts:
 			return Order{}, false, fmt.Errorf("item %d after %d attempts: %w", itemID, attempt, ErrVersionConflict)
 		}
 		pause := time.Duration(1+rand.IntN(4*min(attempt, 10))) * time.Millisecond

@@ -73,7 +73,7 @@ func TestDeductStockRaceNeverOversells(t *testing.T) {
 			if i%2 == 1 {
 				pool = other
 			}
-			_, ok, err := pool.DeductStock(context.Background(), fmt.Sprintf("order-%02d", i), it.ID, time.Minute, store.DefaultDeductAttempts)
+			_, ok, err := pool.DeductStock(context.Background(), fmt.Sprintf("order-%02d", i), it.ID, time.Minute)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -105,17 +105,17 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 	ctx := context.Background()
 	queued(t, st, "o1", 1, it.ID)
 	queued(t, st, "o2", 2, it.ID)
-	row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0)
+	row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute)
 	if err != nil || !ok || row.Status != order.StatusPendingPayment || row.PayBy == nil {
 		t.Fatalf("first deduct %+v %v %v", row, ok, err)
 	}
 	payBy := *row.PayBy
 	// A retry after a lost reply, with the row now at zero, is still success
 	// and keeps the deadline.
-	if row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); err != nil || ok || !row.PayBy.Equal(payBy) {
+	if row, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute); err != nil || ok || !row.PayBy.Equal(payBy) {
 		t.Fatalf("retried deduct %+v %v %v, want already deducted", row, ok, err)
 	}
-	if _, _, err := st.DeductStock(ctx, "o2", it.ID, time.Minute, 0); !errors.Is(err, store.ErrStockExhausted) {
+	if _, _, err := st.DeductStock(ctx, "o2", it.ID, time.Minute); !errors.Is(err, store.ErrStockExhausted) {
 		t.Fatalf("other order: %v, want exhausted", err)
 	}
 	closing := store.Closing{Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled}
@@ -132,7 +132,7 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 		t.Fatalf("row %+v, want stock 1 version 2", s)
 	}
 	// Restored, a retried deduct of the same order must not take it again.
-	if _, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) && (err != nil || ok) {
+	if _, ok, err := st.DeductStock(ctx, "o1", it.ID, time.Minute); !errors.Is(err, store.ErrOrderClosed) && (err != nil || ok) {
 		t.Fatalf("deduct after restore: %v %v", ok, err)
 	}
 	if s := rowOf(st, it.ID); s.Stock != 1 {
@@ -191,7 +191,7 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 	ctx := context.Background()
 	for i, id := range []string{"P1", "P2", "P3"} {
 		queued(t, st, id, int64(10+i), it.ID)
-		if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute, 0); err != nil {
+		if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -241,7 +241,7 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 	if _, err := st.CloseOrder(ctx, store.Order{OrderID: "P4", UserID: 13, ItemID: it.ID}, store.Closing{Status: order.StatusFailed, Reason: "X"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.DeductStock(ctx, "P4", it.ID, time.Minute, 0); !errors.Is(err, store.ErrOrderClosed) {
+	if _, _, err := st.DeductStock(ctx, "P4", it.ID, time.Minute); !errors.Is(err, store.ErrOrderClosed) {
 		t.Fatalf("deduct of a closed order: %v", err)
 	}
 	if s := rowOf(st, it.ID); s.Stock != 1 {

@@ -105,7 +105,7 @@ func TestEarlyPaySwitch(t *testing.T) {
 	if _, err := db.CreateQueuedOrder(ctx, store.Order{OrderID: pending.OrderID, UserID: 5, ItemID: it.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.DeductStock(ctx, pending.OrderID, it.ID, time.Minute, 0); err != nil {
+	if _, _, err := db.DeductStock(ctx, pending.OrderID, it.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	a = act(off, "pay", 5, pending.OrderID)
