@@ -33,13 +33,9 @@ func NewGate() *Gate {
 	return g
 }
 
-// Hold makes handlers wait until Release.
-func (g *Gate) Hold() { g.set(true) }
-
-// Release lets the waiting handlers and every later one through.
-func (g *Gate) Release() { g.set(false) }
-
-func (g *Gate) set(held bool) {
+// Set(true) makes handlers wait; Set(false) lets the waiting ones and every
+// later one through.
+func (g *Gate) Set(held bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if held && !g.held {

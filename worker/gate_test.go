@@ -33,8 +33,8 @@ func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 		if err := h(ctx, &primitive.MessageExt{}); err != nil || handled.Load() != 1 {
 			t.Fatalf("open gate: err %v, handled %d, want nil, 1", err, handled.Load())
 		}
-		g.Hold()
-		g.Hold() // idempotent
+		g.Set(true)
+		g.Set(true) // idempotent
 		if !g.Held() {
 			t.Fatal("Held() = false after Hold")
 		}
@@ -52,8 +52,8 @@ func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 		if n := handled.Load(); n != 1 {
 			t.Fatalf("handled %d while held, want 1", n)
 		}
-		g.Release()
-		g.Release() // idempotent
+		g.Set(false)
+		g.Set(false) // idempotent
 		for range 3 {
 			if err := <-done; err != nil {
 				t.Fatalf("released handler: %v", err)
@@ -81,7 +81,7 @@ func TestGateCloseFailsHeldHandlers(t *testing.T) {
 		g := worker.NewGate()
 		var handled atomic.Int32
 		h := g.Handler(func(context.Context, *primitive.MessageExt) error { handled.Add(1); return nil })
-		g.Hold()
+		g.Set(true)
 		done := make(chan error, 1)
 		go func() { done <- h(context.Background(), &primitive.MessageExt{}) }()
 		synctest.Wait() // the handler waits at the gate: Close must wake a waiter, not only later callers

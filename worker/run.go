@@ -12,15 +12,10 @@ import (
 	"github.com/seckill/seckill/auth"
 )
 
-// Paths of the worker's ops listener (SECKILL_WORKER_METRICS_ADDR).
-const (
-	// ConsumerPath answers the order consumer's state, {"held": bool}.
-	ConsumerPath = "/admin/consumer"
-	// HoldPath (POST) holds the order consumer: no saga starts, nothing is
-	// acknowledged; ReleasePath (POST) lets it go on.
-	HoldPath    = ConsumerPath + "/hold"
-	ReleasePath = ConsumerPath + "/release"
-)
+// ConsumerPath is the order consumer's admin switch on the worker's ops
+// listener: GET answers its state, {"held": bool}; POST to /hold holds it (no
+// saga starts, nothing is acknowledged), POST to /release lets it go on.
+const ConsumerPath = "/admin/consumer"
 
 // OpsHandler serves the worker's /metrics and /healthz, and the admin switch
 // of the order consumer to a bearer token of role admin. A nil verifier (the
@@ -47,8 +42,8 @@ func OpsHandler(m *Metrics, gate *Gate, verifier *auth.Verifier, log *slog.Logge
 		}
 	}
 	mux.HandleFunc("GET "+ConsumerPath, admin(func() {}))
-	mux.HandleFunc("POST "+HoldPath, admin(func() { gate.Hold(); log.Info("order consumer", "held", true) }))
-	mux.HandleFunc("POST "+ReleasePath, admin(func() { gate.Release(); log.Info("order consumer", "held", false) }))
+	mux.HandleFunc("POST "+ConsumerPath+"/hold", admin(func() { gate.Set(true); log.Info("order consumer", "held", true) }))
+	mux.HandleFunc("POST "+ConsumerPath+"/release", admin(func() { gate.Set(false); log.Info("order consumer", "held", false) }))
 	return mux
 }
 
@@ -68,13 +63,13 @@ func opsError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 // SwitchConsumer asks the worker whose ops listener is at baseURL
-// (http://host:port) to hold (HoldPath) or release (ReleasePath) its order
-// consumer, or reports its state (ConsumerPath), with an admin token; it
-// returns whether the consumer is held afterwards.
-func SwitchConsumer(ctx context.Context, baseURL, adminToken, path string) (held bool, err error) {
-	method := http.MethodPost
-	if path == ConsumerPath {
-		method = http.MethodGet
+// (http://host:port) to "hold" or "release" its order consumer, or for its
+// "status", with an admin token; it returns whether the consumer is held
+// afterwards.
+func SwitchConsumer(ctx context.Context, baseURL, adminToken, action string) (held bool, err error) {
+	method, path := http.MethodPost, ConsumerPath+"/"+action
+	if action == "status" {
+		method, path = http.MethodGet, ConsumerPath
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(baseURL, "/")+path, nil)
 	if err != nil {

@@ -36,19 +36,19 @@ func TestOpsSwitchHoldsTheConsumerForAdminsOnly(t *testing.T) {
 	ctx := context.Background()
 
 	steps := []struct {
-		path string
-		held bool
-	}{{worker.HoldPath, true}, {worker.HoldPath, true}, {worker.ConsumerPath, true}, {worker.ReleasePath, false}, {worker.ConsumerPath, false}}
+		action string
+		held   bool
+	}{{"hold", true}, {"hold", true}, {"status", true}, {"release", false}, {"status", false}}
 	for _, s := range steps {
-		held, err := worker.SwitchConsumer(ctx, srv.URL, admin, s.path)
+		held, err := worker.SwitchConsumer(ctx, srv.URL, admin, s.action)
 		if err != nil || held != s.held || g.Held() != s.held {
-			t.Fatalf("%s: held %v (gate %v), err %v; want %v", s.path, held, g.Held(), err, s.held)
+			t.Fatalf("%s: held %v (gate %v), err %v; want %v", s.action, held, g.Held(), err, s.held)
 		}
 	}
-	if _, err := worker.SwitchConsumer(ctx, srv.URL, sign(auth.RoleBuyer), worker.HoldPath); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") || g.Held() {
+	if _, err := worker.SwitchConsumer(ctx, srv.URL, sign(auth.RoleBuyer), "hold"); err == nil || !strings.Contains(err.Error(), "UNAUTHORIZED") || g.Held() {
 		t.Fatalf("a buyer's hold: err %v, held %v; want UNAUTHORIZED and not held", err, g.Held())
 	}
-	resp, err := http.Post(srv.URL+worker.HoldPath, "", nil)
+	resp, err := http.Post(srv.URL+worker.ConsumerPath+"/hold", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestOpsSwitchHoldsTheConsumerForAdminsOnly(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || g.Held() {
 		t.Fatalf("a hold without a token: %s, held %v", resp.Status, g.Held())
 	}
-	if resp, err := http.Get(srv.URL + worker.HoldPath); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+	if resp, err := http.Get(srv.URL + worker.ConsumerPath + "/hold"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET of the hold: %v %v, want 405", resp, err)
 	} else {
 		_ = resp.Body.Close()
@@ -67,7 +67,7 @@ func TestOpsSwitchHoldsTheConsumerForAdminsOnly(t *testing.T) {
 		"no consumer": worker.OpsHandler(m, nil, auth.NewVerifier(secret), log),
 	} {
 		s := httptest.NewServer(h)
-		if _, err := worker.SwitchConsumer(ctx, s.URL, admin, worker.HoldPath); err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") {
+		if _, err := worker.SwitchConsumer(ctx, s.URL, admin, "hold"); err == nil || !strings.Contains(err.Error(), "UNAVAILABLE") {
 			t.Errorf("%s: err %v, want UNAVAILABLE", name, err)
 		}
 		s.Close()

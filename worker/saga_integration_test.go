@@ -199,7 +199,7 @@ func TestSagaDuplicateMessage(t *testing.T) {
 func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	t.Parallel()
 	gate := worker.NewGate()
-	gate.Hold()
+	gate.Set(true)
 	p := newPipeline(t, pipelineOptions{gate: gate})
 	it := p.item(20, 15*time.Minute)
 	var ms []order.Message
@@ -219,7 +219,7 @@ func TestHeldConsumerStartsNothingUntilReleased(t *testing.T) {
 	if n := p.countOrders(it.ID); n != 0 {
 		t.Fatalf("%d orders persisted while held, want 0", n)
 	}
-	gate.Release()
+	gate.Set(false)
 	for _, m := range ms {
 		p.waitStatus(m.OrderID, order.StatusPendingPayment, 60*time.Second)
 	}

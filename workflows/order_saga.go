@@ -76,7 +76,6 @@ const (
 // saga is the state of one order's workflow. Only the workflow's own
 // coroutines touch it, one at a time.
 type saga struct {
-	in   Input
 	ref  activities.OrderRef
 	view order.View
 }
@@ -90,7 +89,6 @@ type saga struct {
 // recorded in time always wins over the timer, whatever the saga's backlog.
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
 	s := &saga{
-		in:   in,
 		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, PayBy: in.PayBy},
 		view: order.View{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, Status: order.StatusQueued, CreatedAt: in.ReservedAt, UpdatedAt: in.ReservedAt},
 	}
@@ -233,7 +231,7 @@ func (s *saga) abort(ctx workflow.Context) (order.View, error) {
 func (s *saga) close(ctx workflow.Context, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var res compensation.CloseResult
-	in := compensation.CloseInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID, UserID: s.in.UserID,
+	in := compensation.CloseInput{OrderID: s.ref.OrderID, ItemID: s.ref.ItemID, UserID: s.ref.UserID,
 		Status: status, Reason: reason, Timeout: timeout}
 	if err := s.step(dctx, comp.CloseOrder, in, &res); err != nil {
 		// Only a bug gets here: CloseOrder has no business failure.
@@ -258,7 +256,7 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	if phantom && cause != nil {
 		unit = comp.RetireUnit
 	}
-	if err := s.step(dctx, unit, compensation.ReleaseInput{OrderID: s.in.OrderID, ItemID: s.in.ItemID}, nil); err != nil {
+	if err := s.step(dctx, unit, compensation.ReleaseInput{OrderID: s.ref.OrderID, ItemID: s.ref.ItemID}, nil); err != nil {
 		workflow.GetLogger(ctx).Error("unit step failed for good", "error", err)
 		cause = errors.Join(cause, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +79,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	d.onClose(quietly(producer.Close))
+	d.onStop(func() { _ = producer.Close() })
 	producer.OnDegraded(func(status string) {
 		metrics.PublishDegraded(status)
 		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
@@ -93,7 +94,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	tc := &temporalConn{}
 	bgCtx, stopBg := context.WithCancel(ctx)
 	go tc.dialLoop(bgCtx, a)
-	d.onClose(func() error { stopBg(); tc.close(); return nil })
+	d.onStop(func() { stopBg(); tc.close() })
 	desk, err := payment.New(db, views, tc.sagas(cfg.Temporal.TaskQueue), metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
 	if err != nil {
@@ -136,12 +137,11 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	wg.Go(func() { rel.Run(relayCtx) })
 	wg.Go(func() { srv.Run(bgCtx) })
 	wg.Go(func() { desk.Run(bgCtx) })
-	d.onClose(func() error {
+	d.onStop(func() {
 		stopBg()
 		stopRelay()
 		wg.Wait()
 		log.Info("api stopped")
-		return nil
 	})
 
 	serve, err := d.listen("api", srv.HTTPServer(), cfg.API.ShutdownTimeout)
@@ -155,6 +155,21 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	case err := <-failed:
 		return err
 	}
+}
+
+// pprofServer serves net/http/pprof on addr (its own mux, not the API's);
+// nil when addr is empty.
+func pprofServer(addr string) *http.Server {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }
 
 // temporalConn holds the Temporal client once dialled.

@@ -32,6 +32,10 @@ func newDeps(cfg config.Config, log *slog.Logger) *deps { return &deps{cfg: cfg,
 
 func (d *deps) onClose(stop func() error) { d.closers = append(d.closers, stop) }
 
+// onStop pushes a stop that reports no error (a connection failing to close
+// at exit leaves nothing to do).
+func (d *deps) onStop(stop func()) { d.onClose(func() error { stop(); return nil }) }
+
 func (d *deps) close() error {
 	var errs []error
 	for i := len(d.closers) - 1; i >= 0; i-- {
@@ -41,18 +45,12 @@ func (d *deps) close() error {
 	return errors.Join(errs...)
 }
 
-// quietly is a closer that drops close's error: a connection that fails to
-// close at exit leaves nothing to do.
-func quietly(close func() error) func() error {
-	return func() error { _ = close(); return nil }
-}
-
 func (d *deps) mysql(ctx context.Context) (*store.Store, error) {
 	st, err := store.Open(ctx, d.cfg.MySQL)
 	if err != nil {
 		return nil, err
 	}
-	d.onClose(quietly(st.Close))
+	d.onStop(func() { _ = st.Close() })
 	return st, nil
 }
 
@@ -70,7 +68,7 @@ func (d *deps) redis(ctx context.Context, o redisx.Options, ping bool) (redis.Un
 			return nil, fmt.Errorf("%s: %w", redisx.Describe(d.cfg.Redis), err)
 		}
 	}
-	d.onClose(quietly(rdb.Close))
+	d.onStop(func() { _ = rdb.Close() })
 	return rdb, nil
 }
 
@@ -79,7 +77,7 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.onClose(func() error { tc.Close(); return nil })
+	d.onStop(tc.Close)
 	return tc, nil
 }
 
@@ -92,14 +90,13 @@ func (d *deps) listen(what string, srv *http.Server, drain time.Duration) (serve
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on %s: %w", what, srv.Addr, err)
 	}
-	d.onClose(func() error {
+	d.onStop(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), drain)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			d.log.Warn(what+" shutdown", "err", err) // the API's open event streams hold it to the end
 		}
 		_ = ln.Close() // not served when a later start failed
-		return nil
 	})
 	return func() <-chan error {
 		failed := make(chan error, 1)

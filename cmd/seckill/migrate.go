@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"slices"
-
 	"github.com/spf13/cobra"
 
 	"github.com/seckill/seckill/migrations"
@@ -13,15 +10,12 @@ func newMigrateCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:       "migrate [up|down|version]",
 		Short:     "Apply (up, the default) or revert (down) the embedded MySQL migrations",
-		Args:      cobra.MaximumNArgs(1),
+		Args:      cobra.MatchAll(cobra.MaximumNArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: []string{"up", "down", "version"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "up"
 			if len(args) == 1 {
 				dir = args[0]
-			}
-			if !slices.Contains(cmd.ValidArgs, dir) {
-				return fmt.Errorf("unknown direction %q: want up, down or version", dir)
 			}
 			dsn, err := a.cfg.MySQL.DSN()
 			if err != nil {

@@ -33,10 +33,8 @@ func newReconcileCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Compare Redis, MySQL and Temporal for each item and repair what has one safe answer",
-		Long: "Finds drift: lost handoffs, sagas running for final orders, stock counts that disagree with the units held\n" +
-			"or the deductions, orders stuck QUEUED, reservations missing or left behind, rows MySQL lost behind closed sagas.\n" +
-			"--repair fixes what has one safe answer and reports the rest. Exits non-zero when drift remains.",
-		Args: cobra.NoArgs,
+		Long:  "Each kind of drift and what --repair does to it: docs/runbook.md. Exits non-zero while drift remains.",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			grace = orSetting(cmd, "grace", grace, a.cfg.Reconcile.Grace)

@@ -133,7 +133,7 @@ func (w *workerParts) startTemporal(context.Context) error {
 	if err := tw.Start(); err != nil {
 		return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
 	}
-	w.onClose(func() error { tw.Stop(); return nil })
+	w.onStop(tw.Stop)
 	w.log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
 	return nil
 }
@@ -152,7 +152,7 @@ func (w *workerParts) startConsumers(ctx context.Context) error {
 		return err
 	}
 	w.onClose(c.Close)
-	w.onClose(func() error { w.gate.Close(); return nil }) // first: held handlers give their messages back
+	w.onStop(w.gate.Close) // first: held handlers give their messages back
 	if c, err = worker.StartDeadLetterConsumer(ctx, cfg.RocketMQ, cfg.Worker.DLQGroup, w.log, handler(worker.DeadLetters)); err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (w *workerParts) startReconcile(ctx context.Context) error {
 		return nil
 	}
 	ctx, stop := context.WithCancel(ctx)
-	w.onClose(func() error { stop(); return nil })
+	w.onStop(stop)
 	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, rc.Grace, w.log), rc, w.metrics, w.log)
 	w.log.Info("reconcile running", "interval", rc.Interval, "repair", rc.Repair)
 	return nil

@@ -538,13 +538,13 @@ func holdWorker(opsURL string, secret []byte) func(bool) error {
 		if err != nil {
 			return err
 		}
-		path := worker.ReleasePath
+		action := "release"
 		if hold {
-			path = worker.HoldPath
+			action = "hold"
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err = worker.SwitchConsumer(ctx, opsURL, token, path)
+		_, err = worker.SwitchConsumer(ctx, opsURL, token, action)
 		return err
 	}
 }
