@@ -12,49 +12,61 @@ import (
 
 // retryAfter is how long until lim has a token again, at least a second.
 func retryAfter(lim *rate.Limiter, now time.Time) time.Duration {
-	need := 1 - lim.TokensAt(now)
-	if lim.Limit() <= 0 || need <= 0 {
+	return retryIn(lim.TokensAt(now), float64(lim.Limit()))
+}
+
+// retryIn is how long until a bucket holding tokens, refilled at perSecond,
+// has a whole token again: at least a second.
+func retryIn(tokens, perSecond float64) time.Duration {
+	need := 1 - tokens
+	if perSecond <= 0 || need <= 0 {
 		return time.Second
 	}
-	return max(time.Duration(math.Ceil(need/float64(lim.Limit())*float64(time.Second))), time.Second)
+	return max(time.Duration(math.Ceil(need/perSecond*float64(time.Second))), time.Second)
 }
 
 // keyedLimiters holds one token bucket per key (a buyer or a client IP), in
 // shards so buyers rarely contend on one mutex. Memory is bounded: sweep
-// evicts limiters idle for ttl, and a full shard evicts one entry.
+// evicts buckets idle for ttl, and a full shard evicts one entry.
 type keyedLimiters[K comparable] struct {
-	limit    rate.Limit
-	burst    int
-	ttl      time.Duration
-	perShard int
-	seed     maphash.Seed
-	shards   [64]limiterShard[K]
+	perSecond float64
+	burst     float64
+	ttl       time.Duration
+	perShard  int
+	seed      maphash.Seed
+	epoch     time.Time // buckets count time from here (monotonic)
+	shards    [64]limiterShard[K]
 }
 
 type limiterShard[K comparable] struct {
 	mu sync.Mutex
-	m  map[K]*limiterEntry
+	m  map[K]bucket
 }
 
-type limiterEntry struct {
-	lim  *rate.Limiter
-	last time.Time // guarded by the shard's mutex
+// bucket is one key's token bucket, rate.Limiter's arithmetic (AllowN) held
+// by value under the shard's mutex: a stampede's 100,000 buyers leave no
+// pointer for the collector to chase, and a new buyer costs no allocation.
+type bucket struct {
+	tokens float64
+	at     time.Duration // since epoch: when tokens was counted, and the key last seen
 }
 
 func newKeyedLimiters[K comparable](rps float64, burst int, ttl time.Duration, maxKeys int) *keyedLimiters[K] {
-	k := &keyedLimiters[K]{limit: rate.Limit(rps), burst: burst, ttl: ttl, seed: maphash.MakeSeed()}
+	k := &keyedLimiters[K]{perSecond: rps, burst: float64(burst), ttl: ttl, seed: maphash.MakeSeed(), epoch: time.Now()}
 	k.perShard = max(maxKeys/len(k.shards), 1)
 	for i := range k.shards {
-		k.shards[i].m = make(map[K]*limiterEntry)
+		k.shards[i].m = make(map[K]bucket)
 	}
 	return k
 }
 
 // allow takes a token for key, or says how long to wait for one.
 func (k *keyedLimiters[K]) allow(key K, now time.Time) (bool, time.Duration) {
+	at := now.Sub(k.epoch)
 	sh := &k.shards[maphash.Comparable(k.seed, key)%uint64(len(k.shards))]
 	sh.mu.Lock()
-	e, ok := sh.m[key]
+	defer sh.mu.Unlock()
+	b, ok := sh.m[key]
 	if !ok {
 		if len(sh.m) >= k.perShard {
 			for victim := range sh.m { // map order is random enough to pick a victim
@@ -62,15 +74,22 @@ func (k *keyedLimiters[K]) allow(key K, now time.Time) (bool, time.Duration) {
 				break
 			}
 		}
-		e = &limiterEntry{lim: rate.NewLimiter(k.limit, k.burst)}
-		sh.m[key] = e
+		b = bucket{tokens: k.burst, at: at}
 	}
-	e.last = now
-	sh.mu.Unlock()
-	if e.lim.AllowN(now, 1) {
+	// Refilled up to now, capped at the burst (refilling in steps gives what
+	// one step would); a now older than at (another goroutine's, taken
+	// before the lock) refills nothing.
+	b.tokens = min(b.tokens+max(at-b.at, 0).Seconds()*k.perSecond, k.burst)
+	b.at = max(at, b.at)
+	allowed := b.tokens >= 1
+	if allowed {
+		b.tokens--
+	}
+	sh.m[key] = b
+	if allowed {
 		return true, 0
 	}
-	return false, retryAfter(e.lim, now)
+	return false, retryIn(b.tokens, k.perSecond)
 }
 
 // sweep evicts limiters idle for longer than ttl.
@@ -78,8 +97,8 @@ func (k *keyedLimiters[K]) sweep(now time.Time) {
 	for i := range k.shards {
 		sh := &k.shards[i]
 		sh.mu.Lock()
-		for key, e := range sh.m {
-			if now.Sub(e.last) > k.ttl {
+		for key, b := range sh.m {
+			if now.Sub(k.epoch)-b.at > k.ttl {
 				delete(sh.m, key)
 			}
 		}

@@ -2,8 +2,11 @@ package api
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 func TestKeyedLimitersEvictIdleAndStayBounded(t *testing.T) {
@@ -35,6 +38,21 @@ func TestKeyedLimitersEvictIdleAndStayBounded(t *testing.T) {
 	}
 	if k.sweep(now.Add(2 * time.Minute)); left() != 0 {
 		t.Fatalf("%d idle limiters survived the sweep", left())
+	}
+}
+
+// A key's bucket answers as rate.Limiter's AllowN would, retry hints too.
+func TestKeyedLimitersMatchRateLimiter(t *testing.T) {
+	k := newKeyedLimiters[int64](5, 10, time.Hour, 64)
+	ref := rate.NewLimiter(5, 10)
+	now := k.epoch
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		now = now.Add(time.Duration(rnd.Int64N(int64(400 * time.Millisecond))))
+		ok, retry := k.allow(7, now)
+		if want := ref.AllowN(now, 1); ok != want || (!ok && retry != retryAfter(ref, now)) {
+			t.Fatalf("call %d: allow %v (retry %v), rate.Limiter %v (retry %v)", i, ok, retry, want, retryAfter(ref, now))
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// The fast path decides a first-sight token without golang-jwt's
+// The fast path decides a token without golang-jwt's
 // map-and-reflection decode, and only where the answer is certainly the one
 // golang-jwt (as configured in NewVerifier) would give:
 //
@@ -73,15 +73,15 @@ func (st *scratch) load(token string) []byte {
 }
 
 // verifyFast reports decided=false when golang-jwt must decide.
-func (v *Verifier) verifyFast(tok []byte, now time.Time, st *scratch) (Principal, time.Time, bool, error) {
+func (v *Verifier) verifyFast(tok []byte, now time.Time, st *scratch) (Principal, bool, error) {
 	// golang-jwt: exactly three segments.
 	h, rest, ok := bytes.Cut(tok, []byte("."))
 	if !ok {
-		return Principal{}, time.Time{}, true, errMalformed
+		return Principal{}, true, errMalformed
 	}
 	c, s, ok := bytes.Cut(rest, []byte("."))
 	if !ok || bytes.IndexByte(s, '.') >= 0 {
-		return Principal{}, time.Time{}, true, errMalformed
+		return Principal{}, true, errMalformed
 	}
 	sig := st.sig[:]
 	if n := base64.RawURLEncoding.DecodedLen(len(s)); n > len(sig) {
@@ -89,34 +89,33 @@ func (v *Verifier) verifyFast(tok []byte, now time.Time, st *scratch) (Principal
 	}
 	n, err := base64.RawURLEncoding.Decode(sig, s)
 	if err != nil {
-		return Principal{}, time.Time{}, true, errMalformed
+		return Principal{}, true, errMalformed
 	}
 	sig = sig[:n]
 	st.mac.Reset()
 	st.mac.Write(tok[:len(h)+1+len(c)]) // header.claims, as golang-jwt signs them
 	if !hmac.Equal(sig, st.mac.Sum(st.sum[:0])) {
-		return Principal{}, time.Time{}, true, errSignature
+		return Principal{}, true, errSignature
 	}
 
 	if string(h) != stdHeader || base64.RawURLEncoding.DecodedLen(len(c)) > len(st.claims) {
-		return Principal{}, time.Time{}, false, nil
+		return Principal{}, false, nil
 	}
 	n, err = base64.RawURLEncoding.Decode(st.claims[:], c)
 	if err != nil {
-		return Principal{}, time.Time{}, false, nil
+		return Principal{}, false, nil
 	}
 	p, exp, ok := parseSignedClaims(st.claims[:n])
 	if !ok {
-		return Principal{}, time.Time{}, false, nil
+		return Principal{}, false, nil
 	}
 	// golang-jwt's rules with no leeway: exp required and strictly after
 	// now (Sign writes no nbf, and iat is not checked). Its dates are
 	// truncated to jwt.TimePrecision.
-	expAt := time.Unix(exp, 0).Truncate(jwt.TimePrecision)
-	if !now.Before(expAt) {
-		return Principal{}, time.Time{}, true, errExpired
+	if !now.Before(time.Unix(exp, 0).Truncate(jwt.TimePrecision)) {
+		return Principal{}, true, errExpired
 	}
-	return p, expAt, true, nil
+	return p, true, nil
 }
 
 // parseSignedClaims reads claims in exactly Sign's shape,
