@@ -51,31 +51,19 @@ func eachSetting(v reflect.Value, prefix string, fn func(name string, f reflect.
 // prints some), so the misspelling check lets them pass. A test keeps this
 // list and the repository's scripts in step.
 var ToolingVariables = []string{
-	"SECKILL_CACHE_DIR",             // scripts: where installed tools live
-	"SECKILL_STACK_DIR",             // scripts/stack
-	"SECKILL_STACK_LOG_LINES",       // scripts/stack logs
-	"SECKILL_STACK_PROFILE",         // scripts/stack, make: default or cluster
-	"SECKILL_REDIS_PORT",            // scripts/stack: the default profile's ports
-	"SECKILL_ROCKETMQ_NAMESRV_PORT", //
-	"SECKILL_ROCKETMQ_BROKER_PORT",  //
-	"SECKILL_TEMPORAL_PORT",         //
-	"SECKILL_TEMPORAL_UI_PORT",      //
-	"SECKILL_PROMETHEUS_PORT",       //
-	"SECKILL_TEMPORAL_UI",           // printed by scripts/stack env
-	"SECKILL_TEMPORAL_CLI",          // printed by scripts/stack env; tests run it
-	"SECKILL_API_URL",               // scripts/run
-	"SECKILL_REQUIRE_PROMTOOL",      // scripts/test, scripts/lint
-	"SECKILL_FAILOVER",              // test/failover
-	"SECKILL_FAILOVER_OUTAGE_SECONDS",
-	"SECKILL_CLUSTER", // test/cluster
-	"SECKILL_SECURE",  // test/secure
-	"SECKILL_SAGA_BENCH",
-	"SECKILL_SAGA_BENCH_N",
-	"SECKILL_RECORD_HISTORIES",
-	"SECKILL_REQUIRE_BROWSER", // scripts/test: test/browser fails without chromium
-	"SECKILL_CHROMIUM",        // test/browser: the browser to drive
-	"SECKILL_BROWSER_OUT",     // test/browser: where the screenshots go
-	"SECKILL_BROWSER_DOCS",    // test/browser: copy the README's screenshots to docs/
+	// scripts: where installed tools live; scripts/stack's state, logs and profile (default or cluster)
+	"SECKILL_CACHE_DIR", "SECKILL_STACK_DIR", "SECKILL_STACK_LOG_LINES", "SECKILL_STACK_PROFILE",
+	// scripts/stack: the default profile's ports; `scripts/stack env` prints the UI and CLI (tests run it)
+	"SECKILL_REDIS_PORT", "SECKILL_ROCKETMQ_NAMESRV_PORT", "SECKILL_ROCKETMQ_BROKER_PORT",
+	"SECKILL_TEMPORAL_PORT", "SECKILL_TEMPORAL_UI_PORT", "SECKILL_PROMETHEUS_PORT",
+	"SECKILL_TEMPORAL_UI", "SECKILL_TEMPORAL_CLI",
+	// scripts/run; scripts/test and scripts/lint (test/browser fails without chromium)
+	"SECKILL_API_URL", "SECKILL_REQUIRE_PROMTOOL", "SECKILL_REQUIRE_BROWSER",
+	// test/failover, test/cluster, test/secure, the saga bench and the replay histories' recorder
+	"SECKILL_FAILOVER", "SECKILL_FAILOVER_OUTAGE_SECONDS", "SECKILL_CLUSTER", "SECKILL_SECURE",
+	"SECKILL_SAGA_BENCH", "SECKILL_SAGA_BENCH_N", "SECKILL_RECORD_HISTORIES",
+	// test/browser: the browser to drive, where the screenshots go, copy the README's to docs/
+	"SECKILL_CHROMIUM", "SECKILL_BROWSER_OUT", "SECKILL_BROWSER_DOCS",
 }
 
 // IsTooling reports whether name is a variable of the scripts and tests,

@@ -31,11 +31,9 @@ func NewClient(c client.Client, taskQueue string) *Client {
 	return &Client{c: c, taskQueue: taskQueue}
 }
 
-// WithEagerStart asks the server to hand each started saga's first workflow
-// task straight back to this process's worker (Temporal's eager workflow
-// start) when c's client also runs a worker on the task queue with a free
-// slot; otherwise the start is an ordinary one. It saves the matching round
-// trip and lets the first steps (local activities) run at once.
+// WithEagerStart asks for Temporal's eager workflow start: when c's client
+// also runs a worker on the task queue with a free slot, the saga's first
+// task comes straight back to it, saving the matching round trip.
 func (c *Client) WithEagerStart(on bool) *Client {
 	c.eager = on
 	return c

@@ -52,7 +52,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	log.Info("starting api", "config", cfg.String())
 	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 
-	d := newDeps(cfg, log)
+	d := &deps{cfg: cfg, log: log}
 	defer func() { err = errors.Join(err, d.close()) }()
 	db, err := d.mysql(ctx)
 	if err != nil {

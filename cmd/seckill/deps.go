@@ -28,8 +28,6 @@ type deps struct {
 	closers []func() error
 }
 
-func newDeps(cfg config.Config, log *slog.Logger) *deps { return &deps{cfg: cfg, log: log} }
-
 func (d *deps) onClose(stop func() error) { d.closers = append(d.closers, stop) }
 
 // onStop pushes a stop that reports no error (a connection failing to close

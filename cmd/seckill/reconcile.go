@@ -39,7 +39,7 @@ func newReconcileCmd(a *app) *cobra.Command {
 			ctx := cmd.Context()
 			grace = orSetting(cmd, "grace", grace, a.cfg.Reconcile.Grace)
 			since = orSetting(cmd, "since", since, a.cfg.Reconcile.Since)
-			d := newDeps(a.cfg, a.log)
+			d := &deps{cfg: a.cfg, log: a.log}
 			defer func() { _ = d.close() }()
 			st, err := d.mysql(ctx)
 			if err != nil {

@@ -31,8 +31,6 @@ func newWorkerCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the order consumer (RocketMQ -> OrderSaga, dead letters) and the Temporal saga worker",
-		Long: "Runs both roles by default. --consumer=false runs only the Temporal worker; --temporal=false only the\n" +
-			"consumers. Without the flags SECKILL_WORKER_CONSUMER and SECKILL_WORKER_TEMPORAL decide.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := a.cfg
 			cfg.Worker.Consumer = orSetting(cmd, "consumer", consumer, cfg.Worker.Consumer)
@@ -42,8 +40,8 @@ func newWorkerCmd(a *app) *cobra.Command {
 			return runWorker(cmd.Context(), cfg, a.log)
 		},
 	}
-	cmd.Flags().BoolVar(&consumer, "consumer", true, "run the RocketMQ order and dead-letter consumers")
-	cmd.Flags().BoolVar(&temporal, "temporal", true, "run the Temporal worker for OrderSaga")
+	cmd.Flags().BoolVar(&consumer, "consumer", true, "run the RocketMQ order and dead-letter consumers (overrides SECKILL_WORKER_CONSUMER)")
+	cmd.Flags().BoolVar(&temporal, "temporal", true, "run the Temporal worker for OrderSaga (overrides SECKILL_WORKER_TEMPORAL)")
 	return cmd
 }
 
@@ -58,7 +56,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
-	w := &workerParts{deps: newDeps(cfg, log), metrics: worker.NewMetrics(), gate: worker.NewGate()}
+	w := &workerParts{deps: &deps{cfg: cfg, log: log}, metrics: worker.NewMetrics(), gate: worker.NewGate()}
 	defer func() { err = errors.Join(err, w.close()) }()
 	if w.tc, err = w.temporal(ctx); err != nil {
 		return err
