@@ -12,16 +12,12 @@ import (
 // Names shared by the starter, the worker, the API and support tooling.
 const (
 	WorkflowType = "OrderSaga"
-	// SignalPay wakes the saga after the API recorded the buyer's payment at
-	// the door (seckill_order.status = PAID); the saga confirms it on the row
-	// (MarkPaid) and finishes. Support staff may send it to mark an order
-	// paid by hand.
-	SignalPay = "pay"
-	// SignalCancel wakes the saga to cancel the order and give its units back
-	// (after the API recorded the buyer's cancel; support staff may send it).
+	// SignalPay and SignalCancel wake the saga after the API recorded the
+	// buyer's pay or cancel on the order row at the door; support staff may
+	// send them by hand (docs/runbook.md). Neither carries a payload.
+	SignalPay    = "pay"
 	SignalCancel = "cancel"
-	// QueryStatus returns the order view as the saga sees it.
-	QueryStatus = "status"
+	QueryStatus  = "status" // the order view as the saga sees it
 )
 
 // WorkflowID is the ID of an order's saga: one saga per order.

@@ -175,13 +175,6 @@ func pprofServer(addr string) *http.Server {
 // temporalConn holds the Temporal client once dialled.
 type temporalConn struct{ atomic.Pointer[client.Client] }
 
-func (t *temporalConn) get() client.Client {
-	if p := t.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 func (t *temporalConn) dialLoop(ctx context.Context, a *app) {
 	for ctx.Err() == nil {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -201,17 +194,17 @@ func (t *temporalConn) dialLoop(ctx context.Context, a *app) {
 }
 
 func (t *temporalConn) check(ctx context.Context) error {
-	c := t.get()
+	c := t.Load()
 	if c == nil {
 		return errors.New("not connected")
 	}
-	_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+	_, err := (*c).CheckHealth(ctx, &client.CheckHealthRequest{})
 	return err
 }
 
 func (t *temporalConn) close() {
-	if c := t.get(); c != nil {
-		c.Close()
+	if c := t.Load(); c != nil {
+		(*c).Close()
 	}
 }
 
@@ -219,10 +212,10 @@ func (t *temporalConn) close() {
 // payment desk skips its wakes (sagas find the order row at their deadline).
 func (t *temporalConn) sagas(taskQueue string) func() (payment.Sagas, error) {
 	return func() (payment.Sagas, error) {
-		c := t.get()
+		c := t.Load()
 		if c == nil {
 			return nil, api.ErrUnavailable
 		}
-		return workflows.NewClient(c, taskQueue), nil
+		return workflows.NewClient(*c, taskQueue), nil
 	}
 }

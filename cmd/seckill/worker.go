@@ -121,8 +121,7 @@ func (w *workerParts) startTemporal(context.Context) error {
 		return nil
 	}
 	if cfg.Worker.StickyCacheSize > 0 {
-		// Process-wide; must precede the first worker. The SDK's default
-		// (10,000) keeps every parked saga of a full sale in memory.
+		// Process-wide; must precede the first worker.
 		sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
 	}
 	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)

@@ -20,8 +20,8 @@ import (
 type Options struct {
 	// PoolSize overrides config's pool size (per node on a cluster) when > 0.
 	PoolSize int
-	// Timeout bounds dial, read and write when > 0 (the API answers buyers
-	// and must not hang on a stalled Redis); 0 keeps go-redis's defaults.
+	// Timeout bounds dial, read and write when > 0 (config.APIRedisTimeout);
+	// 0 keeps go-redis's defaults.
 	Timeout time.Duration
 	// Name is sent with CLIENT SETNAME, so CLIENT LIST shows who is who.
 	Name string
