@@ -43,9 +43,8 @@ type limiterShard[K comparable] struct {
 	m  map[K]bucket
 }
 
-// bucket is one key's token bucket, rate.Limiter's arithmetic (AllowN) held
-// by value under the shard's mutex: a stampede's 100,000 buyers leave no
-// pointer for the collector to chase, and a new buyer costs no allocation.
+// bucket is one key's token bucket (rate.Limiter's AllowN), by value under
+// the shard's mutex: no allocation per buyer, no pointer for the collector.
 type bucket struct {
 	tokens float64
 	at     time.Duration // since epoch: when tokens was counted, and the key last seen
@@ -81,14 +80,12 @@ func (k *keyedLimiters[K]) allow(key K, now time.Time) (bool, time.Duration) {
 	// before the lock) refills nothing.
 	b.tokens = min(b.tokens+max(at-b.at, 0).Seconds()*k.perSecond, k.burst)
 	b.at = max(at, b.at)
-	allowed := b.tokens >= 1
-	if allowed {
+	if b.tokens >= 1 {
 		b.tokens--
-	}
-	sh.m[key] = b
-	if allowed {
+		sh.m[key] = b
 		return true, 0
 	}
+	sh.m[key] = b
 	return false, retryIn(b.tokens, k.perSecond)
 }
 
