@@ -26,16 +26,12 @@ const (
 	ItemEnded    = "ENDED"
 )
 
+// ItemView is an item as the API shows it: the row with its live stock
+// left and the sale's status then.
 type ItemView struct {
-	ID                    int64     `json:"id"`
-	Name                  string    `json:"name"`
-	PriceCents            int64     `json:"price_cents"`
-	StockTotal            int64     `json:"stock_total"`
-	StockLeft             int64     `json:"stock_left"`
-	StartAt               time.Time `json:"start_at"`
-	EndAt                 time.Time `json:"end_at"`
-	PaymentTimeoutSeconds int       `json:"payment_timeout_seconds"`
-	Status                string    `json:"status"`
+	store.Item
+	StockLeft int64  `json:"stock_left"`
+	Status    string `json:"status"`
 }
 
 func itemView(it store.Item, left int64, now time.Time) ItemView {
@@ -48,9 +44,8 @@ func itemView(it store.Item, left int64, now time.Time) ItemView {
 	case left <= 0:
 		status = ItemSoldOut
 	}
-	return ItemView{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents, StockTotal: it.StockTotal,
-		StockLeft: left, StartAt: it.StartAt.UTC(), EndAt: it.EndAt.UTC(),
-		PaymentTimeoutSeconds: it.PaymentTimeoutSeconds, Status: status}
+	it.StartAt, it.EndAt = it.StartAt.UTC(), it.EndAt.UTC()
+	return ItemView{Item: it, StockLeft: left, Status: status}
 }
 
 // Limits of item creation.

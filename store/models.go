@@ -6,16 +6,17 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Item is a row of `item`: what is on sale, how many, and when.
+// Item is a row of `item`: what is on sale, how many, and when. Its JSON is
+// the API's (api.ItemView).
 type Item struct {
-	ID                    int64     `gorm:"column:id;primaryKey"`
-	Name                  string    `gorm:"column:name"`
-	PriceCents            int64     `gorm:"column:price_cents"`
-	StockTotal            int64     `gorm:"column:stock_total"`
-	StartAt               time.Time `gorm:"column:start_at"`
-	EndAt                 time.Time `gorm:"column:end_at"`
-	PaymentTimeoutSeconds int       `gorm:"column:payment_timeout_seconds"`
-	CreatedAt             time.Time `gorm:"column:created_at"`
+	ID                    int64     `gorm:"column:id;primaryKey" json:"id"`
+	Name                  string    `gorm:"column:name" json:"name"`
+	PriceCents            int64     `gorm:"column:price_cents" json:"price_cents"`
+	StockTotal            int64     `gorm:"column:stock_total" json:"stock_total"`
+	StartAt               time.Time `gorm:"column:start_at" json:"start_at"`
+	EndAt                 time.Time `gorm:"column:end_at" json:"end_at"`
+	PaymentTimeoutSeconds int       `gorm:"column:payment_timeout_seconds" json:"payment_timeout_seconds"`
+	CreatedAt             time.Time `gorm:"column:created_at" json:"-"`
 }
 
 func (Item) TableName() string { return "item" }
