@@ -177,21 +177,6 @@ func (f *fakeOrders) ListUserOrders(_ context.Context, user int64, before string
 	return out, nil
 }
 
-func (f *fakeOrders) FindOrders(_ context.Context, ids []string) (map[string]store.Order, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	out := map[string]store.Order{}
-	for _, id := range ids {
-		if o, ok := f.rows[id]; ok {
-			out[id] = o
-		}
-	}
-	return out, nil
-}
-
 func (f *fakeOrders) put(o store.Order) {
 	f.mu.Lock()
 	f.rows[o.OrderID] = o

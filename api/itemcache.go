@@ -45,7 +45,7 @@ type itemCache struct {
 	items   ItemStore
 	st      Units
 	missTTL time.Duration
-	onNew   func(int64)
+	relay   Watcher // told of each item new to the cache, if set
 
 	mu     sync.RWMutex
 	byID   map[int64]*cachedItem
@@ -53,8 +53,8 @@ type itemCache struct {
 	sf     singleflight.Group
 }
 
-func newItemCache(items ItemStore, st Units, missTTL time.Duration, onNew func(int64)) *itemCache {
-	return &itemCache{items: items, st: st, missTTL: missTTL, onNew: onNew,
+func newItemCache(items ItemStore, st Units, missTTL time.Duration, relay Watcher) *itemCache {
+	return &itemCache{items: items, st: st, missTTL: missTTL, relay: relay,
 		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
 }
 
@@ -88,8 +88,8 @@ func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	c.byID[it.ID] = ci
 	delete(c.misses, it.ID)
 	c.mu.Unlock()
-	if !ok {
-		c.onNew(it.ID)
+	if !ok && c.relay != nil {
+		c.relay.Watch(it.ID)
 	}
 	return ci
 }

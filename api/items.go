@@ -270,10 +270,6 @@ func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
 // list, the control room).
 const endedShown = time.Hour
 
-type itemList struct {
-	Items []ItemView `json:"items"`
-}
-
 // parseStatuses reads ?status= (one status or a comma list, any case); nil
 // means every status.
 func parseStatuses(c *gin.Context) (map[string]bool, error) {
@@ -304,15 +300,15 @@ func (s *Server) listItems(c *gin.Context) error {
 	}
 	now := s.now()
 	shown := s.items.all(endedShown, now)
-	out := itemList{Items: make([]ItemView, 0, len(shown))}
+	views := make([]ItemView, 0, len(shown))
 	for i, left := range s.lefts(c.Request.Context(), shown...) {
 		if v := itemView(shown[i].it, left, now); want == nil || want[v.Status] {
-			out.Items = append(out.Items, v)
+			views = append(views, v)
 		}
 	}
-	slices.SortFunc(out.Items, func(a, b ItemView) int {
+	slices.SortFunc(views, func(a, b ItemView) int {
 		return cmp.Or(a.StartAt.Compare(b.StartAt), cmp.Compare(a.ID, b.ID))
 	})
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, gin.H{"items": views})
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -83,10 +82,8 @@ func (s *Server) getOrder(c *gin.Context) error {
 }
 
 // POST /api/v1/orders/:orderId/pay and /cancel (the order's buyer), judged
-// at the door: the time the request arrived counts against the order's
-// deadline, and the answer never waits on the saga. Admins and other buyers
-// get 404 ORDER_NOT_FOUND; an order the buyer holds that is not pending
-// payment (still QUEUED, or closed) is 409 ORDER_NOT_PAYABLE.
+// at the door (payment.Desk) at the time the request arrived; the answer
+// never waits on the saga.
 func (s *Server) pay(c *gin.Context) error    { return s.act(c, OrderActions.Pay) }
 func (s *Server) cancel(c *gin.Context) error { return s.act(c, OrderActions.Cancel) }
 
@@ -126,36 +123,26 @@ func (s *Server) act(c *gin.Context, do func(OrderActions, context.Context, stri
 	return nil
 }
 
-// Limits of GET /api/v1/orders.
-const (
-	defaultOrderPage = 20
-	maxOrderPage     = 100
-	// markWindow is how long after a sale's end its buyer marks are read for
-	// an order list: an order lives only in Redis until its saga persists
-	// it, at worst as long as the queue keeps retrying (days, with Temporal
-	// down), as long as its QUEUED view lives (orderstatus.TTL).
-	markWindow = 7 * 24 * time.Hour
-)
+// markWindow is how long after a sale's end its buyer marks are read for an
+// order list: an order lives only in Redis until its saga persists it, at
+// worst as long as the queue keeps retrying (days, with Temporal down), as
+// long as its QUEUED view lives (orderstatus.TTL).
+const markWindow = 7 * 24 * time.Hour
 
-type orderList struct {
-	Orders     []order.View `json:"orders"`
-	NextCursor *string      `json:"next_cursor"`
-}
-
-// GET /api/v1/orders (buyer), ?limit= (1-100, default 20), ?cursor=
-//
-// The caller's orders, newest first (order ids are ULIDs): the rows of one
-// keyset query, and the orders not persisted yet, named by the buyer's marks
-// (one pipelined HGET per item whose sale ended less than markWindow ago)
-// with their views from Redis.
+// GET /api/v1/orders (buyer), ?limit=, ?cursor=: the caller's orders, newest
+// first (order ids are ULIDs): the rows of one keyset query, and the orders
+// not persisted yet, named by the buyer's marks (one pipelined HGET per item
+// whose sale ended less than markWindow ago) with their views from Redis. The
+// rows hold every persisted order between the cursor and the oldest row, so a
+// mark in that range without its row is an order not persisted yet.
 func (s *Server) listOrders(c *gin.Context) error {
 	p, err := s.authenticate(c, auth.RoleBuyer)
 	if err != nil {
 		return err
 	}
-	limit := defaultOrderPage
+	limit := 20
 	if raw, ok := c.GetQuery("limit"); ok {
-		if limit, err = strconv.Atoi(raw); err != nil || limit < 1 || limit > maxOrderPage {
+		if limit, err = strconv.Atoi(raw); err != nil || limit < 1 || limit > 100 {
 			return badRequest("limit: must be an integer between 1 and 100")
 		}
 	}
@@ -179,38 +166,28 @@ func (s *Server) listOrders(c *gin.Context) error {
 		views = append(views, o.View())
 		listed[o.OrderID] = true
 	}
-	unlisted := make(map[string]int64) // order id -> item
-	for item, id := range marks {
-		if !listed[id] && (cursor == "" || id < cursor) {
-			unlisted[id] = item
-		}
+	var oldest string // on a full page, a mark older than its oldest row belongs to a later page
+	if len(rows) > limit {
+		oldest = rows[limit].OrderID
 	}
-	if len(unlisted) > 0 {
-		// A row on another page, or not persisted yet.
-		persisted, err := s.deps.Orders.FindOrders(ctx, slices.Collect(maps.Keys(unlisted)))
-		if err != nil {
-			return err
+	for item, id := range marks {
+		if listed[id] || cursor != "" && id >= cursor || id < oldest {
+			continue
 		}
-		for id, item := range unlisted {
-			if _, ok := persisted[id]; ok {
-				continue
-			}
-			v, ok, err := s.views.Status(ctx, id)
-			if err != nil || !ok || v.UserID != p.UserID {
-				// Its view is gone or unreadable: what the mark says.
-				at := order.IDTime(id, time.Time{}).UTC()
-				v = order.Message{OrderID: id, ItemID: item, UserID: p.UserID, ReservedAt: at}.QueuedView()
-			}
-			views = append(views, v)
+		v, ok, err := s.views.Status(ctx, id)
+		if err != nil || !ok || v.UserID != p.UserID {
+			// Its view is gone or unreadable: what the mark says.
+			at := order.IDTime(id, time.Time{}).UTC()
+			v = order.Message{OrderID: id, ItemID: item, UserID: p.UserID, ReservedAt: at}.QueuedView()
 		}
+		views = append(views, v)
 	}
 	slices.SortFunc(views, func(a, b order.View) int { return strings.Compare(b.OrderID, a.OrderID) })
-	out := orderList{Orders: views}
+	var next *string
 	if len(views) > limit {
-		next := views[limit-1].OrderID
-		out.Orders, out.NextCursor = views[:limit], &next
+		views, next = views[:limit], &views[limit-1].OrderID
 	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, gin.H{"orders": views, "next_cursor": next})
 	return nil
 }
 

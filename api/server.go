@@ -1,8 +1,6 @@
-// Package api is the buyer-facing HTTP front door (gin): item admin, the
-// purchase endpoint that takes the stampede, order status and its event
-// stream, pay and cancel, health and metrics. Rejections are ordered from
-// cheapest to dearest (route and id, auth, rate limits, item cache, sale
-// window, sold-out flag) so that only real chances reach the Redis script.
+// Package api is the buyer-facing HTTP front door (gin): items and their sale
+// controls, the purchase endpoint that takes the stampede, orders (status,
+// event stream, pay and cancel), the control room, health and metrics.
 package api
 
 import (
@@ -40,7 +38,6 @@ type ItemStore interface {
 type OrderReader interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
-	FindOrders(ctx context.Context, ids []string) (map[string]store.Order, error)
 	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
 }
 
@@ -156,7 +153,7 @@ type Server struct {
 	pages   map[string]page
 	sums    reused[summaryBody]
 	payable payableTracker
-	// temporalUI is the workflow list of the namespace, or "".
+	// temporalUI is the sagas' workflow list in the Temporal Web UI, or "".
 	temporalUI string
 }
 
@@ -178,11 +175,7 @@ func New(cfg config.API, deps Deps) *Server {
 	if t := deps.Temporal; t.UIURL != "" {
 		s.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
 	}
-	onNew := func(int64) {}
-	if deps.Relay != nil {
-		onNew = deps.Relay.Watch
-	}
-	s.items = newItemCache(deps.Items, deps.Units, cfg.ItemRefresh, onNew)
+	s.items = newItemCache(deps.Items, deps.Units, cfg.ItemRefresh, deps.Relay)
 	deps.Metrics.reg.MustRegister(s.items)
 	s.engine = s.routes()
 	return s

@@ -20,22 +20,6 @@ func orderRow(db *gorm.DB, orderID string) (Order, error) {
 	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
 }
 
-// FindOrders reads the orders among ids that have a row, by order id.
-func (s *Store) FindOrders(ctx context.Context, ids []string) (map[string]Order, error) {
-	out := make(map[string]Order, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var rows []Order
-	if err := s.db.WithContext(ctx).Where("order_id IN ?", ids).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("find %d orders: %w", len(ids), err)
-	}
-	for _, o := range rows {
-		out[o.OrderID] = o
-	}
-	return out, nil
-}
-
 // ListUserOrders returns a buyer's orders, newest first (order ids are ULIDs:
 // ordered by creation time), those with an order id below before when it is
 // not empty, at most limit.
