@@ -11,28 +11,18 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
 
-// Sale controls (admin): end a sale now, add units to a running one. Both
-// change the sale data in MySQL first, then announce it (the item's revision
-// in Redis moves and its id goes out on the item events channel): every
-// instance reloads the item at once, or at its next refresh if it missed the
-// message.
-
-// maxAdd bounds one stock add.
-const maxAdd = 1_000_000
-
-// POST /api/v1/items/:id/end (admin)
-//
-// The sale ends now (end_at becomes the database's NOW(3)); orders already
-// accepted go on. A repeated end is 409 SALE_ENDED, unless it carries the
-// Idempotency-Key of the request that ended the sale (a client retrying a
-// lost answer), which gets the 200 again. Either way the end is announced
-// again, so a repeat also repairs a lost announcement.
+// POST /api/v1/items/:id/end (admin): the sale ends now (end_at becomes the
+// database's NOW(3)); orders already accepted go on. A repeated end is 409
+// SALE_ENDED, unless it carries the Idempotency-Key of the request that ended
+// the sale (a client retrying a lost answer): 200 again. Either way the end is
+// announced again, so a repeat also repairs a lost announcement.
 func (s *Server) endSale(c *gin.Context) error {
-	id, err := s.adminItemID(c)
+	id, err := s.itemID(c, auth.RoleAdmin)
 	if err != nil {
 		return err
 	}
@@ -50,8 +40,8 @@ func (s *Server) endSale(c *gin.Context) error {
 	if err != nil && !errors.Is(err, store.ErrSaleEnded) {
 		return err
 	}
-	ci := s.items.replace(it, -1)
-	if aerr := s.announce(ctx, id, false, key); aerr != nil && err == nil {
+	ci, aerr := s.changed(ctx, it, false, key)
+	if aerr != nil && err == nil {
 		// Other instances may go on selling until their periodic item
 		// sync: say so; a retry re-announces.
 		err = ErrUnavailable.with(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
@@ -63,28 +53,31 @@ func (s *Server) endSale(c *gin.Context) error {
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// announce tells every instance that an item's sale data changed.
-func (s *Server) announce(ctx context.Context, id int64, unitsBack bool, endKey string) error {
+// changed caches an item whose sale data changed and tells every instance
+// (its revision in Redis moves, its id goes out on the item events channel):
+// each reloads it at once, or at its periodic refresh or sync if the
+// announcement failed.
+func (s *Server) changed(ctx context.Context, it store.Item, unitsBack bool, endKey string) (*cachedItem, error) {
+	ci := s.items.replace(it, -1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	err := s.units.AnnounceItem(ctx, id, unitsBack, endKey)
+	err := s.units.AnnounceItem(ctx, it.ID, unitsBack, endKey)
 	if err != nil {
-		s.log.Warn("item change not announced", "item_id", id, "err", err)
+		s.log.Warn("item change not announced", "item_id", it.ID, "err", err)
 	}
-	return err
+	return ci, err
 }
 
-// POST /api/v1/items/:id/stock (admin), body {"add": N}
-//
-// One transaction locks the item row (an ended sale is 409 SALE_ENDED),
-// raises stock_total and the stock row, then, with both rows still locked,
-// adds the units in Redis (once per add id), and only then commits. If the
-// Redis add or the commit fails, the Redis add is undone by its id.
+// POST /api/v1/items/:id/stock (admin), body {"add": N}: one transaction
+// locks the item row, raises stock_total and the stock row, then, with both
+// rows still locked, adds the units in Redis (once per add id), and only then
+// commits. If the Redis add or the commit fails, it is undone by its id.
 func (s *Server) addStock(c *gin.Context) error {
-	id, err := s.adminItemID(c)
+	id, err := s.itemID(c, auth.RoleAdmin)
 	if err != nil {
 		return err
 	}
+	const maxAdd = 1_000_000
 	shape := fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd)
 	var req struct{ Add *int64 }
 	if err := readJSON(c, &req, shape); err != nil {
@@ -111,8 +104,7 @@ func (s *Server) addStock(c *gin.Context) error {
 		}
 		return err
 	}
-	ci := s.items.replace(it, -1)
-	_ = s.announce(ctx, id, true, "") // the refresh catches up if this fails
+	ci, _ := s.changed(ctx, it, true, "")
 	s.log.Info("units added by an admin", "item_id", id, "add", n, "stock_total", it.StockTotal)
 	return s.writeItem(c, http.StatusOK, ci)
 }
@@ -133,9 +125,8 @@ func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
 	}
 }
 
-// readJSON decodes the request body into dst: 413 past the size limit, 400
-// when it cannot be read, 400 with shape (what the body must be) when it is
-// not such JSON.
+// readJSON decodes the request body into dst; shape says what the body must
+// be when it is not such JSON.
 func readJSON(c *gin.Context, dst any, shape string) error {
 	body, err := io.ReadAll(c.Request.Body)
 	var tooLarge *http.MaxBytesError

@@ -103,7 +103,7 @@ func TestUnitEndSaleReachesAnotherInstance(t *testing.T) {
 	h := newUnitHarness(t)
 	item := h.cached(h.onSale(5))
 	other := api.New(unitConfig(), api.Deps{
-		Items: h.items, Orders: h.orders, Units: h.units, Views: h.views, Actions: h.actions,
+		Items: h.items, Stock: h.items, Orders: h.orders, Units: h.units, Views: h.views, Actions: h.actions,
 		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	})
 	ctx, cancel := context.WithCancel(context.Background())

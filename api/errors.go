@@ -45,8 +45,8 @@ func newError(status int, code, msg string) *Error {
 	return e
 }
 
-// The API's error answers. Handlers return these (or wrap them); domain
-// errors from other packages are translated in toError.
+// The API's error answers; domain errors of other packages become one of
+// them in toError.
 var (
 	itemNotFound      = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
 	orderNotFound     = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
@@ -58,8 +58,8 @@ var (
 	ErrSoldOut        = newError(http.StatusGone, "SOLD_OUT", "sold out")
 	ErrRateLimited    = newError(http.StatusTooManyRequests, "RATE_LIMITED", "too many requests")
 	ErrUnavailable    = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, nothing was reserved; try again")
-	// ErrOutcomeUnknown: Redis failed while the reservation was under way
-	// and did not answer the follow-up question within the confirm window.
+	// ErrOutcomeUnknown: Redis failed during the reservation and again for
+	// the confirm window.
 	ErrOutcomeUnknown = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
 		"temporarily unavailable; whether a unit was reserved for you is not known yet; try again")
 	// ErrActionNotRecorded: a pay or cancel could not be recorded within
@@ -71,8 +71,7 @@ var (
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
 	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
 	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
-	// ErrSaleAlreadyEnded answers an admin's end or add on a sale that has
-	// ended: the same code as a purchase after end_at, with 409.
+	// ErrSaleAlreadyEnded answers an admin's end or add on an ended sale.
 	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
 )
 
@@ -202,8 +201,7 @@ func writeJSON(c *gin.Context, status int, body []byte) {
 	_, _ = c.Writer.Write(body)
 }
 
-// recovery turns a panic into 500 INTERNAL without a stack trace in the body
-// (the trace goes to the log).
+// recovery turns a panic into 500 INTERNAL, the stack trace to the log only.
 func (s *Server) recovery() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		defer func() {

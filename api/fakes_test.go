@@ -35,6 +35,7 @@ var (
 	_ api.Units        = (*fakeUnits)(nil)
 	_ api.Views        = (*fakeViews)(nil)
 	_ api.OrderActions = (*fakeActions)(nil)
+	_ api.StockFence   = (*fakeItems)(nil)
 )
 
 // errDown is what a dependency that cannot be reached returns (connection
@@ -73,6 +74,18 @@ func (f *fakeItems) GetItem(_ context.Context, id int64) (store.Item, error) {
 
 // find is a row read of the item (f.mu held): the injected error, the item,
 // or ErrItemNotFound.
+// FenceStock runs fn on a stock row of stock_total (the fakes deduct
+// nothing from it).
+func (f *fakeItems) FenceStock(_ context.Context, id int64, _ store.Stock, _ []string, fn func(store.Stock, []string) error) (bool, error) {
+	f.mu.Lock()
+	it, err := f.find(id)
+	f.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return false, fn(store.Stock{ItemID: id, Stock: it.StockTotal}, nil)
+}
+
 func (f *fakeItems) find(id int64) (store.Item, error) {
 	if f.err != nil {
 		return store.Item{}, f.err
@@ -606,7 +619,7 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 	actions := &fakeActions{orders: orders}
 	cfg := unitConfig()
 	deps := api.Deps{
-		Items: items, Orders: orders, Units: units, Views: views, Actions: actions,
+		Items: items, Stock: items, Orders: orders, Units: units, Views: views, Actions: actions,
 		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
 	for _, opt := range opts {

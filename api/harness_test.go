@@ -65,7 +65,7 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	views := orderstatus.New(rdb, prefix)
 	cfg := testAPIConfig(t)
 	deps := api.Deps{
-		Items: db, Orders: db, Units: stk, Views: views, Tokens: auth.NewVerifier(testSecret),
+		Items: db, Stock: db, Orders: db, Units: stk, Views: views, Tokens: auth.NewVerifier(testSecret),
 		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
 	}
 	for _, opt := range opts {

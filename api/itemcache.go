@@ -59,8 +59,7 @@ func newItemCache(items ItemStore, st Units, missTTL time.Duration, relay Watche
 }
 
 // replace caches it when its sale data differs from the entry's, keeping
-// what is known of the live stock; rev is the revision it was read at (-1:
-// keep the entry's).
+// the live stock known; rev is the revision it was read at (-1: the entry's).
 func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
@@ -211,7 +210,7 @@ func (c *itemCache) unitBack(id int64) {
 const maxMarks = 1 << 20
 
 // loadMarks loads a sold-out item's buyer marks in the background unless a
-// load is under way or the set is current (count: the marks in Redis now, -1
+// load is under way or the set is current (count: the marks in Redis, -1
 // when unknown).
 func (c *itemCache) loadMarks(ci *cachedItem, count int64) {
 	if ms := ci.marks.Load(); ms != nil && (count < 0 || ms.count == count || ms.tooMany && count > maxMarks) {

@@ -48,7 +48,6 @@ func itemView(it store.Item, left int64, now time.Time) ItemView {
 	return ItemView{Item: it, StockLeft: left, Status: status}
 }
 
-// Limits of item creation.
 const (
 	maxNameChars          = 200
 	maxStock              = 10_000_000
@@ -57,8 +56,8 @@ const (
 	defaultPaymentTimeout = 900
 )
 
-// createItemRequest uses raw fields so that every bad field can be named,
-// including one of the wrong JSON type.
+// createItemRequest has raw fields so that every bad field can be named,
+// even one of the wrong JSON type.
 type createItemRequest struct {
 	Name                  json.RawMessage `json:"name"`
 	PriceCents            json.RawMessage `json:"price_cents"`
@@ -169,8 +168,7 @@ func (s *Server) createItem(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ci := s.items.replace(it, -1)
-	_ = s.announce(ctx, it.ID, false, "") // the others' item sync catches up if this fails
+	ci, _ := s.changed(ctx, it, false, "")
 	if _, err := s.units.Load(ctx, it.ID, it.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", it.ID, "err", err)
 		return ErrUnavailable.with(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
@@ -207,41 +205,36 @@ func (s *Server) lefts(ctx context.Context, cis ...*cachedItem) []int64 {
 	return out
 }
 
-// GET /api/v1/items/:id (anyone; per-IP limit)
-func (s *Server) getItem(c *gin.Context) error {
-	id, ok := parseID(c.Param("id"))
-	if !ok {
-		return badRequest("id: must be a positive integer")
-	}
-	if err := s.allowIP(c); err != nil {
-		return err
-	}
-	ci, err := s.items.get(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	return s.writeItem(c, http.StatusOK, ci)
-}
-
-func (s *Server) adminItemID(c *gin.Context) (int64, error) {
+// itemID is the :id of an item route, with the caller's check: an admin
+// route (role set) takes the role's token, any other the per-IP limit.
+func (s *Server) itemID(c *gin.Context, role auth.Role) (int64, error) {
 	id, ok := parseID(c.Param("id"))
 	if !ok {
 		return 0, badRequest("id: must be a positive integer")
 	}
-	_, err := s.authenticate(c, auth.RoleAdmin)
+	if role == "" {
+		return id, s.allowIP(c)
+	}
+	_, err := s.authenticate(c, role)
 	return id, err
 }
 
+// GET /api/v1/items/:id (anyone; per-IP limit)
+func (s *Server) getItem(c *gin.Context) error { return s.showItem(c, "", nil) }
+
 // POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
 // it is already there (never overwrites live stock).
-func (s *Server) warmup(c *gin.Context) error {
-	id, err := s.adminItemID(c)
-	if err != nil {
-		return err
-	}
-	ci, err := s.items.get(c.Request.Context(), id)
+func (s *Server) warmup(c *gin.Context) error { return s.showItem(c, auth.RoleAdmin, s.warm) }
+
+// showItem answers the :id item, after then (if set) has run on it.
+func (s *Server) showItem(c *gin.Context, role auth.Role, then func(context.Context, *cachedItem) error) error {
+	id, err := s.itemID(c, role)
+	var ci *cachedItem
 	if err == nil {
-		err = s.warm(c.Request.Context(), ci)
+		ci, err = s.items.get(c.Request.Context(), id)
+	}
+	if err == nil && then != nil {
+		err = then(c.Request.Context(), ci)
 	}
 	if err != nil {
 		return err
@@ -252,13 +245,9 @@ func (s *Server) warmup(c *gin.Context) error {
 // warm loads the item's stock key if Redis lost it: the stock row minus the
 // live reservations not deducted yet, computed while the stock row is held
 // still (no deduction or restore commits meanwhile) and counted in Redis in
-// one script (no reservation or release slips in). stock_total would sell
+// one script (no reservation or release slips in); stock_total would sell
 // again every unit reserved or sold before the loss.
 func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
-	if s.deps.Stock == nil {
-		_, err := s.units.Load(ctx, ci.it.ID, ci.it.StockTotal)
-		return err
-	}
 	_, err := s.deps.Stock.FenceStock(ctx, ci.it.ID, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
 		_, _, err := s.units.Recount(ctx, ci.it.ID, row.Stock, deducted, stock.Warm)
 		return err

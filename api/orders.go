@@ -125,8 +125,7 @@ func (s *Server) act(c *gin.Context, do func(OrderActions, context.Context, stri
 
 // markWindow is how long after a sale's end its buyer marks are read for an
 // order list: an order lives only in Redis until its saga persists it, at
-// worst as long as the queue keeps retrying (days, with Temporal down), as
-// long as its QUEUED view lives (orderstatus.TTL).
+// worst as long as its QUEUED view (orderstatus.TTL).
 const markWindow = 7 * 24 * time.Hour
 
 // GET /api/v1/orders (buyer), ?limit=, ?cursor=: the caller's orders, newest
@@ -191,8 +190,8 @@ func (s *Server) listOrders(c *gin.Context) error {
 	return nil
 }
 
-// GET /api/v1/orders/:orderId/events: server-sent events. One "status" event
-// with the order at once, then one per change, until a final status.
+// GET /api/v1/orders/:orderId/events: server-sent "status" events, the
+// order's now and then one per change until a final status.
 func (s *Server) events(c *gin.Context) error {
 	// Subscribe before reading the current view so no change falls between.
 	ch, unsubscribe := s.hub.subscribe(c.Param("orderId"))
@@ -308,16 +307,16 @@ func (h *hub) publish(v order.View) {
 	}
 }
 
-// streamCounts caps the open event streams: each holds a goroutine, a
-// subscription and buffers for up to EventsMax.
+// streamCounts caps the open event streams (each holds a goroutine, a
+// subscription and buffers for up to EventsMax).
 type streamCounts struct {
 	mu      sync.Mutex
 	total   int
 	byBuyer map[int64]int
 }
 
-// acquire opens a stream slot for the buyer, unless it has perBuyer open or
-// max are open in all.
+// acquire opens a stream slot for the buyer, unless it has perBuyer or
+// there are max in all.
 func (s *streamCounts) acquire(buyer int64, perBuyer, max int) (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -93,10 +93,9 @@ type Watcher interface {
 type Check func(ctx context.Context) error
 
 // Deps are what the server is built from. Optional: Actions (pay and cancel
-// then answer 503), Stock (without it a lost stock key is warmed from
-// stock_total, right only before the first purchase), DevSecret (only in
-// development: POST /api/v1/dev/token signs with it), Relay, Checks and
-// Temporal (the control room links to its Web UI's list of the sagas).
+// then answer 503), DevSecret (only in development: POST /api/v1/dev/token
+// signs with it), Relay, Checks and Temporal (the control room links to its
+// Web UI's list of the sagas).
 type Deps struct {
 	Items     ItemStore
 	Orders    OrderReader
@@ -119,7 +118,7 @@ func check(cfg config.API, d Deps) {
 	for name, missing := range map[string]bool{
 		"Deps.Items": d.Items == nil, "Deps.Orders": d.Orders == nil, "Deps.Units": d.Units == nil,
 		"Deps.Views": d.Views == nil, "Deps.Tokens": d.Tokens == nil, "Deps.Metrics": d.Metrics == nil,
-		"Deps.Log": d.Log == nil, "config.API.ConfirmTimeout": cfg.ConfirmTimeout <= 0,
+		"Deps.Log": d.Log == nil, "Deps.Stock": d.Stock == nil, "config.API.ConfirmTimeout": cfg.ConfirmTimeout <= 0,
 		"config.API.ItemRefresh": cfg.ItemRefresh <= 0, "config.API.WriteTimeout": cfg.WriteTimeout <= 0,
 		"config.API.EventsPoll": cfg.EventsPoll <= 0, "config.API.EventsMax": cfg.EventsMax <= 0,
 		"config.API.StreamsPerBuyer": cfg.StreamsPerBuyer <= 0, "config.API.StreamsMax": cfg.StreamsMax <= 0,

@@ -16,15 +16,13 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// summaryTTL is how long one reading of the control room's figures is
-// reused: every admin poll within it shares one pipelined Redis round trip
-// and one index-only MySQL count, whatever the number of open control rooms;
-// the page polls twice as often, so an operator's figures are at most about a
-// second old.
-const summaryTTL = 500 * time.Millisecond
-
-// summaryMaxItems bounds the sales one summary lists (newest first).
-const summaryMaxItems = 100
+// One reading of the control room's figures (one pipelined Redis round trip,
+// one index-only MySQL count) serves every admin poll for summaryTTL, however
+// many control rooms are open; it lists the newest summaryMaxItems sales.
+const (
+	summaryTTL      = 500 * time.Millisecond
+	summaryMaxItems = 100
+)
 
 // SaleSummary is one sale in the control room (docs/openapi.yaml says what
 // each figure is).
@@ -54,8 +52,7 @@ type summaryBody struct {
 }
 
 // reused holds the last result of an evaluation, errors included, until it
-// is ttl old; callers wait on one evaluation instead of each starting their
-// own.
+// is ttl old; callers wait on one evaluation instead of each starting one.
 type reused[T any] struct {
 	mu  sync.Mutex
 	at  time.Time
@@ -134,9 +131,8 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 }
 
 // payableTracker keeps, per item, a histogram of 202 -> payable from the
-// order views every instance receives over pub/sub (no query). The 202 is
-// the order id's timestamp, payable is pay_by minus the item's payment
-// window, as the bench measures it.
+// order views every instance receives over pub/sub (no query): from the order
+// id's time to pay_by minus the payment window, as the bench measures it.
 type payableTracker struct {
 	mu     sync.Mutex
 	byItem map[int64]*latencyHistogram

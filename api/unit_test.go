@@ -30,14 +30,15 @@ import (
 func TestUnitNewRequiresDeps(t *testing.T) {
 	views := newFakeViews()
 	full := func() api.Deps {
-		return api.Deps{Items: newFakeItems(), Orders: newFakeOrders(), Units: newFakeUnits(views), Views: views,
+		items := newFakeItems()
+		return api.Deps{Items: items, Stock: items, Orders: newFakeOrders(), Units: newFakeUnits(views), Views: views,
 			Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler)}
 	}
 	for name, drop := range map[string]func(*api.Deps){
 		"Items": func(d *api.Deps) { d.Items = nil }, "Orders": func(d *api.Deps) { d.Orders = nil },
 		"Units": func(d *api.Deps) { d.Units = nil }, "Views": func(d *api.Deps) { d.Views = nil },
 		"Tokens": func(d *api.Deps) { d.Tokens = nil }, "Metrics": func(d *api.Deps) { d.Metrics = nil },
-		"Log": func(d *api.Deps) { d.Log = nil },
+		"Log": func(d *api.Deps) { d.Log = nil }, "Stock": func(d *api.Deps) { d.Stock = nil },
 	} {
 		d := full()
 		drop(&d)

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/api"
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/store"
 )
 
@@ -20,7 +18,7 @@ import (
 // 202s than units.
 func TestWarmupAfterLostStockDuringAStampede(t *testing.T) {
 	const units, first, more = 40, 20, 40
-	h := newHarness(t, warmupDeps)
+	h := newHarness(t)
 	ctx := context.Background()
 	item := h.activeItem(units)
 	var accepted atomic.Int64
@@ -84,6 +82,3 @@ func TestWarmupAfterLostStockDuringAStampede(t *testing.T) {
 		t.Fatalf("stock_left %d (%v), want 0", left, err)
 	}
 }
-
-// warmupDeps gives the server the stock row's fence, as `seckill api` does.
-func warmupDeps(_ *config.API, d *api.Deps) { d.Stock = d.Items.(*store.Store) }

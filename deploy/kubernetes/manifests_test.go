@@ -344,6 +344,7 @@ func (o objects) role(t *testing.T, component string) role {
 
 type (
 	stubItems  struct{ api.ItemStore }
+	stubStock  struct{ api.StockFence }
 	stubOrders struct{ api.OrderReader }
 	stubUnits  struct{ api.Units }
 	stubViews  struct{ api.Views }
@@ -354,7 +355,7 @@ type (
 // and listeners are all the tests here look at).
 func newAPI(cfg config.Config) *api.Server {
 	return api.New(cfg.API, api.Deps{
-		Items: stubItems{}, Orders: stubOrders{}, Units: stubUnits{}, Views: stubViews{}, Tokens: stubTokens{},
+		Items: stubItems{}, Stock: stubStock{}, Orders: stubOrders{}, Units: stubUnits{}, Views: stubViews{}, Tokens: stubTokens{},
 		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler),
 	})
 }
