@@ -356,11 +356,9 @@ func ipKey(addr string) string {
 	return p.String()
 }
 
-// Run keeps the per-instance state fresh until ctx ends: the items, their
-// stock_left and sold-out flags, the order and stock events (one
-// subscription per instance, fanned out in memory), the limiters. What
-// pub/sub loses during a reconnect the refreshes and the streams' polls
-// catch up.
+// Run keeps the per-instance state fresh until ctx ends (one subscription
+// per instance to each event channel, fanned out in memory); what pub/sub
+// loses in a reconnect, the refreshes and the streams' polls catch up.
 func (s *Server) Run(ctx context.Context) {
 	if err := s.items.loadAll(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("load items", "err", err)
@@ -387,8 +385,7 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // itemSyncPeriods is how many ItemRefresh periods pass between two reads of
-// the whole item list from MySQL: a change whose announcement and revision
-// Redis both lost still arrives.
+// every item from MySQL: a change lost with its announcement still arrives.
 const itemSyncPeriods = 15
 
 func (s *Server) tick(ctx context.Context) {
