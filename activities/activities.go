@@ -1,10 +1,7 @@
-// Package activities holds the saga's forward steps: PersistOrder,
-// DecrementStock, Notify and MarkPaid. Each is idempotent and says how.
-// Transient failures (connection refused, timeouts, deadlocks, optimistic-lock
-// conflicts) are returned as they are and retried by the saga without limit;
-// only business outcomes are final: a non-retryable application error whose
-// Type is one of the order.Reason* codes, so the workflow and support staff
-// can read why.
+// Package activities holds the saga's forward steps, each idempotent. A
+// transient failure is returned as it is and retried by the saga without
+// limit; only business outcomes are final: a non-retryable application error
+// whose Type is an order.Reason* code.
 package activities
 
 import (
@@ -21,7 +18,6 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// OrderStore is the database side the forward steps need (store.Store).
 type OrderStore interface {
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	CreateQueuedOrder(ctx context.Context, o store.Order) (store.Order, error)
@@ -40,15 +36,12 @@ var _ OrderStore = (*store.Store)(nil)
 // timestamp) to PENDING_PAYMENT (a Prometheus histogram).
 type Observer interface{ Observe(seconds float64) }
 
-// Activities are the forward steps; the workflow refers to them through a
-// typed nil pointer and the worker registers one with real dependencies.
 type Activities struct {
 	orders  OrderStore
 	status  StatusPublisher
 	payable Observer
 }
 
-// New returns the forward steps. payable observes 202 -> PENDING_PAYMENT.
 func New(orders OrderStore, status StatusPublisher, payable Observer) *Activities {
 	return &Activities{orders: orders, status: status, payable: payable}
 }
@@ -99,8 +92,6 @@ func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistRes
 	return PersistResult{Order: row.View(), PaymentTimeoutSeconds: item.PaymentTimeoutSeconds}, nil
 }
 
-// DeductInput is the order whose unit comes off the stock row, and the
-// payment window that starts when it does.
 type DeductInput struct {
 	OrderRef
 	PaymentTimeoutSeconds int `json:"payment_timeout_seconds"`

@@ -74,7 +74,7 @@ func TestStampede(t *testing.T) {
 		total    atomic.Int64
 	)
 	consumer, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: rmq.NameServers,
-		Group: testenv.Name(t, "cg"), Topic: rmq.Topic, FromFirstOffset: true},
+		Group: testenv.Name(t, "cg"), Topic: rmq.Topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testenv.Logger(t)},
 		func(_ context.Context, m *primitive.MessageExt) error {
 			om, err := order.DecodeMessage(m.Body)
 			if err != nil {

@@ -16,13 +16,12 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Store is the database side of the compensations (store.Store).
 type Store interface {
 	CloseOrder(ctx context.Context, o store.Order, c store.Closing) (store.CloseResult, error)
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 }
 
-// Units is the Redis side: the reserved unit (stock.Store).
+// Units is stock.Store.
 type Units interface {
 	Release(ctx context.Context, itemID int64, orderID string) (bool, error)
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
@@ -33,8 +32,6 @@ type Counter interface{ Inc() }
 
 var _ Store = (*store.Store)(nil)
 
-// Activities are the compensations; the workflow refers to them through a
-// typed nil pointer and the worker registers one with real dependencies.
 type Activities struct {
 	store    Store
 	units    Units

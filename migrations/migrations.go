@@ -16,7 +16,6 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// Migrator applies the embedded migrations to one database.
 type Migrator struct {
 	m *migrate.Migrate
 }
@@ -48,7 +47,6 @@ func New(dsn string) (*Migrator, error) {
 // Up applies every pending migration. Nothing to do is not an error.
 func (g *Migrator) Up() error { return changed("up", g.m.Up()) }
 
-// Down reverts every migration.
 func (g *Migrator) Down() error { return changed("down", g.m.Down()) }
 
 func changed(what string, err error) error {
@@ -70,7 +68,6 @@ func (g *Migrator) Version() (uint, bool, error) {
 	return v, dirty, nil
 }
 
-// Close releases the database connection.
 func (g *Migrator) Close() error {
 	srcErr, dbErr := g.m.Close()
 	return errors.Join(srcErr, dbErr)

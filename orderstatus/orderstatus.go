@@ -1,9 +1,7 @@
-// Package orderstatus is the order's latest view in Redis, for the API: the
-// QUEUED view written when a buyer's unit is reserved, every later view the
-// saga publishes, and the pub/sub channel that carries them to every API
-// instance's event streams (keys: package keyspace). The database stays the
-// record: a view expires after TTL, and a reader that finds none falls back
-// to MySQL.
+// Package orderstatus is the order's latest view in Redis for the API, and
+// the pub/sub channel that carries it to every API instance's event streams.
+// The database stays the record: a view expires after TTL, and a reader that
+// finds none falls back to MySQL.
 package orderstatus
 
 import (
@@ -21,22 +19,14 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// TTL is how long a published view stays in Redis.
 const TTL = 7 * 24 * time.Hour
 
-// Board reads and publishes order views.
 type Board struct {
 	rdb    redis.UniversalClient
 	prefix string
 }
 
-// New returns a Board whose keys and channel start with prefix.
-func New(rdb redis.UniversalClient, prefix string) *Board {
-	if rdb == nil {
-		panic("orderstatus.New: nil redis client")
-	}
-	return &Board{rdb: rdb, prefix: prefix}
-}
+func New(rdb redis.UniversalClient, prefix string) *Board { return &Board{rdb: rdb, prefix: prefix} }
 
 // MarkQueued stores the QUEUED view of a fresh order unless a later one was
 // already published (SET NX): GET order can then answer for an order whose
@@ -107,7 +97,6 @@ func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, err
 	return stored, nil
 }
 
-// Status returns the latest view of an order, if any.
 func (b *Board) Status(ctx context.Context, orderID string) (order.View, bool, error) {
 	return decodeView(orderID, b.rdb.Get(ctx, keyspace.Order(b.prefix, orderID)))
 }
@@ -147,9 +136,8 @@ func decodeView(orderID string, c *redis.StringCmd) (order.View, bool, error) {
 	return v, true, nil
 }
 
-// Watch calls fn with every view published until ctx ends.
-// go-redis subscribes again after a reconnect; what is lost meanwhile a reader
-// catches up by polling Status.
+// Watch calls fn with every view published until ctx ends; what a reconnect
+// loses a reader catches up by polling Status.
 func (b *Board) Watch(ctx context.Context, fn func(order.View)) {
 	redisx.Listen(ctx, b.rdb, keyspace.OrderEvents(b.prefix), func(payload string) {
 		var v order.View

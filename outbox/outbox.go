@@ -21,13 +21,7 @@ type Stream struct {
 	prefix string
 }
 
-// New returns the outbox streams whose keys start with prefix.
-func New(rdb redis.UniversalClient, prefix string) *Stream {
-	if rdb == nil {
-		panic("outbox.New: nil redis client")
-	}
-	return &Stream{rdb: rdb, prefix: prefix}
-}
+func New(rdb redis.UniversalClient, prefix string) *Stream { return &Stream{rdb: rdb, prefix: prefix} }
 
 func (s *Stream) key(itemID int64) string { return keyspace.ItemKeys(s.prefix, itemID).Outbox }
 
@@ -45,7 +39,6 @@ func (s *Stream) OrderIDs(ctx context.Context, itemID int64) (map[string]bool, e
 	return out, nil
 }
 
-// Entry is one reservation waiting in an item's outbox stream.
 type Entry struct {
 	ID      string // stream entry id
 	OrderID string
@@ -62,9 +55,8 @@ func toEntries(msgs []redis.XMessage) []Entry {
 	return out
 }
 
-// EnsureGroup creates the consumer group on the item's outbox stream,
-// reading from the first entry (and creating the stream if needed). An
-// existing group is left as it is.
+// EnsureGroup creates the consumer group on the item's outbox stream (and
+// the stream), reading from the first entry; an existing group stays as it is.
 func (s *Stream) EnsureGroup(ctx context.Context, itemID int64, group string) error {
 	err := s.rdb.XGroupCreateMkStream(ctx, s.key(itemID), group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
@@ -154,7 +146,7 @@ func (s *Stream) Ack(ctx context.Context, itemID int64, group string, ids ...str
 	return nil
 }
 
-// Len returns the number of entries not yet published (delivered or not).
+// Len returns the number of entries not yet published.
 func (s *Stream) Len(ctx context.Context, itemID int64) (int64, error) {
 	n, err := s.rdb.XLen(ctx, s.key(itemID)).Result()
 	if err != nil {

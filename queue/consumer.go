@@ -17,24 +17,20 @@ import (
 // move it to the group's dead-letter topic %DLQ%<group>).
 type Handler func(ctx context.Context, m *primitive.MessageExt) error
 
-// ConsumerOptions configure a push consumer.
+// ConsumerOptions configure a push consumer; all but FromFirstOffset (a new
+// group starts at the oldest message) are required.
 type ConsumerOptions struct {
-	NameServers []string
-	// AccessKey and SecretKey: as config.RocketMQ's (ACL).
-	AccessKey    string
-	SecretKey    config.Secret
-	Group        string
-	Topic        string
-	MaxReconsume int32
-	Goroutines   int
-	// FromFirstOffset makes a new group start at the oldest message (tests).
+	NameServers     []string
+	AccessKey       string
+	SecretKey       config.Secret
+	Group           string
+	Topic           string
+	MaxReconsume    int32
+	Goroutines      int
 	FromFirstOffset bool
-	// Log receives a warning per message handed back for redelivery; nil
-	// discards them.
-	Log *slog.Logger
+	Log             *slog.Logger // a warning per message handed back for redelivery
 }
 
-// Consumer is a started push consumer.
 type Consumer struct {
 	c       rocketmq.PushConsumer
 	started time.Time
@@ -52,9 +48,11 @@ const settleAfterStart = time.Second
 // broker answers at most its maxTransferCountOnMessageInMemory, 256 here).
 const pullBatch = 256
 
-// NewConsumer subscribes h to opts.Topic and starts consuming. The topic must
-// exist (scripts/stack creates it; EnsureTopic does for tests).
+// NewConsumer subscribes h to opts.Topic, which must exist, and starts consuming.
 func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
+	if opts.MaxReconsume <= 0 || opts.Goroutines <= 0 || opts.Log == nil {
+		return nil, fmt.Errorf("consumer %s: MaxReconsume, Goroutines and Log are required", opts.Group)
+	}
 	o := []consumer.Option{
 		consumer.WithNsResolver(primitive.NewPassthroughResolver(opts.NameServers)),
 		consumer.WithCredentials(credentials(opts.AccessKey, opts.SecretKey)),
@@ -63,19 +61,11 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeMessageBatchMaxSize(1),
 		consumer.WithPullBatchSize(pullBatch),
-	}
-	if opts.MaxReconsume > 0 {
-		o = append(o, consumer.WithMaxReconsumeTimes(opts.MaxReconsume))
-	}
-	if opts.Goroutines > 0 {
-		o = append(o, consumer.WithConsumeGoroutineNums(opts.Goroutines))
+		consumer.WithMaxReconsumeTimes(opts.MaxReconsume),
+		consumer.WithConsumeGoroutineNums(opts.Goroutines),
 	}
 	if opts.FromFirstOffset {
 		o = append(o, consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	}
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
 	}
 	c, err := rocketmq.NewPushConsumer(o...)
 	if err != nil {
@@ -84,7 +74,7 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	err = c.Subscribe(opts.Topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		for _, m := range msgs {
 			if err := h(ctx, m); err != nil {
-				log.Warn("message will be redelivered", "topic", m.Topic, "key", m.GetKeys(),
+				opts.Log.Warn("message will be redelivered", "topic", m.Topic, "key", m.GetKeys(),
 					"reconsume_times", m.ReconsumeTimes, "err", err)
 				return consumer.ConsumeRetryLater, nil
 			}
@@ -100,7 +90,6 @@ func NewConsumer(opts ConsumerOptions, h Handler) (*Consumer, error) {
 	return &Consumer{c: c, started: time.Now()}, nil
 }
 
-// Close stops consuming and commits offsets.
 func (c *Consumer) Close() error {
 	time.Sleep(time.Until(c.started.Add(settleAfterStart)))
 	return c.c.Shutdown()

@@ -29,16 +29,12 @@ type Producer struct {
 // make a duplicate. Not safe to call once sends have started.
 func (p *Producer) OnDegraded(fn func(status string)) { p.degraded = fn }
 
-// degradedStatus names the statuses of a send the broker stored without its
-// full durability (OnDegraded).
 var degradedStatus = map[primitive.SendStatus]string{
 	primitive.SendFlushDiskTimeout:  "FLUSH_DISK_TIMEOUT",
 	primitive.SendFlushSlaveTimeout: "FLUSH_SLAVE_TIMEOUT",
 	primitive.SendSlaveNotAvailable: "SLAVE_NOT_AVAILABLE",
 }
 
-// stored reports whether the broker stored the message, and reports a
-// degraded store (OnDegraded).
 func (p *Producer) stored(status primitive.SendStatus) bool {
 	if status == primitive.SendOK {
 		return true
@@ -50,7 +46,6 @@ func (p *Producer) stored(status primitive.SendStatus) bool {
 	return ok
 }
 
-// NewProducer starts a producer in cfg.ProducerGroup for cfg.Topic.
 func NewProducer(cfg config.RocketMQ) (*Producer, error) {
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.NameServers)),
@@ -115,5 +110,4 @@ func (p *Producer) send(ctx context.Context, topic string, ms []Encoded) error {
 	return nil
 }
 
-// Close shuts the producer down.
 func (p *Producer) Close() error { return p.p.Shutdown() }

@@ -13,8 +13,7 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// SetClientLogLevel sets the RocketMQ client library's own logger (global to
-// the library, chatty at its default "info"); main calls it once with "warn".
+// SetClientLogLevel sets the RocketMQ client library's own (global) logger.
 func SetClientLogLevel(level string) { rlog.SetLogLevel(level) }
 
 var instanceSeq atomic.Int64
@@ -26,8 +25,8 @@ func instanceName(role string) string {
 	return fmt.Sprintf("seckill-%s-%d-%d", role, os.Getpid(), instanceSeq.Add(1))
 }
 
-// credentials sign every request of a client for a broker with ACL on;
-// empty ones (no ACL) leave requests unsigned.
+// credentials sign every request for a broker with ACL on; empty ones leave
+// requests unsigned.
 func credentials(accessKey string, secretKey config.Secret) primitive.Credentials {
 	return primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey.Value()}
 }

@@ -1,16 +1,9 @@
 // Package reconcile finds where Redis, MySQL and Temporal disagree about an
-// item's orders, and repairs what has one safe answer. MySQL is the ground
-// truth for units sold; a Redis reservation is the buyer's claim on a unit;
-// a saga follows the order row.
-//
-// A run loads one snapshot of the item (package snapshot) and judges it with
-// one small rule per kind of drift. The snapshot only nominates: every repair
-// re-checks its own premise atomically at the moment it writes — in a Lua
-// script, in a MySQL transaction that holds the row lock, or both in that
-// order — so buyers, sagas, the API's door and other reconcile runs may
-// interleave with it in any order (docs/runbook.md, "Why --repair is safe",
-// says how for each repair). Anything younger than the grace is left alone:
-// the pipeline's own latency is not drift.
+// item's orders, and repairs what has one safe answer. A run judges one
+// snapshot of the item (package snapshot) with one small rule per kind of
+// drift; the snapshot only nominates: every repair re-checks its premise
+// atomically as it writes (docs/runbook.md, "Why --repair is safe"). Anything
+// younger than the grace is left alone: the pipeline's own latency is not drift.
 package reconcile
 
 import (
@@ -47,7 +40,6 @@ const (
 var Kinds = []string{LostHandoff, SagaForFinalOrder, RedisStock, StockRow, StuckQueued, PaidUnitOnSale, FinalUnitHeld,
 	RowLost, OpenOrderSagaClosed}
 
-// Finding is one difference.
 type Finding struct {
 	Kind     string `json:"kind"`
 	ItemID   int64  `json:"item_id"`
@@ -57,7 +49,6 @@ type Finding struct {
 	Action   string `json:"action,omitempty"` // what the repair did, or why there is none
 }
 
-// Report is the result of one run.
 type Report struct {
 	At       time.Time `json:"at"`
 	Items    []int64   `json:"items"`
@@ -65,7 +56,6 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 }
 
-// Remaining counts the findings not repaired.
 func (r Report) Remaining() int {
 	n := 0
 	for _, f := range r.Findings {
@@ -97,7 +87,7 @@ type Units interface {
 	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
 }
 
-// Sagas starts and wakes order sagas (workflows.Client).
+// Sagas is workflows.Client.
 type Sagas interface {
 	Start(ctx context.Context, m order.Message) error
 	Signal(ctx context.Context, orderID, name string) error
@@ -132,12 +122,10 @@ func New(d Deps, grace time.Duration, log *slog.Logger) *Reconciler {
 	return &Reconciler{d: d, grace: grace, log: log.With("component", "reconcile")}
 }
 
-// ActiveItems lists the items whose sale is live or ended within since.
 func (r *Reconciler) ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error) {
 	return r.d.MySQL.ActiveItems(ctx, now, since)
 }
 
-// Run checks every item, repairing what it safely can when repair is set.
 func (r *Reconciler) Run(ctx context.Context, items []int64, repair bool) (Report, error) {
 	rep := Report{At: time.Now().UTC(), Items: items, Repair: repair, Findings: []Finding{}}
 	for _, id := range items {

@@ -38,7 +38,6 @@ type Metrics interface {
 
 const group = "relay"
 
-// Outbox is the items' outbox streams (outbox.Stream).
 type Outbox interface {
 	EnsureGroup(ctx context.Context, itemID int64, group string) error
 	Read(ctx context.Context, itemID int64, group, consumer string, count int64, block time.Duration, pending bool) ([]outbox.Entry, error)
@@ -67,7 +66,6 @@ type Relay struct {
 	watched map[int64]bool
 	ends    map[int64]time.Time // sale end per item, from the last discovery
 	wake    chan int64
-	now     func() time.Time
 }
 
 // New returns a relay for this instance's consumer name; call Run to start
@@ -79,7 +77,7 @@ func New(st Outbox, pub Publisher, items ItemLister, cfg config.Relay, consumer 
 	}
 	return &Relay{st: st, pub: pub, items: items, cfg: cfg, consumer: consumer, m: m, log: log.With("component", "relay"),
 		block: time.Second, maxBackoff: 5 * time.Second,
-		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64), now: time.Now}, nil
+		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64)}, nil
 }
 
 // Watch makes the relay watch an item's outbox now rather than at the next
@@ -158,7 +156,7 @@ func (r *Relay) closed(itemID int64) bool {
 	r.mu.Lock()
 	end, ok := r.ends[itemID]
 	r.mu.Unlock()
-	return ok && r.now().Sub(end) > r.cfg.RetireAfter
+	return ok && time.Since(end) > r.cfg.RetireAfter
 }
 
 func (r *Relay) isWatched(itemID int64) bool {
@@ -388,7 +386,6 @@ func entryIDs(es []outbox.Entry) []string {
 	return ids
 }
 
-// sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -1,16 +1,12 @@
-// Package snapshot reads one item's world — MySQL (the item, its stock row,
-// deductions and orders), Redis (stock_left, reservations, buyer marks,
-// released orders, the outbox) and Temporal (the item's order sagas) — into
-// one value, Item, that the invariant checker and the reconciler judge with
-// small rule functions of their own.
+// Package snapshot reads one item's world (MySQL, Redis, its outbox, its
+// Temporal sagas) into one value, Item, that the invariant checker and the
+// reconciler judge with small rule functions of their own.
 //
-// Each system is read in one consistent step (MySQL in one REPEATABLE READ
-// transaction, Redis in one MULTI/EXEC). Between the systems time passes, so
-// the reads go the pipeline backwards — MySQL, Redis, the outbox, Temporal —
-// and every cross-system rule errs on the side of "not yet": a reservation
-// made after the MySQL read is young, and an order persisted after it has its
-// saga in the later Temporal read. The snapshot is never a license to write
-// (package reconcile re-checks each premise as it acts).
+// Each system is read in one consistent step; between the systems time
+// passes, so the reads go the pipeline backwards (MySQL, Redis, the outbox,
+// Temporal) and a cross-system rule errs on the side of "not yet": a
+// reservation made after the MySQL read is young, and an order persisted
+// after it has its saga in the later Temporal read.
 package snapshot
 
 import (
@@ -51,8 +47,7 @@ var (
 	_ WorkflowLister = TemporalLister{}
 )
 
-// Sources are the systems a snapshot reads. Outbox and Workflows may be nil:
-// that part is then not read (Item says so).
+// Sources are the systems a snapshot reads; Outbox and Workflows may be nil.
 type Sources struct {
 	MySQL     MySQL
 	Redis     Redis
@@ -60,7 +55,6 @@ type Sources struct {
 	Workflows WorkflowLister
 }
 
-// Item is one item's world at (about) one moment.
 type Item struct {
 	ID    int64
 	At    time.Time // when the MySQL read began
@@ -74,13 +68,11 @@ type Item struct {
 	WorkflowsRead bool
 	WorkflowsErr  error
 
-	// Indexes over the above.
 	Orders     map[string]store.Order          // by order id
 	Deductions map[string]store.StockDeduction // by order id
 	Sagas      map[string]Workflow             // by order id
 }
 
-// Load reads the item from src.
 func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
 	at := time.Now()
 	db, err := src.MySQL.ReadItemState(ctx, itemID)

@@ -13,12 +13,9 @@ import (
 type Workflow struct {
 	WorkflowID string `json:"workflow_id"`
 	OrderID    string `json:"order_id"`
-	// Status is Running, Completed, Failed, Canceled, Terminated,
-	// ContinuedAsNew or TimedOut.
-	Status string `json:"status"`
+	Status     string `json:"status"` // Running, Completed, Failed, Canceled, Terminated, ContinuedAsNew, TimedOut
 }
 
-// Running reports whether the workflow has not closed.
 func (w Workflow) Running() bool { return w.Status == "Running" }
 
 // TemporalLister lists an item's order workflows through the visibility API
@@ -28,8 +25,6 @@ type TemporalLister struct {
 	Namespace string
 }
 
-// ListOrderWorkflows returns every workflow whose SeckillItemId is itemID.
-// Workflow IDs are order-<order_id>.
 func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error) {
 	var out []Workflow
 	var token []byte

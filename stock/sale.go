@@ -12,9 +12,6 @@ import (
 	"github.com/seckill/seckill/internal/keyspace"
 )
 
-// The sale controls' side of an item in Redis: its adds, its revision (API
-// instances reload the item when it moves) and its end key.
-
 // AddUnits puts n more units of an item on sale in Redis, at most once per
 // addID (a client's retry adds nothing). It reports whether the stock is
 // loaded: when not, nothing is written (the next load derives it from the
@@ -30,8 +27,7 @@ func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int6
 	return v != -1, nil
 }
 
-// UndoAdd takes back the units of an add, at most once, reporting whether
-// it did.
+// UndoAdd takes back the units of an add, at most once, reporting whether it did.
 func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error) {
 	k := s.ItemKeys(itemID)
 	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID).Int64()
@@ -94,7 +90,6 @@ type Pulse struct {
 	Outbox int64 // reservations not yet published to RocketMQ
 }
 
-// Pulses reads the figures of several items in one pipeline.
 func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, error) {
 	type cmds struct {
 		left, rev     *redis.StringCmd

@@ -1,9 +1,6 @@
-// Package stock keeps the live flash-sale stock in Redis (keys laid out in
-// package keyspace): the atomic reservation (one unit per buyer, never below
-// zero, the order appended to the item's outbox stream and its view written in
-// the same round trip; package outbox reads the stream), its release by
-// compensation, and the reads and repairs the reconciler and the invariant
-// checker need.
+// Package stock keeps the live flash-sale stock in Redis (keys: package
+// keyspace): the atomic reservation (reserve_batch.lua states the rule), its
+// release, and the reads and repairs the reconciler and the checker need.
 package stock
 
 import (
@@ -26,7 +23,6 @@ var (
 	ErrNotLoaded = errors.New("item stock not loaded in redis")
 )
 
-// AlreadyReservedError says the buyer already holds an order for the item.
 type AlreadyReservedError struct{ OrderID string }
 
 func (e *AlreadyReservedError) Error() string {
@@ -52,7 +48,6 @@ var (
 	unaddScript   = script("unadd.lua")
 )
 
-// Store is the Redis side of the stock.
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -60,15 +55,10 @@ type Store struct {
 	wait   replicaWait
 }
 
-// New returns a Store whose keys start with prefix.
 func New(rdb redis.UniversalClient, prefix string) *Store {
-	if rdb == nil {
-		panic("stock.New: nil redis client")
-	}
 	return &Store{rdb: rdb, prefix: prefix, batch: batcher{pending: map[int64][]*batchReq{}, running: map[int64]bool{}}}
 }
 
-// ItemKeys returns the keys of an item.
 func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(s.prefix, itemID) }
 
 // WatchUnitsBack calls fn with the item id of every unit that comes back
@@ -79,7 +69,6 @@ func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.StockEvents(s.prefix), fn)
 }
 
-// watchIDs calls fn with every item id published on channel until ctx ends.
 func watchIDs(ctx context.Context, rdb redis.UniversalClient, channel string, fn func(itemID int64)) {
 	redisx.Listen(ctx, rdb, channel, func(payload string) {
 		if id, err := strconv.ParseInt(payload, 10, 64); err == nil && id > 0 {
@@ -130,7 +119,7 @@ func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []
 	return v[0], v[1], nil
 }
 
-// Left returns the units not reserved; ErrNotLoaded when the item has no stock key.
+// Left returns the units not reserved (ErrNotLoaded: no stock key).
 func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 	n, err := s.rdb.Get(ctx, s.ItemKeys(itemID).Stock).Int64()
 	if errors.Is(err, redis.Nil) {
@@ -142,8 +131,8 @@ func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 	return n, nil
 }
 
-// LeftMany returns the units left of several items in one round trip; an
-// item whose stock is not loaded is absent from the map.
+// LeftMany is Left of several items in one round trip; an item not loaded
+// is absent from the map.
 func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error) {
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
 		return p.Get(ctx, k.Stock)
@@ -178,9 +167,8 @@ func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p 
 }
 
 // Release gives an order's unit back, at most once, and marks the order
-// released so no repair puts its reservation back (release.lua says how);
-// every API instance hears of the unit. It reports whether this call
-// released it.
+// released so no repair puts its reservation back (release.lua); every API
+// instance hears of the unit. It reports whether this call released it.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
 }
@@ -257,8 +245,8 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 // Restore puts back the reservation and the buyer mark of an order MySQL
 // holds a unit for (a Redis that lost them), refusing an order whose unit was
 // released or retired (restore.lua): a repair working from an older picture
-// cannot resurrect a unit the saga gave back. stock_left is recounted
-// afterwards (Recount). restored is false when it was there or refused.
+// cannot resurrect a unit the saga gave back. restored is false when it was
+// there or refused; the caller recounts stock_left afterwards.
 func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
 	k := s.ItemKeys(m.ItemID)
 	n, err := restoreScript.Run(ctx, s.rdb, []string{k.Orders, k.Buyers, k.Released},
@@ -278,7 +266,6 @@ type ItemState struct {
 	Released     map[string]bool  // order ids released or retired
 }
 
-// ReadItemState reads an item's ItemState.
 func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
 	k := s.ItemKeys(itemID)
 	var left *redis.StringCmd

@@ -34,12 +34,11 @@ func (s ItemState) Unrestored() []string {
 
 // ReadItemState reads an item's ItemState in one read-only REPEATABLE READ
 // transaction: InnoDB serves every read of it from the snapshot the first
-// one takes. order.ErrItemNotFound when the item or its stock row is missing.
+// one takes.
 func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
 	var st ItemState
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
-		st = ItemState{}
 		if st.Item, err = itemRow(tx, itemID); err != nil {
 			return err
 		}

@@ -12,20 +12,17 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// The sale controls' refusals.
+// The sale controls' refusals. ErrSaleEnded: end_at has passed by the
+// database's clock; the sale cannot be ended again or get more units.
 var (
-	// ErrSaleEnded: the item's end_at has passed by the database's clock; it
-	// cannot be ended again or get more units.
-	ErrSaleEnded = errors.New("sale already ended")
-	// ErrStockTooLarge: an add would take stock_total past MaxStockTotal.
+	ErrSaleEnded     = errors.New("sale already ended")
 	ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
 )
 
 // MaxStockTotal is the most units an item may ever have (INT columns).
 const MaxStockTotal = 2_000_000_000
 
-// CreateItem inserts the item and its stock row in one transaction and
-// returns the item with its id.
+// CreateItem inserts the item and its stock row in one transaction.
 func (s *Store) CreateItem(ctx context.Context, it Item) (Item, error) {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Omit("id", "created_at").Create(&it).Error; err != nil {
@@ -93,8 +90,7 @@ func (s *Store) EndSale(ctx context.Context, itemID int64) (Item, error) {
 // side, stock.Store.AddUnits) runs while both locks are held, and the
 // transaction commits only if it succeeds: a stock-row writer that locks the
 // row (deductions, restores, a fenced recount) sees neither side of the add
-// or both. An ended sale is ErrSaleEnded, an unknown item
-// order.ErrItemNotFound; nothing is written then.
+// or both.
 func (s *Store) AddStock(ctx context.Context, itemID, n int64, inRedis func(ctx context.Context, it Item) error) (Item, error) {
 	var out Item
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -31,7 +31,6 @@ type Stock struct {
 
 func (Stock) TableName() string { return "stock" }
 
-// Order is a row of `seckill_order`.
 type Order struct {
 	ID      int64        `gorm:"column:id;primaryKey"`
 	OrderID string       `gorm:"column:order_id"`
@@ -62,8 +61,7 @@ func (o Order) View() order.View {
 	return v
 }
 
-// PaidQueued reports whether the order was paid while QUEUED and holds no
-// stock-row unit yet.
+// PaidQueued: paid while QUEUED, holding no stock-row unit yet.
 func (o Order) PaidQueued() bool { return o.Status == order.StatusQueued && o.PaidAt != nil }
 
 // StockDeduction marks that an order took a unit from the stock row.

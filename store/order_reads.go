@@ -15,7 +15,6 @@ func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
 	return orderRow(s.db.WithContext(ctx), orderID)
 }
 
-// orderRow is FindOrder with db (a pool, a transaction, forUpdate).
 func orderRow(db *gorm.DB, orderID string) (Order, error) {
 	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
 }

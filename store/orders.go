@@ -191,7 +191,6 @@ func retryDeadlock(ctx context.Context, write func() error) error {
 	}
 }
 
-// Closing is how CloseOrder should close an order.
 type Closing struct {
 	Status order.Status // CANCELLED or FAILED
 	Reason string
@@ -204,7 +203,6 @@ type Closing struct {
 // ErrNotDue: the order's payment window (plus grace) is still open.
 var ErrNotDue = errors.New("payment window still open")
 
-// CloseResult is what CloseOrder found and did.
 type CloseResult struct {
 	Order    Order // the row as it is now: PAID, CANCELLED, FAILED or REFUNDED
 	Restored bool  // this call gave the stock-row unit back
@@ -225,7 +223,7 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	if c.Status != order.StatusCancelled && c.Status != order.StatusFailed {
 		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
 	}
-	c.Reason = clip(c.Reason, 512)
+	c.Reason = clip(c.Reason, 512) // VARCHAR(512)
 	closed := Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	var out CloseResult
 	// READ COMMITTED: a locking read of a missing row takes no gap lock, so
@@ -298,7 +296,6 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	return out, nil
 }
 
-// clip shortens s to at most n characters (the reason column is VARCHAR(512)).
 func clip(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s

@@ -13,22 +13,18 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// DeductStock's outcomes other than success.
+// DeductStock's outcomes other than success. ErrVersionConflict: every
+// optimistic attempt lost to a concurrent writer (a retry later may succeed);
+// ErrOrderClosed: the order row is final or missing (someone else decided).
 var (
-	// ErrStockExhausted: the stock row is at zero; no retry can change that.
-	ErrStockExhausted = errors.New("stock row exhausted")
-	// ErrVersionConflict: every optimistic attempt lost to a concurrent
-	// writer; retrying later may succeed.
+	ErrStockExhausted  = errors.New("stock row exhausted")
 	ErrVersionConflict = errors.New("stock version conflict")
-	// ErrOrderClosed: the order row is already final (or missing): someone
-	// else decided it.
-	ErrOrderClosed = errors.New("order already closed")
+	ErrOrderClosed     = errors.New("order already closed")
 
 	errVersionMiss     = errors.New("version miss")
 	errAlreadyDeducted = errors.New("already deducted")
 )
 
-// deductAttempts bounds the optimistic-lock loop of DeductStock.
 const deductAttempts = 50
 
 // DeductStock takes one unit from the item's stock row for the order and
@@ -133,8 +129,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 	}
 }
 
-// rowLocks serializes this process's writers of one stock row; waiting
-// respects the caller's context.
+// rowLocks serializes this process's writers of one stock row.
 type rowLocks struct{ items sync.Map } // item id -> chan struct{} (capacity 1)
 
 func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {

@@ -19,8 +19,7 @@ import (
 )
 
 // ErrDuplicate: the buyer already holds another order for the item, or
-// (InsertEarly) a row holds one of its order ids (a missing row is
-// order.ErrNotFound or order.ErrItemNotFound).
+// (InsertEarly) a row holds one of its order ids.
 var ErrDuplicate = errors.New("duplicate")
 
 // Store wraps a gorm connection pool.
@@ -73,8 +72,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.PingContext(ctx)
 func (s *Store) Close() error { return s.pool.Close() }
 
 // take reads the one row of T matching query with db (a pool, a transaction,
-// or either with a locking clause); notFound, wrapped with what, when there
-// is none.
+// forUpdate); notFound, wrapped with what, when there is none.
 func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (T, error) {
 	var row T
 	err := db.Where(query, args...).Take(&row).Error
@@ -87,10 +85,9 @@ func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (
 	return row, nil
 }
 
-// forUpdate is db with SELECT ... FOR UPDATE.
 func forUpdate(db *gorm.DB) *gorm.DB { return db.Clauses(clause.Locking{Strength: "UPDATE"}) }
 
-// isDuplicate reports a MySQL unique-key violation (error 1062).
+// isDuplicate reports a unique-key violation (MySQL error 1062).
 func isDuplicate(err error) bool {
 	return errors.Is(err, gorm.ErrDuplicatedKey) || mysqlErrNumber(err) == 1062
 }

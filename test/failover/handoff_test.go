@@ -190,7 +190,7 @@ func (e *handoffEnv) consumeAll(want map[string]bool, timeout time.Duration) map
 	var mu sync.Mutex
 	got := map[string]int{}
 	c, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: e.rmq.NameServers,
-		Group: testenv.Name(e.t, "cg"), Topic: e.rmq.Topic, FromFirstOffset: true},
+		Group: testenv.Name(e.t, "cg"), Topic: e.rmq.Topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testenv.Logger(e.t)},
 		func(_ context.Context, m *primitive.MessageExt) error {
 			om, err := order.DecodeMessage(m.Body)
 			if err != nil {

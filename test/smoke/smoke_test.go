@@ -109,7 +109,7 @@ func TestRocketMQProduceConsume(t *testing.T) {
 	}
 	got := make(chan *primitive.MessageExt, 1)
 	c, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: cfg.NameServers, Group: testenv.Name(t, "smoke-group"),
-		Topic: topic, FromFirstOffset: true}, func(_ context.Context, m *primitive.MessageExt) error {
+		Topic: topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testenv.Logger(t)}, func(_ context.Context, m *primitive.MessageExt) error {
 		select {
 		case got <- m:
 		default:
