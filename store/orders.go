@@ -89,22 +89,18 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 		open = append(open, order.StatusQueued)
 	}
 	at := receivedAt.UTC().Truncate(time.Millisecond)
+	action, set, args := "cancel", "status = ?, reason = ?", []any{order.StatusCancelled, order.ReasonBuyerCancelled}
+	if pay {
+		action, set, args = "payment", "paid_at = ?, reason = '', status = IF(status = ?, ?, status)", []any{at, order.StatusPendingPayment, order.StatusPaid}
+	}
+	args = append(args, orderID, userID, open, at)
 	var res *gorm.DB
 	err := retryDeadlock(ctx, func() error {
-		if pay {
-			res = db.Exec(`UPDATE seckill_order SET paid_at = ?, reason = '',
-				status = IF(status = ?, ?, status)
-				WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?`,
-				at, order.StatusPendingPayment, order.StatusPaid, orderID, userID, open, at)
-		} else {
-			res = db.Exec(`UPDATE seckill_order SET status = ?, reason = ?
-				WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?`,
-				order.StatusCancelled, order.ReasonBuyerCancelled, orderID, userID, open, at)
-		}
+		res = db.Exec("UPDATE seckill_order SET "+set+" WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?", args...)
 		return res.Error
 	})
 	if err != nil {
-		return Order{}, false, fmt.Errorf("record %s of order %s: %w", doorAction(pay), orderID, err)
+		return Order{}, false, fmt.Errorf("record %s of order %s: %w", action, orderID, err)
 	}
 	o, err := orderRow(db, orderID)
 	if err != nil {
@@ -121,13 +117,6 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 		return o, false, nil
 	}
 	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.View().Status, order.ErrNotPayable)
-}
-
-func doorAction(pay bool) string {
-	if pay {
-		return "payment"
-	}
-	return "cancel"
 }
 
 // Early is the door's pay (Pay) or cancel of an order that has no row yet,
