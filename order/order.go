@@ -21,10 +21,8 @@ const (
 	StatusPaid           Status = "PAID"
 	StatusCancelled      Status = "CANCELLED" // buyer cancelled or payment timed out; unit released
 	StatusFailed         Status = "FAILED"    // a step failed for good; unit released
-	// StatusRefunded: the buyer paid while the order was QUEUED (at the
-	// door, before the saga took its unit from the stock row) and the order
-	// could not be completed (the stock row had no unit for it: a phantom
-	// unit after a Redis failover); the payment is given back.
+	// StatusRefunded: paid while QUEUED, and the stock row had no unit for
+	// it (a phantom unit after a Redis failover): the payment is given back.
 	StatusRefunded Status = "REFUNDED"
 )
 
@@ -67,9 +65,8 @@ type Message struct {
 	ItemID     int64     `json:"item_id"`
 	UserID     int64     `json:"user_id"`
 	ReservedAt time.Time `json:"reserved_at"`
-	// PayBy is the order's payment deadline (Deadline), computed once by the
-	// API that reserved the unit and carried by the 202, the reservation, the
-	// order row and the saga. When nil, the saga sets it as it takes the unit.
+	// PayBy is the payment deadline (Deadline), computed once by the API that
+	// reserved the unit; when nil, the saga sets it as it takes the unit.
 	PayBy *time.Time `json:"pay_by,omitempty"`
 }
 
@@ -147,11 +144,10 @@ func (v View) Rank() int {
 // to well within it (NTP).
 const PayGrace = 10 * time.Second
 
-// DoorLimit bounds a pay's or cancel's work at the door, from its arrival to
-// its answer: past it the API answers 503 (not recorded in time) instead of
-// waiting on. Half of PayGrace, so that a pay received before pay_by is
-// recorded, or its buyer told to try again, before the saga may close the
-// order; never refused because it was slow.
+// DoorLimit bounds a pay's or cancel's work at the door: past it the API
+// answers 503 (not recorded in time). Half of PayGrace, so that a pay received
+// before pay_by is recorded, or its buyer told to try again, before the saga
+// may close the order.
 const DoorLimit = PayGrace / 2
 
 // Reasons recorded with CANCELLED and FAILED orders (seckill_order.reason

@@ -39,9 +39,7 @@ type Consumer struct {
 // settleAfterStart is how long Close lets a just-started consumer live:
 // Start spawns a rebalance goroutine that reads the client's state without a
 // lock while Shutdown writes it (a data race inside rocketmq-client-go, seen
-// under -race when a consumer is closed within ~0.1 s of its start). The
-// rebalance is over within milliseconds; only very short-lived consumers
-// (tests) ever wait here.
+// under -race); only very short-lived consumers (tests) ever wait here.
 const settleAfterStart = time.Second
 
 // pullBatch is how many messages one pull asks for: fewer, fuller pulls (the

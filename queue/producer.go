@@ -22,11 +22,9 @@ type Producer struct {
 }
 
 // OnDegraded calls fn (before the send returns nil) with the status of each
-// send the broker stored without its full durability: FLUSH_DISK_TIMEOUT
-// (a SYNC_FLUSH broker's flush was late), FLUSH_SLAVE_TIMEOUT (a SYNC_MASTER's
-// slave was late), SLAVE_NOT_AVAILABLE (it has no slave). The message is in
-// the master's commit log and will be delivered; sending it again would only
-// make a duplicate. Not safe to call once sends have started.
+// send the broker stored without its full durability (a late flush, a late or
+// missing slave): the message is in the master's commit log and will be
+// delivered; a resend would be a duplicate. Call it before sends start.
 func (p *Producer) OnDegraded(fn func(status string)) { p.degraded = fn }
 
 var degradedStatus = map[primitive.SendStatus]string{

@@ -13,11 +13,9 @@ import (
 )
 
 // AddUnits puts n more units of an item on sale in Redis, at most once per
-// addID (a client's retry adds nothing). It reports whether the stock is
-// loaded: when not, nothing is written (the next load derives it from the
-// stock row). Callers run it inside the MySQL transaction that adds the units
-// to the stock row (store.Store.AddStock), and call UndoAdd with the same id
-// if that transaction does not commit.
+// addID. It reports whether the stock is loaded (when not, nothing is
+// written). Callers run it inside store.Store.AddStock's transaction and call
+// UndoAdd with the same id if that transaction does not commit.
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
 	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID, n).Int64()
@@ -115,10 +113,8 @@ func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, e
 }
 
 // MarkedBuyers returns the user ids of every buyer holding a mark for the
-// item, or ok false when there are more than max (the caller then asks for
-// one buyer's mark at a time). It scans the hash in chunks (HSCAN), so a
-// large item never blocks Redis: a mark present throughout the scan is in
-// the answer; one made during it may not be.
+// item, or ok false when there are more than max. It scans in chunks (HSCAN),
+// never blocking Redis: a mark made during the scan may be missing.
 func (s *Store) MarkedBuyers(ctx context.Context, itemID int64, max int64) (users map[int64]struct{}, ok bool, err error) {
 	key := s.ItemKeys(itemID).Buyers
 	n, err := s.rdb.HLen(ctx, key).Result()

@@ -17,12 +17,10 @@ import (
 // unique key uk_order_order_id) and moves a row only forward: QUEUED or
 // PENDING_PAYMENT to a final status, never out of one.
 
-// CreateQueuedOrder inserts o as QUEUED with o.PayBy (the order message's
-// deadline): the saga has the order, DeductStock takes the unit later. A row
-// with the same order_id already there (a retry after a lost reply, a row the
-// door wrote for an early pay or cancel) is returned unchanged: the caller
-// looks at its status. The buyer holding another order for the item
-// (uk_order_user_item) is ErrDuplicate.
+// CreateQueuedOrder inserts o as QUEUED with o.PayBy. A row with the same
+// order_id already there (a retry after a lost reply, a row the door wrote
+// for an early pay or cancel) is returned unchanged; the buyer holding
+// another order for the item (uk_order_user_item) is ErrDuplicate.
 func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	o.ID, o.Status, o.Reason, o.PaidAt, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now

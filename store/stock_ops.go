@@ -28,15 +28,12 @@ var (
 const deductAttempts = 50
 
 // DeductStock takes one unit from the item's stock row for the order and
-// makes the order PENDING_PAYMENT (or PAID, when the buyer paid while it was
-// QUEUED) with its deadline (the row's, else now + window by the database's
-// clock), at most once per order: the conditional decrement (WHERE version =
-// the one read AND stock > 0), the order's stock_deduction marker (primary key
-// order_id) and the order's move are one transaction, so a retry finds the
-// marker and changes nothing, and PENDING_PAYMENT always means "holds a
-// stock-row unit". A version miss is retried up to deductAttempts times with
-// a short random pause, then ErrVersionConflict. deducted is false when the
-// order had already deducted; the row is the order as it is now.
+// makes the order PENDING_PAYMENT (or PAID, when paid while QUEUED) with its
+// deadline (the row's, else now + window by the database's clock), at most
+// once per order: the conditional decrement, the order's stock_deduction
+// marker (primary key order_id) and the order's move are one transaction, so
+// a retry changes nothing and PENDING_PAYMENT always means "holds a stock-row
+// unit". deducted is false when the order had already deducted.
 func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (_ Order, deducted bool, err error) {
 	// Every order of a sale decrements the same row. Concurrent optimistic
 	// writers from one process would mostly lose to each other (N writers:
