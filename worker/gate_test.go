@@ -23,8 +23,7 @@ import (
 func TestGateHoldsHandlersUntilRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := worker.NewGate()
-		m := worker.NewMetrics()
-		m.ObserveGate(g)
+		m := worker.NewMetrics(g)
 		var handled atomic.Int32
 		h := g.Handler(func(context.Context, *primitive.MessageExt) error { handled.Add(1); return nil })
 		ctx := context.Background()

@@ -20,13 +20,25 @@ type Metrics struct {
 	Payable                                        prometheus.Histogram
 }
 
-// NewMetrics creates and registers the worker's metrics.
-func NewMetrics() *Metrics {
+// NewMetrics creates and registers the worker's metrics; with a gate, also
+// whether it holds the order consumer, read from the gate at each scrape.
+func NewMetrics(gate *Gate) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := promauto.With(reg)
 	counter := func(name, help string) prometheus.Counter {
 		return f.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	if gate != nil {
+		f.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "seckill_worker_consumer_held",
+			Help: "1 while the order consumer is held (POST /admin/consumer/hold) and messages wait in the worker and the broker; 0 after its release.",
+		}, func() float64 {
+			if gate.Held() {
+				return 1
+			}
+			return 0
+		})
 	}
 	return &Metrics{
 		reg:         reg,
@@ -51,20 +63,6 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600},
 		}),
 	}
-}
-
-// ObserveGate exports whether g holds the order consumer, read from the
-// gate itself at each scrape.
-func (m *Metrics) ObserveGate(g *Gate) {
-	promauto.With(m.reg).NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "seckill_worker_consumer_held",
-		Help: "1 while the order consumer is held (POST /admin/consumer/hold) and messages wait in the worker and the broker; 0 after its release.",
-	}, func() float64 {
-		if g.Held() {
-			return 1
-		}
-		return 0
-	})
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -67,7 +67,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := &pipeline{t: t, metrics: worker.NewMetrics(),
+	p := &pipeline{t: t, metrics: worker.NewMetrics(nil),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
 	s := testenv.NewSlice(ctx, t)

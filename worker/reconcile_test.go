@@ -34,7 +34,7 @@ func (f *fakeReconciler) Run(context.Context, []int64, bool) (reconcile.Report, 
 // it leaves and the repairs it made.
 func TestPeriodicReconcileExportsDrift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := worker.NewMetrics()
+		m := worker.NewMetrics(nil)
 		f := &fakeReconciler{}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -29,8 +29,8 @@ func TestOpsSwitchHoldsTheConsumerForAdminsOnly(t *testing.T) {
 	}
 	admin := sign(auth.RoleAdmin)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g, m := worker.NewGate(), worker.NewMetrics()
-	m.ObserveGate(g)
+	g := worker.NewGate()
+	m := worker.NewMetrics(g)
 	srv := httptest.NewServer(worker.OpsHandler(m, g, auth.NewVerifier(secret), log))
 	defer srv.Close()
 	ctx := context.Background()

@@ -56,7 +56,8 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
-	w := &workerParts{deps: &deps{cfg: cfg, log: log}, metrics: worker.NewMetrics(), gate: worker.NewGate()}
+	gate := worker.NewGate()
+	w := &workerParts{deps: &deps{cfg: cfg, log: log}, metrics: worker.NewMetrics(gate), gate: gate}
 	defer func() { err = errors.Join(err, w.close()) }()
 	if w.tc, err = w.temporal(ctx); err != nil {
 		return err
@@ -67,7 +68,6 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if w.rdb, err = w.redis(ctx, redisx.Options{Name: "seckill-worker"}, true); err != nil {
 		return err
 	}
-	w.metrics.ObserveGate(w.gate)
 	serve, err := w.listenOps()
 	if err != nil {
 		return err

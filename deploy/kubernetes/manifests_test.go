@@ -394,7 +394,7 @@ func apiMetricsServes(cfg config.Config) func(string) bool {
 // workerServes reports whether the worker's metrics listener answers path.
 func workerServes(path string) bool {
 	rec := httptest.NewRecorder()
-	worker.OpsHandler(worker.NewMetrics(), nil, nil, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	worker.OpsHandler(worker.NewMetrics(nil), nil, nil, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Code == http.StatusOK
 }
 
