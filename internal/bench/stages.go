@@ -208,7 +208,8 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	log.Info("CPU charged to the pipeline", "processes", fmt.Sprint(pipelinePIDs))
 	barePIDs := map[string][]int{"server": {s.BarePID}, "load generator": {os.Getpid()}}
 	// One rotation over the buyers for every request of both engines, as in
-	// one long run: the API's token cache sees each buyer afresh.
+	// one long run: the API verifies each buyer's token and finds its limiter
+	// among all the buyers'.
 	var nextBuyer atomic.Uint64
 	bareTarget := func(_ uint64, t *vegeta.Target) {
 		i := nextBuyer.Add(1)
