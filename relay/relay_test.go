@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,13 +21,14 @@ import (
 
 // fakePub records successful sends and fails when told to.
 type fakePub struct {
-	mu       sync.Mutex
-	sent     map[string]int
-	down     atomic.Bool
-	failRate float64 // share of sends that fail at random
-	failures atomic.Int64
-	batches  atomic.Int64
-	largest  atomic.Int64
+	mu        sync.Mutex
+	sent      map[string]int
+	down      atomic.Bool
+	failEvery int64 // when set, the 1st send and every failEvery-th after it fail
+	calls     atomic.Int64
+	failures  atomic.Int64
+	batches   atomic.Int64
+	largest   atomic.Int64
 }
 
 func newFakePub() *fakePub { return &fakePub{sent: make(map[string]int)} }
@@ -41,7 +41,7 @@ func (p *fakePub) PublishOrders(ctx context.Context, ms []queue.Encoded) error {
 			return fmt.Errorf("message keyed %s: body %q: %v", m.OrderID, m.Body, err)
 		}
 	}
-	if p.down.Load() || rand.Float64() < p.failRate {
+	if n := p.calls.Add(1); p.down.Load() || p.failEvery > 0 && n%p.failEvery == 1 {
 		p.failures.Add(1)
 		return errors.New("broker unavailable")
 	}
@@ -203,7 +203,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 		}
 	}
 	pub := newFakePub()
-	pub.failRate = 0.3
+	pub.failEvery = 3 // a third of the sends, the first among them
 	start(t, newRelay(t, ob, pub, items{1, 2}, opts(), "a", nil))
 	reserve(t, s, 1, 1, 60)
 	reserve(t, s, 2, 1, 40)
@@ -350,7 +350,7 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 	}
 	reserve(t, s, 1, 1, 300) // a backlog before the relay starts: full batches
 	pub := newFakePub()
-	pub.failRate = 0.3
+	pub.failEvery = 3 // a third of the sends, the first among them
 	o := opts()
 	o.Batch, o.SendBatch, o.Linger = 64, 32, 5*time.Millisecond
 	start(t, newRelay(t, ob, pub, items{1}, o, "a", nil))
