@@ -43,7 +43,8 @@ func newAPICmd(a *app) *cobra.Command {
 // HTTP server stops accepting and drains its requests, the background loops
 // stop and the relay flushes the outbox (after the drain, so that its flush
 // sees every reservation made by in-flight requests), the side listeners
-// close, then the clients.
+// close, then the clients. A stop asked for while the parts are still
+// starting is a clean stop too.
 func runAPI(ctx context.Context, a *app) (err error) {
 	cfg, log := a.cfg, a.log
 	if err := cfg.CheckAPISecret(); err != nil {
@@ -53,7 +54,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 
 	d := &deps{cfg: cfg, log: log}
-	defer func() { err = errors.Join(err, d.close()) }()
+	defer func() { err = errors.Join(d.stoppedWhileStarting(ctx, err), d.close()) }()
 	db, err := d.mysql(ctx)
 	if err != nil {
 		return err

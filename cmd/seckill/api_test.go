@@ -22,3 +22,25 @@ func TestAPIRefusesTheDevelopmentSecret(t *testing.T) {
 		}
 	}
 }
+
+// A role told to stop while it is still starting (here: before it has
+// reached Temporal) stops cleanly, exit status 0; the same failure with no
+// stop asked for is an error.
+func TestRolesStoppedWhileStartingStopCleanly(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := config.Config{JWTSecret: config.Secret(strings.Repeat("s", 40))}
+	cfg.Temporal.Address, cfg.Temporal.Namespace = "127.0.0.1:1", "default" // nothing listens there
+	cfg.MySQL.Host, cfg.MySQL.Port = "127.0.0.1", 1
+	cfg.Worker.Consumer, cfg.Worker.Temporal = true, true
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := runWorker(stopped, cfg, log); err != nil {
+		t.Fatalf("worker stopped while starting: %v, want a clean stop", err)
+	}
+	if err := runAPI(stopped, &app{cfg: cfg, log: log}); err != nil {
+		t.Fatalf("api stopped while starting: %v, want a clean stop", err)
+	}
+	if err := runWorker(context.Background(), cfg, log); err == nil {
+		t.Fatal("worker with no Temporal reachable and no stop asked for: no error")
+	}
+}

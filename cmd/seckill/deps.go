@@ -43,6 +43,18 @@ func (d *deps) close() error {
 	return errors.Join(errs...)
 }
 
+// stoppedWhileStarting turns a start that failed because the role was told
+// to stop (SIGTERM or SIGINT while it was still connecting or creating
+// topics) into a clean stop: the stop was asked for, and a supervisor must
+// not read it as a crash. Any other failure is returned as it is.
+func (d *deps) stoppedWhileStarting(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	d.log.Info("stopped while starting", "err", err)
+	return nil
+}
+
 func (d *deps) mysql(ctx context.Context) (*store.Store, error) {
 	st, err := store.Open(ctx, d.cfg.MySQL)
 	if err != nil {

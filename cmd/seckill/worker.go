@@ -51,14 +51,15 @@ func newWorkerCmd(a *app) *cobra.Command {
 // more messages (held ones are not acknowledged and come back; a start in
 // flight finishes or its message is redelivered, a no-op by workflow ID),
 // the Temporal worker finishes its tasks, the ops listener stops (it reports
-// until the end), the connections close.
+// until the end), the connections close. A stop asked for while the parts
+// are still starting is a clean stop too.
 func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
 	gate := worker.NewGate()
 	w := &workerParts{deps: &deps{cfg: cfg, log: log}, metrics: worker.NewMetrics(gate), gate: gate}
-	defer func() { err = errors.Join(err, w.close()) }()
+	defer func() { err = errors.Join(w.stoppedWhileStarting(ctx, err), w.close()) }()
 	if w.tc, err = w.temporal(ctx); err != nil {
 		return err
 	}
