@@ -164,6 +164,99 @@ func TestUnitAddStock(t *testing.T) {
 	expectErr(t, h.do("POST", add, h.admin, `{"add":1}`), http.StatusConflict, "SALE_ENDED")
 }
 
+// An add retried with its Idempotency-Key is applied once and answers the
+// first add's result; the key with another N is 409.
+func TestUnitAddStockIdempotencyKey(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.cached(h.onSale(2))
+	add := fmt.Sprintf("/api/v1/items/%d/stock", item)
+	r := h.doKey("POST", add, h.admin, "add-1", `{"add":3}`)
+	expect(t, r, http.StatusOK, "")
+	if v := itemBody(t, r); v.StockTotal != 5 || r.header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first add: %+v %v", v, r.header)
+	}
+	expect(t, h.doKey("POST", add, h.admin, "add-2", `{"add":4}`), http.StatusOK, "")
+	r = h.doKey("POST", add, h.admin, "add-1", `{"add":3}`)
+	expect(t, r, http.StatusOK, "")
+	if v := itemBody(t, r); v.StockTotal != 5 || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retried add: %+v (want the first result, stock_total 5), replayed %q", v, r.header.Get("Idempotent-Replayed"))
+	}
+	expectErr(t, h.doKey("POST", add, h.admin, "add-1", `{"add":7}`), http.StatusConflict, "IDEMPOTENCY_KEY_REUSED")
+	if it, _ := h.items.GetItem(context.Background(), item); it.StockTotal != 9 {
+		t.Fatalf("stock_total %d after adds of 3 (retried twice) and 4, want 9", it.StockTotal)
+	}
+	if n := h.units.unitsLeft(item); n != 9 {
+		t.Fatalf("redis holds %d units, want 9", n)
+	}
+}
+
+// The request told "503, retry with the same key" (its end committed, its
+// announcement failed) gets its 200, even after another admin's end of the
+// same sale was refused in between.
+func TestUnitEndSaleRetryAfter503(t *testing.T) {
+	h := newUnitHarness(t)
+	item := h.cached(h.onSale(5))
+	end := fmt.Sprintf("/api/v1/items/%d/end", item)
+	h.units.fail(errDown)
+	expectErr(t, h.doKey("POST", end, h.admin, "end-a", nil), http.StatusServiceUnavailable, "UNAVAILABLE")
+	h.units.fail(nil)
+	expectErr(t, h.doKey("POST", end, h.admin, "end-b", nil), http.StatusConflict, "SALE_ENDED")
+	r := h.doKey("POST", end, h.admin, "end-a", nil)
+	expect(t, r, http.StatusOK, "")
+	if v := itemBody(t, r); v.Status != api.ItemEnded {
+		t.Fatalf("retried end: %+v", v)
+	}
+	expectErr(t, h.doKey("POST", end, h.admin, "end-b", nil), http.StatusConflict, "SALE_ENDED")
+}
+
+// A reload whose MySQL read was taken before another instance ended the sale
+// and finishes after the end's own reload never puts the sale back on.
+func TestUnitItemCacheNeverUndoesAnEnd(t *testing.T) {
+	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) { c.ItemRefresh = 20 * time.Millisecond })
+	item := h.cached(h.onSale(5))
+	buy := fmt.Sprintf("/api/v1/seckill/%d", item)
+	ctx := context.Background()
+
+	read, release := make(chan store.Item, 1), make(chan struct{})
+	h.items.mu.Lock()
+	h.items.afterRead = func(it store.Item) {
+		h.items.mu.Lock()
+		h.items.afterRead = nil // hold the first read only
+		h.items.mu.Unlock()
+		read <- it
+		<-release
+	}
+	h.items.mu.Unlock()
+	slow := make(chan error, 1)
+	go func() { slow <- h.srv.LoadItem(ctx, item) }()
+	if before := <-read; !time.Now().Before(before.EndAt) {
+		t.Fatalf("the held read already saw the end: %+v", before)
+	}
+
+	// Another instance ends the sale and announces it: this one reloads.
+	if _, err := h.items.EndSale(ctx, item, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.units.AnnounceItem(ctx, item, false); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the end reaches the instance", func() bool {
+		r := h.do("POST", buy, h.buyer(1), nil)
+		return r.status == http.StatusForbidden && r.errCode() == "SALE_ENDED"
+	})
+
+	close(release) // the read taken before the end lands now
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	expectErr(t, h.do("POST", buy, h.buyer(2), nil), http.StatusForbidden, "SALE_ENDED")
+	// Nor after refreshes (the entry's revision is the end's).
+	pulses := func() int { h.units.mu.Lock(); defer h.units.mu.Unlock(); return h.units.pulses }
+	seen := pulses()
+	waitUntil(t, "three refreshes", func() bool { return pulses() >= seen+3 })
+	expectErr(t, h.do("POST", buy, h.buyer(3), nil), http.StatusForbidden, "SALE_ENDED")
+}
+
 func TestUnitAdminLimiter(t *testing.T) {
 	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 5, 10
@@ -344,13 +437,9 @@ func TestUnitSoldOutAnswersTheHolder(t *testing.T) {
 	// With the marks loaded, a non-holder costs no Redis call: Redis down
 	// changes nothing for them, while the holder cannot be told (503).
 	waitUntil(t, "the marks are loaded", func() bool {
-		h.units.mu.Lock()
-		h.units.err = errDown
-		h.units.mu.Unlock()
+		h.units.fail(errDown)
 		r := h.do("POST", buy, h.buyer(3), nil)
-		h.units.mu.Lock()
-		h.units.err = nil
-		h.units.mu.Unlock()
+		h.units.fail(nil)
 		return r.status == http.StatusGone
 	})
 }

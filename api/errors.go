@@ -73,6 +73,10 @@ var (
 	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
 	// ErrSaleAlreadyEnded answers an admin's end or add on an ended sale.
 	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
+	// ErrKeyReused answers an add whose Idempotency-Key an add of another
+	// number of units already used.
+	ErrKeyReused = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
+		"this Idempotency-Key was already used for an add of another number of units; use a new key for a new add")
 )
 
 // with is a copy of e with another message.
@@ -136,6 +140,8 @@ func toError(err error) *Error {
 		return itemNotFound
 	case errors.Is(err, store.ErrSaleEnded):
 		return ErrSaleAlreadyEnded
+	case errors.Is(err, store.ErrAddKeyReused):
+		return ErrKeyReused
 	case errors.Is(err, store.ErrStockTooLarge):
 		return badRequest(fmt.Sprintf("add: stock_total would exceed %d", store.MaxStockTotal))
 	case errors.Is(err, order.ErrNotPayable):

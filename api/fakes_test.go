@@ -49,9 +49,18 @@ type fakeItems struct {
 	nextID int64
 	err    error // returned by every call when set
 	gets   int   // GetItem calls
+	// afterRead, when set, runs after each GetItem's read, with the row read
+	// (a test holds a read there to race it with a change).
+	afterRead func(store.Item)
+	// applied adds: add id -> its row, (item, key) -> add id
+	addRows map[string]store.StockAdd
+	addKeys map[string]string
 }
 
-func newFakeItems() *fakeItems { return &fakeItems{byID: map[int64]store.Item{}, nextID: 1000} }
+func newFakeItems() *fakeItems {
+	return &fakeItems{byID: map[int64]store.Item{}, nextID: 1000,
+		addRows: map[string]store.StockAdd{}, addKeys: map[string]string{}}
+}
 
 func (f *fakeItems) CreateItem(_ context.Context, it store.Item) (store.Item, error) {
 	f.mu.Lock()
@@ -65,11 +74,19 @@ func (f *fakeItems) CreateItem(_ context.Context, it store.Item) (store.Item, er
 	return it, nil
 }
 
+// fail makes every call return err (nil: none).
+func (f *fakeItems) fail(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
+
 func (f *fakeItems) GetItem(_ context.Context, id int64) (store.Item, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.gets++
-	return f.find(id)
+	it, err := f.find(id)
+	hook := f.afterRead
+	f.mu.Unlock()
+	if hook != nil && err == nil {
+		hook(it)
+	}
+	return it, err
 }
 
 // find is a row read of the item (f.mu held): the injected error, the item,
@@ -109,8 +126,9 @@ func (f *fakeItems) ListItems(context.Context) ([]store.Item, error) {
 	return out, nil
 }
 
-// EndSale ends the sale now unless it has ended (store.ErrSaleEnded).
-func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
+// EndSale ends the sale now, recording key, unless it has ended
+// (store.ErrSaleEnded).
+func (f *fakeItems) EndSale(_ context.Context, id int64, key string) (store.Item, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	it, err := f.find(id)
@@ -122,6 +140,9 @@ func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
 		return it, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
 	}
 	it.EndAt = now
+	if key != "" {
+		it.EndKey = &key
+	}
 	if !it.StartAt.Before(now) {
 		it.StartAt = now.Add(-time.Millisecond)
 	}
@@ -129,23 +150,45 @@ func (f *fakeItems) EndSale(_ context.Context, id int64) (store.Item, error) {
 	return it, nil
 }
 
-// AddStock raises stock_total; inRedis runs before the change is kept.
-func (f *fakeItems) AddStock(ctx context.Context, id, n int64, inRedis func(context.Context, store.Item) error) (store.Item, error) {
+// AddStock raises stock_total and records the add; inRedis runs before the
+// change is kept. A key already applied answers that add (store's rules).
+func (f *fakeItems) AddStock(ctx context.Context, id, n int64, key, addID string, inRedis func(context.Context, store.Item) error) (store.Item, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	it, err := f.find(id)
 	if err != nil {
-		return it, err
+		return it, false, err
+	}
+	if prev, ok := f.addRows[f.addKeys[fmt.Sprint(id, "/", key)]]; ok && key != "" {
+		if prev.Units != n {
+			return store.Item{}, false, fmt.Errorf("item %d: %w", id, store.ErrAddKeyReused)
+		}
+		it.StockTotal = prev.StockTotal
+		return it, true, nil
 	}
 	if !time.Now().Before(it.EndAt) {
-		return store.Item{}, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
+		return store.Item{}, false, fmt.Errorf("item %d: %w", id, store.ErrSaleEnded)
 	}
 	it.StockTotal += n
 	if err := inRedis(ctx, it); err != nil {
-		return store.Item{}, err
+		return store.Item{}, false, err
 	}
 	f.byID[id] = it
-	return it, nil
+	f.addRows[addID] = store.StockAdd{AddID: addID, ItemID: id, Units: n, StockTotal: it.StockTotal}
+	if key != "" {
+		f.addKeys[fmt.Sprint(id, "/", key)] = addID
+	}
+	return it, false, nil
+}
+
+func (f *fakeItems) AddApplied(_ context.Context, addID string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	_, ok := f.addRows[addID]
+	return ok, nil
 }
 
 // fakeOrders is the MySQL order table.
@@ -263,9 +306,9 @@ type fakeUnits struct {
 	// Sale controls.
 	adds         map[string]int64 // add id -> units
 	revs         map[int64]int64
-	endKeys      map[int64]string
 	itemWatchers []func(int64)
 	addErr       error // AddUnits only
+	pulses       int   // Pulses calls (the refreshes and revision reads)
 
 	// Injected failures.
 	err        error // every call
@@ -284,8 +327,11 @@ type fakeUnits struct {
 
 func newFakeUnits(v *fakeViews) *fakeUnits {
 	return &fakeUnits{views: v, left: map[int64]int64{}, buyers: map[[2]int64]string{},
-		adds: map[string]int64{}, revs: map[int64]int64{}, endKeys: map[int64]string{}}
+		adds: map[string]int64{}, revs: map[int64]int64{}}
 }
+
+// fail makes every call return err (nil: none).
+func (f *fakeUnits) fail(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
 
 func (f *fakeUnits) Load(_ context.Context, itemID, units int64) (bool, error) {
 	f.mu.Lock()
@@ -430,6 +476,7 @@ func (f *fakeUnits) MarkedBuyers(_ context.Context, item, max int64) (map[int64]
 func (f *fakeUnits) Pulses(_ context.Context, ids []int64) (map[int64]stock.Pulse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.pulses++
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -482,16 +529,14 @@ func (f *fakeUnits) UndoAdd(_ context.Context, item int64, addID string) (bool, 
 	return true, nil
 }
 
-func (f *fakeUnits) AnnounceItem(_ context.Context, item int64, unitsBack bool, endKey string) error {
+func (f *fakeUnits) AnnounceItem(_ context.Context, item int64, unitsBack bool) (int64, error) {
 	f.mu.Lock()
 	if f.err != nil {
 		f.mu.Unlock()
-		return f.err
+		return 0, f.err
 	}
 	f.revs[item]++
-	if endKey != "" && f.endKeys[item] == "" {
-		f.endKeys[item] = endKey
-	}
+	rev := f.revs[item]
 	watchers := append([]func(int64){}, f.itemWatchers...)
 	back := append([]func(int64){}, f.back...)
 	f.mu.Unlock()
@@ -503,16 +548,7 @@ func (f *fakeUnits) AnnounceItem(_ context.Context, item int64, unitsBack bool, 
 			fn(item)
 		}
 	}
-	return nil
-}
-
-func (f *fakeUnits) EndKey(_ context.Context, item int64) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return "", f.err
-	}
-	return f.endKeys[item], nil
+	return rev, nil
 }
 
 func (f *fakeUnits) WatchItems(ctx context.Context, fn func(int64)) {

@@ -138,6 +138,12 @@ func (r response) errCode() string {
 
 func (h *harness) do(method, path, token string, body any) response {
 	h.t.Helper()
+	return h.doKey(method, path, token, "", body)
+}
+
+// doKey is do with an Idempotency-Key header (none when key is "").
+func (h *harness) doKey(method, path, token, key string, body any) response {
+	h.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -158,6 +164,9 @@ func (h *harness) do(method, path, token string, body any) response {
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	res, err := h.ts.Client().Do(req)
 	if err != nil {

@@ -23,7 +23,12 @@ type cachedItem struct {
 	it      store.Item
 	soldOut atomic.Bool
 	left    atomic.Int64 // last known stock_left, -1 when unknown
-	rev     atomic.Int64 // the sale-data revision this entry was loaded at
+	// rev is the sale-data revision in Redis this entry is at least as new
+	// as (-1: unknown): a read of MySQL takes it before its query.
+	rev atomic.Int64
+	// written: the entry is this instance's own change (Server.changed), newer
+	// than any read taken at its revision.
+	written bool
 	// marks, loaded while the item is sold out, let a buyer who holds a
 	// unit get 409 with the order, never 410 (see Server.soldOut).
 	marks   atomic.Pointer[markSet]
@@ -58,25 +63,58 @@ func newItemCache(items ItemStore, st Units, missTTL time.Duration, relay Watche
 		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
 }
 
-// replace caches it when its sale data differs from the entry's, keeping
-// the live stock known; rev is the revision it was read at (-1: the entry's).
+// replace caches it, read from MySQL after the item's revision was rev (-1:
+// unknown), unless the entry is newer: a read never replaces an entry of a
+// later revision, nor this instance's own write at the same revision, nor,
+// with its revision unknown, any entry (the refresh reloads a stale one).
+// A read taken before an "end now" must never undo it.
 func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
-	if ok && sameSale(old.it, it) {
-		if rev >= 0 {
-			old.rev.Store(rev)
-		}
-		c.mu.Unlock()
-		return old
-	}
-	ci := &cachedItem{it: it}
-	ci.left.Store(-1)
-	ci.rev.Store(max(rev, 0))
 	if ok {
-		if rev < 0 {
-			ci.rev.Store(old.rev.Load())
+		cur := old.rev.Load()
+		if rev < 0 || rev < cur || rev == cur && old.written {
+			c.mu.Unlock()
+			return old
 		}
+		if sameSale(old.it, it) {
+			old.rev.Store(rev)
+			c.mu.Unlock()
+			return old
+		}
+	}
+	return c.put(it, old, rev, false)
+}
+
+// written caches this instance's own change of an item's sale data, whatever
+// the entry holds; it keeps the entry's revision until announced moves it.
+func (c *itemCache) written(it store.Item) *cachedItem {
+	c.mu.Lock()
+	old, ok := c.byID[it.ID]
+	rev := int64(-1)
+	if ok {
+		rev = old.rev.Load()
+	}
+	return c.put(it, old, rev, true)
+}
+
+// announced records the revision a write's announcement moved the item to,
+// if ci (the write's entry) is still the item's.
+func (c *itemCache) announced(ci *cachedItem, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID[ci.it.ID] == ci && rev > ci.rev.Load() {
+		ci.rev.Store(rev)
+	}
+}
+
+// put stores a new entry for it (old: the entry it replaces, or nil),
+// keeping the live stock known, and unlocks c.mu.
+func (c *itemCache) put(it store.Item, old *cachedItem, rev int64, written bool) *cachedItem {
+	ci := &cachedItem{it: it, written: written}
+	ci.left.Store(-1)
+	ci.rev.Store(rev)
+	if old != nil {
 		ci.left.Store(old.left.Load())
 		// An add clears the flag; the next refresh sets it again if need be.
 		ci.soldOut.Store(old.soldOut.Load() && it.StockTotal <= old.it.StockTotal)
@@ -87,7 +125,7 @@ func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 	c.byID[it.ID] = ci
 	delete(c.misses, it.ID)
 	c.mu.Unlock()
-	if !ok && c.relay != nil {
+	if old == nil && c.relay != nil {
 		c.relay.Watch(it.ID)
 	}
 	return ci
@@ -143,14 +181,25 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 	return c.load(ctx, "get:", id, -1)
 }
 
-// load reads an item from MySQL and caches it at revision rev (-1 when
-// unknown); concurrent loads of one kind share the query (a "reload:" never
-// joins a "get:" that may have read before the change it was told of).
+// load reads an item from MySQL and caches it at revision rev, read from
+// Redis before the query when not given (-1); concurrent loads of one kind
+// and revision share the query (a "reload:" never joins a "get:", nor a
+// load of an earlier revision, that may have read before the change it was
+// told of).
 func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cachedItem, error) {
-	v, err, _ := c.sf.Do(kind+strconv.FormatInt(id, 10), func() (any, error) {
+	key := kind + strconv.FormatInt(id, 10)
+	if rev >= 0 {
+		key += "@" + strconv.FormatInt(rev, 10)
+	}
+	v, err, _ := c.sf.Do(key, func() (any, error) {
 		// Shared by every waiter: not bound to the first caller's request.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
+		if rev < 0 {
+			if known, ok := c.revs(lctx, []int64{id})[id]; ok {
+				rev = known
+			}
+		}
 		it, err := c.items.GetItem(lctx, id)
 		if errors.Is(err, order.ErrItemNotFound) {
 			c.mu.Lock()
@@ -171,16 +220,51 @@ func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cach
 	return v.(*cachedItem), nil
 }
 
-// loadAll brings the cache up to date with MySQL.
+// reload loads an item whose change was announced, at the revision read
+// now (after the announcement's INCR): it never joins a load that began
+// before the change.
+func (c *itemCache) reload(ctx context.Context, id int64) error {
+	rev, ok := c.revs(ctx, []int64{id})[id]
+	if !ok {
+		rev = -1
+	}
+	_, err := c.load(ctx, "reload:", id, rev)
+	return err
+}
+
+// loadAll brings the cache up to date with MySQL, each cached item at the
+// revision read before the query.
 func (c *itemCache) loadAll(ctx context.Context) error {
+	revs := c.revs(ctx, itemIDs(c.all(0, time.Now())))
 	items, err := c.items.ListItems(ctx)
 	if err != nil {
 		return err
 	}
 	for _, it := range items {
-		c.replace(it, -1)
+		rev, ok := revs[it.ID]
+		if !ok {
+			rev = -1
+		}
+		c.replace(it, rev)
 	}
 	return nil
+}
+
+// revs reads the items' sale-data revisions; an item missing from the
+// answer (Redis failed) has none known.
+func (c *itemCache) revs(ctx context.Context, ids []int64) map[int64]int64 {
+	out := make(map[int64]int64, len(ids))
+	if len(ids) == 0 {
+		return out
+	}
+	pulses, err := c.st.Pulses(ctx, ids)
+	if err != nil {
+		return out
+	}
+	for id, p := range pulses {
+		out[id] = p.Rev
+	}
+	return out
 }
 
 // setLeft records a live read of stock_left (marks: the item's mark count,

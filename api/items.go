@@ -171,7 +171,7 @@ func (s *Server) createItem(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ci, _ := s.changed(ctx, it, false, "")
+	ci, _ := s.changed(ctx, it, false)
 	if _, err := s.units.Load(ctx, it.ID, it.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", it.ID, "err", err)
 		return ErrUnavailable.with(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
@@ -305,31 +305,47 @@ func (s *Server) listItems(c *gin.Context) error {
 	return nil
 }
 
+// controlTimeout bounds a sale control's writes (an end, an add and its
+// settling). They run on a context of their own, not the request's: a client
+// that gives up during the COMMIT must not turn a committed write into an
+// unknown one.
+const controlTimeout = 10 * time.Second
+
+// idempotencyKey reads the request's Idempotency-Key header ("" when none).
+func idempotencyKey(c *gin.Context) (string, error) {
+	key := c.GetHeader("Idempotency-Key")
+	if len(key) > 200 {
+		return "", badRequest("Idempotency-Key: at most 200 characters")
+	}
+	return key, nil
+}
+
 // POST /api/v1/items/:id/end (admin): the sale ends now (end_at becomes the
 // database's NOW(3)); orders already accepted go on. A repeated end is 409
-// SALE_ENDED, unless it carries the Idempotency-Key of the request that ended
-// the sale (a client retrying a lost answer): 200 again. Either way the end is
-// announced again, so a repeat also repairs a lost announcement.
+// SALE_ENDED, unless it carries the Idempotency-Key of the request whose
+// UPDATE ended the sale (a client retrying a lost answer or a 503): 200
+// again. The key is written by that UPDATE (item.end_key), so it is known
+// whatever became of the announcement. Either way the end is announced
+// again, so a repeat also repairs a lost announcement.
 func (s *Server) endSale(c *gin.Context) error {
 	id, err := s.itemID(c, auth.RoleAdmin)
 	if err != nil {
 		return err
 	}
-	key := c.GetHeader("Idempotency-Key")
-	if len(key) > 200 {
-		return badRequest("Idempotency-Key: at most 200 characters")
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
 	}
-	ctx := c.Request.Context()
-	it, err := s.deps.Items.EndSale(ctx, id)
-	if errors.Is(err, store.ErrSaleEnded) && key != "" {
-		if k, kerr := s.units.EndKey(ctx, id); kerr == nil && k == key {
-			err = nil // the retry of the request that ended it
-		}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
+	defer cancel()
+	it, err := s.deps.Items.EndSale(ctx, id, key)
+	if errors.Is(err, store.ErrSaleEnded) && key != "" && it.EndKey != nil && *it.EndKey == key {
+		err = nil // the retry of the request that ended it
 	}
 	if err != nil && !errors.Is(err, store.ErrSaleEnded) {
 		return err
 	}
-	ci, aerr := s.changed(ctx, it, false, key)
+	ci, aerr := s.changed(ctx, it, false)
 	if aerr != nil && err == nil {
 		// Other instances may go on selling until their periodic item
 		// sync: say so; a retry re-announces.
@@ -346,23 +362,33 @@ func (s *Server) endSale(c *gin.Context) error {
 // (its revision in Redis moves, its id goes out on the item events channel):
 // each reloads it at once, or at its periodic refresh or sync if the
 // announcement failed.
-func (s *Server) changed(ctx context.Context, it store.Item, unitsBack bool, endKey string) (*cachedItem, error) {
-	ci := s.items.replace(it, -1)
+func (s *Server) changed(ctx context.Context, it store.Item, unitsBack bool) (*cachedItem, error) {
+	ci := s.items.written(it)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	err := s.units.AnnounceItem(ctx, it.ID, unitsBack, endKey)
+	rev, err := s.units.AnnounceItem(ctx, it.ID, unitsBack)
 	if err != nil {
 		s.log.Warn("item change not announced", "item_id", it.ID, "err", err)
+		return ci, err
 	}
-	return ci, err
+	s.items.announced(ci, rev)
+	return ci, nil
 }
 
 // POST /api/v1/items/:id/stock (admin), body {"add": N}: one transaction
-// locks the item row, raises stock_total and the stock row, then, with both
+// locks the item row, raises stock_total and the stock row and records the
+// add (stock_add: its id, the request's Idempotency-Key), then, with both
 // rows still locked, adds the units in Redis (once per add id), and only then
-// commits. If the Redis add or the commit fails, it is undone by its id.
+// commits. A retry with the key of an applied add answers that add's result
+// and changes nothing (409 when its N differs). If the Redis add or the
+// commit fails, settleAdd finds out whether the add committed before it
+// undoes anything.
 func (s *Server) addStock(c *gin.Context) error {
 	id, err := s.itemID(c, auth.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	key, err := idempotencyKey(c)
 	if err != nil {
 		return err
 	}
@@ -379,39 +405,68 @@ func (s *Server) addStock(c *gin.Context) error {
 	if n < 1 || n > maxAdd {
 		return badRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd))
 	}
-	ctx := c.Request.Context()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
+	defer cancel()
+	// A fresh id per attempt, never the key: a retry that overtakes an
+	// attempt still settling must not share its Redis add (that attempt's
+	// undo would take the retry's units).
 	addID := order.NewID()
 	tried := false
-	it, err := s.deps.Items.AddStock(ctx, id, n, func(ctx context.Context, _ store.Item) error {
+	it, replayed, err := s.deps.Items.AddStock(ctx, id, n, key, addID, func(ctx context.Context, _ store.Item) error {
 		tried = true
 		_, err := s.units.AddUnits(ctx, id, addID, n)
 		return err
 	})
-	if err != nil {
-		if tried {
-			s.undoAdd(ctx, id, addID)
+	if err != nil && tried {
+		if committed, serr := s.settleAdd(ctx, id, addID); serr != nil {
+			s.log.Error("stock add's outcome unknown and its Redis units not taken back; run seckill reconcile --repair",
+				"item_id", id, "add_id", addID, "err", err, "settle_err", serr)
+		} else if committed {
+			s.log.Warn("stock add committed though its commit answered an error", "item_id", id, "add_id", addID, "err", err)
+			it, err = s.deps.Items.GetItem(ctx, id)
 		}
+	}
+	if err != nil {
 		return err
 	}
-	ci, _ := s.changed(ctx, it, true, "")
+	if replayed {
+		// it carries the stock_total the first add left.
+		c.Header("Idempotent-Replayed", "true")
+		s.log.Info("units add retried; answered its first result", "item_id", id, "add", n, "stock_total", it.StockTotal)
+		ci, err := s.items.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, itemView(it, s.lefts(ctx, ci)[0], s.now()))
+		return nil
+	}
+	ci, _ := s.changed(ctx, it, true)
 	s.log.Info("units added by an admin", "item_id", id, "add", n, "stock_total", it.StockTotal)
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// undoAdd takes back a Redis add whose transaction did not commit, retrying
-// for a while (the add id makes it safe to repeat). If Redis stays out of
-// reach, the reconciler's recount from the stock row takes the units away.
-func (s *Server) undoAdd(ctx context.Context, id int64, addID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// settleAdd decides an add whose transaction answered an error after its
+// Redis add ran: with the stock row locked (the add's transaction has ended
+// one way or the other, and no recount runs meanwhile) it looks the add up,
+// and only if it did not commit takes its Redis units back (unadd.lua, once
+// per add id). Retried for a while; if MySQL or Redis stays out of reach,
+// the reconciler's fenced recount from the stock row repairs Redis.
+func (s *Server) settleAdd(ctx context.Context, id int64, addID string) (committed bool, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
 	defer cancel()
-	err := retry(ctx, func(ctx context.Context) error {
-		_, err := s.units.UndoAdd(ctx, id, addID)
+	err = retry(ctx, func(ctx context.Context) error {
+		_, err := s.deps.Stock.FenceStock(ctx, id, store.Stock{Version: -1}, nil, func(store.Stock, []string) error {
+			applied, err := s.deps.Items.AddApplied(ctx, addID)
+			if err != nil || applied {
+				committed = applied
+				return err
+			}
+			_, err = s.units.UndoAdd(ctx, id, addID)
+			return err
+		})
 		return err
 	})
-	if err != nil {
-		s.log.Error("stock add not committed and its Redis units not taken back; run seckill reconcile --repair",
-			"item_id", id, "add_id", addID, "err", err)
-	}
+	return committed, err
 }
 
 // readJSON decodes the request body into dst; shape says what the body must

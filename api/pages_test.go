@@ -207,9 +207,7 @@ func TestUnitAdminSummary(t *testing.T) {
 	}
 
 	// Redis down: the error is the API's, in JSON.
-	h.units.mu.Lock()
-	h.units.err = errDown
-	h.units.mu.Unlock()
+	h.units.fail(errDown)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		r := h.do("GET", "/api/v1/admin/summary", h.admin, nil)
 		if r.status == http.StatusServiceUnavailable {

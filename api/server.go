@@ -33,8 +33,9 @@ type ItemStore interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	ListItems(ctx context.Context) ([]store.Item, error)
-	EndSale(ctx context.Context, id int64) (store.Item, error)
-	AddStock(ctx context.Context, id, n int64, inRedis func(ctx context.Context, it store.Item) error) (store.Item, error)
+	EndSale(ctx context.Context, id int64, key string) (store.Item, error)
+	AddStock(ctx context.Context, id, n int64, key, addID string, inRedis func(ctx context.Context, it store.Item) error) (store.Item, bool, error)
+	AddApplied(ctx context.Context, addID string) (bool, error)
 }
 
 // OrderReader reads persisted orders (store.Store).
@@ -63,8 +64,7 @@ type Units interface {
 	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
-	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error
-	EndKey(ctx context.Context, itemID int64) (string, error)
+	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (rev int64, err error)
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
 	WatchItems(ctx context.Context, fn func(itemID int64))
 }
@@ -368,7 +368,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() {
 		s.units.WatchItems(ctx, func(id int64) {
 			go func() {
-				if _, err := s.items.load(ctx, "reload:", id, -1); err != nil && ctx.Err() == nil {
+				if err := s.items.reload(ctx, id); err != nil && ctx.Err() == nil {
 					s.log.Warn("reload item", "item_id", id, "err", err)
 				}
 			}()

@@ -98,17 +98,17 @@ func TestUnitCreateItem(t *testing.T) {
 	}
 
 	// Stock not loadable: 503 naming the warmup; the item exists.
-	h.units.err = errDown
+	h.units.fail(errDown)
 	r = h.do("POST", "/api/v1/items", h.admin, valid)
 	expectErr(t, r, http.StatusServiceUnavailable, "UNAVAILABLE")
 	if !strings.Contains(r.json(t)["error"].(map[string]any)["message"].(string), "/warmup") {
 		t.Fatalf("503 does not name the warmup: %s", r.body)
 	}
-	h.units.err = nil
+	h.units.fail(nil)
 	// MySQL down: 503.
-	h.items.err = errDown
+	h.items.fail(errDown)
 	expectErr(t, h.do("POST", "/api/v1/items", h.admin, valid), http.StatusServiceUnavailable, "UNAVAILABLE")
-	h.items.err = nil
+	h.items.fail(nil)
 	// Body over the limit: 413.
 	big := `{"name":"` + strings.Repeat("a", 70<<10) + `"}`
 	expectErr(t, h.do("POST", "/api/v1/items", h.admin, big), http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
@@ -150,13 +150,13 @@ func TestUnitGetItem(t *testing.T) {
 	}
 
 	// Redis cannot answer: the last figure read is served.
-	h.units.err = errDown
+	h.units.fail(errDown)
 	r = h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil)
 	expect(t, r, http.StatusOK, "")
 	if r.json(t)["stock_left"].(float64) != 2 {
 		t.Fatalf("fallback stock_left %s", r.body)
 	}
-	h.units.err = nil
+	h.units.fail(nil)
 	// Not warmed up yet: nothing reserved, stock_left is the total.
 	it, _ := h.items.CreateItem(context.Background(), store.Item{Name: "cold", StockTotal: 7,
 		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)})
@@ -164,7 +164,7 @@ func TestUnitGetItem(t *testing.T) {
 		t.Fatalf("cold item %s", r.body)
 	}
 	// MySQL down for an item not cached: 503.
-	h.items.err = errDown
+	h.items.fail(errDown)
 	expectErr(t, h.do("GET", "/api/v1/items/5555", "", nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }
 
@@ -193,7 +193,7 @@ func TestUnitWarmup(t *testing.T) {
 	if r.json(t)["stock_left"].(float64) != 2 || h.units.unitsLeft(id) != 2 {
 		t.Fatalf("warmup did not load: %s", r.body)
 	}
-	h.units.err = errDown
+	h.units.fail(errDown)
 	expectErr(t, h.do("POST", path, h.admin, nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }
 
@@ -271,7 +271,7 @@ func TestUnitPurchaseDependencyFailures(t *testing.T) {
 		t.Fatalf("QUEUED view %+v %v", v, ok)
 	}
 	// MySQL down for an item this instance has not seen: 503.
-	h.items.err = errDown
+	h.items.fail(errDown)
 	expectErr(t, h.do("POST", "/api/v1/seckill/31337", h.buyer(3), nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }
 

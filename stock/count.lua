@@ -2,11 +2,15 @@
 -- minus the live reservations whose deduction MySQL does not hold yet
 -- (ARGV[5..] are the order ids with an unrestored deduction). Counted inside
 -- the script, so no reservation or release slips in between.
--- KEYS[1] stock   KEYS[2] orders
+-- KEYS[1] stock   KEYS[2] orders   KEYS[3] adds
 -- ARGV[1] mode: "warm" sets a missing key (a key that exists is live stock
 -- and is left alone), "set" sets it, "check" only counts.
 -- ARGV[3] stock events channel   ARGV[4] item id: units that come back by
 -- the SET are announced there (sold-out flags clear).
+-- A count that sets (or could set) the key forgets the recorded adds: the
+-- stock row it counts from holds every committed add and no other (callers
+-- hold the row's lock), so an add whose transaction failed is taken back
+-- here, and its undo (unadd.lua) must then find nothing to take back again.
 -- Returns {old, want}; old is -1 when the key is missing.
 local old = tonumber(redis.call('GET', KEYS[1]) or '-1')
 if ARGV[1] == 'warm' and old >= 0 then return {old, old} end
@@ -18,8 +22,11 @@ for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
 end
 local want = tonumber(ARGV[2]) - pending
 if want < 0 then want = 0 end
-if ARGV[1] ~= 'check' and old ~= want then
-  redis.call('SET', KEYS[1], want)
-  if want > old and want > 0 then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if ARGV[1] ~= 'check' then
+  redis.call('DEL', KEYS[3])
+  if old ~= want then
+    redis.call('SET', KEYS[1], want)
+    if want > old and want > 0 then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+  end
 end
 return {old, want}

@@ -2,10 +2,8 @@ package stock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,8 +12,10 @@ import (
 
 // AddUnits puts n more units of an item on sale in Redis, at most once per
 // addID. It reports whether the stock is loaded (when not, nothing is
-// written). Callers run it inside store.Store.AddStock's transaction and call
-// UndoAdd with the same id if that transaction does not commit.
+// written). Callers run it inside store.Store.AddStock's transaction and, if
+// that transaction did not commit, call UndoAdd with the same id while they
+// hold the stock row (a fenced Recount forgets every recorded add: see
+// count.lua).
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
 	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID, n).Int64()
@@ -37,15 +37,13 @@ func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, 
 
 // AnnounceItem tells every API instance that an item's sale data changed:
 // its revision moves (an instance that missed the message sees it at its next
-// refresh); unitsBack clears the sold-out flags at once. endKey, when not
-// empty, is remembered as the Idempotency-Key that ended the sale (a day).
-func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, endKey string) error {
+// refresh); unitsBack clears the sold-out flags at once. It returns the new
+// revision.
+func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (int64, error) {
 	k := s.ItemKeys(itemID)
+	var rev *redis.IntCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Incr(ctx, k.Rev)
-		if endKey != "" {
-			p.SetNX(ctx, k.EndKey, endKey, 24*time.Hour)
-		}
+		rev = p.Incr(ctx, k.Rev)
 		p.Publish(ctx, keyspace.ItemEvents(s.prefix), itemID)
 		if unitsBack {
 			p.Publish(ctx, keyspace.StockEvents(s.prefix), itemID)
@@ -53,22 +51,9 @@ func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool, 
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("announce item %d: %w", itemID, err)
+		return 0, fmt.Errorf("announce item %d: %w", itemID, err)
 	}
-	return nil
-}
-
-// EndKey returns the Idempotency-Key of the request that ended the item's
-// sale ("" when none was given or it expired).
-func (s *Store) EndKey(ctx context.Context, itemID int64) (string, error) {
-	v, err := s.rdb.Get(ctx, s.ItemKeys(itemID).EndKey).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read end key of item %d: %w", itemID, err)
-	}
-	return v, nil
+	return rev.Val(), nil
 }
 
 // WatchItems calls fn with the id of every item whose sale data changed,

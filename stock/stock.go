@@ -109,7 +109,7 @@ func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []
 	for _, id := range deducted {
 		args = append(args, id)
 	}
-	v, err := countScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders}, args...).Int64Slice()
+	v, err := countScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Adds}, args...).Int64Slice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}

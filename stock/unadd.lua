@@ -1,5 +1,7 @@
 -- Take back the units of an add whose MySQL transaction did not commit, at
--- most once: only if the add id is still recorded.
+-- most once: only if the add id is still recorded (a fenced recount since the
+-- failed commit counted from the stock row, took the units back and forgot
+-- every add: nothing is left to undo).
 -- KEYS[1] stock   KEYS[2] adds
 -- ARGV[1] add id
 -- Returns 1 when this call took the units back, 0 when there was nothing to undo.

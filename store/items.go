@@ -64,13 +64,15 @@ func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 
 // EndSale ends the item's sale now, by the database's clock: end_at becomes
 // NOW(3) (a start_at still ahead one millisecond before it, so the item reads
-// ENDED, never UPCOMING). One conditional UPDATE, which takes the item's row
-// lock: an AddStock in flight finishes first or sees the sale ended. An item
-// already ended is returned as it is with ErrSaleEnded: the first end stands.
-func (s *Store) EndSale(ctx context.Context, itemID int64) (Item, error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3),
+// ENDED, never UPCOMING) and end_key the request's Idempotency-Key (key, ""
+// when none). One conditional UPDATE, which takes the item's row lock: an
+// AddStock in flight finishes first or sees the sale ended. An item already
+// ended is returned as it is with ErrSaleEnded: the first end stands, and its
+// EndKey says which request made it.
+func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, error) {
+	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3), end_key = NULLIF(?, ''),
 		start_at = LEAST(start_at, NOW(3) - INTERVAL 1000 MICROSECOND)
-		WHERE id = ? AND end_at > NOW(3)`, itemID)
+		WHERE id = ? AND end_at > NOW(3)`, key, itemID)
 	if res.Error != nil {
 		return Item{}, fmt.Errorf("end sale of item %d: %w", itemID, res.Error)
 	}
@@ -84,19 +86,40 @@ func (s *Store) EndSale(ctx context.Context, itemID int64) (Item, error) {
 	return it, nil
 }
 
+// ErrAddKeyReused: an add's Idempotency-Key was already applied with another
+// number of units.
+var ErrAddKeyReused = errors.New("idempotency key already used for an add of another number of units")
+
 // AddStock adds n units to an item for sale: stock_total and the stock row
-// (version + 1, so optimistic deductions in flight re-read it) in one
-// transaction that locks the item row, then the stock row. inRedis (the Redis
-// side, stock.Store.AddUnits) runs while both locks are held, and the
-// transaction commits only if it succeeds: a stock-row writer that locks the
-// row (deductions, restores, a fenced recount) sees neither side of the add
-// or both.
-func (s *Store) AddStock(ctx context.Context, itemID, n int64, inRedis func(ctx context.Context, it Item) error) (Item, error) {
-	var out Item
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+// (version + 1, so optimistic deductions in flight re-read it) and its
+// stock_add row (addID, key) in one transaction that locks the item row, then
+// the stock row. inRedis (the Redis side, stock.Store.AddUnits with addID)
+// runs while both locks are held, and the transaction commits only if it
+// succeeds: a stock-row writer that locks the row (deductions, restores, a
+// fenced recount) sees neither side of the add or both.
+//
+// Idempotent by key (when not ""): an add already applied with it is not
+// applied again; the item is returned with the stock_total that add left
+// and replayed true (ErrAddKeyReused when its units differ from n).
+func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string,
+	inRedis func(ctx context.Context, it Item) error) (out Item, replayed bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		it, err := itemRow(forUpdate(tx), itemID)
 		if err != nil {
 			return err
+		}
+		if key != "" {
+			var prev []StockAdd
+			if err := tx.Where("item_id = ? AND idempotency_key = ?", itemID, key).Limit(1).Find(&prev).Error; err != nil {
+				return fmt.Errorf("look up add key of item %d: %w", itemID, err)
+			}
+			if len(prev) == 1 {
+				if prev[0].Units != n {
+					return fmt.Errorf("item %d: key applied to an add of %d units, not %d: %w", itemID, prev[0].Units, n, ErrAddKeyReused)
+				}
+				it.StockTotal, out, replayed = prev[0].StockTotal, it, true
+				return nil
+			}
 		}
 		var ended bool
 		if err := tx.Raw("SELECT ? <= NOW(3)", it.EndAt).Scan(&ended).Error; err != nil {
@@ -119,11 +142,29 @@ func (s *Store) AddStock(ctx context.Context, itemID, n int64, inRedis func(ctx 
 			return fmt.Errorf("stock row of item %d: %w", itemID, order.ErrItemNotFound)
 		}
 		it.StockTotal += n
+		row := StockAdd{AddID: addID, ItemID: itemID, Units: n, StockTotal: it.StockTotal}
+		if key != "" {
+			row.Key = &key
+		}
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("record add %s of item %d: %w", addID, itemID, err)
+		}
 		if err := inRedis(ctx, it); err != nil {
 			return err
 		}
 		out = it
 		return nil
 	})
-	return out, err
+	return out, replayed, err
+}
+
+// AddApplied reports whether the add addID committed. Asked after an add
+// whose outcome is unknown, once the item's stock row lock is held
+// (FenceStock): the add's transaction has then ended one way or the other.
+func (s *Store) AddApplied(ctx context.Context, addID string) (bool, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&StockAdd{}).Where("add_id = ?", addID).Count(&n).Error; err != nil {
+		return false, fmt.Errorf("look up add %s: %w", addID, err)
+	}
+	return n == 1, nil
 }

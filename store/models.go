@@ -9,12 +9,14 @@ import (
 // Item is a row of `item`: what is on sale, how many, and when. Its JSON is
 // the API's (api.ItemView).
 type Item struct {
-	ID                    int64     `gorm:"column:id;primaryKey" json:"id"`
-	Name                  string    `gorm:"column:name" json:"name"`
-	PriceCents            int64     `gorm:"column:price_cents" json:"price_cents"`
-	StockTotal            int64     `gorm:"column:stock_total" json:"stock_total"`
-	StartAt               time.Time `gorm:"column:start_at" json:"start_at"`
-	EndAt                 time.Time `gorm:"column:end_at" json:"end_at"`
+	ID         int64     `gorm:"column:id;primaryKey" json:"id"`
+	Name       string    `gorm:"column:name" json:"name"`
+	PriceCents int64     `gorm:"column:price_cents" json:"price_cents"`
+	StockTotal int64     `gorm:"column:stock_total" json:"stock_total"`
+	StartAt    time.Time `gorm:"column:start_at" json:"start_at"`
+	EndAt      time.Time `gorm:"column:end_at" json:"end_at"`
+	// EndKey is the Idempotency-Key of the request that ended the sale.
+	EndKey                *string   `gorm:"column:end_key" json:"-"`
 	PaymentTimeoutSeconds int       `gorm:"column:payment_timeout_seconds" json:"payment_timeout_seconds"`
 	CreatedAt             time.Time `gorm:"column:created_at" json:"-"`
 }
@@ -30,6 +32,20 @@ type Stock struct {
 }
 
 func (Stock) TableName() string { return "stock" }
+
+// StockAdd is an applied add of units (POST /api/v1/items/:id/stock):
+// AddID is the Redis add's id, Key the request's Idempotency-Key (nil when
+// none was given), StockTotal the item's stock_total right after it.
+type StockAdd struct {
+	AddID      string    `gorm:"column:add_id;primaryKey"`
+	ItemID     int64     `gorm:"column:item_id"`
+	Key        *string   `gorm:"column:idempotency_key"`
+	Units      int64     `gorm:"column:units"`
+	StockTotal int64     `gorm:"column:stock_total"`
+	CreatedAt  time.Time `gorm:"column:created_at;->"`
+}
+
+func (StockAdd) TableName() string { return "stock_add" }
 
 type Order struct {
 	ID      int64        `gorm:"column:id;primaryKey"`

@@ -27,13 +27,13 @@ package keyspace
 import "strconv"
 
 // Item is the keys of one item.
-type Item struct{ Stock, Buyers, Orders, Outbox, Released, Adds, Rev, EndKey string }
+type Item struct{ Stock, Buyers, Orders, Outbox, Released, Adds, Rev string }
 
 // ItemKeys returns the keys of an item under prefix.
 func ItemKeys(prefix string, itemID int64) Item {
 	tag := prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:"
 	return Item{Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders", Outbox: tag + "outbox",
-		Released: tag + "released", Adds: tag + "adds", Rev: tag + "rev", EndKey: tag + "endkey"}
+		Released: tag + "released", Adds: tag + "adds", Rev: tag + "rev"}
 }
 
 // Order is the key of an order's view.

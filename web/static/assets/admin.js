@@ -130,11 +130,32 @@
     $("freshness").textContent = `Figures read at ${new Date(Date.parse(last.read_at)).toLocaleTimeString()} (server clock), ${S.duration(age)} ago.`;
   }, 250);
 
+  // control sends a sale control with an Idempotency-Key of its own (one per
+  // click) and repeats it with the same key while the answer is lost or says
+  // "try again": the server applies it once, and answers a repeat with the
+  // first result.
+  async function control(path, body) {
+    const key = idempotencyKey();
+    let r;
+    for (let attempt = 1; ; attempt++) {
+      r = await S.call("POST", path, { token, body, headers: { "Idempotency-Key": key } });
+      const again = r.status === 0 || r.status === 502 || r.status === 503 || r.status === 504;
+      if (!again || attempt === 3) return r;
+      await new Promise((done) => setTimeout(done, 500 * attempt));
+    }
+  }
+  function idempotencyKey() {
+    if (window.crypto && crypto.randomUUID) return "room-" + crypto.randomUUID();
+    const b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return "room-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
   async function endSale(id) {
     const c = cards.get(id);
     const ok = await confirmAction(`End sale #${id} "${c.name}" now? New purchases are refused at once; orders already accepted go on.`, "End the sale now");
     if (!ok) { S.say(c.r.msg, "", "Not ended."); return; }
-    const r = await S.call("POST", `/api/v1/items/${id}/end`, { token });
+    const r = await control(`/api/v1/items/${id}/end`);
     if (r.ok) S.say(c.r.msg, "ok", `Sale ended at ${S.when(r.data.end_at)}.`);
     else S.say(c.r.msg, "bad", "Not ended: " + S.errorText(r));
   }
@@ -143,7 +164,7 @@
     const n = Number(c.r.add.value);
     const ok = await confirmAction(`Add ${n} units to sale #${id} "${c.name}"?`, `Add ${n} units`);
     if (!ok) { S.say(c.r.msg, "", "Nothing added."); return; }
-    const r = await S.call("POST", `/api/v1/items/${id}/stock`, { token, body: { add: n } });
+    const r = await control(`/api/v1/items/${id}/stock`, { add: n });
     if (r.ok) S.say(c.r.msg, "ok", `Added ${n} units: ${r.data.stock_left} of ${r.data.stock_total} left.`);
     else S.say(c.r.msg, "bad", "Not added: " + S.errorText(r));
   }

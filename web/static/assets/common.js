@@ -30,6 +30,7 @@ const seckill = (() => {
   async function call(method, path, opts = {}) {
     const headers = { "Accept": "application/json" };
     if (opts.token) headers["Authorization"] = "Bearer " + opts.token;
+    Object.assign(headers, opts.headers || {});
     let body;
     if (opts.body !== undefined) {
       headers["Content-Type"] = "application/json";

@@ -1,0 +1,2 @@
+ALTER TABLE item DROP COLUMN end_key;
+DROP TABLE stock_add;
