@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -467,4 +468,89 @@ func serveRecorder(srv *api.Server, method, path, token string) response {
 	rec := httptest.NewRecorder()
 	srv.Engine().ServeHTTP(rec, req)
 	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+// Every open storefront polls GET /api/v1/items each second: the list serves
+// stock_left as this instance last read it and reads Redis again at most once
+// a second, whatever the number of pollers, while a sale made elsewhere still
+// shows within about a second.
+func TestUnitListItemsReadsRedisAtMostOnceASecond(t *testing.T) {
+	h := newUnitHarness(t) // ItemRefresh is an hour: the periodic refresh stays out of it
+	item := h.cached(h.onSale(10))
+	reads := func() int {
+		h.units.mu.Lock()
+		defer h.units.mu.Unlock()
+		return h.units.leftManys
+	}
+	list := func() (int64, error) {
+		res, err := h.ts.Client().Get(h.ts.URL + "/api/v1/items")
+		if err != nil {
+			return 0, err
+		}
+		defer res.Body.Close()
+		var body struct {
+			Items []api.ItemView `json:"items"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("status %d: %v", res.StatusCode, err)
+		}
+		for _, v := range body.Items {
+			if v.ID == item {
+				return v.StockLeft, nil
+			}
+		}
+		return 0, fmt.Errorf("item %d not listed", item)
+	}
+
+	before, start := reads(), time.Now()
+	var (
+		mu    sync.Mutex
+		calls int
+		sold  time.Time // when another instance's buyer took a unit
+		seen  time.Time // when the list first showed it
+	)
+	stop := start.Add(2500 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 { // eight storefronts polling as fast as they can
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				left, err := list()
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				calls++
+				if left == 9 && seen.IsZero() {
+					seen = time.Now()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // the pollers are under way
+	h.units.mu.Lock()
+	h.units.left[item]--
+	h.units.mu.Unlock()
+	mu.Lock()
+	sold = time.Now()
+	mu.Unlock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	n, most := reads()-before, 1+int(elapsed/time.Second)
+	t.Logf("%d list calls in %s: %d Redis reads; the sale shown after %s", calls, elapsed.Round(time.Millisecond), n, seen.Sub(sold).Round(time.Millisecond))
+	if calls < 20 {
+		t.Fatalf("only %d list calls: the test proves nothing", calls)
+	}
+	if n > most {
+		t.Fatalf("%d list calls in %s read stock_left from Redis %d times, want at most %d", calls, elapsed, n, most)
+	}
+	if seen.IsZero() || seen.Sub(sold) > 1500*time.Millisecond {
+		t.Fatalf("the sale at %s shown at %s: want within about a second", sold.Format("15:04:05.000"), seen.Format("15:04:05.000"))
+	}
 }

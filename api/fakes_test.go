@@ -320,6 +320,7 @@ type fakeUnits struct {
 	// while a failover promotes a replica); -1: every one.
 	markFails int
 	reserves  int // Reserve calls
+	leftManys int // LeftMany calls
 	// stall makes Reserve wait until its context ends (a batch stuck
 	// behind a Redis that does not answer) and fail with its error.
 	stall bool
@@ -376,6 +377,7 @@ func (f *fakeUnits) Left(_ context.Context, itemID int64) (int64, error) {
 func (f *fakeUnits) LeftMany(_ context.Context, ids []int64) (map[int64]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.leftManys++
 	if f.err != nil {
 		return nil, f.err
 	}

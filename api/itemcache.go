@@ -23,6 +23,7 @@ type cachedItem struct {
 	it      store.Item
 	soldOut atomic.Bool
 	left    atomic.Int64 // last known stock_left, -1 when unknown
+	leftAt  atomic.Int64 // when left was last read from Redis (Unix ns), 0 never
 	// rev is the sale-data revision in Redis this entry is at least as new
 	// as (-1: unknown): a read of MySQL takes it before its query.
 	rev atomic.Int64
@@ -56,6 +57,11 @@ type itemCache struct {
 	byID   map[int64]*cachedItem
 	misses map[int64]time.Time
 	sf     singleflight.Group
+
+	// The item list's own reads of stock_left (readLefts): one at a time,
+	// and at most one per period.
+	leftsMu sync.Mutex
+	leftsAt time.Time
 }
 
 func newItemCache(items ItemStore, st Units, missTTL time.Duration, relay Watcher) *itemCache {
@@ -116,6 +122,7 @@ func (c *itemCache) put(it store.Item, old *cachedItem, rev int64, written bool)
 	ci.rev.Store(rev)
 	if old != nil {
 		ci.left.Store(old.left.Load())
+		ci.leftAt.Store(old.leftAt.Load())
 		// An add clears the flag; the next refresh sets it again if need be.
 		ci.soldOut.Store(old.soldOut.Load() && it.StockTotal <= old.it.StockTotal)
 		if ci.soldOut.Load() {
@@ -272,6 +279,7 @@ func (c *itemCache) revs(ctx context.Context, ids []int64) map[int64]int64 {
 // again or its sale ends (whose answer then comes first).
 func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
 	ci.left.Store(left)
+	ci.leftAt.Store(time.Now().UnixNano())
 	ci.soldOut.Store(left <= 0)
 	if left <= 0 && time.Now().Before(ci.it.EndAt) {
 		c.loadMarks(ci, marks)
@@ -281,6 +289,47 @@ func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
 }
 
 func (c *itemCache) markSoldOut(ci *cachedItem) { c.setLeft(ci, 0, -1) }
+
+// readLefts reads again from Redis, in one round trip, the stock_left of
+// those of cis last read period ago or more (the periodic refresh reads them
+// all, a purchase learns a sold-out); at most one such read per period, one
+// at a time, runs on this instance, however many callers ask: the others
+// wait for it, or find it was done within the period and keep the figures
+// as they are. An item Redis has no stock for keeps its figure (the caller
+// shows stock_total while none was ever read).
+func (c *itemCache) readLefts(ctx context.Context, cis []*cachedItem, period time.Duration) error {
+	stale := func() []*cachedItem {
+		var out []*cachedItem
+		for _, ci := range cis {
+			if time.Since(time.Unix(0, ci.leftAt.Load())) >= period {
+				out = append(out, ci)
+			}
+		}
+		return out
+	}
+	if len(stale()) == 0 {
+		return nil
+	}
+	c.leftsMu.Lock()
+	defer c.leftsMu.Unlock()
+	old := stale()
+	if len(old) == 0 || time.Since(c.leftsAt) < period {
+		return nil
+	}
+	// Taken before the read: a Redis that fails or hangs is asked again
+	// only a period later, not by every caller in line.
+	c.leftsAt = time.Now()
+	live, err := c.st.LeftMany(ctx, itemIDs(old))
+	if err != nil {
+		return err
+	}
+	for _, ci := range old {
+		if n, ok := live[ci.it.ID]; ok {
+			c.setLeft(ci, n, -1)
+		}
+	}
+	return nil
+}
 
 // unitBack clears an item's sold-out flag (a compensation released a unit).
 func (c *itemCache) unitBack(id int64) {

@@ -208,6 +208,28 @@ func (s *Server) lefts(ctx context.Context, cis ...*cachedItem) []int64 {
 	return out
 }
 
+// listLeftPeriod is how old a figure of stock_left the item list serves:
+// every open storefront polls the list each second, and the hot item's
+// shard must not answer each poll.
+const listLeftPeriod = time.Second
+
+// cachedLefts is the items' stock_left as this instance last read it; the
+// figures a second old or more are read again first, in one round trip, at
+// most once a second per instance whatever the number of callers. Unknown
+// (never read, or Redis has no stock for the item): stock_total.
+func (s *Server) cachedLefts(ctx context.Context, cis ...*cachedItem) []int64 {
+	if err := s.items.readLefts(ctx, cis, listLeftPeriod); err != nil {
+		s.log.Debug("stock_left from redis", "err", err)
+	}
+	out := make([]int64, len(cis))
+	for i, ci := range cis {
+		if out[i] = ci.left.Load(); out[i] < 0 {
+			out[i] = ci.it.StockTotal
+		}
+	}
+	return out
+}
+
 // itemID is the :id of an item route, with the caller's check: an admin
 // route (role set) takes the role's token, any other the per-IP limit.
 func (s *Server) itemID(c *gin.Context, role auth.Role) (int64, error) {
@@ -281,7 +303,8 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 }
 
 // GET /api/v1/items (anyone; per-IP limit), ?status= filters: the sales not
-// ended over endedShown ago, by start_at, then id.
+// ended over endedShown ago, by start_at, then id, with stock_left at most
+// about a second old (cachedLefts).
 func (s *Server) listItems(c *gin.Context) error {
 	want, err := parseStatuses(c)
 	if err != nil {
@@ -293,7 +316,7 @@ func (s *Server) listItems(c *gin.Context) error {
 	now := s.now()
 	shown := s.items.all(endedShown, now)
 	views := make([]ItemView, 0, len(shown))
-	for i, left := range s.lefts(c.Request.Context(), shown...) {
+	for i, left := range s.cachedLefts(c.Request.Context(), shown...) {
 		if v := itemView(shown[i].it, left, now); want == nil || want[v.Status] {
 			views = append(views, v)
 		}

@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
@@ -117,21 +119,57 @@ func TestUnitTransientFailuresAre503(t *testing.T) {
 	expectErr(t, h.do("POST", "/api/v1/orders/"+v.OrderID+"/cancel", h.buyer(5), nil), http.StatusInternalServerError, "INTERNAL")
 }
 
-// /metrics on the public listener is rate limited like any public route: a
-// flood of scrapes gets 429 with Retry-After, not a fresh rendering each.
-func TestUnitMetricsLimitedOnThePublicListener(t *testing.T) {
-	h := newUnitHarness(t) // the per-IP limit is out of the way: the metrics limit is what answers
-	var limited response
-	for i := 0; i < 100 && limited.status == 0; i++ {
-		if r := h.do("GET", "/metrics", "", nil); r.status == http.StatusTooManyRequests {
-			limited = r
-		} else if r.status != http.StatusOK {
-			t.Fatalf("scrape %d: %d", i, r.status)
+// collects counts the registry's renderings: each exports the count so far.
+type collects struct{ n atomic.Int64 }
+
+var collectsDesc = prometheus.NewDesc("test_collects_total", "Renderings of the registry.", nil, nil)
+
+func (c *collects) Describe(ch chan<- *prometheus.Desc) { ch <- collectsDesc }
+func (c *collects) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(collectsDesc, prometheus.CounterValue, float64(c.n.Add(1)))
+}
+
+// A flood of scrapes on the public listener, from the scraper's own address
+// even, makes no scrape fail (one limiter shared by every client let anyone
+// starve Prometheus, and every local client shares its loopback address),
+// and costs at most one rendering of the registry a second.
+func TestUnitPublicMetricsServeEveryScrape(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var c collects
+	reg.MustRegister(&c)
+	h := newUnitHarness(t, func(cfg *config.API, d *api.Deps) {
+		cfg.IPRPS, cfg.IPBurst = 1, 2 // a tight per-IP limit, which other routes still meet
+		d.Metrics = api.NewMetrics(reg)
+	})
+	start := time.Now()
+	for i := range 200 {
+		r := h.do("GET", "/metrics", "", nil)
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "test_collects_total") {
+			t.Fatalf("scrape %d: %d %.200s", i, r.status, r.body)
+		}
+		if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+			t.Fatalf("scrape %d: Content-Type %q", i, ct)
 		}
 	}
-	expectErr(t, limited, http.StatusTooManyRequests, "RATE_LIMITED")
-	if limited.header.Get("Retry-After") == "" {
-		t.Fatal("429 without Retry-After")
+	if n, most := c.n.Load(), 1+int64(time.Since(start)/time.Second); n > most {
+		t.Fatalf("200 scrapes in %s rendered the registry %d times, want at most %d", time.Since(start), n, most)
+	}
+	for range 2 { // the same address's burst on a limited route
+		h.do("GET", "/api/v1/time", "", nil)
+	}
+	expectErr(t, h.do("GET", "/api/v1/time", "", nil), http.StatusTooManyRequests, "RATE_LIMITED")
+	if r := h.do("GET", "/metrics", "", nil); r.status != http.StatusOK {
+		t.Fatalf("scrape with the address's limit spent: %d", r.status)
+	}
+	// A later scrape gets a fresh rendering.
+	before := c.n.Load()
+	for deadline := time.Now().Add(5 * time.Second); c.n.Load() == before; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no fresh rendering 5 s later")
+		}
+		if r := h.do("GET", "/metrics", "", nil); r.status != http.StatusOK {
+			t.Fatalf("scrape: %d", r.status)
+		}
 	}
 }
 

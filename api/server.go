@@ -4,6 +4,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/common/expfmt"
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/auth"
@@ -228,23 +230,43 @@ func (s *Server) routes() *gin.Engine {
 	return e
 }
 
-// publicMetrics serves /metrics on the public listener, limited: rendering
-// the registry costs far more than any other answer, and the route needs no
-// token. SECKILL_API_METRICS_ADDR takes it off the public listener instead.
+// metricsRenderTTL is how long one rendering of the registry serves the
+// public listener's scrapes.
+const metricsRenderTTL = time.Second
+
+// publicMetrics serves /metrics on the public listener. The route needs no
+// token and rendering the registry costs far more than any other answer, so
+// the registry is rendered at most once a second per instance and every
+// scrape gets that text, unlimited: a client flooding the route costs a copy
+// of the bytes and cannot make anyone's scrape fail (a limiter, shared or per
+// IP, would let it: every local client shares the scraper's loopback
+// address). SECKILL_API_METRICS_ADDR takes the route off the public listener.
 func (s *Server) publicMetrics() gin.HandlerFunc {
-	lim := rate.NewLimiter(1, 10)
-	h := s.metrics.Handler()
+	var rendered reused[[]byte]
 	return func(c *gin.Context) {
-		if err := s.allowIP(c); err != nil {
+		text, err := rendered.get(s.now, metricsRenderTTL, s.renderMetrics)
+		if err != nil {
 			s.fail(c, err)
 			return
 		}
-		if now := s.now(); !lim.AllowN(now, 1) {
-			s.fail(c, rateLimited(retryAfter(lim, now)))
-			return
-		}
-		h.ServeHTTP(c.Writer, c.Request)
+		c.Data(http.StatusOK, string(expfmt.NewFormat(expfmt.TypeTextPlain)), text)
 	}
+}
+
+// renderMetrics is the registry in Prometheus' text format.
+func (s *Server) renderMetrics() ([]byte, error) {
+	families, err := s.metrics.reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("gather metrics: %w", err)
+	}
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			return nil, fmt.Errorf("render metrics: %w", err)
+		}
+	}
+	return b.Bytes(), nil
 }
 
 // HTTPServer serves every route on the configured address (the event

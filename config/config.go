@@ -79,6 +79,17 @@ func (c Config) CheckAPISecret() error {
 	return nil
 }
 
+// DevTokenSecret is the secret POST /api/v1/dev/token signs with, or nil
+// when the route must not exist: only with the development switch on and
+// the published development secret in use. SECKILL_DEV=1 next to a real
+// secret would let anyone mint admin tokens that secret makes valid.
+func (c Config) DevTokenSecret() []byte {
+	if !c.Dev || c.JWTSecret.Value() != DevJWTSecret {
+		return nil
+	}
+	return []byte(DevJWTSecret)
+}
+
 // Log configures log/slog.
 type Log struct {
 	Level  string `env:"LEVEL" envDefault:"info" check:"oneof=debug|info|warn|error"`

@@ -130,6 +130,26 @@ func TestCheckAPISecret(t *testing.T) {
 	}
 }
 
+// The development sign-in signs only with the published development
+// secret: SECKILL_DEV=1 next to a real secret must not mint tokens that
+// secret makes valid.
+func TestDevTokenSecretOnlyWithTheDevelopmentSecret(t *testing.T) {
+	strong := Secret(strings.Repeat("k", MinJWTSecretBytes))
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{JWTSecret: DevJWTSecret, Dev: true}, DevJWTSecret},
+		{Config{JWTSecret: strong, Dev: true}, ""},
+		{Config{JWTSecret: DevJWTSecret}, ""},
+		{Config{JWTSecret: strong}, ""},
+	} {
+		if got := tc.c.DevTokenSecret(); string(got) != tc.want || (tc.want == "") != (got == nil) {
+			t.Errorf("dev %v, secret %q: dev token secret %q, want %q", tc.c.Dev, tc.c.JWTSecret.Value(), got, tc.want)
+		}
+	}
+}
+
 // A comma list with spaces keeps every entry: "a, b" trusts b too (it was
 // dropped), and a bad entry stops the load naming the variable.
 func TestTrustedProxiesTrimmed(t *testing.T) {

@@ -115,10 +115,9 @@ func runAPI(ctx context.Context, a *app) (err error) {
 			"temporal": tc.check,
 		},
 	}
-	if cfg.Dev {
-		// The pages' "sign in as buyer N": development machines only.
-		deps.DevSecret = []byte(cfg.JWTSecret.Value())
-	}
+	// The pages' "sign in as buyer N": development machines, on the
+	// published secret, only.
+	deps.DevSecret = cfg.DevTokenSecret()
 	srv := api.New(cfg.API, deps)
 
 	for what, aside := range map[string]*http.Server{"pprof": pprofServer(cfg.API.PprofAddr), "api metrics": srv.MetricsServer()} {

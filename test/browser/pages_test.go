@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +216,57 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 		p.do("narrow the window", chromedp.EmulateViewport(360, 780))
 		p.until("the page fitting 360 px", `document.documentElement.scrollWidth <= 360`, 10*time.Second)
 		p.shot(p.name + "-360px")
+	}
+}
+
+// A #token= link while someone is signed in asks before it replaces the
+// sign-in (any site can link here: taking the link's token at once let it
+// sign its visitors in as its own user, a login CSRF); "stay" keeps the
+// current sign-in, "switch" takes the link's. The token leaves the address
+// bar either way.
+func TestTokenLinkAsksBeforeReplacingTheSignIn(t *testing.T) {
+	testenv.Integration(t)
+	b := newBrowser(t)
+	d := deploy(t)
+	p := b.page("token-link")
+	signIn(p, d.base+"/", 1001)
+	stored := `String((seckill.tokenInfo(localStorage.getItem("seckill.buyer.token")) || {}).user)`
+	open := func(user int64) {
+		t.Helper()
+		// A fresh load, as a link from another site gives (a hash change
+		// alone does not reload the page): leave it first.
+		p.do("leave the page", chromedp.Navigate(d.base+"/healthz"))
+		p.do(fmt.Sprintf("open a link signing in buyer %d", user), chromedp.Navigate(d.base+"/#token="+d.token(user, auth.RoleBuyer)))
+		p.until("the question", `document.getElementById("link-signin").open && location.hash === ""`, 15*time.Second)
+		if w := p.text("link-signin-text"); !strings.Contains(w, fmt.Sprintf("buyer %d", user)) || !strings.Contains(w, "buyer 1001") {
+			t.Fatalf("the question names neither sign-in: %q", w)
+		}
+	}
+
+	open(1002)
+	p.shot("token-link-question")
+	if got := p.eval(stored); got != "1001" {
+		t.Fatalf("the link's token was stored before the answer: buyer %s", got)
+	}
+	p.do("stay signed in", chromedp.Click(chromedp.ID("link-signin-no")))
+	p.until("the current sign-in kept", `!document.getElementById("link-signin").open && document.getElementById("who").textContent.startsWith("Signed in as buyer 1001 ")`, 15*time.Second)
+	if got := p.eval(stored); got != "1001" {
+		t.Fatalf("declined, and the stored sign-in is buyer %s", got)
+	}
+
+	open(1003)
+	p.do("switch", chromedp.Click(chromedp.ID("link-signin-yes")))
+	p.until("the link's sign-in taken", `document.getElementById("who").textContent.startsWith("Signed in as buyer 1003 ")`, 15*time.Second)
+	if got := p.eval(stored); got != "1003" {
+		t.Fatalf("accepted, and the stored sign-in is buyer %s", got)
+	}
+
+	// The same sign-in again asks nothing.
+	current := p.eval(`localStorage.getItem("seckill.buyer.token")`)
+	p.do("leave the page", chromedp.Navigate(d.base+"/healthz"))
+	p.do("open a link of the current sign-in", chromedp.Navigate(d.base+"/#token="+current))
+	p.until("signed in, no question", `location.hash === "" && document.getElementById("who").textContent.startsWith("Signed in as buyer 1003 ")`, 15*time.Second)
+	if p.eval(`String(document.getElementById("link-signin").open)`) != "false" {
+		t.Fatal("a link of the current sign-in asked")
 	}
 }

@@ -137,6 +137,13 @@ const seckill = (() => {
       el("form", { id: "token-form", class: "row", onsubmit: e => { e.preventDefault(); signIn(field.value.trim(), ""); field.value = ""; } },
         el("label", { for: "token" }, o.label), field, el("button", { type: "submit" }, "Sign in")),
       devForm, msg);
+    const switchText = el("p", { id: "link-signin-text" });
+    const switchYes = el("button", { type: "submit", value: "yes", id: "link-signin-yes", class: "danger" });
+    const switchNo = el("button", { type: "submit", value: "no", id: "link-signin-no", class: "secondary", autofocus: true });
+    const switchDialog = el("dialog", { id: "link-signin", "aria-labelledby": "link-signin-h" },
+      el("form", { method: "dialog" }, el("h2", { id: "link-signin-h" }, "Switch sign-in?"), switchText,
+        el("div", { class: "row" }, switchYes, switchNo)));
+    document.body.append(switchDialog);
 
     function render() {
       const info = token && tokenInfo(token);
@@ -165,12 +172,30 @@ const seckill = (() => {
       render();
       o.changed(token);
     }
+    // askSwitch asks whether the link's sign-in (next) replaces the current
+    // one (cur); resolves true only on yes (Escape keeps the current one).
+    function askSwitch(cur, next) {
+      switchText.textContent = `This link signs you in as ${o.role} ${next.user}; you are signed in as ${o.role} ${cur.user}. ` +
+        "Switch only if you asked for this link: anything you do next is done as the link's user.";
+      switchYes.textContent = `Switch to ${o.role} ${next.user}`;
+      switchNo.textContent = `Stay ${o.role} ${cur.user}`;
+      switchDialog.returnValue = "";
+      return new Promise(resolve => {
+        switchDialog.addEventListener("close", () => resolve(switchDialog.returnValue === "yes"), { once: true });
+        switchDialog.showModal();
+      });
+    }
     // start takes a token handed over in the link, shows who is signed in,
     // reads the server's clock (a failure is said in clockMsg) and offers
-    // the development sign-in where the server allows it.
+    // the development sign-in where the server allows it. A link's token
+    // replaces another sign-in only if the person says so: any site can
+    // link here, and one that signed its visitors in as its own user (login
+    // CSRF) would own whatever they buy and pay for next.
     async function start(clockMsg) {
       const linked = tokenFromLink();
-      if (linked) signIn(linked, " (from the link)");
+      const cur = token && tokenInfo(token), next = linked && tokenInfo(linked);
+      const keep = linked && cur && linked !== token && next && next.role === o.role && !(await askSwitch(cur, next));
+      if (linked && !keep) signIn(linked, " (from the link)");
       render();
       const c = await syncClock();
       if (!c.ok) say(clockMsg || msg, "bad", "The server's clock could not be read: " + errorText(c));
