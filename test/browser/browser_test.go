@@ -1,5 +1,5 @@
 // Package browser_test drives the storefront and the control room in a real
-// headless Chromium (Debian's package, installed by scripts/stack up) against
+// headless Chromium (Debian's package, installed by scripts/stack browser) against
 // child `seckill api` and `seckill worker` processes on a private slice of the
 // local stack. Screenshots of every step are saved under
 // .stack/test-logs/browser/ (SECKILL_BROWSER_OUT overrides); with
@@ -42,9 +42,9 @@ func chromiumPath(t *testing.T) string {
 		}
 	}
 	if os.Getenv("SECKILL_REQUIRE_BROWSER") == "1" {
-		t.Fatal("chromium not found (scripts/stack up installs Debian's chromium)")
+		t.Fatal("chromium not found (scripts/stack browser installs Debian's chromium)")
 	}
-	t.Skip("chromium not found: scripts/stack up installs it (SECKILL_REQUIRE_BROWSER=1 makes this a failure)")
+	t.Skip("chromium not found: scripts/stack browser installs it (SECKILL_REQUIRE_BROWSER=1 makes this a failure)")
 	return ""
 }
 
