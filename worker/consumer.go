@@ -56,7 +56,7 @@ const (
 // takes a message from anyone who reaches it (its ACL is off by default),
 // and a saga started from a forged or altered body would deduct a unit no
 // buyer reserved. Such a message is logged, counted
-// (seckill_worker_forged_messages_total, alert OrderMessagesForged) and
+// (seckill_worker_forged_messages_total, alert SeckillForgedOrderMessages) and
 // acknowledged, like an undecodable one: redelivering it could never make it
 // genuine. It stays in the broker's commit log for its retention, findable
 // by the msg_id logged.
