@@ -184,6 +184,43 @@ type RocketMQ struct {
 	// Pub and Sub.
 	AccessKey string `env:"ACCESS_KEY"`
 	SecretKey Secret `env:"SECRET_KEY"`
+	// The ACL is off by default and authenticates clients, not messages:
+	// the worker starts a saga only for a body signed with this key (the
+	// API's relay signs; queue.Signer). Previous is still accepted, so a
+	// key rotates without a stop. DevOrderSigningKey when unset (normalize).
+	OrderSigningKey         Secret `env:"ORDER_SIGNING_KEY"`
+	OrderSigningKeyPrevious Secret `env:"ORDER_SIGNING_KEY_PREVIOUS"`
+}
+
+// DevOrderSigningKey is the default order signing key, published in this
+// repository: anyone who reaches the broker can sign an order with it.
+const DevOrderSigningKey = "seckill-dev-order-signing-key-change-me"
+
+// CheckOrderSigningKey refuses an order signing key (current or previous)
+// an attacker could know or guess, unless the development switch is on: the
+// API would sign with it and the worker accept what anyone signs with it.
+func (c Config) CheckOrderSigningKey() error {
+	if c.Dev {
+		return nil
+	}
+	keys := []struct {
+		name, key string
+		optional  bool
+	}{
+		{"SECKILL_ROCKETMQ_ORDER_SIGNING_KEY", c.RocketMQ.OrderSigningKey.Value(), false},
+		{"SECKILL_ROCKETMQ_ORDER_SIGNING_KEY_PREVIOUS", c.RocketMQ.OrderSigningKeyPrevious.Value(), true},
+	}
+	for _, k := range keys {
+		switch {
+		case k.key == "" && k.optional:
+		case k.key == DevOrderSigningKey:
+			return fmt.Errorf("%s is the published development key: set a random key of at least %d bytes, the same on "+
+				"every API and worker (e.g. openssl rand -hex 32), or SECKILL_DEV=1 on a development machine", k.name, MinJWTSecretBytes)
+		case len(k.key) < MinJWTSecretBytes:
+			return fmt.Errorf("%s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", k.name, len(k.key), MinJWTSecretBytes)
+		}
+	}
+	return nil
 }
 
 // Temporal runs the order saga.
@@ -339,6 +376,9 @@ func (c *Config) normalize() {
 	c.API.TrustedProxies = slices.DeleteFunc(c.API.TrustedProxies, func(p string) bool { return p == "" })
 	if c.JWTSecret == "" {
 		c.JWTSecret = DevJWTSecret
+	}
+	if c.RocketMQ.OrderSigningKey == "" {
+		c.RocketMQ.OrderSigningKey = DevOrderSigningKey
 	}
 	if c.API.Instance == "" {
 		host, _ := os.Hostname()

@@ -150,6 +150,44 @@ func TestDevTokenSecretOnlyWithTheDevelopmentSecret(t *testing.T) {
 	}
 }
 
+// The order signing key defaults to the published development key, which
+// (like a short key, current or previous) the API and the worker refuse
+// unless the development switch is on; it is masked when printed.
+func TestCheckOrderSigningKey(t *testing.T) {
+	c, err := LoadFrom(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RocketMQ.OrderSigningKey.Value() != DevOrderSigningKey {
+		t.Fatalf("default key %q, want the development key", c.RocketMQ.OrderSigningKey.Value())
+	}
+	if err := c.CheckOrderSigningKey(); err == nil || !strings.Contains(err.Error(), "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY ") {
+		t.Fatalf("default key accepted: %v", err)
+	}
+	if strings.Contains(c.String(), DevOrderSigningKey) {
+		t.Fatal("the signing key is printed")
+	}
+	good := Secret(strings.Repeat("k", MinJWTSecretBytes))
+	for _, tc := range []struct {
+		current, previous Secret
+		dev               bool
+		refused           string // the variable named, or "" for accepted
+	}{
+		{current: good},
+		{current: good, previous: Secret(strings.Repeat("p", MinJWTSecretBytes))},
+		{current: "short-key", refused: "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY "},
+		{current: good, previous: "short-key", refused: "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY_PREVIOUS"},
+		{current: good, previous: DevOrderSigningKey, refused: "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY_PREVIOUS"},
+		{current: DevOrderSigningKey, previous: "short", dev: true},
+	} {
+		c := Config{Dev: tc.dev, RocketMQ: RocketMQ{OrderSigningKey: tc.current, OrderSigningKeyPrevious: tc.previous}}
+		err := c.CheckOrderSigningKey()
+		if tc.refused == "" && err != nil || tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)) {
+			t.Errorf("%+v: err %v, want refusal naming %q", tc, err, tc.refused)
+		}
+	}
+}
+
 // A comma list with spaces keeps every entry: "a, b" trusts b too (it was
 // dropped), and a bad entry stops the load naming the variable.
 func TestTrustedProxiesTrimmed(t *testing.T) {

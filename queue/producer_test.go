@@ -7,6 +7,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 )
 
@@ -15,11 +16,40 @@ type fakeProducer struct {
 	rocketmq.Producer
 	status primitive.SendStatus
 	sends  int
+	sent   []*primitive.Message
 }
 
-func (f *fakeProducer) SendSync(context.Context, ...*primitive.Message) (*primitive.SendResult, error) {
+func (f *fakeProducer) SendSync(_ context.Context, msgs ...*primitive.Message) (*primitive.SendResult, error) {
 	f.sends++
+	f.sent = append(f.sent, msgs...)
 	return &primitive.SendResult{Status: f.status}, nil
+}
+
+var testSigner = NewSigner(config.RocketMQ{OrderSigningKey: config.DevOrderSigningKey})
+
+// Every message the producer sends, one or a batch, carries its body's
+// signature: the worker starts no saga for one that does not.
+func TestProducerSignsEveryMessage(t *testing.T) {
+	f := &fakeProducer{status: primitive.SendOK}
+	p := &Producer{p: f, topic: "t", signer: testSigner}
+	msgs := []order.Message{{OrderID: "a", ItemID: 1, UserID: 1}, {OrderID: "b", ItemID: 1, UserID: 2}}
+	if err := p.PublishOrders(context.Background(), []Encoded{{OrderID: "a", Body: msgs[0].Encode()}, {OrderID: "b", Body: msgs[1].Encode()}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishOrder(context.Background(), msgs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), "dlq", "a", msgs[0].Encode()); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.sent) != 4 {
+		t.Fatalf("%d messages sent, want 4", len(f.sent))
+	}
+	for i, m := range f.sent {
+		if err := testSigner.Verify(m); err != nil {
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
 }
 
 // FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE are
@@ -36,7 +66,7 @@ func TestStoredStatusesAreStored(t *testing.T) {
 		primitive.SendSlaveNotAvailable: "SLAVE_NOT_AVAILABLE",
 	} {
 		var seen []string
-		p := &Producer{p: &fakeProducer{status: status}, topic: "t"}
+		p := &Producer{p: &fakeProducer{status: status}, topic: "t", signer: testSigner}
 		p.OnDegraded(func(s string) { seen = append(seen, s) })
 		if err := p.PublishOrders(context.Background(), encoded); err != nil {
 			t.Fatalf("status %d: batch send: %v", status, err)
@@ -52,7 +82,7 @@ func TestStoredStatusesAreStored(t *testing.T) {
 			t.Fatalf("status %d: reported %q, want %d x %q", status, seen, want, name)
 		}
 	}
-	p := &Producer{p: &fakeProducer{status: primitive.SendUnknownError}, topic: "t"}
+	p := &Producer{p: &fakeProducer{status: primitive.SendUnknownError}, topic: "t", signer: testSigner}
 	if err := p.PublishOrder(context.Background(), msgs[0]); err == nil {
 		t.Fatal("an unknown status must stay an error")
 	}

@@ -19,6 +19,14 @@ type Starter interface {
 	Start(ctx context.Context, m order.Message) error
 }
 
+// Verifier tells the order messages the API signed from any other
+// (queue.Signer).
+type Verifier interface {
+	Verify(m *primitive.Message) error
+}
+
+var _ Verifier = (*queue.Signer)(nil)
+
 // Source is the topic a Handler consumes: it picks the counters and whether
 // each start is logged.
 type Source int
@@ -32,6 +40,7 @@ const (
 const (
 	DeadLetterStarted = "started" // the saga was started now, or already existed
 	DeadLetterInvalid = "invalid" // the body names no order; dropped (logged)
+	DeadLetterForged  = "forged"  // not signed by the API; dropped (logged)
 )
 
 // Handler is the handler of both consumers: it starts the saga of each
@@ -42,13 +51,32 @@ const (
 // dead-letter topic, where the same start is retried: an order is never
 // failed because a dependency was down. A body that cannot be decoded names
 // no order to act on: it is logged and acknowledged.
-func Handler(src Source, s Starter, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
-	what, started, failed, invalid := "order message", m.SagaStarts, m.StartErrors, m.Invalid
+//
+// Before anything else the message's signature is checked (v): the broker
+// takes a message from anyone who reaches it (its ACL is off by default),
+// and a saga started from a forged or altered body would deduct a unit no
+// buyer reserved. Such a message is logged, counted
+// (seckill_worker_forged_messages_total, alert SeckillForgedOrderMessages) and
+// acknowledged, like an undecodable one: redelivering it could never make it
+// genuine. It stays in the broker's commit log for its retention, findable
+// by the msg_id logged.
+func Handler(src Source, s Starter, v Verifier, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
+	what, started, failed, invalid, forged := "order message", m.SagaStarts, m.StartErrors, m.Invalid, m.Forged.WithLabelValues("orders")
 	if src == DeadLetters {
 		what, started, failed, invalid = "dead letter", m.DeadLetters.WithLabelValues(DeadLetterStarted), m.DeadLetterEr,
 			m.DeadLetters.WithLabelValues(DeadLetterInvalid)
+		forged = m.Forged.WithLabelValues("dead_letters")
 	}
 	return func(ctx context.Context, msg *primitive.MessageExt) error {
+		if err := v.Verify(&msg.Message); err != nil {
+			forged.Inc()
+			if src == DeadLetters {
+				m.DeadLetters.WithLabelValues(DeadLetterForged).Inc()
+			}
+			log.Error("dropping "+what+" not signed by the API: no saga started", "msg_id", msg.MsgId, "topic", msg.Topic,
+				"born_host", msg.BornHost, "store_host", msg.StoreHost, "key", msg.GetKeys(), "body", string(msg.Body[:min(len(msg.Body), 512)]), "err", err)
+			return nil
+		}
 		om, err := order.DecodeMessage(msg.Body)
 		if err != nil {
 			invalid.Inc()

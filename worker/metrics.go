@@ -15,7 +15,7 @@ type Metrics struct {
 	reg                                            *prometheus.Registry
 	SagaStarts, StartErrors, Invalid, DeadLetterEr prometheus.Counter
 	PhantomUnits, Refunds                          prometheus.Counter
-	DeadLetters, Repairs                           *prometheus.CounterVec
+	DeadLetters, Repairs, Forged                   *prometheus.CounterVec
 	Drift                                          *prometheus.GaugeVec
 	Payable                                        prometheus.Histogram
 }
@@ -46,8 +46,11 @@ func NewMetrics(gate *Gate) *Metrics {
 		StartErrors: counter("seckill_worker_saga_start_errors_total", "Saga starts that failed; the message is redelivered later."),
 		Invalid:     counter("seckill_worker_invalid_messages_total", "Order messages that could not be decoded and were dropped (logged with their body)."),
 		DeadLetters: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_worker_dead_letter_orders_total",
-			Help: "Orders taken from the dead-letter topic, by outcome: started (the saga was started, or already existed) or invalid (undecodable, dropped)."},
+			Help: "Orders taken from the dead-letter topic, by outcome: started (the saga was started, or already existed), invalid (undecodable, dropped) or forged (not signed by the API, dropped)."},
 			[]string{"outcome"}),
+		Forged: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_worker_forged_messages_total",
+			Help: "Messages on the orders or dead-letter topic (source) whose signature is missing or matches no order signing key: dropped (logged with their body and sender), no saga started."},
+			[]string{"source"}),
 		DeadLetterEr: counter("seckill_worker_dead_letter_errors_total", "Dead-letter handling attempts that failed and will be retried."),
 		PhantomUnits: counter("seckill_worker_phantom_units_retired_total",
 			"Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit."),

@@ -47,6 +47,7 @@ type pipeline struct {
 	orders   *workflows.Client
 	desk     *payment.Desk
 	producer *queue.Producer
+	signer   *queue.Signer // the API's signature of order messages (what the producer signs with)
 	metrics  *worker.Metrics
 	log      *slog.Logger
 	arrived  atomic.Int64 // deliveries handed to the consumer's handler, before any gate
@@ -77,6 +78,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		p.cfg.RocketMQ.MaxReconsume = o.maxReconsume
 	}
 	p.tc = s.Temporal(ctx, t, p.log)
+	p.signer = queue.NewSigner(p.cfg.RocketMQ)
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
 	p.desk = testenv.Desk(t, p.st, p.views, p.orders, p.log)
@@ -89,7 +91,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	}
 	var c *queue.Consumer
 	for i := 0; ; i++ { // a fresh topic's route reaches the name server with the next broker registration
-		h := worker.Handler(worker.Orders, starter, p.metrics, p.log, 10*time.Second)
+		h := worker.Handler(worker.Orders, starter, p.signer, p.metrics, p.log, 10*time.Second)
 		if o.gate != nil {
 			h = o.gate.Handler(h)
 		}
@@ -107,7 +109,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	t.Cleanup(func() { _ = c.Close() })
 	if o.deadLetters {
 		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
-			worker.Handler(worker.DeadLetters, p.orders, p.metrics, p.log, 10*time.Second))
+			worker.Handler(worker.DeadLetters, p.orders, p.signer, p.metrics, p.log, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -300,8 +300,10 @@ func TestSagaDeadLetterRedrives(t *testing.T) {
 	if n := counter(p.metrics.DeadLetters.WithLabelValues(worker.DeadLetterStarted)); n != 1 {
 		t.Fatalf("dead-letter metric %v, want 1", n)
 	}
-	h := worker.Handler(worker.DeadLetters, p.orders, p.metrics, p.log, 10*time.Second)
-	if err := h(ctx, &primitive.MessageExt{Message: primitive.Message{Body: m.Encode()}}); err != nil {
+	h := worker.Handler(worker.DeadLetters, p.orders, p.signer, p.metrics, p.log, 10*time.Second)
+	again := &primitive.MessageExt{Message: primitive.Message{Body: m.Encode()}}
+	p.signer.SignMessage(&again.Message)
+	if err := h(ctx, again); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := p.tc.ListWorkflow(ctx, listRequest(p, m.OrderID))
@@ -386,7 +388,7 @@ func TestDeadLetterTopicMadeReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
-		worker.Handler(worker.DeadLetters, p.orders, p.metrics, p.log, 10*time.Second))
+		worker.Handler(worker.DeadLetters, p.orders, p.signer, p.metrics, p.log, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,9 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err := cfg.CheckAPISecret(); err != nil {
 		return err
 	}
+	if err := cfg.CheckOrderSigningKey(); err != nil {
+		return err
+	}
 	log.Info("starting api", "config", cfg.String())
 	setMemoryLimit("api", cfg.API.MemoryLimitMB, log)
 

@@ -23,12 +23,41 @@ func TestAPIRefusesTheDevelopmentSecret(t *testing.T) {
 	}
 }
 
+// `seckill api` (which signs order messages) and `seckill worker` with its
+// order consumer (which accepts what the key signs) refuse the published
+// development order signing key, or a short one, unless SECKILL_DEV=1; they
+// stop before dialling anything. A worker without the consumer needs no key.
+func TestRolesRefuseTheDevelopmentSigningKey(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, key := range []string{config.DevOrderSigningKey, "too-short"} {
+		cfg := config.Config{JWTSecret: config.Secret(strings.Repeat("s", 40))}
+		cfg.RocketMQ.OrderSigningKey = config.Secret(key)
+		cfg.Worker.Consumer, cfg.Worker.Temporal = true, true
+		if err := runAPI(context.Background(), &app{cfg: cfg, log: log}); err == nil || !strings.Contains(err.Error(), "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY") {
+			t.Fatalf("api, key %q: err %v, want a refusal naming SECKILL_ROCKETMQ_ORDER_SIGNING_KEY", key, err)
+		}
+		if err := runWorker(context.Background(), cfg, log); err == nil || !strings.Contains(err.Error(), "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY") {
+			t.Fatalf("worker, key %q: err %v, want a refusal naming SECKILL_ROCKETMQ_ORDER_SIGNING_KEY", key, err)
+		}
+		// The same worker without its consumer: it gets past the check and
+		// fails dialling Temporal, where nothing listens.
+		cfg.Worker.Consumer = false
+		cfg.Temporal.Address, cfg.Temporal.Namespace = "127.0.0.1:1", "default"
+		stopped, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := runWorker(stopped, cfg, log); err != nil {
+			t.Fatalf("worker without consumer, key %q: %v, want a clean stop", key, err)
+		}
+	}
+}
+
 // A role told to stop while it is still starting (here: before it has
 // reached Temporal) stops cleanly, exit status 0; the same failure with no
 // stop asked for is an error.
 func TestRolesStoppedWhileStartingStopCleanly(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := config.Config{JWTSecret: config.Secret(strings.Repeat("s", 40))}
+	cfg.RocketMQ.OrderSigningKey = config.Secret(strings.Repeat("o", 40))
 	cfg.Temporal.Address, cfg.Temporal.Namespace = "127.0.0.1:1", "default" // nothing listens there
 	cfg.MySQL.Host, cfg.MySQL.Port = "127.0.0.1", 1
 	cfg.Worker.Consumer, cfg.Worker.Temporal = true, true

@@ -57,6 +57,13 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
+	// A consumer that accepts what the published key signs starts a saga
+	// for anyone who reaches the broker.
+	if cfg.Worker.Consumer {
+		if err := cfg.CheckOrderSigningKey(); err != nil {
+			return err
+		}
+	}
 	gate := worker.NewGate()
 	w := &workerParts{deps: &deps{cfg: cfg, log: log}, metrics: worker.NewMetrics(gate), gate: gate}
 	defer func() { err = errors.Join(w.stoppedWhileStarting(ctx, err), w.close()) }()
@@ -142,8 +149,9 @@ func (w *workerParts) startConsumers(ctx context.Context) error {
 		return nil
 	}
 	starter := workflows.NewClient(w.tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
+	signer := queue.NewSigner(cfg.RocketMQ)
 	handler := func(src worker.Source) queue.Handler {
-		return worker.Handler(src, starter, w.metrics, w.log, cfg.Worker.StartTimeout)
+		return worker.Handler(src, starter, signer, w.metrics, w.log, cfg.Worker.StartTimeout)
 	}
 	c, err := worker.StartOrderConsumer(cfg.RocketMQ, cfg.Worker.ConsumeWorkers, w.log, w.gate.Handler(handler(worker.Orders)))
 	if err != nil {

@@ -20,8 +20,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,6 +293,72 @@ func TestEnvironmentIsRealConfig(t *testing.T) {
 			if cfg.Log.Format != "json" && !cfg.Dev {
 				t.Errorf("container %s: SECKILL_LOG_FORMAT=%s outside development, want json", c.Name, cfg.Log.Format)
 			}
+		}
+	})
+}
+
+// documentedSecrets are the names of the documented `kubectl create secret`
+// command in an overlay's kustomization.yaml (--from-literal=NAME=...).
+func documentedSecrets(t *testing.T, overlay string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(overlay, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`--from-literal=(SECKILL_\w+)=`).FindAllSubmatch(b, -1) {
+		names = append(names, string(m[1]))
+	}
+	return names
+}
+
+// The API signs order messages and the worker's consumer accepts only what
+// its key signs: both read SECKILL_ROCKETMQ_ORDER_SIGNING_KEY from the same
+// Secret, and start with it (outside development, a key of the production
+// shape; where the overlay does not ship the Secret, the documented command
+// that creates it sets the key).
+func TestOrderSigningKeyReachesAPIAndWorker(t *testing.T) {
+	const key = "SECKILL_ROCKETMQ_ORDER_SIGNING_KEY"
+	eachOverlay(t, func(t *testing.T, o objects) {
+		keys := map[string]string{}
+		for _, component := range []string{"api", "worker"} {
+			r := o.role(t, component)
+			env := o.environment(t, r.c)
+			reads := false
+			for _, from := range r.c.EnvFrom {
+				if from.SecretRef == nil || !strings.HasPrefix(from.SecretRef.Name, secretName) {
+					continue // a generated Secret's name has a hash suffix
+				}
+				reads = true
+				if o.secret(from.SecretRef.Name) != nil {
+					continue
+				}
+				// Made from the secret store: as the documented command does.
+				documented := documentedSecrets(t, o.overlay)
+				for _, n := range []string{key, "SECKILL_JWT_SECRET"} {
+					if !slices.Contains(documented, n) {
+						t.Fatalf("%s: the documented command that creates the Secret %s sets %v, not %s", o.overlay, secretName, documented, n)
+					}
+					env[n] = strings.Repeat("0f", 32) // openssl rand -hex 32
+				}
+			}
+			if !reads {
+				t.Fatalf("%s: the %s does not read the Secret %s", o.overlay, component, secretName)
+			}
+			if _, ok := env[key]; !ok {
+				t.Errorf("%s: the %s's environment has no %s: it would sign (or check) with the published default", o.overlay, component, key)
+			}
+			cfg, err := config.LoadFrom(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.CheckOrderSigningKey(); err != nil {
+				t.Errorf("%s: the %s would refuse to start: %v", o.overlay, component, err)
+			}
+			keys[component] = cfg.RocketMQ.OrderSigningKey.Value()
+		}
+		if keys["api"] != keys["worker"] {
+			t.Errorf("%s: the api and the worker have different order signing keys", o.overlay)
 		}
 	})
 }

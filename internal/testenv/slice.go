@@ -28,7 +28,8 @@ import (
 // Slice is one deployment's private slice of the local stack, for tests
 // that run `seckill` roles as child processes: a migrated database, a Redis
 // key prefix, a topic (4 queues) with its producer, consumer and
-// dead-letter groups, and a task queue, all this test's own.
+// dead-letter groups, a task queue and an order signing key, all this
+// test's own.
 type Slice struct {
 	Config config.Config // the stack's, with the slice's names in it
 	Store  *store.Store
@@ -50,6 +51,9 @@ func NewSlice(ctx context.Context, t *testing.T) *Slice {
 	cfg.RocketMQ.ConsumerGroup = Name(t, "cg")
 	cfg.Worker.DLQGroup = Name(t, "dlq")
 	cfg.Temporal.TaskQueue = Name(t, "saga")
+	// Of the production shape, so the slice's roles start without
+	// SECKILL_DEV; the test's own producers sign with it too (s.Config).
+	cfg.RocketMQ.OrderSigningKey = config.Secret(Suffix() + Suffix() + Suffix() + Suffix())
 	UniqueItemIDs(t, st)
 	return &Slice{Config: cfg, Store: st, Redis: rdb, Stock: stock.New(rdb, prefix)}
 }
@@ -65,6 +69,7 @@ func (s *Slice) Names() []string {
 		"SECKILL_ROCKETMQ_CONSUMER_GROUP=" + c.RocketMQ.ConsumerGroup,
 		"SECKILL_WORKER_DLQ_GROUP=" + c.Worker.DLQGroup,
 		"SECKILL_TEMPORAL_TASK_QUEUE=" + c.Temporal.TaskQueue,
+		"SECKILL_ROCKETMQ_ORDER_SIGNING_KEY=" + c.RocketMQ.OrderSigningKey.Value(),
 	}
 }
 

@@ -133,6 +133,20 @@ func TestComposeMatchesLocalStack(t *testing.T) {
 		}
 	}
 
+	// The API signs order messages and the worker accepts only what the same
+	// key signs: one key for both, one they start with.
+	api, worker := c.Services["api"].Environment, c.Services["worker"].Environment
+	if k := api["SECKILL_ROCKETMQ_ORDER_SIGNING_KEY"]; k == "" || k != worker["SECKILL_ROCKETMQ_ORDER_SIGNING_KEY"] {
+		t.Errorf("api and worker order signing keys %q and %q: want one key set for both", k, worker["SECKILL_ROCKETMQ_ORDER_SIGNING_KEY"])
+	}
+	for role, e := range map[string]map[string]string{"api": api, "worker": worker} {
+		if rc, err := config.LoadFrom(e); err != nil {
+			t.Errorf("service %s: %v", role, err)
+		} else if err := rc.CheckOrderSigningKey(); err != nil {
+			t.Errorf("service %s would refuse to start: %v", role, err)
+		}
+	}
+
 	init := flatten(c.Services["rocketmq-init"].Command)
 	if !strings.Contains(init, "-t "+cfg.RocketMQ.Topic+" ") || !strings.Contains(init, "-g "+cfg.RocketMQ.ConsumerGroup) {
 		t.Errorf("rocketmq-init does not create topic %s and group %s: %s", cfg.RocketMQ.Topic, cfg.RocketMQ.ConsumerGroup, init)

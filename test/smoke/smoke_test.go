@@ -129,6 +129,10 @@ func TestRocketMQProduceConsume(t *testing.T) {
 		if err != nil || body != want {
 			t.Fatalf("body %+v (%v), want %+v", body, err, want)
 		}
+		// The signature property survives the broker: the worker can check it.
+		if err := queue.NewSigner(cfg).Verify(&m.Message); err != nil {
+			t.Fatalf("consumed message: %v", err)
+		}
 	case <-ctx.Done():
 		t.Fatal("no message consumed back from", topic)
 	}
