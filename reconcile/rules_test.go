@@ -68,7 +68,7 @@ func TestRuleFunctions(t *testing.T) {
 			t.Errorf("%s: %v, want [%s]", name, got, want)
 		}
 	}
-	one("live orders without reservation", liveOrdersWithoutReservation(it, grace), lost)
+	one("held orders without reservation", heldOrdersWithoutReservation(it, grace), lost)
 	one("final orders holding units", finalOrdersHoldingUnits(it, grace), held)
 	one("lost handoffs", lostHandoffs(it, grace), handoff)
 	one("stuck queued", stuckQueued(it, grace), queued)
@@ -93,4 +93,39 @@ func TestRuleFunctions(t *testing.T) {
 	if fs := lostHandoffs(it, grace); len(fs) != 0 {
 		t.Errorf("lost handoffs without the outbox and the sagas read: %v", ids(fs))
 	}
+}
+
+// The put-back of a QUEUED row's reservation carries its deadline, and the
+// recount after it keeps its unit held.
+func TestPutBackQueuedReservation(t *testing.T) {
+	w := newWorld(10)
+	long := time.Now().Add(-time.Minute)
+	payBy := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	id := w.reserve(1, long)
+	w.orders[id] = &store.Order{OrderID: id, UserID: 1, ItemID: 1, Status: order.StatusQueued, PayBy: &payBy, CreatedAt: long}
+	w.running[id] = true
+	delete(w.resv, id)
+	delete(w.marks, 1)
+	w.left++ // as a recount without the row would have it
+
+	rep := run(t, w, true) // its saga is running: stuck_queued stays, report only
+	if rep.Remaining() != 1 || !has(rep, StuckQueued) || !has(rep, PaidUnitOnSale) || !has(rep, RedisStock) {
+		t.Fatalf("report %+v", rep.Findings)
+	}
+	m, ok := w.resv[id]
+	if !ok || m.PayBy == nil || !m.PayBy.Equal(payBy) || w.marks[1] != id {
+		t.Fatalf("reservation %+v (%v), mark %q", m, ok, w.marks[1])
+	}
+	if w.left != 9 {
+		t.Fatalf("stock_left %d, want 9", w.left)
+	}
+}
+
+func has(rep Report, kind string) bool {
+	for _, f := range rep.Findings {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
