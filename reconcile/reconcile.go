@@ -25,11 +25,11 @@ import (
 // Kinds of drift; docs/runbook.md tabulates what each means and what
 // --repair does. A repair is named after the colon; "report" has none.
 const (
-	LostHandoff         = "lost_handoff"                 // reserved, no outbox entry, no row, no saga: start the saga
+	LostHandoff         = "lost_handoff"                 // reserved, no outbox entry, no saga, no row (or the door's QUEUED one): start the saga
 	SagaForFinalOrder   = "saga_running_for_final_order" // running past its own wake for a final row: wake it
 	RedisStock          = "redis_stock"                  // stock_left is not the stock row minus undeducted reservations: set it
 	StockRow            = "stock_row"                    // the stock row is not S minus unrestored deductions: report
-	StuckQueued         = "stuck_queued"                 // QUEUED past the grace: report (see its saga)
+	StuckQueued         = "stuck_queued"                 // QUEUED past the grace, not a lost handoff: report (see its saga)
 	PaidUnitOnSale      = "live_order_unit_on_sale"      // a row holding a unit (QUEUED too) without its reservation: put it back
 	FinalUnitHeld       = "final_order_unit_held"        // a CANCELLED/FAILED row, reservation held, no saga: release or retire
 	RowLost             = "order_row_lost"               // a completed saga without its row (a restore): report
@@ -301,23 +301,36 @@ func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
+// lostHandoffs: a reservation whose message no saga will ever get. The door
+// writes a QUEUED row for a pay at the 202 before any saga exists: with the
+// message lost, that row waits for a saga like no row at all.
 func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
-	if !it.WorkflowsRead || it.Outbox == nil {
-		return nil
-	}
 	var out []Finding
 	for id, m := range it.Redis.Reservations {
-		_, row := it.Orders[id]
-		_, saga := it.Sagas[id]
-		if row || saga || it.Outbox[id] || it.Age(id, m.ReservedAt) <= grace {
+		if !handoffLost(it, id, m, grace) {
 			continue
 		}
-		out = append(out, Finding{Kind: LostHandoff, OrderID: id, Detail: "reserved in Redis; no outbox entry, no order row, no saga"})
+		detail := "reserved in Redis; no outbox entry, no order row, no saga"
+		if _, row := it.Orders[id]; row {
+			detail = "reserved in Redis, QUEUED in MySQL (written at the door); no outbox entry, no saga"
+		}
+		out = append(out, Finding{Kind: LostHandoff, OrderID: id, Detail: detail})
 	}
 	return out
 }
 
-// startSaga: a start of a saga that exists is a no-op (REJECT_DUPLICATE).
+func handoffLost(it *snapshot.Item, id string, m order.Message, grace time.Duration) bool {
+	if !it.WorkflowsRead || it.Outbox == nil {
+		return false
+	}
+	o, row := it.Orders[id]
+	_, saga := it.Sagas[id]
+	return (!row || o.Status == order.StatusQueued) && !saga && !it.Outbox[id] && it.Age(id, m.ReservedAt) > grace
+}
+
+// startSaga: a start of a saga that exists is a no-op (REJECT_DUPLICATE);
+// PersistOrder adopts a row the door wrote (and the deduction makes a paid
+// one PAID).
 func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair || r.d.Sagas == nil {
 		return true, nil
@@ -385,13 +398,18 @@ func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding
 }
 
 // stuckQueued counts the grace from the row's creation: an order that waited
-// in the queue is young to this rule (its saga has only begun).
+// in the queue is young to this rule (its saga has only begun). A lost
+// handoff is that rule's, repaired there.
 func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
-		if o.Status == order.StatusQueued && it.At.Sub(o.CreatedAt) > grace {
-			out = append(out, Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
+		if o.Status != order.StatusQueued || it.At.Sub(o.CreatedAt) <= grace {
+			continue
 		}
+		if m, held := it.Redis.Reservations[o.OrderID]; held && handoffLost(it, o.OrderID, m, grace) {
+			continue
+		}
+		out = append(out, Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
 	}
 	return out
 }
