@@ -233,6 +233,21 @@ func (f *fakeOrders) ListUserOrders(_ context.Context, user int64, before string
 	return out, nil
 }
 
+func (f *fakeOrders) HeldOrders(_ context.Context, itemID int64) ([]store.Order, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []store.Order
+	for _, o := range f.rows {
+		if o.ItemID == itemID && o.Status.Holds() {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeOrders) put(o store.Order) {
 	f.mu.Lock()
 	f.rows[o.OrderID] = o
@@ -424,6 +439,22 @@ func (f *fakeUnits) Reserve(ctx context.Context, r order.Message) (int64, error)
 		return 0, f.failAfter
 	}
 	return n - 1, nil
+}
+
+// RestoreAll puts back the buyer marks (the fakes hold no reservations
+// apart from their counts).
+func (f *fakeUnits) RestoreAll(_ context.Context, itemID int64, ms []order.Message) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, f.err
+	}
+	for _, m := range ms {
+		if _, ok := f.buyers[[2]int64{itemID, m.UserID}]; !ok {
+			f.buyers[[2]int64{itemID, m.UserID}] = m.OrderID
+		}
+	}
+	return 0, nil
 }
 
 func (f *fakeUnits) BuyerOrder(_ context.Context, itemID, userID int64) (string, bool, error) {

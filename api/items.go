@@ -271,10 +271,39 @@ func (s *Server) showItem(c *gin.Context, role auth.Role, then func(context.Cont
 // live reservations not deducted yet, computed while the stock row is held
 // still (no deduction or restore commits meanwhile) and counted in Redis in
 // one script (no reservation or release slips in); stock_total would sell
-// again every unit reserved or sold before the loss.
+// again every unit reserved or sold before the loss. Redis lost the
+// reservations with the key, so first every order MySQL says holds a unit
+// gets its reservation and buyer mark back (with its deadline): a QUEUED one
+// is not deducted yet, and counted from the stock row it would be sold again;
+// a saga's later release finds it and gives the unit back. An order whose
+// unit was released since is refused (restore.lua). A loaded key is live
+// stock: the warm-up changes nothing then.
 func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
-	_, err := s.deps.Stock.FenceStock(ctx, ci.it.ID, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
-		_, _, err := s.units.Recount(ctx, ci.it.ID, row.Stock, deducted, stock.Warm)
+	id := ci.it.ID
+	_, err := s.deps.Stock.FenceStock(ctx, id, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
+		// Under the fence nothing else loads the key: a warm-up and the
+		// reconciler's recount take the same lock, a release never creates it.
+		left, err := s.units.LeftMany(ctx, []int64{id})
+		if _, loaded := left[id]; err != nil || loaded {
+			return err
+		}
+		held, err := s.deps.Orders.HeldOrders(ctx, id)
+		if err != nil {
+			return err
+		}
+		ms := make([]order.Message, len(held))
+		for i, o := range held {
+			ms[i] = o.Reservation()
+		}
+		n, err := s.units.RestoreAll(ctx, id, ms)
+		if err != nil {
+			return err
+		}
+		_, want, err := s.units.Recount(ctx, id, row.Stock, deducted, stock.Warm)
+		if err == nil {
+			s.log.Info("stock loaded into redis", "item_id", id, "stock_left", want, "stock_row", row.Stock,
+				"orders_holding_units", len(held), "reservations_put_back", n)
+		}
 		return err
 	})
 	return err

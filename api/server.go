@@ -45,6 +45,7 @@ type OrderReader interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
 	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
+	HeldOrders(ctx context.Context, itemID int64) ([]store.Order, error)
 }
 
 // OrderActions are the buyer's pay and cancel, judged at the door against
@@ -58,6 +59,7 @@ type OrderActions interface {
 type Units interface {
 	Load(ctx context.Context, itemID, units int64) (bool, error)
 	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
+	RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error)
 	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
 	Reserve(ctx context.Context, r order.Message) (int64, error)
 	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)

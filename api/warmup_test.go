@@ -9,6 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/invariant"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/store"
 )
 
@@ -80,5 +87,154 @@ func TestWarmupAfterLostStockDuringAStampede(t *testing.T) {
 	left, err := h.stk.Left(ctx, item)
 	if err != nil || left != 0 {
 		t.Fatalf("stock_left %d (%v), want 0", left, err)
+	}
+}
+
+// Redis lost everything of an item mid-sale, while sagas lag behind: orders
+// persisted QUEUED (not deducted yet) and orders paid at the 202 (the door's
+// QUEUED row) hold units the stock row still counts. The warm-up puts their
+// reservations and buyer marks back before it counts, so it loads only the
+// units nobody holds: the buyers who come after it (racing it, and the lagging
+// sagas deducting meanwhile) get exactly those, every saga then takes its unit
+// (no STOCK_EXHAUSTED, no REFUNDED), the buyers who held orders are still
+// refused a second one, and the invariant checker is clean.
+func TestWarmupKeepsUnitsOfQueuedOrders(t *testing.T) {
+	const units, newBuyers = 20, 40
+	ctx := context.Background()
+	h := newHarness(t, func(_ *config.API, d *api.Deps) {
+		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses),
+			func() (payment.Sagas, error) { return nil, api.ErrUnavailable }, &counter{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Actions = desk.WithEarlyPayment(d.Views.(payment.Views), d.Units.(payment.Reservations))
+	})
+	item := h.activeItem(units)
+	var mu sync.Mutex
+	accepted := map[string]int64{} // order id -> buyer, every 202
+	buy := func(buyer int64) response {
+		r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(buyer), nil)
+		if r.status == http.StatusAccepted {
+			mu.Lock()
+			accepted[r.json(t)["order_id"].(string)] = buyer
+			mu.Unlock()
+		}
+		return r
+	}
+	ids := map[int64]string{}
+	for b := int64(1); b <= 11; b++ {
+		r := buy(b)
+		expect(t, r, http.StatusAccepted, "")
+		ids[b] = r.json(t)["order_id"].(string)
+	}
+	persist := func(b int64) {
+		m, ok, err := h.stk.Reservation(ctx, item, ids[b])
+		if err != nil || !ok {
+			t.Fatalf("reservation of buyer %d: %v %v", b, ok, err)
+		}
+		if _, err := h.db.CreateQueuedOrder(ctx, store.Order{OrderID: m.OrderID, UserID: b, ItemID: item, PayBy: m.PayBy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sagas of 1-4 took their units (1 then paid); those of 5-8 only
+	// persisted their orders (the backlog); 9 and 10 paid at the 202 and 11
+	// cancelled at it, before any saga ran.
+	for b := int64(1); b <= 8; b++ {
+		persist(b)
+	}
+	for b := int64(1); b <= 4; b++ {
+		if _, _, err := h.db.DeductStock(ctx, ids[b], item, 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for b, verb := range map[int64]string{1: "pay", 9: "pay", 10: "pay", 11: "cancel"} {
+		expect(t, h.do("POST", "/api/v1/orders/"+ids[b]+"/"+verb, h.buyer(b), nil), http.StatusOK, "")
+	}
+	// 10 units held (1-10), 4 of them deducted: the stock row has 16, of
+	// which 6 are held by orders not deducted yet.
+	if row, err := h.db.ReadItemState(ctx, item); err != nil || row.Stock.Stock != units-4 {
+		t.Fatalf("stock row %d (%v), want %d", row.Stock.Stock, err, units-4)
+	}
+
+	// Redis loses every key of the sale.
+	k := h.stk.ItemKeys(item)
+	if err := h.rdb.Del(ctx, k.Stock, k.Buyers, k.Orders, k.Outbox, k.Released).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// New buyers race the warm-up (503 until the stock is loaded), and two
+	// of the lagging sagas deduct meanwhile; the other four come after.
+	var wg sync.WaitGroup
+	for b := int64(101); b <= 100+newBuyers; b++ {
+		wg.Go(func() {
+			for buy(b).status == http.StatusServiceUnavailable {
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+	deductErrs := make(chan error, 6)
+	for b := int64(5); b <= 6; b++ {
+		wg.Go(func() {
+			_, _, err := h.db.DeductStock(ctx, ids[b], item, 10*time.Minute)
+			deductErrs <- err
+		})
+	}
+	expect(t, h.do("POST", fmt.Sprintf("/api/v1/items/%d/warmup", item), h.admin, nil), http.StatusOK, "")
+	wg.Wait()
+	for b := int64(7); b <= 10; b++ {
+		_, _, err := h.db.DeductStock(ctx, ids[b], item, 10*time.Minute)
+		deductErrs <- err
+	}
+	close(deductErrs)
+	for err := range deductErrs {
+		if err != nil {
+			t.Errorf("a lagging saga's deduction after the warm-up: %v", err)
+		}
+	}
+	if n := len(accepted) - 11; n != units-10 {
+		t.Fatalf("%d new buyers accepted after the warm-up, want %d (10 of %d units are held)", n, units-10, units)
+	}
+	// The buyers who held orders are still marked: no second order.
+	for b := int64(1); b <= 10; b++ {
+		expect(t, buy(b), http.StatusConflict, "ALREADY_PURCHASED")
+	}
+
+	// The repair after the warm-up, then the new orders' sagas: each one
+	// takes its unit.
+	r := reconcile.New(reconcile.Deps{MySQL: h.db, Units: h.stk, Outbox: h.ob}, 0, testenv.Logger(t))
+	if rep, err := r.Run(ctx, []int64{item}, true); err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("reconcile after the warm-up: %+v %v, want nothing to repair", rep.Findings, err)
+	}
+	for id, b := range accepted {
+		if b <= 11 {
+			continue
+		}
+		m, ok, err := h.stk.Reservation(ctx, item, id)
+		if err != nil || !ok {
+			t.Fatalf("reservation of %s: %v %v", id, ok, err)
+		}
+		if _, err := h.db.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: b, ItemID: item, PayBy: m.PayBy}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := h.db.DeductStock(ctx, id, item, 10*time.Minute); err != nil {
+			t.Errorf("the saga of order %s (a 202 after the warm-up): %v", id, err)
+		}
+	}
+	for _, b := range []int64{9, 10} {
+		if o, err := h.db.FindOrder(ctx, ids[b]); err != nil || o.Status != order.StatusPaid {
+			t.Errorf("order paid at the 202 by buyer %d: %+v %v, want PAID", b, o, err)
+		}
+	}
+	var acc []invariant.Accepted
+	for id, b := range accepted {
+		acc = append(acc, invariant.Accepted{OrderID: id, UserID: b})
+	}
+	rep, err := invariant.Check(ctx, invariant.Deps{Store: h.db, Stock: h.stk},
+		invariant.Input{ItemID: item, Accepted: acc, AcceptedComplete: true, SoldOutSeen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("invariant checker: %v", rep.Violations)
 	}
 }

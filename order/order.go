@@ -26,6 +26,13 @@ const (
 	StatusRefunded Status = "REFUNDED"
 )
 
+// Holds reports whether an order with the status holds a unit: reserved and
+// not given back (QUEUED, its stock-row unit not taken yet; PENDING_PAYMENT
+// and PAID, taken). Its Redis reservation stays until a close releases it.
+func (s Status) Holds() bool {
+	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
+}
+
 // Final reports whether no further change can happen to the status. A PAID
 // view that is still settling (View.Settling) can yet become REFUNDED.
 func (s Status) Final() bool {

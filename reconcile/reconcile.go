@@ -25,12 +25,12 @@ import (
 // Kinds of drift; docs/runbook.md tabulates what each means and what
 // --repair does. A repair is named after the colon; "report" has none.
 const (
-	LostHandoff         = "lost_handoff"                 // reserved, no outbox entry, no row, no saga: start the saga
+	LostHandoff         = "lost_handoff"                 // reserved, no outbox entry, no saga, no row (or the door's QUEUED one): start the saga
 	SagaForFinalOrder   = "saga_running_for_final_order" // running past its own wake for a final row: wake it
 	RedisStock          = "redis_stock"                  // stock_left is not the stock row minus undeducted reservations: set it
 	StockRow            = "stock_row"                    // the stock row is not S minus unrestored deductions: report
-	StuckQueued         = "stuck_queued"                 // QUEUED past the grace: report (see its saga)
-	PaidUnitOnSale      = "live_order_unit_on_sale"      // a live row without its reservation: put it back
+	StuckQueued         = "stuck_queued"                 // QUEUED past the grace, not a lost handoff: report (see its saga)
+	PaidUnitOnSale      = "live_order_unit_on_sale"      // a row holding a unit (QUEUED too) without its reservation: put it back
 	FinalUnitHeld       = "final_order_unit_held"        // a CANCELLED/FAILED row, reservation held, no saga: release or retire
 	RowLost             = "order_row_lost"               // a completed saga without its row (a restore): report
 	OpenOrderSagaClosed = "open_order_saga_closed"       // an open row behind its closed saga (a restore): report
@@ -72,7 +72,7 @@ type MySQL interface {
 	snapshot.MySQL
 	ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error)
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
-	WithLiveOrder(ctx context.Context, orderID string, fn func(store.Order) error) (bool, error)
+	WithHeldOrder(ctx context.Context, orderID string, fn func(store.Order) error) (bool, error)
 	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
 		fn func(row store.Stock, deducted []string) error) (bool, error)
 }
@@ -150,7 +150,7 @@ type rule struct {
 // rules run in this order; the stock_left recount comes after them, so it
 // counts what their repairs put back.
 var rules = []rule{
-	{liveOrdersWithoutReservation, (*Reconciler).putBack},
+	{heldOrdersWithoutReservation, (*Reconciler).putBack},
 	{finalOrdersHoldingUnits, (*Reconciler).giveBack},
 	{lostHandoffs, (*Reconciler).startSaga},
 	{sagasOfFinalOrders, (*Reconciler).wakeSaga},
@@ -208,10 +208,14 @@ func (r *Reconciler) logged(f Finding) Finding {
 	return f
 }
 
-func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
+// heldOrdersWithoutReservation: a row that holds a unit has its reservation
+// until a close releases it (after the row is final). A QUEUED row counts: its
+// saga (or the door that took its early pay) holds the unit, and every recount
+// takes stock_left from the reservations.
+func heldOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
-		if _, held := it.Redis.Reservations[o.OrderID]; held || !snapshot.Live(o.Status) || it.Age(o.OrderID, o.CreatedAt) <= grace {
+		if _, held := it.Redis.Reservations[o.OrderID]; held || !o.Status.Holds() || it.Age(o.OrderID, o.CreatedAt) <= grace {
 			continue
 		}
 		out = append(out, Finding{Kind: PaidUnitOnSale, OrderID: o.OrderID, Detail: fmt.Sprintf("%s in MySQL, no Redis reservation", o.Status)})
@@ -220,7 +224,9 @@ func liveOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Find
 }
 
 // putBack reports after reading the reservation first, then the row: a
-// release needs a close first, so "absent, then still live" is a loss.
+// release needs a close first, so "absent, then still held" is a loss. The
+// reservation goes back with the row's deadline (a QUEUED order is payable
+// at the door by it).
 func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair {
 		if _, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID); err != nil || held {
@@ -230,16 +236,15 @@ func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding,
 		if err != nil {
 			return false, err
 		}
-		return snapshot.Live(row.Status) && !it.Redis.Released[f.OrderID], nil
+		return row.Status.Holds() && !it.Redis.Released[f.OrderID], nil
 	}
 	var restored bool
-	live, err := r.d.MySQL.WithLiveOrder(ctx, f.OrderID, func(row store.Order) error {
+	held, err := r.d.MySQL.WithHeldOrder(ctx, f.OrderID, func(row store.Order) error {
 		var err error
-		restored, err = r.d.Units.Restore(ctx, order.Message{OrderID: row.OrderID, ItemID: row.ItemID, UserID: row.UserID,
-			ReservedAt: order.IDTime(row.OrderID, row.CreatedAt).UTC()})
+		restored, err = r.d.Units.Restore(ctx, row.Reservation())
 		return err
 	})
-	if err != nil || !live {
+	if err != nil || !held {
 		return false, err
 	}
 	if !restored {
@@ -250,10 +255,10 @@ func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding,
 		if err != nil || held {
 			return false, err
 		}
-		f.Action = "not put back: its unit was released before (the order is live again?); ask an engineer"
+		f.Action = "not put back: its unit was released before (the order holds one again?); ask an engineer"
 		return true, nil
 	}
-	f.Repaired, f.Action = true, "reservation and buyer mark put back (order row locked, live)"
+	f.Repaired, f.Action = true, "reservation and buyer mark put back (order row locked, holding its unit)"
 	return true, nil
 }
 
@@ -296,23 +301,36 @@ func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
+// lostHandoffs: a reservation whose message no saga will ever get. The door
+// writes a QUEUED row for a pay at the 202 before any saga exists: with the
+// message lost, that row waits for a saga like no row at all.
 func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
-	if !it.WorkflowsRead || it.Outbox == nil {
-		return nil
-	}
 	var out []Finding
 	for id, m := range it.Redis.Reservations {
-		_, row := it.Orders[id]
-		_, saga := it.Sagas[id]
-		if row || saga || it.Outbox[id] || it.Age(id, m.ReservedAt) <= grace {
+		if !handoffLost(it, id, m, grace) {
 			continue
 		}
-		out = append(out, Finding{Kind: LostHandoff, OrderID: id, Detail: "reserved in Redis; no outbox entry, no order row, no saga"})
+		detail := "reserved in Redis; no outbox entry, no order row, no saga"
+		if _, row := it.Orders[id]; row {
+			detail = "reserved in Redis, QUEUED in MySQL (written at the door); no outbox entry, no saga"
+		}
+		out = append(out, Finding{Kind: LostHandoff, OrderID: id, Detail: detail})
 	}
 	return out
 }
 
-// startSaga: a start of a saga that exists is a no-op (REJECT_DUPLICATE).
+func handoffLost(it *snapshot.Item, id string, m order.Message, grace time.Duration) bool {
+	if !it.WorkflowsRead || it.Outbox == nil {
+		return false
+	}
+	o, row := it.Orders[id]
+	_, saga := it.Sagas[id]
+	return (!row || o.Status == order.StatusQueued) && !saga && !it.Outbox[id] && it.Age(id, m.ReservedAt) > grace
+}
+
+// startSaga: a start of a saga that exists is a no-op (REJECT_DUPLICATE);
+// PersistOrder adopts a row the door wrote (and the deduction makes a paid
+// one PAID).
 func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair || r.d.Sagas == nil {
 		return true, nil
@@ -380,13 +398,18 @@ func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding
 }
 
 // stuckQueued counts the grace from the row's creation: an order that waited
-// in the queue is young to this rule (its saga has only begun).
+// in the queue is young to this rule (its saga has only begun). A lost
+// handoff is that rule's, repaired there.
 func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
-		if o.Status == order.StatusQueued && it.At.Sub(o.CreatedAt) > grace {
-			out = append(out, Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
+		if o.Status != order.StatusQueued || it.At.Sub(o.CreatedAt) <= grace {
+			continue
 		}
+		if m, held := it.Redis.Reservations[o.OrderID]; held && handoffLost(it, o.OrderID, m, grace) {
+			continue
+		}
+		out = append(out, Finding{Kind: StuckQueued, OrderID: o.OrderID, Detail: "QUEUED in MySQL past the grace period; see its saga"})
 	}
 	return out
 }

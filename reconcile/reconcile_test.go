@@ -213,3 +213,55 @@ func waitStatus(t *testing.T, st *store.Store, orderID string, want order.Status
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Redis lost the reservation of an order whose saga has persisted it but not
+// taken its stock-row unit yet (a backlog), and stock_left with it. The
+// repair puts the reservation and the buyer mark back, with the order's
+// deadline, before the recount: the unit stays held, not on sale.
+func TestReconcilePutsBackQueuedReservation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs MySQL and Redis (scripts/stack up)")
+	}
+	ctx := context.Background()
+	st, _ := testenv.MySQL(t)
+	rdb, prefix := testenv.Redis(t)
+	stk := stock.New(rdb, prefix)
+	r := reconcile.New(reconcile.Deps{MySQL: st, Units: stk, Outbox: outbox.New(rdb, prefix)}, 0, testenv.Logger(t))
+	const units = 5
+	it, err := st.CreateItem(ctx, store.Item{Name: "queued put back", PriceCents: 1, StockTotal: units,
+		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stk.Load(ctx, it.ID, units); err != nil {
+		t.Fatal(err)
+	}
+	payBy := order.Deadline(time.Now(), 600)
+	m := order.Message{OrderID: order.NewID(), ItemID: it.ID, UserID: 7, ReservedAt: time.Now().UTC(), PayBy: &payBy}
+	if _, err := stk.Reserve(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: m.OrderID, UserID: m.UserID, ItemID: it.ID, PayBy: m.PayBy}); err != nil {
+		t.Fatal(err)
+	}
+	k := stk.ItemKeys(it.ID)
+	// Redis loses the reservation, the mark and the DECR.
+	rdb.HDel(ctx, k.Orders, m.OrderID)
+	rdb.HDel(ctx, k.Buyers, "7")
+	rdb.Incr(ctx, k.Stock)
+
+	rep := run(t, r, it.ID, true)
+	if !has(rep, reconcile.PaidUnitOnSale) {
+		t.Fatalf("the QUEUED order's lost reservation not found: %+v", rep.Findings)
+	}
+	got, held, err := stk.Reservation(ctx, it.ID, m.OrderID)
+	if err != nil || !held || got.PayBy == nil || !got.PayBy.Equal(payBy) {
+		t.Fatalf("reservation after the repair: %+v held=%v %v, want it back with pay_by %s", got, held, err, payBy)
+	}
+	if id, ok, err := stk.BuyerOrder(ctx, it.ID, 7); err != nil || !ok || id != m.OrderID {
+		t.Fatalf("buyer mark after the repair: %q %v %v", id, ok, err)
+	}
+	if n, _ := stk.Left(ctx, it.ID); n != units-1 {
+		t.Fatalf("stock_left %d, want %d (the QUEUED order holds one)", n, units-1)
+	}
+}

@@ -68,7 +68,7 @@ func TestRuleFunctions(t *testing.T) {
 			t.Errorf("%s: %v, want [%s]", name, got, want)
 		}
 	}
-	one("live orders without reservation", liveOrdersWithoutReservation(it, grace), lost)
+	one("held orders without reservation", heldOrdersWithoutReservation(it, grace), lost)
 	one("final orders holding units", finalOrdersHoldingUnits(it, grace), held)
 	one("lost handoffs", lostHandoffs(it, grace), handoff)
 	one("stuck queued", stuckQueued(it, grace), queued)
@@ -93,4 +93,85 @@ func TestRuleFunctions(t *testing.T) {
 	if fs := lostHandoffs(it, grace); len(fs) != 0 {
 		t.Errorf("lost handoffs without the outbox and the sagas read: %v", ids(fs))
 	}
+}
+
+// A QUEUED row is a held unit and, without a saga, a waiting handoff: the
+// door's row for a pay at the 202 whose message was lost is a lost handoff
+// (not merely stuck), and a QUEUED row whose reservation Redis lost is put
+// back like a live one.
+func TestRulesOnQueuedRows(t *testing.T) {
+	w := newWorld(10)
+	long, now := time.Now().Add(-time.Minute), time.Now()
+	payBy := now.Add(time.Hour)
+	paid := now.Add(-30 * time.Second)
+	// paid at the 202; its message lost: no saga, no outbox entry
+	door := w.reserve(1, long)
+	w.orders[door] = &store.Order{OrderID: door, UserID: 1, ItemID: 1, Status: order.StatusQueued, PayBy: &payBy, PaidAt: &paid, CreatedAt: long}
+	// persisted by its saga (a backlog: not deducted yet), reservation lost
+	lost := w.reserve(2, long)
+	w.orders[lost] = &store.Order{OrderID: lost, UserID: 2, ItemID: 1, Status: order.StatusQueued, PayBy: &payBy, CreatedAt: long}
+	w.running[lost] = true
+	delete(w.resv, lost)
+	// persisted by its saga, reservation there: stuck, not lost
+	stuck := w.reserve(3, long)
+	w.orders[stuck] = &store.Order{OrderID: stuck, UserID: 3, ItemID: 1, Status: order.StatusQueued, CreatedAt: long}
+	w.running[stuck] = true
+
+	it, err := snapshot.Load(t.Context(), snapshot.Sources{MySQL: mysqlSide{w}, Redis: redisSide{w}, Outbox: outboxSide{w}, Workflows: sagaSide{w}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sagaSide lists a saga for every row: the door's row has none.
+	delete(it.Sagas, door)
+	ids := func(fs []Finding) map[string]bool {
+		out := map[string]bool{}
+		for _, f := range fs {
+			out[f.OrderID] = true
+		}
+		return out
+	}
+	if got := ids(lostHandoffs(it, grace)); len(got) != 1 || !got[door] {
+		t.Errorf("lost handoffs %v, want the door's QUEUED row %s", got, door)
+	}
+	if got := ids(stuckQueued(it, grace)); len(got) != 2 || !got[lost] || !got[stuck] {
+		t.Errorf("stuck queued %v, want %s and %s (not the lost handoff %s)", got, lost, stuck, door)
+	}
+	if got := ids(heldOrdersWithoutReservation(it, grace)); len(got) != 1 || !got[lost] {
+		t.Errorf("held orders without reservation %v, want %s", got, lost)
+	}
+}
+
+// The put-back of a QUEUED row's reservation carries its deadline, and the
+// recount after it keeps its unit held.
+func TestPutBackQueuedReservation(t *testing.T) {
+	w := newWorld(10)
+	long := time.Now().Add(-time.Minute)
+	payBy := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	id := w.reserve(1, long)
+	w.orders[id] = &store.Order{OrderID: id, UserID: 1, ItemID: 1, Status: order.StatusQueued, PayBy: &payBy, CreatedAt: long}
+	w.running[id] = true
+	delete(w.resv, id)
+	delete(w.marks, 1)
+	w.left++ // as a recount without the row would have it
+
+	rep := run(t, w, true) // its saga is running: stuck_queued stays, report only
+	if rep.Remaining() != 1 || !has(rep, StuckQueued) || !has(rep, PaidUnitOnSale) || !has(rep, RedisStock) {
+		t.Fatalf("report %+v", rep.Findings)
+	}
+	m, ok := w.resv[id]
+	if !ok || m.PayBy == nil || !m.PayBy.Equal(payBy) || w.marks[1] != id {
+		t.Fatalf("reservation %+v (%v), mark %q", m, ok, w.marks[1])
+	}
+	if w.left != 9 {
+		t.Fatalf("stock_left %d, want 9", w.left)
+	}
+}
+
+func has(rep Report, kind string) bool {
+	for _, f := range rep.Findings {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
 }

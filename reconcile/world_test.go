@@ -141,9 +141,9 @@ func (w mysqlSide) FindOrder(_ context.Context, id string) (store.Order, error) 
 	return store.Order{}, order.ErrNotFound
 }
 
-func (w mysqlSide) WithLiveOrder(_ context.Context, id string, fn func(store.Order) error) (bool, error) {
+func (w mysqlSide) WithHeldOrder(_ context.Context, id string, fn func(store.Order) error) (bool, error) {
 	o := w.orders[id]
-	if o == nil || !snapshot.Live(o.Status) {
+	if o == nil || !o.Status.Holds() {
 		return false, nil
 	}
 	return true, fn(*o)

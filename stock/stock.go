@@ -248,13 +248,39 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 // cannot resurrect a unit the saga gave back. restored is false when it was
 // there or refused; the caller recounts stock_left afterwards.
 func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
-	k := s.ItemKeys(m.ItemID)
-	n, err := restoreScript.Run(ctx, s.rdb, []string{k.Orders, k.Buyers, k.Released},
-		m.OrderID, m.UserID, m.Encode()).Int64()
-	if err != nil {
-		return false, fmt.Errorf("restore reservation %s: %w", m.OrderID, err)
+	n, err := s.RestoreAll(ctx, m.ItemID, []order.Message{m})
+	return n == 1, err
+}
+
+// restoreChunk bounds one restore script: Redis runs nothing else meanwhile.
+const restoreChunk = 500
+
+// RestoreAll is Restore of every message of one item (the warm-up after
+// Redis lost the item: every order MySQL says holds a unit), a chunk per
+// script. It returns how many it put back.
+func (s *Store) RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error) {
+	k := s.ItemKeys(itemID)
+	for len(ms) > 0 {
+		chunk := ms[:min(len(ms), restoreChunk)]
+		ms = ms[len(chunk):]
+		args := make([]any, 0, 3*len(chunk))
+		for _, m := range chunk {
+			if m.ItemID != itemID {
+				return restored, fmt.Errorf("restore reservation %s: item %d, not %d", m.OrderID, m.ItemID, itemID)
+			}
+			args = append(args, m.OrderID, m.UserID, m.Encode())
+		}
+		v, err := restoreScript.Run(ctx, s.rdb, []string{k.Orders, k.Buyers, k.Released}, args...).Int64Slice()
+		if err != nil {
+			return restored, fmt.Errorf("restore %d reservations of item %d: %w", len(chunk), itemID, err)
+		}
+		for _, n := range v {
+			if n == 1 {
+				restored++
+			}
+		}
 	}
-	return n == 1, nil
+	return restored, nil
 }
 
 // ItemState is what Redis holds for one item, read in one MULTI/EXEC (one

@@ -230,3 +230,34 @@ func TestReleaseMarksTheOrderAndRestoreRefusesIt(t *testing.T) {
 		t.Fatalf("state %+v: want left 1 (a released, b retired), c held, 3 marks, a and b released", st)
 	}
 }
+
+// RestoreAll is Restore of many orders of one item, chunk by chunk: every
+// lost reservation and mark comes back once, a released order never.
+func TestRestoreAll(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	s := stock.New(rdb, prefix)
+	ctx := context.Background()
+	const n = 1203 // more than two chunks
+	ms := make([]order.Message, n)
+	for i := range ms {
+		ms[i] = msg(8, int64(i+1))
+	}
+	if _, err := s.Release(ctx, 8, ms[7].OrderID); err != nil { // released: never put back
+		t.Fatal(err)
+	}
+	for i, want := range []int{n - 1, 0} {
+		if got, err := s.RestoreAll(ctx, 8, ms); err != nil || got != want {
+			t.Fatalf("RestoreAll #%d: %d %v, want %d", i, got, err, want)
+		}
+	}
+	st, err := s.ReadItemState(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Reservations) != n-1 || len(st.Marks) != n-1 || st.Reservations[ms[7].OrderID].OrderID != "" {
+		t.Fatalf("%d reservations, %d marks; want %d of each, none for the released order", len(st.Reservations), len(st.Marks), n-1)
+	}
+	if _, err := s.RestoreAll(ctx, 9, ms[:1]); err == nil {
+		t.Fatal("a message of another item restored")
+	}
+}

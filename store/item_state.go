@@ -68,11 +68,12 @@ func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Durat
 	return ids, nil
 }
 
-// WithLiveOrder runs fn while the order's row is locked (SELECT ... FOR
-// UPDATE) and live (PENDING_PAYMENT or PAID): no close commits until fn
-// returns, so a repair fn makes on that premise cannot race the saga's
-// compensation. ran is false when the row is missing or not live.
-func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
+// WithHeldOrder runs fn while the order's row is locked (SELECT ... FOR
+// UPDATE) and holds a unit (order.Status.Holds: QUEUED, PENDING_PAYMENT or
+// PAID): no close commits until fn returns, so a repair fn makes on that
+// premise cannot race the saga's compensation. ran is false when the row is
+// missing or holds no unit.
+func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := orderRow(forUpdate(tx), orderID)
 		if errors.Is(err, order.ErrNotFound) {
@@ -81,13 +82,26 @@ func (s *Store) WithLiveOrder(ctx context.Context, orderID string, fn func(Order
 		if err != nil {
 			return err
 		}
-		if row.Status != order.StatusPendingPayment && row.Status != order.StatusPaid {
+		if !row.Status.Holds() {
 			return nil
 		}
 		ran = true
 		return fn(row)
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	return ran, err
+}
+
+// HeldOrders returns the item's orders that hold a unit (QUEUED,
+// PENDING_PAYMENT, PAID), as committed now: what a Redis that lost the item
+// must hold a reservation for.
+func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
+	var rows []Order
+	err := s.db.WithContext(ctx).Where("item_id = ? AND status IN ?", itemID,
+		[]order.Status{order.StatusQueued, order.StatusPendingPayment, order.StatusPaid}).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read held orders of item %d: %w", itemID, err)
+	}
+	return rows, nil
 }
 
 // FenceStock runs fn while the item's stock row is locked (SELECT ... FOR

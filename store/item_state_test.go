@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
 
@@ -92,21 +93,39 @@ func TestFenceStockHoldsTheRow(t *testing.T) {
 	}
 }
 
-// WithLiveOrder runs only for a live row, and a close waits for it.
-func TestWithLiveOrder(t *testing.T) {
+// WithHeldOrder runs only for a row that holds a unit (QUEUED too), not for
+// a closed or missing one; HeldOrders lists exactly those rows.
+func TestWithHeldOrder(t *testing.T) {
 	st, it := newSale(t, 5)
 	ctx := context.Background()
 	queued(t, st, "l-1", 1, it.ID)
-	if ran, err := st.WithLiveOrder(ctx, "l-1", func(store.Order) error { return nil }); err != nil || ran {
+	queued(t, st, "l-2", 2, it.ID)
+	queued(t, st, "l-3", 3, it.ID)
+	if ran, err := st.WithHeldOrder(ctx, "l-1", func(store.Order) error { return nil }); err != nil || !ran {
 		t.Fatalf("QUEUED order: ran %v %v", ran, err)
 	}
 	if _, _, err := st.DeductStock(ctx, "l-1", it.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if ran, err := st.WithLiveOrder(ctx, "l-1", func(o store.Order) error { return nil }); err != nil || !ran {
+	if ran, err := st.WithHeldOrder(ctx, "l-1", func(o store.Order) error { return nil }); err != nil || !ran {
 		t.Fatalf("live order: ran %v %v", ran, err)
 	}
-	if ran, err := st.WithLiveOrder(ctx, "missing", func(store.Order) error { return nil }); err != nil || ran {
+	if _, err := st.CloseOrder(ctx, store.Order{OrderID: "l-3", UserID: 3, ItemID: it.ID},
+		store.Closing{Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	if ran, err := st.WithHeldOrder(ctx, "l-3", func(store.Order) error { return nil }); err != nil || ran {
+		t.Fatalf("closed order: ran %v %v", ran, err)
+	}
+	if ran, err := st.WithHeldOrder(ctx, "missing", func(store.Order) error { return nil }); err != nil || ran {
 		t.Fatalf("missing order: ran %v %v", ran, err)
+	}
+	held, err := st.HeldOrders(ctx, it.ID)
+	got := map[string]order.Status{}
+	for _, o := range held {
+		got[o.OrderID] = o.Status
+	}
+	if err != nil || len(got) != 2 || got["l-1"] != order.StatusPendingPayment || got["l-2"] != order.StatusQueued {
+		t.Fatalf("held orders %v %v, want l-1 PENDING_PAYMENT and l-2 QUEUED", got, err)
 	}
 }

@@ -77,6 +77,18 @@ func (o Order) View() order.View {
 	return v
 }
 
+// Reservation is the Redis reservation the order was made with, as far as
+// the row knows it (the repairs put it back from here): reserved when its id
+// was made, with its deadline.
+func (o Order) Reservation() order.Message {
+	m := order.Message{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: order.IDTime(o.OrderID, o.CreatedAt).UTC()}
+	if o.PayBy != nil {
+		payBy := o.PayBy.UTC()
+		m.PayBy = &payBy
+	}
+	return m
+}
+
 // PaidQueued: paid while QUEUED, holding no stock-row unit yet.
 func (o Order) PaidQueued() bool { return o.Status == order.StatusQueued && o.PaidAt != nil }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
@@ -42,6 +43,7 @@ type pipeline struct {
 	cfg      config.Config
 	st       *store.Store
 	stk      *stock.Store
+	rdb      redis.UniversalClient
 	views    *orderstatus.Board
 	tc       client.Client
 	orders   *workflows.Client
@@ -72,7 +74,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
 	s := testenv.NewSlice(ctx, t)
-	p.cfg, p.st, p.stk = s.Config, s.Store, s.Stock
+	p.cfg, p.st, p.stk, p.rdb = s.Config, s.Store, s.Stock, s.Redis
 	p.views = orderstatus.New(s.Redis, p.cfg.Redis.KeyPrefix)
 	if o.maxReconsume > 0 {
 		p.cfg.RocketMQ.MaxReconsume = o.maxReconsume
