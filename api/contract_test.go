@@ -547,7 +547,7 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 		return sagas, nil
 	}
 	h := newHarness(t, func(_ *config.API, d *api.Deps) {
-		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), d.Views.(payment.Views), d.Units.(payment.Reservations), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -598,11 +598,16 @@ func TestPayAndCancelAtTheDoor(t *testing.T) {
 	h, _ := payHarness(t, sagas)
 	item := h.activeItem(5)
 
-	// QUEUED (no order row yet): not payable, and nothing is signalled.
+	// QUEUED (no order row yet): another buyer's pay is 404; the buyer's is
+	// PAID at once, settling, and wakes nothing (no saga has the unit yet).
 	r := h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(30), nil)
 	queued := r.json(t)["order_id"].(string)
-	expect(t, h.do("POST", "/api/v1/orders/"+queued+"/pay", h.buyer(30), nil), http.StatusConflict, "ORDER_NOT_PAYABLE")
 	expect(t, h.do("POST", "/api/v1/orders/"+queued+"/pay", h.buyer(39), nil), http.StatusNotFound, "ORDER_NOT_FOUND")
+	r = h.do("POST", "/api/v1/orders/"+queued+"/pay", h.buyer(30), nil)
+	expect(t, r, http.StatusOK, "")
+	if r.json(t)["status"] != "PAID" || r.json(t)["settling"] != true {
+		t.Fatalf("pay of a QUEUED order %s, want PAID settling", r.body)
+	}
 
 	v := h.pendingOrder(t, item, 31, time.Minute)
 	// GET shows the deadline.

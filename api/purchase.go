@@ -257,8 +257,8 @@ func (s *Server) accepted(c *gin.Context, msg order.Message) {
 
 // acceptedJSON is the 202 body, appended by hand on this hot path: a ULID, a
 // status and an RFC 3339 time need no escaping (a test holds it to
-// encoding/json's). pay_by: with early payment on, the order can be paid or
-// cancelled until then.
+// encoding/json's). pay_by: the order can be paid or cancelled until
+// then.
 func acceptedJSON(msg order.Message) []byte {
 	b := make([]byte, 0, 112)
 	b = append(b, `{"order_id":"`...)

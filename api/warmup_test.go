@@ -102,12 +102,12 @@ func TestWarmupKeepsUnitsOfQueuedOrders(t *testing.T) {
 	const units, newBuyers = 20, 40
 	ctx := context.Background()
 	h := newHarness(t, func(_ *config.API, d *api.Deps) {
-		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses),
+		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), d.Views.(payment.Views), d.Units.(payment.Reservations),
 			func() (payment.Sagas, error) { return nil, api.ErrUnavailable }, &counter{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Actions = desk.WithEarlyPayment(d.Views.(payment.Views), d.Units.(payment.Reservations))
+		d.Actions = desk
 	})
 	item := h.activeItem(units)
 	var mu sync.Mutex

@@ -272,10 +272,7 @@ type API struct {
 	ItemRefresh      time.Duration `env:"ITEM_REFRESH" envDefault:"1s" check:"positive"`
 	Relay            Relay         `envPrefix:"RELAY_"`
 	WakeRate         float64       `env:"WAKE_RATE" envDefault:"25" check:"positive"`
-	// The rolling-upgrade switch: on only once every API and worker knows
-	// paid_at (docs/deploy.md).
-	EarlyPay bool   `env:"EARLY_PAY" envDefault:"true"`
-	Instance string `env:"INSTANCE"` // hostname-pid when unset (normalize); unique among live instances
+	Instance         string        `env:"INSTANCE"` // hostname-pid when unset (normalize); unique among live instances
 	// The default fits a sale of 100,000 buyers (~36 MB live heap); under
 	// many more the collector would run all the time.
 	MemoryLimitMB int    `env:"MEMORY_LIMIT_MB" envDefault:"112"`

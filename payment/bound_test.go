@@ -40,7 +40,7 @@ func TestPayStalledPastTheGraceIsNotRefused(t *testing.T) {
 	if err := tx.Exec("SELECT id FROM seckill_order WHERE order_id = ? FOR UPDATE", id).Error; err != nil {
 		t.Fatal(err)
 	}
-	d, err := payment.New(st, &fakeStatuses{}, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, 4)}, nil },
+	d, err := payment.New(st, &fakeStatuses{}, &fakeRedis{}, &fakeRedis{}, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, 4)}, nil },
 		&count{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -102,32 +102,22 @@ type Desk struct {
 
 type wake struct{ orderID, signal string }
 
-// New returns a desk. sagas returns the saga client, or an error while
+// New returns a desk. A QUEUED order is payable and cancellable from its 202
+// on: one that has no row yet is proven the caller's by its live reservation
+// in Redis (views names its item, units holds the reservation) before
+// anything is written. sagas returns the saga client, or an error while
 // Temporal is not reachable (wakes are then skipped). skipped counts wakes
 // that were not sent.
-func New(orders Orders, statuses Statuses, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) (*Desk, error) {
+func New(orders Orders, statuses Statuses, views Views, units Reservations, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) (*Desk, error) {
 	if opts.WakeRate <= 0 {
 		return nil, fmt.Errorf("payment: wake rate %v: must be positive (SECKILL_API_WAKE_RATE)", opts.WakeRate)
 	}
 	if opts.MaxQueued <= 0 {
 		opts.MaxQueued = 100_000
 	}
-	return &Desk{orders: orders, statuses: statuses, sagas: sagas, skipped: skipped, opts: opts,
+	return &Desk{orders: orders, statuses: statuses, views: views, units: units, sagas: sagas, skipped: skipped, opts: opts,
 		log: log.With("component", "payment"), wakes: make(chan wake, opts.MaxQueued)}, nil
 }
-
-// WithEarlyPayment makes a QUEUED order payable and cancellable from its 202
-// on (the rolling-upgrade switch SECKILL_API_EARLY_PAY: only once every API
-// and worker runs code that knows paid_at; see docs/deploy.md). An order
-// that has no row yet is proven the caller's by its live reservation in
-// Redis (views names its item, units holds the reservation) before anything
-// is written.
-func (d *Desk) WithEarlyPayment(views Views, units Reservations) *Desk {
-	d.views, d.units = views, units
-	return d
-}
-
-func (d *Desk) early() bool { return d.views != nil && d.units != nil }
 
 // Run sends the queued wakes at Options.WakeRate until ctx ends; what is
 // still queued then is left to the sagas' deadlines.
@@ -187,20 +177,17 @@ func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receive
 	if !pay {
 		signal, update = workflows.SignalCancel, d.orders.RecordCancel
 	}
-	// With early payment an order whose view is QUEUED (buyers pay at the
-	// 202, the saga lags) is proven the caller's from its live reservation
-	// and decided in the door's next batch (door.go); what the batch leaves,
-	// the row decides.
+	// An order whose view is QUEUED (buyers pay at the 202, the saga lags)
+	// is proven the caller's from its live reservation and decided in the
+	// door's next batch (door.go); what the batch leaves, the row decides.
 	a := &ask{ctx: ctx, orderID: orderID, userID: userID, receivedAt: receivedAt, pay: pay}
-	if d.early() {
-		if err := d.ask(a); err != nil {
-			return d.after(ctx, store.Order{}, false, err, signal, false)
-		}
-		if a.decided {
-			return a.row.View(), nil // published; no saga to wake yet: the saga finds the row
-		}
+	if err := d.ask(a); err != nil {
+		return d.after(ctx, store.Order{}, false, err, signal, false)
 	}
-	row, changed, err := update(ctx, orderID, userID, receivedAt, d.early())
+	if a.decided {
+		return a.row.View(), nil // published; no saga to wake yet: the saga finds the row
+	}
+	row, changed, err := update(ctx, orderID, userID, receivedAt, true)
 	if a.theirs && errors.Is(err, order.ErrNotFound) {
 		err = fmt.Errorf("order %s holds no unit, or its buyer another order of the item: %w", orderID, order.ErrNotPayable)
 	}

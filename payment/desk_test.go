@@ -108,12 +108,17 @@ type count struct{ n atomic.Int64 }
 
 func (c *count) Inc() { c.n.Add(1) }
 
-func newDesk(t *testing.T, o *fakeOrders, st *fakeStatuses, sg *fakeSagas, opts payment.Options) (*payment.Desk, *count) {
+// newDesk is a desk over fakes; rd nil is a Redis that holds no view and no
+// reservation (every order's row decides).
+func newDesk(t *testing.T, o *fakeOrders, st *fakeStatuses, rd *fakeRedis, sg *fakeSagas, opts payment.Options) (*payment.Desk, *count) {
 	skipped := &count{}
 	if opts.WakeRate == 0 {
 		opts.WakeRate = 1000
 	}
-	d, err := payment.New(o, st, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
+	if rd == nil {
+		rd = &fakeRedis{}
+	}
+	d, err := payment.New(o, st, rd, rd, func() (payment.Sagas, error) { return sg, nil }, skipped, opts,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +137,7 @@ func payBy() *time.Time { t := time.Now().Add(time.Minute); return &t }
 func TestPayRecordsPublishesAndWakesOnce(t *testing.T) {
 	row := store.Order{OrderID: "O1", UserID: 7, ItemID: 1, Status: order.StatusPaid, PayBy: payBy()}
 	o, st, sg := &fakeOrders{row: row, changed: true}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 4)}
-	d, _ := newDesk(t, o, st, sg, payment.Options{})
+	d, _ := newDesk(t, o, st, nil, sg, payment.Options{})
 	v, err := d.Pay(context.Background(), "O1", 7, time.Now())
 	if err != nil || v.Status != order.StatusPaid {
 		t.Fatalf("pay: %+v %v", v, err)
@@ -169,7 +174,7 @@ func TestPayErrors(t *testing.T) {
 		{"closed", &fakeOrders{row: store.Order{Status: order.StatusCancelled}, err: order.ErrNotPayable}, order.ErrNotPayable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, _ := newDesk(t, tc.o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
+			d, _ := newDesk(t, tc.o, &fakeStatuses{}, nil, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
 			if _, err := d.Pay(context.Background(), "O1", 7, time.Now()); !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
@@ -182,7 +187,7 @@ func TestWakesPacedAndBounded(t *testing.T) {
 	row := store.Order{OrderID: "O3", Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled, PayBy: payBy()}
 	sg := &fakeSagas{signals: make(chan string, 100)}
 	// One wake a minute after the first: the first is sent at once.
-	d, skipped := newDesk(t, &fakeOrders{row: row, changed: true}, &fakeStatuses{}, sg, payment.Options{WakeRate: 1.0 / 60, MaxQueued: 2})
+	d, skipped := newDesk(t, &fakeOrders{row: row, changed: true}, &fakeStatuses{}, nil, sg, payment.Options{WakeRate: 1.0 / 60, MaxQueued: 2})
 	cancel := func() {
 		if _, err := d.Cancel(context.Background(), "O3", 7, time.Now()); err != nil {
 			t.Fatal(err)
@@ -274,16 +279,14 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 		{"Q4", order.ErrNotPayable}, {"Q5", order.ErrNotFound}, {"Q6", order.ErrNotPayable},
 	} {
 		o := &fakeOrders{err: order.ErrNotFound}
-		d, _ := newDesk(t, o, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
-		d.WithEarlyPayment(rd, rd)
+		d, _ := newDesk(t, o, &fakeStatuses{}, rd, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
 		if _, err := d.Pay(context.Background(), tc.id, 7, time.Now()); !errors.Is(err, tc.want) || len(o.written) != 0 {
 			t.Fatalf("%s: err %v, wrote %v; want %v and nothing written", tc.id, err, o.written, tc.want)
 		}
 	}
 
 	o, st, sg := &fakeOrders{err: order.ErrNotFound}, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}
-	d, _ := newDesk(t, o, st, sg, payment.Options{WakeRate: 1000})
-	d.WithEarlyPayment(rd, rd)
+	d, _ := newDesk(t, o, st, rd, sg, payment.Options{WakeRate: 1000})
 	v, err := d.Pay(context.Background(), "Q0", 100, time.Now())
 	if err != nil || v.Status != order.StatusPaid || !v.Settling || len(o.written) != 1 || o.written[0].PayBy != deadline {
 		t.Fatalf("early pay: %+v %v, wrote %v", v, err, o.written)
@@ -312,13 +315,6 @@ func TestEarlyPayProvesTheReservationFirst(t *testing.T) {
 	if got := <-sg.signals; got != workflows.SignalPay+" P1" {
 		t.Fatalf("woke %q, want only P1's saga", got)
 	}
-
-	// Without the switch the door never looks at Redis: no row, not found.
-	o2 := &fakeOrders{err: order.ErrNotFound}
-	d2, _ := newDesk(t, o2, &fakeStatuses{}, &fakeSagas{signals: make(chan string, 1)}, payment.Options{})
-	if _, err := d2.Pay(context.Background(), "Q0", 100, time.Now()); !errors.Is(err, order.ErrNotFound) || len(o2.written) != 0 {
-		t.Fatalf("pay with early payment off: %v, wrote %v", err, o2.written)
-	}
 }
 
 // A batch whose INSERT fails (MySQL away) answers each of its pays with the
@@ -327,8 +323,7 @@ func TestEarlyPayBatchFailureIsAnswered(t *testing.T) {
 	rd := queued(2, payBy())
 	down := errors.New("mysql away")
 	o, st := &fakeOrders{insertErr: down}, &fakeStatuses{}
-	d, _ := newDesk(t, o, st, &fakeSagas{signals: make(chan string, 2)}, payment.Options{})
-	d.WithEarlyPayment(rd, rd)
+	d, _ := newDesk(t, o, st, rd, &fakeSagas{signals: make(chan string, 2)}, payment.Options{})
 	if _, err := d.Pay(context.Background(), "Q0", 100, time.Now()); !errors.Is(err, down) {
 		t.Fatalf("pay while MySQL is away: %v, want %v", err, down)
 	}
@@ -354,8 +349,7 @@ func TestEarlyPaysAreBatched(t *testing.T) {
 	const n, held = 20, payment.MaxBatches
 	rd := queued(n, payBy())
 	o, st := &fakeOrders{gate: make(chan struct{}), row: store.Order{Status: order.StatusPaid}}, &fakeStatuses{}
-	d, _ := newDesk(t, o, st, &fakeSagas{signals: make(chan string, n)}, payment.Options{})
-	d.WithEarlyPayment(rd, rd)
+	d, _ := newDesk(t, o, st, rd, &fakeSagas{signals: make(chan string, n)}, payment.Options{})
 	errs := make(chan error, n+1)
 	pay := func(i int) {
 		_, err := d.Pay(context.Background(), fmt.Sprintf("Q%d", i), int64(100+i), time.Now())

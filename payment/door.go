@@ -138,8 +138,8 @@ func (d *Desk) runBatch(batch []*ask) {
 		case m.OrderID != "" && m.UserID != a.userID:
 			a.err = fmt.Errorf("order %s: %w", a.orderID, order.ErrNotFound)
 		case m.OrderID == "" || m.PayBy == nil || !a.receivedAt.Before(*m.PayBy):
-			// Released (the row says why), late, or reserved by an API from
-			// before early payment (no deadline): the row decides.
+			// Released (the row says why), late, or reserved without a
+			// deadline: the row decides.
 			a.theirs = true
 		case seen[a.orderID]:
 			a.theirs = true // a second pay of the order: the row the first writes decides

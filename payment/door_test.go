@@ -51,12 +51,11 @@ func TestEarlyPaysAtOnce(t *testing.T) {
 	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: order.NewID(), UserID: ms[1].UserID, ItemID: it.ID, PayBy: &payBy}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := payment.New(st, views, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, n)}, nil },
+	d, err := payment.New(st, views, views, units, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, n)}, nil },
 		&count{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.WithEarlyPayment(views, units)
 
 	errs := make([]error, n+2)
 	var wg sync.WaitGroup

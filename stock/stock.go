@@ -100,8 +100,10 @@ const (
 // the order ids in deducted holding a deduction) minus the live reservations
 // not deducted yet, in one script (count.lua); the caller holds the row still
 // (store.FenceStock) meanwhile. It returns the old value (-1 when not loaded;
-// with Warm, want is old when loaded) and the wanted one. Units that come
-// back are announced, as by Release.
+// with Warm, want is old when loaded) and the wanted one, at least 0: more
+// reservations than units (a phantom unit) leave their shortfall for the
+// next releases to cover (count.lua). Units that come back are announced,
+// as by Release.
 func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode CountMode) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
 	args := make([]any, 0, 4+len(deducted))
@@ -109,7 +111,7 @@ func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []
 	for _, id := range deducted {
 		args = append(args, id)
 	}
-	v, err := countScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Adds}, args...).Int64Slice()
+	v, err := countScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Short, k.Adds}, args...).Int64Slice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -168,7 +170,10 @@ func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p 
 
 // Release gives an order's unit back, at most once, and marks the order
 // released so no repair puts its reservation back (release.lua); every API
-// instance hears of the unit. It reports whether this call released it.
+// instance hears of the unit. While the last recount's shortfall (more
+// reservations than the stock row's units) is not covered, the unit covers
+// it instead of going on sale. It reports whether this call removed the
+// reservation.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
 }
@@ -181,7 +186,7 @@ func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool,
 
 func (s *Store) giveBack(ctx context.Context, itemID int64, orderID, mode string) (bool, error) {
 	k := s.ItemKeys(itemID)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Released},
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.Stock, k.Orders, k.Released, k.Short},
 		orderID, itemID, keyspace.StockEvents(s.prefix), mode).Int64()
 	if err != nil {
 		return false, fmt.Errorf("%s order %s of item %d: %w", mode, orderID, itemID, err)

@@ -13,9 +13,10 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// reserveEarly takes a unit as an API with early payment does (the deadline
-// in the reservation, the QUEUED view naming the item) without publishing:
-// the test decides when the saga may run.
+// reserveEarly takes a unit as the API does (the deadline in the
+// reservation, the QUEUED view naming the item) with reservedAt and window
+// of the test's choosing, without publishing: the test decides when the
+// saga may run.
 func (p *pipeline) reserveEarly(itemID, userID int64, reservedAt time.Time, window time.Duration) order.Message {
 	p.t.Helper()
 	payBy := order.Deadline(reservedAt, int(window/time.Second))
@@ -24,15 +25,6 @@ func (p *pipeline) reserveEarly(itemID, userID int64, reservedAt time.Time, wind
 		p.t.Fatal(err)
 	}
 	return m
-}
-
-// newEarlyPipeline is a pipeline whose door pays and cancels a QUEUED order
-// (early payment).
-func newEarlyPipeline(t *testing.T) *pipeline {
-	t.Helper()
-	p := newPipeline(t, pipelineOptions{})
-	p.desk.WithEarlyPayment(p.views, p.stk)
-	return p
 }
 
 func (p *pipeline) publish(m order.Message) {
@@ -47,7 +39,7 @@ func (p *pipeline) publish(m order.Message) {
 // unit and settles the order PAID in its first workflow task, with no wake.
 func TestSagaPaidWhileQueued(t *testing.T) {
 	t.Parallel()
-	p := newEarlyPipeline(t)
+	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
 	it := p.item(3, 15*time.Minute)
 	m := p.reserveEarly(it.ID, 1101, time.Now(), 15*time.Minute)
@@ -97,7 +89,7 @@ func TestSagaPaidWhileQueued(t *testing.T) {
 // unit; the view shows it, the metric counts it, the unit is retired.
 func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 	t.Parallel()
-	p := newEarlyPipeline(t)
+	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
 	it := p.item(1, 15*time.Minute)
 	if err := p.st.DB().Exec("UPDATE stock SET stock = 0 WHERE item_id = ?", it.ID).Error; err != nil {
@@ -134,7 +126,7 @@ func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 // One cancelled while QUEUED gives its unit back the same way.
 func TestSagaClosedWhileQueued(t *testing.T) {
 	t.Parallel()
-	p := newEarlyPipeline(t)
+	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
 	it := p.item(2, 15*time.Minute)
 	late := p.reserveEarly(it.ID, 1301, time.Now().Add(-time.Minute), 5*time.Second) // pay_by + grace passed

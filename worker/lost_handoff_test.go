@@ -21,7 +21,7 @@ import (
 // the door's row, and the order ends PAID with its stock-row unit.
 func TestPaidAtThe202MessageLostSettlesByReconcile(t *testing.T) {
 	t.Parallel()
-	p := newEarlyPipeline(t)
+	p := newPipeline(t, pipelineOptions{})
 	ctx := context.Background()
 	it := p.item(3, 15*time.Minute)
 	m := p.reserveEarly(it.ID, 1401, time.Now(), 15*time.Minute)

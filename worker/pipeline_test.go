@@ -83,7 +83,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	p.signer = queue.NewSigner(p.cfg.RocketMQ)
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
-	p.desk = testenv.Desk(t, p.st, p.views, p.orders, p.log)
+	p.desk = testenv.Desk(t, p.st, p.views, p.stk, p.orders, p.log)
 	if !o.noWorker {
 		p.startWorker()
 	}
@@ -149,10 +149,19 @@ func (p *pipeline) item(units int64, paymentWindow time.Duration) store.Item {
 	return it
 }
 
-// reserve takes a unit in Redis as the API does; it does not publish.
+// reserve takes a unit in Redis as the API does (the deadline from the
+// item's payment window in the reservation and the message); it does not
+// publish.
 func (p *pipeline) reserve(itemID, userID int64) (order.Message, error) {
-	m := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: userID, ReservedAt: time.Now().UTC()}
-	_, err := p.stk.Reserve(context.Background(), m)
+	ctx := context.Background()
+	it, err := p.st.GetItem(ctx, itemID)
+	if err != nil {
+		return order.Message{}, err
+	}
+	now := time.Now()
+	payBy := order.Deadline(now, it.PaymentTimeoutSeconds)
+	m := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: userID, ReservedAt: now.UTC(), PayBy: &payBy}
+	_, err = p.stk.Reserve(ctx, m)
 	return m, err
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// earlyIn is an order reserved by an API with early payment: its message
-// carries the deadline.
+// earlyIn is an order as the API reserves it: its message carries the
+// deadline.
 func earlyIn(window time.Duration) (Input, activities.OrderRef) {
 	in := testIn
 	payBy := in.ReservedAt.Add(window)
@@ -69,8 +69,7 @@ func TestSagaWindowPassedWhileQueuedClosesAtOnce(t *testing.T) {
 	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout, "PersistOrder", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
 
-// The same order with its window still open takes its unit and waits, as
-// every order did before early payment.
+// The same order with its window still open takes its unit and waits.
 func TestSagaQueuedInTimeWaitsForPayment(t *testing.T) {
 	env, c := newEnv(t)
 	in, ref := earlyIn(time.Minute)

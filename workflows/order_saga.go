@@ -108,13 +108,11 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	if err := s.step(ctx, acts.PersistOrder, s.ref, &persisted); err != nil {
 		return s.fail(ctx, "PersistOrder", err)
 	}
-	// Early payment: the order was payable from its 202 until pay_by. If
-	// that (plus the grace for pays in flight) passed while it was QUEUED
-	// and unpaid, it is closed now, its unit given back, no stock-row unit
-	// taken. Rows without a deadline yet (messages of older APIs, and so
-	// every history from before this change) never get here.
+	// The order was payable from its 202 until pay_by. If that (plus the
+	// grace for pays in flight) passed while it was QUEUED and unpaid, it is
+	// closed now, its unit given back, no stock-row unit taken.
 	if p := persisted.Order; p.Status == order.StatusQueued && p.PayBy != nil &&
-		!workflow.Now(ctx).Before(p.PayBy.Add(order.PayGrace)) && earlyPay(ctx) {
+		!workflow.Now(ctx).Before(p.PayBy.Add(order.PayGrace)) {
 		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
 	}
 	var pending order.View
@@ -123,7 +121,7 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 		return s.fail(ctx, "DecrementStock", err)
 	}
 	s.view = pending
-	if pending.Status == order.StatusPaid && earlyPay(ctx) {
+	if pending.Status == order.StatusPaid {
 		// Paid at the door while QUEUED: the deduction made it PAID with
 		// its unit. Done in this workflow task, no wake needed.
 		return s.finishPaid(ctx)
@@ -262,19 +260,6 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	}
 	s.notify(dctx)
 	return s.view, cause
-}
-
-// earlyPayChange is the GetVersion change id of early payment (an order
-// payable from its 202): version 1 finishes an order paid while QUEUED as
-// soon as the deduction makes it PAID, and closes an unpaid order whose
-// deadline passed while QUEUED before taking its unit. It is asked only on
-// those two paths, which no history from before the change can reach (no
-// row had a deadline while QUEUED, no deduction made an order PAID), so
-// every other order pays no marker for it.
-const earlyPayChange = "early-pay"
-
-func earlyPay(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, earlyPayChange, workflow.DefaultVersion, 1) >= 1
 }
 
 // settlePaid confirms the payment on the row (a no-op when the API recorded

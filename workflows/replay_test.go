@@ -19,7 +19,7 @@ func TestReplayHistories(t *testing.T) {
 	}
 	want := map[string]bool{}
 	for _, path := range []string{"paid", "payment_timeout", "buyer_cancel", "operator_cancel", "stock_exhausted", "duplicate_buyer",
-		// Early payment (GetVersion "early-pay"; recorded by worker/early_pay_test.go).
+		// Paid, timed out or cancelled while QUEUED (recorded by worker/early_pay_test.go).
 		"paid_while_queued", "refunded", "timeout_while_queued", "cancel_while_queued"} {
 		want[path+".json"] = false
 	}

@@ -99,13 +99,10 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	bgCtx, stopBg := context.WithCancel(ctx)
 	go tc.dialLoop(bgCtx, a)
 	d.onStop(func() { stopBg(); tc.close() })
-	desk, err := payment.New(db, views, tc.sagas(cfg.Temporal.TaskQueue), metrics.WakesSkipped,
+	desk, err := payment.New(db, views, views, units, tc.sagas(cfg.Temporal.TaskQueue), metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
 	if err != nil {
 		return err
-	}
-	if cfg.API.EarlyPay {
-		desk.WithEarlyPayment(views, units)
 	}
 	deps := api.Deps{
 		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,

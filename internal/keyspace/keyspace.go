@@ -12,6 +12,8 @@
 //	P:{42}:adds     hash    add id -> units, one entry per stock add applied
 //	P:{42}:rev      string  revision of the item's sale data (end, stock_total)
 //	P:{42}:endkey   string  the Idempotency-Key of the request that ended the sale
+//	P:{42}:short    string  reservations not deducted yet beyond the stock row's units, as
+//	                        the last recount found them (absent: none); releases cover them
 //
 // An order's view is one key of its own (its slot is the order's):
 //
@@ -27,13 +29,13 @@ package keyspace
 import "strconv"
 
 // Item is the keys of one item.
-type Item struct{ Stock, Buyers, Orders, Outbox, Released, Adds, Rev string }
+type Item struct{ Stock, Buyers, Orders, Outbox, Released, Adds, Rev, Short string }
 
 // ItemKeys returns the keys of an item under prefix.
 func ItemKeys(prefix string, itemID int64) Item {
 	tag := prefix + ":{" + strconv.FormatInt(itemID, 10) + "}:"
 	return Item{Stock: tag + "stock", Buyers: tag + "buyers", Orders: tag + "orders", Outbox: tag + "outbox",
-		Released: tag + "released", Adds: tag + "adds", Rev: tag + "rev"}
+		Released: tag + "released", Adds: tag + "adds", Rev: tag + "rev", Short: tag + "short"}
 }
 
 // Order is the key of an order's view.

@@ -218,11 +218,14 @@ func Call(t testing.TB, method, url, body string, secret []byte, user int64, rol
 	return res.StatusCode, b
 }
 
-// Desk runs the door's payment desk over orders and statuses, waking sagas
-// through sagas, until the test ends.
-func Desk(t testing.TB, orders payment.Orders, statuses payment.Statuses, sagas payment.Sagas, log *slog.Logger) *payment.Desk {
+// Desk runs the door's payment desk over orders, the views board and the
+// reservations, waking sagas through sagas, until the test ends.
+func Desk(t testing.TB, orders payment.Orders, board interface {
+	payment.Statuses
+	payment.Views
+}, units payment.Reservations, sagas payment.Sagas, log *slog.Logger) *payment.Desk {
 	t.Helper()
-	d, err := payment.New(orders, statuses, func() (payment.Sagas, error) { return sagas, nil },
+	d, err := payment.New(orders, board, board, units, func() (payment.Sagas, error) { return sagas, nil },
 		prometheus.NewCounter(prometheus.CounterOpts{Name: "wakes_skipped"}), payment.Options{WakeRate: 1000}, log)
 	if err != nil {
 		t.Fatal(err)

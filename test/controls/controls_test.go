@@ -3,8 +3,8 @@
 // to one reaches the other: an end (purchases answered 403 SALE_ENDED) and
 // an add of units to a sold-out sale (the sold-out flag cleared), and checks
 // that a buyer who holds a unit of a sold-out item is answered 409 with the
-// order by the instance that did not sell it. TestEarlyPaySwitch runs one
-// instance with SECKILL_API_EARLY_PAY on and one with it off.
+// order by the instance that did not sell it. TestEarlyPayOverHTTP pays
+// and cancels QUEUED orders on one instance.
 package controls_test
 
 import (

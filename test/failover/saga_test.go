@@ -76,7 +76,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	env := s.Env()
 	taskQueue := cfg.Temporal.TaskQueue
 	orders := workflows.NewClient(tc, taskQueue)
-	desk := testenv.Desk(t, st, orderstatus.New(rdb, prefix), orders, log)
+	desk := testenv.Desk(t, st, orderstatus.New(rdb, prefix), s.Stock, orders, log)
 	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: s.Stock, views: orderstatus.New(rdb, prefix), tc: tc, orders: orders, desk: desk,
 		producer: producer, item: it, logs: filepath.Join(dir, "worker.log"), cfg: cfg}
 }
