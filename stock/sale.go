@@ -18,7 +18,7 @@ import (
 // count.lua).
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
-	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID, n).Int64()
+	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds, k.Short}, addID, n).Int64()
 	if err != nil {
 		return false, fmt.Errorf("add %d units to item %d: %w", n, itemID, err)
 	}
@@ -28,7 +28,7 @@ func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int6
 // UndoAdd takes back the units of an add, at most once, reporting whether it did.
 func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error) {
 	k := s.ItemKeys(itemID)
-	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds}, addID).Int64()
+	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds, k.Short}, addID).Int64()
 	if err != nil {
 		return false, fmt.Errorf("undo add %s of item %d: %w", addID, itemID, err)
 	}
