@@ -19,7 +19,7 @@ stop: ## stop the api and worker started by `make run` (services keep running)
 test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race, then the cluster profile's fault sales
 	@scripts/test
 
-lint: ## go vet, staticcheck, errcheck, workflowcheck
+lint: ## go vet, the layering test (test/arch), staticcheck, errcheck, workflowcheck, promtool on the alert rules
 	@scripts/lint
 
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)

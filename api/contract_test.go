@@ -21,7 +21,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/payment"
@@ -547,7 +547,7 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 		return sagas, nil
 	}
 	h := newHarness(t, func(_ *config.API, d *api.Deps) {
-		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), d.Views.(payment.Views), d.Units.(payment.Reservations), get, skipped, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), d.Views.(payment.Views), d.Units.(payment.Reservations), get, skipped, payment.Options{WakeRate: 1000}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -105,7 +105,7 @@ func TestUnitEndSaleReachesAnotherInstance(t *testing.T) {
 	item := h.cached(h.onSale(5))
 	other := api.New(unitConfig(), api.Deps{
 		Items: h.items, Stock: h.items, Orders: h.orders, Units: h.units, Views: h.views, Actions: h.actions,
-		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
+		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testkit.Logger(t),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -261,7 +261,7 @@ func TestUnitItemCacheNeverUndoesAnEnd(t *testing.T) {
 func TestUnitAdminLimiter(t *testing.T) {
 	h := newUnitHarness(t, func(c *config.API, _ *api.Deps) {
 		c.BuyerRPS, c.BuyerBurst = 5, 10
-		def := testenv.Config(t).API
+		def := testkit.Config(t).API
 		c.AdminRPS, c.AdminBurst = def.AdminRPS, def.AdminBurst
 	})
 	// A setup script: a hundred sales back to back, on the defaults.

@@ -19,7 +19,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -689,7 +689,7 @@ func newUnitServer(t testing.TB, opts ...unitOpt) *unitHarness {
 	cfg := unitConfig()
 	deps := api.Deps{
 		Items: items, Stock: items, Orders: orders, Units: units, Views: views, Actions: actions,
-		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
+		Tokens: auth.NewVerifier(testSecret), Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testkit.Logger(t),
 	}
 	for _, opt := range opts {
 		opt(&cfg, &deps)

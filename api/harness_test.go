@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
@@ -48,7 +48,7 @@ type harnessOpt func(*config.API, *api.Deps)
 
 // testAPIConfig is config.API with limits that stay out of the way.
 func testAPIConfig(t testing.TB) config.API {
-	c := testenv.Config(t).API
+	c := testkit.Config(t).API
 	c.GlobalRPS, c.GlobalBurst = 1e6, 1e6
 	c.BuyerRPS, c.BuyerBurst = 1000, 1000
 	c.IPRPS, c.IPBurst = 1e6, 1e6
@@ -59,14 +59,14 @@ func testAPIConfig(t testing.TB) config.API {
 
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
-	db, _ := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	db, _ := testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	stk := stock.New(rdb, prefix)
 	views := orderstatus.New(rdb, prefix)
 	cfg := testAPIConfig(t)
 	deps := api.Deps{
 		Items: db, Stock: db, Orders: db, Units: stk, Views: views, Tokens: auth.NewVerifier(testSecret),
-		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testenv.Logger(t),
+		Metrics: api.NewMetrics(prometheus.NewRegistry()), Log: testkit.Logger(t),
 	}
 	for _, opt := range opts {
 		opt(&cfg, &deps)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
@@ -32,10 +32,10 @@ func TestStampede(t *testing.T) {
 		buyers = 2000
 		units  = 100
 	)
-	env := testenv.Config(t)
+	env := testkit.Config(t)
 	rmq := env.RocketMQ
-	rmq.Topic = testenv.Name(t, "orders")
-	rmq.ProducerGroup = testenv.Name(t, "pg")
+	rmq.Topic = testkit.Name(t, "orders")
+	rmq.ProducerGroup = testkit.Name(t, "pg")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := queue.EnsureTopic(ctx, rmq, rmq.Topic, 4); err != nil {
@@ -55,9 +55,9 @@ func TestStampede(t *testing.T) {
 	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		d.Relay, metrics = &watch, d.Metrics
 	})
-	rc := testenv.Config(t).API.Relay
+	rc := testkit.Config(t).API.Relay
 	rc.Discover = 200 * time.Millisecond
-	rel, err := relay.New(h.ob, sends, h.db, rc, "stampede", metrics, testenv.Logger(t))
+	rel, err := relay.New(h.ob, sends, h.db, rc, "stampede", metrics, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestStampede(t *testing.T) {
 		total    atomic.Int64
 	)
 	consumer, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: rmq.NameServers,
-		Group: testenv.Name(t, "cg"), Topic: rmq.Topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testenv.Logger(t)},
+		Group: testkit.Name(t, "cg"), Topic: rmq.Topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testkit.Logger(t)},
 		func(_ context.Context, m *primitive.MessageExt) error {
 			om, err := order.DecodeMessage(m.Body)
 			if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
@@ -103,7 +103,7 @@ func TestWarmupKeepsUnitsOfQueuedOrders(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), d.Views.(payment.Views), d.Units.(payment.Reservations),
-			func() (payment.Sagas, error) { return nil, api.ErrUnavailable }, &counter{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+			func() (payment.Sagas, error) { return nil, api.ErrUnavailable }, &counter{}, payment.Options{WakeRate: 1000}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestWarmupKeepsUnitsOfQueuedOrders(t *testing.T) {
 
 	// The repair after the warm-up, then the new orders' sagas: each one
 	// takes its unit.
-	r := reconcile.New(reconcile.Deps{MySQL: h.db, Units: h.stk, Outbox: h.ob}, 0, testenv.Logger(t))
+	r := reconcile.New(reconcile.Deps{MySQL: h.db, Units: h.stk, Outbox: h.ob}, 0, testkit.Logger(t))
 	if rep, err := r.Run(ctx, []int64{item}, true); err != nil || len(rep.Findings) != 0 {
 		t.Fatalf("reconcile after the warm-up: %+v %v, want nothing to repair", rep.Findings, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/snapshot"
@@ -54,8 +54,8 @@ type sale struct {
 
 func newSale(t *testing.T, units int64) *sale {
 	t.Helper()
-	st, _ := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	st, _ := testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	it, err := st.CreateItem(ctx, store.Item{Name: "invariant test", PriceCents: 100, StockTotal: units,

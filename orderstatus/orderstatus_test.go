@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/keyspace"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 )
@@ -14,8 +14,8 @@ import (
 // A published view is stored, readable, and reaches a watcher; MarkQueued
 // never overwrites a later view.
 func TestPublishStatusWatchAndMarkQueued(t *testing.T) {
-	testenv.Integration(t)
-	rdb, prefix := testenv.Redis(t)
+	testkit.Integration(t)
+	rdb, prefix := testkit.Redis(t)
 	b := orderstatus.New(rdb, prefix)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,8 +69,8 @@ wait:
 // replaces the door's PAID; a PAID still settling gives way to the settled
 // PAID or to REFUNDED; a settled final status is never replaced.
 func TestPublishNeverGoesBackwards(t *testing.T) {
-	testenv.Integration(t)
-	rdb, prefix := testenv.Redis(t)
+	testkit.Integration(t)
+	rdb, prefix := testkit.Redis(t)
 	b := orderstatus.New(rdb, prefix)
 	ctx := context.Background()
 	id := order.NewID()

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
@@ -16,7 +16,7 @@ import (
 // claimed by another instance, acknowledged away; a stream lost with its
 // group answers NOGROUP until EnsureGroup makes it again.
 func TestOutboxLifecycle(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	ctx := context.Background()
 	const item, group = 21, "relay"
 	units := stock.New(rdb, prefix)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/store"
@@ -17,7 +17,7 @@ import (
 // (pay_by + order.PayGrace): recorded, or "not recorded in time" (HTTP 503),
 // never refused because the close won while it waited.
 func TestPayStalledPastTheGraceIsNotRefused(t *testing.T) {
-	st, _ := testenv.MySQL(t)
+	st, _ := testkit.MySQL(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	it, err := st.CreateItem(ctx, store.Item{Name: "bound", PriceCents: 1, StockTotal: 1,
@@ -41,7 +41,7 @@ func TestPayStalledPastTheGraceIsNotRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := payment.New(st, &fakeStatuses{}, &fakeRedis{}, &fakeRedis{}, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, 4)}, nil },
-		&count{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		&count{}, payment.Options{WakeRate: 1000}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/payment"
@@ -23,8 +23,8 @@ import (
 // without a row; neither keeps the others of its batch from being written.
 // A forged order id and another buyer's order write nothing.
 func TestEarlyPaysAtOnce(t *testing.T) {
-	st, _ := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	st, _ := testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	ctx := context.Background()
 	const n = 60
 	it, err := st.CreateItem(ctx, store.Item{Name: "door", PriceCents: 1, StockTotal: n, StartAt: time.Now().Add(-time.Minute),
@@ -52,7 +52,7 @@ func TestEarlyPaysAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := payment.New(st, views, views, units, func() (payment.Sagas, error) { return &fakeSagas{signals: make(chan string, n)}, nil },
-		&count{}, payment.Options{WakeRate: 1000}, testenv.Logger(t))
+		&count{}, payment.Options{WakeRate: 1000}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

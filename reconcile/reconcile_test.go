@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/internal/temporalx"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
@@ -37,22 +37,22 @@ func TestReconcileFindsAndRepairsPlantedDrift(t *testing.T) {
 	}
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, _ := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	st, _ := testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	stk := stock.New(rdb, prefix)
-	cfg := testenv.Config(t)
+	cfg := testkit.Config(t)
 	tc, err := temporalx.Dial(ctx, cfg.Temporal, log)
 	if err != nil {
 		t.Fatalf("Temporal (scripts/stack up): %v", err)
 	}
 	t.Cleanup(tc.Close)
-	tq := testenv.Name(t, "saga")
+	tq := testkit.Name(t, "saga")
 	w := worker.NewTemporalWorker(tc, tq, cfg.Worker, activities.New(st, orderstatus.New(rdb, prefix), nil), compensation.New(st, stk, counter{}, counter{}))
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, tq) })
+	t.Cleanup(func() { testkit.TerminateLeftovers(tc, cfg.Temporal.Namespace, tq) })
 	sagas := workflows.NewClient(tc, tq)
 	lister := snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace}
 	r := reconcile.New(reconcile.Deps{MySQL: st, Units: stk, Outbox: outbox.New(rdb, prefix), Sagas: sagas, Workflows: lister}, 0, log)
@@ -223,10 +223,10 @@ func TestReconcilePutsBackQueuedReservation(t *testing.T) {
 		t.Skip("integration test: needs MySQL and Redis (scripts/stack up)")
 	}
 	ctx := context.Background()
-	st, _ := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	st, _ := testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	stk := stock.New(rdb, prefix)
-	r := reconcile.New(reconcile.Deps{MySQL: st, Units: stk, Outbox: outbox.New(rdb, prefix)}, 0, testenv.Logger(t))
+	r := reconcile.New(reconcile.Deps{MySQL: st, Units: stk, Outbox: outbox.New(rdb, prefix)}, 0, testkit.Logger(t))
 	const units = 5
 	it, err := st.CreateItem(ctx, store.Item{Name: "queued put back", PriceCents: 1, StockTotal: units,
 		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 600})

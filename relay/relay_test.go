@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
@@ -172,7 +172,7 @@ func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.It
 	if m == nil {
 		m = &backlogMetrics{}
 	}
-	r, err := relay.New(ob, pub, items, o, consumer, m, testenv.Logger(t))
+	r, err := relay.New(ob, pub, items, o, consumer, m, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,16 +184,16 @@ func newRelay(t *testing.T, ob relay.Outbox, pub relay.Publisher, items relay.It
 func TestRelayRefusesAMissingOption(t *testing.T) {
 	o := opts()
 	o.Parallel = 0
-	if _, err := relay.New(nil, nil, nil, o, "a", &backlogMetrics{}, testenv.Logger(t)); err == nil {
+	if _, err := relay.New(nil, nil, nil, o, "a", &backlogMetrics{}, testkit.Logger(t)); err == nil {
 		t.Fatal("want an error for Parallel 0")
 	}
-	if _, err := relay.New(nil, nil, nil, opts(), "a", nil, testenv.Logger(t)); err == nil {
+	if _, err := relay.New(nil, nil, nil, opts(), "a", nil, testkit.Logger(t)); err == nil {
 		t.Fatal("want an error for no metrics")
 	}
 }
 
 func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -219,7 +219,7 @@ func TestRelayPublishesEveryEntryOnceDespiteFailures(t *testing.T) {
 }
 
 func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -241,7 +241,7 @@ func TestRelayClaimsWhatADeadInstanceLeft(t *testing.T) {
 }
 
 func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -261,7 +261,7 @@ func TestRelayResumesItsOwnPendingEntries(t *testing.T) {
 }
 
 func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -283,7 +283,7 @@ func TestRelayRetriesWhileTheBrokerIsDown(t *testing.T) {
 }
 
 func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -318,7 +318,7 @@ func TestLiveRelayKeepsItsEntriesFromBeingClaimed(t *testing.T) {
 }
 
 func TestRelayFlushesOnShutdown(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -341,7 +341,7 @@ func TestRelayFlushesOnShutdown(t *testing.T) {
 }
 
 func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -371,7 +371,7 @@ func TestRelayBatchesSendsAndPublishesEveryEntryOnce(t *testing.T) {
 // and re-created by the next reservation without the relay's group: the relay
 // makes the group again and publishes what follows, without a restart.
 func TestRelayRecoversFromALostGroup(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()
@@ -399,8 +399,8 @@ func (i endedItems) ListItems(context.Context) ([]store.Item, error) {
 // Readers of closed items retire once their outbox is empty, and a closed
 // item's leftover backlog still gets a reader that publishes it first.
 func TestRelayRetiresReadersOfClosedItems(t *testing.T) {
-	testenv.Integration(t)
-	rdb, prefix := testenv.Redis(t)
+	testkit.Integration(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ob := outbox.New(rdb, prefix)
 	ctx := context.Background()

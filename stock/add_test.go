@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/stock"
 )
 
@@ -12,7 +12,7 @@ import (
 // held it) before its undo ran: the units come off once, by the recount; the
 // undo finds nothing left to take back.
 func TestUndoAddAfterAFencedRecount(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const item, row = 7, 10
@@ -63,7 +63,7 @@ func TestUndoAddAfterAFencedRecount(t *testing.T) {
 // Units added while a recount's shortfall is open cover it first: only the
 // rest goes on sale, and an undo gives the shortfall back exactly.
 func TestAddCoversTheShortfallFirst(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const item = 8

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 )
@@ -102,7 +102,7 @@ func newReplicationLink(t *testing.T, master string) *replicationLink {
 // shortfall does not survive a failover (docs/design.md says so). A private
 // master and replica, never the shared Redis.
 func TestReplicaWaitShortfallIsLostByAPromotion(t *testing.T) {
-	testenv.Integration(t)
+	testkit.Integration(t)
 	ctx := context.Background()
 	master := privateRedis(t)
 	link := newReplicationLink(t, master.Options().Addr)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
@@ -23,7 +23,7 @@ import (
 // one unit per buyer (a buyer racing himself inside one batch included), one
 // outbox entry and one QUEUED view per unit taken.
 func TestBatchedReserveStampede(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const item, units, buyers = 11, 300, 400
@@ -80,7 +80,7 @@ func TestBatchedReserveStampede(t *testing.T) {
 // BenchmarkReserve reports the CPU of this process and of Redis per
 // reservation, 32 purchases at a time.
 func BenchmarkReserve(b *testing.B) {
-	rdb, prefix := testenv.Redis(b)
+	rdb, prefix := testkit.Redis(b)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const item = 1
@@ -135,7 +135,7 @@ func selfCPU() float64 {
 // buyer's mark holding this very order id. That is the buyer's unit, not
 // "already purchased", and nothing is taken twice.
 func TestReserveSentTwiceIsOneReservation(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const item = 12

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -67,7 +67,7 @@ func deduct(t *testing.T, st *store.Store, m order.Message) {
 func sale(t *testing.T, st *store.Store, s *stock.Store, units int64) store.Item {
 	t.Helper()
 	ctx := context.Background()
-	testenv.UniqueItemIDs(t, st)
+	testkit.UniqueItemIDs(t, st)
 	it, err := st.CreateItem(ctx, store.Item{Name: "shortfall", PriceCents: 100, StockTotal: units,
 		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 60})
 	if err != nil {
@@ -98,8 +98,8 @@ func reserve(t *testing.T, s *stock.Store, itemID, userID int64) order.Message {
 // the recount counts it from the stock row. Every script is atomic, and no
 // deduction can commit for a closed row, so there is no third order.
 func TestUndeductedReleaseAroundAFencedRecountCountsTheUnitOnce(t *testing.T) {
-	st, _ := testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	st, _ := testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	for _, release := range []string{"before", "after"} {
@@ -213,8 +213,8 @@ func TestRetiredPhantomCoversTheShortfall(t *testing.T) {
 // recounts: 1 unit in the row, 2 reservations not deducted, stock_left 0.
 func shortOne(t *testing.T) (st *store.Store, s *stock.Store, it store.Item, again, other order.Message) {
 	t.Helper()
-	st, _ = testenv.MySQL(t)
-	rdb, prefix := testenv.Redis(t)
+	st, _ = testkit.MySQL(t)
+	rdb, prefix := testkit.Redis(t)
 	s = stock.New(rdb, prefix)
 	ctx := context.Background()
 	it = sale(t, st, s, 2)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/keyspace"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
@@ -20,7 +20,7 @@ func msg(item, user int64) order.Message {
 }
 
 func TestReserveReleaseRoundTrip(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 
@@ -88,7 +88,7 @@ func TestReserveReleaseRoundTrip(t *testing.T) {
 // TestReserveStampede races many buyers (some sending several times) for a
 // few units on the real Redis and counts.
 func TestReserveStampede(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const units, buyers, repeats = 100, 2000, 3
@@ -147,7 +147,7 @@ func TestReserveStampede(t *testing.T) {
 // The reservation stores the order's QUEUED view with it (also after Redis
 // lost its script cache); a refused reservation leaves no view behind.
 func TestReserveStoresQueuedView(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	views := orderstatus.New(rdb, prefix)
 	ctx := context.Background()
@@ -190,7 +190,7 @@ func TestReserveStoresQueuedView(t *testing.T) {
 // back, so the unit is never given back twice. A live order's lost
 // reservation is put back once.
 func TestReleaseMarksTheOrderAndRestoreRefusesIt(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 7, 3); err != nil {
@@ -234,7 +234,7 @@ func TestReleaseMarksTheOrderAndRestoreRefusesIt(t *testing.T) {
 // RestoreAll is Restore of many orders of one item, chunk by chunk: every
 // lost reservation and mark comes back once, a released order never.
 func TestRestoreAll(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	const n = 1203 // more than two chunks

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -27,7 +27,7 @@ func newItem(t *testing.T, st *store.Store, units int64) store.Item {
 // newSale is a test's own database with one item of units on sale.
 func newSale(t *testing.T, units int64) (*store.Store, store.Item) {
 	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, _ := testkit.MySQL(t)
 	return st, newItem(t, st, units)
 }
 
@@ -50,7 +50,7 @@ func queued(t *testing.T, st *store.Store, orderID string, userID, itemID int64)
 // row never goes below zero.
 func TestDeductStockRaceNeverOversells(t *testing.T) {
 	t.Parallel()
-	st, cfg := testenv.MySQL(t)
+	st, cfg := testkit.MySQL(t)
 	// A second pool stands for another worker process: its writers take
 	// turns with st's only through the optimistic version check.
 	other, err := store.Open(context.Background(), cfg)
@@ -142,7 +142,7 @@ func TestDeductAndRestoreAreIdempotentPerOrder(t *testing.T) {
 
 func TestOrderWritesAreIdempotent(t *testing.T) {
 	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, _ := testkit.MySQL(t)
 	ctx := context.Background()
 	o := store.Order{OrderID: "A1", UserID: 1, ItemID: 7}
 	if r, err := st.CreateQueuedOrder(ctx, o); err != nil || r.Status != order.StatusQueued {
@@ -254,7 +254,7 @@ func TestPaymentAtTheDoorAndClose(t *testing.T) {
 // closed one. Deadlocks between the two are retried, as the activities are.
 func TestCloseRacingALateInsertLeavesNoOpenRow(t *testing.T) {
 	t.Parallel()
-	st, _ := testenv.MySQL(t)
+	st, _ := testkit.MySQL(t)
 	ctx := context.Background()
 	retry := func(f func() error) error {
 		var err error

@@ -9,7 +9,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 )
 
@@ -74,7 +74,7 @@ func TestSagaPaidWhileQueued(t *testing.T) {
 	if _, tasks := p.assertLean(m.OrderID); tasks != 1 {
 		t.Fatalf("%d workflow tasks, want 1 (no wake)", tasks)
 	}
-	if d, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
+	if d, ok, err := testkit.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v", d, err)
 	}
 	p.wantStock(it.ID, 2)
@@ -115,7 +115,7 @@ func TestSagaPaidWhileQueuedPhantomUnitIsRefunded(t *testing.T) {
 	if _, ok, _ := p.stk.Reservation(ctx, it.ID, m.OrderID); ok || p.redisLeft(it.ID) != 0 {
 		t.Fatal("the phantom unit is still held or back on sale")
 	}
-	if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
+	if _, ok, err := testkit.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 		t.Fatalf("deduction: %v, want none", err)
 	}
 	p.saveHistory(m.OrderID, "refunded")
@@ -147,7 +147,7 @@ func TestSagaClosedWhileQueued(t *testing.T) {
 			t.Fatalf("saga of %s: %s", m.OrderID, st)
 		}
 		p.assertLean(m.OrderID)
-		if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
+		if _, ok, err := testkit.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 			t.Fatalf("deduction of %s: %v, want none", m.OrderID, err)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/store"
@@ -99,7 +99,7 @@ func TestHandlerStartsOnlySignedMessages(t *testing.T) {
 func rawProducer(t *testing.T, cfg config.RocketMQ) rocketmq.Producer {
 	t.Helper()
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.NameServers)),
-		producer.WithGroupName(testenv.Name(t, "forger")), producer.WithInstanceName(testenv.Name(t, "forger")),
+		producer.WithGroupName(testkit.Name(t, "forger")), producer.WithInstanceName(testkit.Name(t, "forger")),
 		producer.WithRetry(2))
 	if err != nil {
 		t.Fatal(err)

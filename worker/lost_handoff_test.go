@@ -7,7 +7,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
@@ -65,7 +65,7 @@ func TestPaidAtThe202MessageLostSettlesByReconcile(t *testing.T) {
 	if st := p.waitWorkflowClosed(m.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("saga %s", st)
 	}
-	if d, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
+	if d, ok, err := testkit.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v %v", d, ok, err)
 	}
 	p.wantStock(it.ID, 2)

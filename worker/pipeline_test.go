@@ -24,7 +24,7 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/payment"
@@ -73,7 +73,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	p := &pipeline{t: t, metrics: worker.NewMetrics(nil),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
-	s := testenv.NewSlice(ctx, t)
+	s := testkit.NewSlice(ctx, t)
 	p.cfg, p.st, p.stk, p.rdb = s.Config, s.Store, s.Stock, s.Redis
 	p.views = orderstatus.New(s.Redis, p.cfg.Redis.KeyPrefix)
 	if o.maxReconsume > 0 {
@@ -83,7 +83,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	p.signer = queue.NewSigner(p.cfg.RocketMQ)
 	// As `seckill worker` does: eager start when the worker runs here.
 	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
-	p.desk = testenv.Desk(t, p.st, p.views, p.stk, p.orders, p.log)
+	p.desk = testkit.Desk(t, p.st, p.views, p.stk, p.orders, p.log)
 	if !o.noWorker {
 		p.startWorker()
 	}
@@ -110,7 +110,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	if o.deadLetters {
-		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
+		d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testkit.Name(t, "dlq"), p.log,
 			worker.Handler(worker.DeadLetters, p.orders, p.signer, p.metrics, p.log, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -32,7 +32,7 @@ func TestSagaPaid(t *testing.T) {
 	if s := p.stockRow(it.ID); s.Stock != 2 || s.Version != 1 {
 		t.Fatalf("stock row %+v, want stock 2 version 1", s)
 	}
-	if d, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
+	if d, ok, err := testkit.Deduction(ctx, p.st, m.OrderID); !ok || err != nil || d.Restored {
 		t.Fatalf("deduction %+v %v", d, err)
 	}
 	if v, ok, _ := p.views.Status(ctx, m.OrderID); !ok || v.Status != order.StatusPendingPayment {
@@ -94,7 +94,7 @@ func TestSagaPaymentTimeout(t *testing.T) {
 	p.waitWorkflowClosed(a.OrderID, 10*time.Second)
 	p.assertLean(a.OrderID)
 	p.wantStock(it.ID, 1)
-	if d, ok, err := testenv.Deduction(ctx, p.st, a.OrderID); !ok || err != nil || !d.Restored {
+	if d, ok, err := testkit.Deduction(ctx, p.st, a.OrderID); !ok || err != nil || !d.Restored {
 		t.Fatalf("deduction %+v %v, want restored", d, err)
 	}
 	p.wantLeft(it.ID, 1)
@@ -259,7 +259,7 @@ func TestSagaStockExhausted(t *testing.T) {
 		t.Fatalf("saga %s, want FAILED", st)
 	}
 	p.assertLean(m.OrderID)
-	if _, ok, err := testenv.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
+	if _, ok, err := testkit.Deduction(ctx, p.st, m.OrderID); ok || err != nil {
 		t.Fatalf("deduction: %v, want none", err)
 	}
 	p.wantLeft(it.ID, 0)
@@ -387,7 +387,7 @@ func TestDeadLetterTopicMadeReadable(t *testing.T) {
 	if err := p.producer.Send(ctx, topic, m.OrderID, m.Encode()); err != nil {
 		t.Fatal(err)
 	}
-	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testenv.Name(t, "dlq"), p.log,
+	d, err := worker.StartDeadLetterConsumer(ctx, p.cfg.RocketMQ, testkit.Name(t, "dlq"), p.log,
 		worker.Handler(worker.DeadLetters, p.orders, p.signer, p.metrics, p.log, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/bench"
+	"github.com/seckill/seckill/cmd/seckill-bench/bench"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/invariant"

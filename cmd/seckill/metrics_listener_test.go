@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // freeAddr returns a loopback address nothing listens on right now.
@@ -27,15 +27,15 @@ func freeAddr(t *testing.T) string {
 // `seckill api` with SECKILL_API_METRICS_ADDR serves /metrics there, and the
 // public listener does not (404), against the real services.
 func TestAPIMetricsOnTheirOwnListener(t *testing.T) {
-	_, mcfg := testenv.MySQL(t)
-	_, prefix := testenv.Redis(t)
-	cfg := testenv.Config(t)
+	_, mcfg := testkit.MySQL(t)
+	_, prefix := testkit.Redis(t)
+	cfg := testkit.Config(t)
 	cfg.Dev, cfg.MySQL, cfg.Redis.KeyPrefix = true, mcfg, prefix
 	cfg.API.Addr, cfg.API.MetricsAddr = freeAddr(t), freeAddr(t)
-	cfg.API.Instance = testenv.Name(t, "api")
+	cfg.API.Instance = testkit.Name(t, "api")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runAPI(ctx, &app{cfg: cfg, log: testenv.Logger(t)}) }()
+	go func() { done <- runAPI(ctx, &app{cfg: cfg, log: testkit.Logger(t)}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

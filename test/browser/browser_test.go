@@ -26,7 +26,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // chromiumPath finds the browser; without it the test skips, unless
@@ -59,19 +59,19 @@ type deployment struct {
 
 func deploy(t *testing.T) *deployment {
 	t.Helper()
-	bin := testenv.SeckillBinary(t)
+	bin := testkit.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := testenv.NewSlice(ctx, t)
-	s.Temporal(ctx, t, testenv.Logger(t))
-	addr := testenv.FreeAddr(t)
-	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testenv.FreeAddr(t))
+	s := testkit.NewSlice(ctx, t)
+	s.Temporal(ctx, t, testkit.Logger(t))
+	addr := testkit.FreeAddr(t)
+	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testkit.FreeAddr(t))
 	logs := t.TempDir()
 	for _, role := range []string{"worker", "api"} {
-		testenv.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
+		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
 	}
 	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value()), http: &http.Client{Timeout: 15 * time.Second}}
-	testenv.WaitHTTP(t, d.base+"/readyz", nil, 90*time.Second)
+	testkit.WaitHTTP(t, d.base+"/readyz", nil, 90*time.Second)
 	return d
 }
 
@@ -146,7 +146,7 @@ func newBrowser(t *testing.T) *browser {
 	exe := chromiumPath(t)
 	out := os.Getenv("SECKILL_BROWSER_OUT")
 	if out == "" {
-		out = filepath.Join(testenv.RepoRoot(t), ".stack", "test-logs", "browser")
+		out = filepath.Join(testkit.RepoRoot(t), ".stack", "test-logs", "browser")
 	}
 	_ = os.RemoveAll(out)
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -279,7 +279,7 @@ func toDocs(t *testing.T, src, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(testenv.RepoRoot(t), "docs", name), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(testkit.RepoRoot(t), "docs", name), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

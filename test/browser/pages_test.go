@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // signIn opens the storefront and signs in as the buyer with the
@@ -41,7 +41,7 @@ func figure(item int64, key string) string {
 }
 
 func TestStorefrontAndControlRoom(t *testing.T) {
-	testenv.Integration(t)
+	testkit.Integration(t)
 	b := newBrowser(t)
 	d := deploy(t)
 
@@ -225,7 +225,7 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 // current sign-in, "switch" takes the link's. The token leaves the address
 // bar either way.
 func TestTokenLinkAsksBeforeReplacingTheSignIn(t *testing.T) {
-	testenv.Integration(t)
+	testkit.Integration(t)
 	b := newBrowser(t)
 	d := deploy(t)
 	p := b.page("token-link")

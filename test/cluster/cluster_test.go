@@ -35,9 +35,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/bench"
+	"github.com/seckill/seckill/cmd/seckill-bench/bench"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
@@ -82,16 +82,16 @@ func newEnv(t *testing.T) *env {
 	if os.Getenv("SECKILL_CLUSTER") != "1" {
 		t.Skip("kills services of the cluster profile: set SECKILL_CLUSTER=1 with its environment (see the package doc)")
 	}
-	testenv.Integration(t)
-	cfg := testenv.Config(t)
+	testkit.Integration(t)
+	cfg := testkit.Config(t)
 	if len(cfg.Redis.Addrs) < 2 {
 		t.Fatalf("SECKILL_REDIS_ADDRS lists %d address(es): load the cluster profile's environment", len(cfg.Redis.Addrs))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e := &env{t: t, root: testenv.RepoRoot(t), logs: t.TempDir()}
-	e.bin = testenv.SeckillBinary(t)
-	s := testenv.NewSlice(ctx, t)
+	e := &env{t: t, root: testkit.RepoRoot(t), logs: t.TempDir()}
+	e.bin = testkit.SeckillBinary(t)
+	s := testkit.NewSlice(ctx, t)
 	e.cfg, e.st, e.rdb, e.prefix, e.stk = s.Config, s.Store, s.Redis, s.Config.Redis.KeyPrefix, s.Stock
 	e.taskQueue = s.Config.Temporal.TaskQueue
 	e.tc = s.Temporal(ctx, t, slog.New(slog.DiscardHandler))
@@ -101,12 +101,12 @@ func newEnv(t *testing.T) *env {
 		"SECKILL_API_GLOBAL_RPS=100000", "SECKILL_API_GLOBAL_BURST=100000",
 	)
 	for i := 1; i <= 2; i++ {
-		api := &role{name: fmt.Sprintf("api-%d", i), kind: "api", addr: testenv.FreeAddr(t)}
+		api := &role{name: fmt.Sprintf("api-%d", i), kind: "api", addr: testkit.FreeAddr(t)}
 		api.extra = []string{"SECKILL_API_ADDR=" + api.addr, "SECKILL_API_INSTANCE=" + api.name,
 			"SECKILL_API_RELAY_CLAIM_AFTER=5s"}
 		e.apis = append(e.apis, api)
 		w := &role{name: fmt.Sprintf("worker-%d", i), kind: "worker"}
-		w.extra = []string{"SECKILL_WORKER_METRICS_ADDR=" + testenv.FreeAddr(t)}
+		w.extra = []string{"SECKILL_WORKER_METRICS_ADDR=" + testkit.FreeAddr(t)}
 		e.workers = append(e.workers, w)
 	}
 	for _, r := range append(append([]*role{}, e.apis...), e.workers...) {

@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 type composeFile struct {
@@ -169,7 +169,7 @@ func TestComposeMatchesLocalStack(t *testing.T) {
 // TestBrokerConfMatchesLocalStack compares the compose broker.conf with the
 // one scripts/stack wrote, key by key (addresses and paths excepted).
 func TestBrokerConfMatchesLocalStack(t *testing.T) {
-	testenv.Integration(t) // the local file exists only once scripts/stack up ran in this checkout
+	testkit.Integration(t) // the local file exists only once scripts/stack up ran in this checkout
 	root := repoRoot(t)
 	local := readProps(t, filepath.Join(root, ".stack/rocketmq/broker.conf"))
 	docker := readProps(t, filepath.Join(root, "deploy/docker/broker.conf"))

@@ -19,7 +19,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 const secret = "controls-test-secret-0123456789abcdef"
@@ -32,24 +32,24 @@ type instance struct {
 // until it answers /healthz.
 func startAPI(t *testing.T, bin, logPath, name string, env []string) instance {
 	t.Helper()
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	env = append(append([]string{}, env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
-	c := testenv.Start(t, proc.Spec{Path: bin, Args: []string{"api"}, Env: env, Log: logPath, Append: true, Banner: name}, 0)
+	c := testkit.Start(t, proc.Spec{Path: bin, Args: []string{"api"}, Env: env, Log: logPath, Append: true, Banner: name}, 0)
 	in := instance{url: "http://" + addr}
-	testenv.WaitHTTP(t, in.url+"/healthz", c, time.Minute)
+	testkit.WaitHTTP(t, in.url+"/healthz", c, time.Minute)
 	return in
 }
 
 // deployment opens the test's slice of the stack and builds the binary its
 // API processes run; ctx ends with the test (2 minutes at most).
-func deployment(t *testing.T) (context.Context, *testenv.Slice, string) {
+func deployment(t *testing.T) (context.Context, *testkit.Slice, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs two API processes on the real services")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return ctx, testenv.NewSlice(ctx, t), testenv.SeckillBinary(t)
+	return ctx, testkit.NewSlice(ctx, t), testkit.SeckillBinary(t)
 }
 
 type answer struct {
@@ -70,7 +70,7 @@ func (a answer) code() string {
 
 func call(t *testing.T, method, url string, user int64, role auth.Role, body string) answer {
 	t.Helper()
-	status, b := testenv.Call(t, method, url, body, []byte(secret), user, role)
+	status, b := testkit.Call(t, method, url, body, []byte(secret), user, role)
 	return answer{status: status, body: b}
 }
 

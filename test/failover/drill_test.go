@@ -35,7 +35,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/reconcile"
@@ -73,14 +73,14 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	d := &drill{t: t, bin: testenv.SeckillBinary(t), dir: t.TempDir(), window: window, accepted: map[string]int64{},
+	d := &drill{t: t, bin: testkit.SeckillBinary(t), dir: t.TempDir(), window: window, accepted: map[string]int64{},
 		nextBuyer: time.Now().Unix()%1_000_000*1000 + 1}
-	s := testenv.NewSlice(ctx, t)
+	s := testkit.NewSlice(ctx, t)
 	d.st, d.mcfg, d.rdb, d.stk = s.Store, s.Config.MySQL, s.Redis, s.Stock
 	d.prefix, d.ns = s.Config.Redis.KeyPrefix, s.Config.Temporal.Namespace
-	d.tc = s.Temporal(ctx, t, testenv.Logger(t))
+	d.tc = s.Temporal(ctx, t, testkit.Logger(t))
 	d.item = s.Sale(ctx, t, "backup drill", units, window).ID
-	d.apiAddr, d.opsAddr = testenv.FreeAddr(t), testenv.FreeAddr(t)
+	d.apiAddr, d.opsAddr = testkit.FreeAddr(t), testkit.FreeAddr(t)
 	d.apiURL = "http://" + d.apiAddr
 	d.env = s.Env(
 		"SECKILL_JWT_SECRET="+drillSecret,
@@ -96,13 +96,13 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 func (d *drill) startAPI() {
 	d.t.Helper()
 	d.api = startChild(d.t, d.bin, filepath.Join(d.dir, "api.log"), "api "+time.Now().Format(time.RFC3339), d.env, "api")
-	testenv.WaitHTTP(d.t, d.apiURL+"/healthz", d.api.Child, time.Minute)
+	testkit.WaitHTTP(d.t, d.apiURL+"/healthz", d.api.Child, time.Minute)
 }
 
 func (d *drill) startWorker() {
 	d.t.Helper()
 	d.worker = startChild(d.t, d.bin, filepath.Join(d.dir, "worker.log"), "worker "+time.Now().Format(time.RFC3339), d.env, "worker")
-	testenv.WaitHTTP(d.t, "http://"+d.opsAddr+"/metrics", d.worker.Child, time.Minute)
+	testkit.WaitHTTP(d.t, "http://"+d.opsAddr+"/metrics", d.worker.Child, time.Minute)
 }
 
 // stopRoles stops the API and the worker gracefully (SIGTERM), as a
@@ -159,7 +159,7 @@ func (d *drill) call(method, path string, user int64, role auth.Role) reply {
 	d.t.Helper()
 	var r reply
 	var b []byte
-	r.code, b = testenv.Call(d.t, method, d.apiURL+path, "", []byte(drillSecret), user, role)
+	r.code, b = testkit.Call(d.t, method, d.apiURL+path, "", []byte(drillSecret), user, role)
 	_ = json.Unmarshal(b, &r.body)
 	return r
 }

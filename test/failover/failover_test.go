@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 func requireEnabled(t *testing.T) {
@@ -29,7 +29,7 @@ type child struct{ *proc.Child }
 // tail of its log is printed.
 func startChild(t *testing.T, bin, logPath, banner string, env []string, role string) *child {
 	t.Helper()
-	return &child{testenv.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Append: true, Banner: banner}, 0)}
+	return &child{testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: logPath, Append: true, Banner: banner}, 0)}
 }
 
 // exitsCleanly waits until the child, sent SIGTERM, has exited without an

@@ -26,7 +26,7 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
@@ -53,7 +53,7 @@ func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := testenv.NewSlice(ctx, t)
+	s := testkit.NewSlice(ctx, t)
 	it := s.Sale(ctx, t, "failover", units, 15*time.Minute)
 	env := s.Env(
 		"SECKILL_JWT_SECRET="+handoffSecret,
@@ -61,7 +61,7 @@ func newHandoffEnv(t *testing.T, units int64) *handoffEnv {
 		"SECKILL_API_BUYER_RPS=100", "SECKILL_API_BUYER_BURST=100",
 		"SECKILL_API_RELAY_CLAIM_AFTER=2s", "SECKILL_API_RELAY_DISCOVER=500ms",
 	)
-	return &handoffEnv{t: t, bin: testenv.SeckillBinary(t), env: env, stk: s.Stock, ob: outbox.New(s.Redis, s.Config.Redis.KeyPrefix),
+	return &handoffEnv{t: t, bin: testkit.SeckillBinary(t), env: env, stk: s.Stock, ob: outbox.New(s.Redis, s.Config.Redis.KeyPrefix),
 		rdb: s.Redis, rmq: s.Config.RocketMQ, itemID: it.ID, logs: filepath.Join(t.TempDir(), "api.log")}
 }
 
@@ -73,10 +73,10 @@ type apiProc struct {
 // startAPI runs `seckill api` on a free port and waits until it answers.
 func (e *handoffEnv) startAPI(name string) *apiProc {
 	e.t.Helper()
-	addr := testenv.FreeAddr(e.t)
+	addr := testkit.FreeAddr(e.t)
 	env := append(append([]string{}, e.env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
 	p := &apiProc{child: startChild(e.t, e.bin, e.logs, name+" on "+addr, env, "api"), url: "http://" + addr}
-	testenv.WaitHTTP(e.t, p.url+"/healthz", p.Child, 30*time.Second)
+	testkit.WaitHTTP(e.t, p.url+"/healthz", p.Child, 30*time.Second)
 	return p
 }
 
@@ -190,7 +190,7 @@ func (e *handoffEnv) consumeAll(want map[string]bool, timeout time.Duration) map
 	var mu sync.Mutex
 	got := map[string]int{}
 	c, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: e.rmq.NameServers,
-		Group: testenv.Name(e.t, "cg"), Topic: e.rmq.Topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testenv.Logger(e.t)},
+		Group: testkit.Name(e.t, "cg"), Topic: e.rmq.Topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testkit.Logger(e.t)},
 		func(_ context.Context, m *primitive.MessageExt) error {
 			om, err := order.DecodeMessage(m.Body)
 			if err != nil {
@@ -258,7 +258,7 @@ func (e *handoffEnv) verify(reserved map[string]bool, got map[string]int) {
 	if len(got) != len(reserved) {
 		e.t.Fatalf("%d distinct order ids on the topic, want %d", len(got), len(reserved))
 	}
-	api := testenv.Config(e.t).API
+	api := testkit.Config(e.t).API
 	if bound := api.Relay.Parallel * api.Relay.SendBatch; dups > bound {
 		e.t.Fatalf("%d duplicate messages, more than the sends in flight can carry (%d)", dups, bound)
 	}
@@ -331,7 +331,7 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 
 func stackCmd(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(t), "scripts", "stack"), args...)
+	cmd := exec.Command(filepath.Join(testkit.RepoRoot(t), "scripts", "stack"), args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("scripts/stack %v: %v\n%s", args, err, out)
@@ -371,7 +371,7 @@ func TestHandoffSurvivesBrokerOutage(t *testing.T) {
 	t.Cleanup(func() {
 		if stopped.Load() {
 			// Always bring the broker back, even when the test failed.
-			out, err := exec.Command(filepath.Join(testenv.RepoRoot(t), "scripts", "stack"), "start", "rocketmq-broker").CombinedOutput()
+			out, err := exec.Command(filepath.Join(testkit.RepoRoot(t), "scripts", "stack"), "start", "rocketmq-broker").CombinedOutput()
 			if err != nil {
 				t.Logf("restart broker: %v\n%s", err, out)
 			}

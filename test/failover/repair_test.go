@@ -39,7 +39,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/temporalx"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/reconcile"
@@ -78,9 +78,9 @@ func startPrivateTemporal(t *testing.T) string {
 			}
 		}
 	}
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
-	free := func() string { a := testenv.FreeAddr(t); return a[strings.LastIndex(a, ":")+1:] }
+	free := func() string { a := testkit.FreeAddr(t); return a[strings.LastIndex(a, ":")+1:] }
 	c, err := proc.Start(proc.Spec{Path: bin, Args: []string{"server", "start-dev", "--ip", "127.0.0.1", "--port", port,
 		"--http-port", free(), "--metrics-port", free(), "--headless", "--log-level", "error",
 		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
@@ -116,7 +116,7 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 		t.Fatalf("redis-server not installed: %v", err)
 	}
 	dir := t.TempDir()
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	// appendfsync always: a kill -9 loses no acknowledged write, so every
 	// buyer's 202 survives the restart (with everysec the last second of
@@ -194,9 +194,9 @@ func TestLiveRepairDuringASale(t *testing.T) {
 	)
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := testenv.SeckillBinary(t)
+	bin := testkit.SeckillBinary(t)
 	// The slice's names, on a private Redis and a private Temporal.
-	s := testenv.NewSlice(ctx, t)
+	s := testkit.NewSlice(ctx, t)
 	rd := startPrivateRedis(t)
 	prefix := s.Config.Redis.KeyPrefix
 	rdb := redis.NewClient(&redis.Options{Addr: rd.addr, MaxRetries: 20})
@@ -211,11 +211,11 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		var err error
-		tc, err = temporalx.Dial(dctx, cfg.Temporal, testenv.Logger(t))
+		tc, err = temporalx.Dial(dctx, cfg.Temporal, testkit.Logger(t))
 		return err == nil, fmt.Sprint(err)
 	})
 	t.Cleanup(tc.Close)
-	t.Cleanup(func() { testenv.TerminateLeftovers(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue) })
+	t.Cleanup(func() { testkit.TerminateLeftovers(tc, cfg.Temporal.Namespace, cfg.Temporal.TaskQueue) })
 	it := s.Sale(ctx, t, "live repair", units, window)
 
 	var env []string
@@ -232,14 +232,14 @@ func TestLiveRepairDuringASale(t *testing.T) {
 		"SECKILL_API_BUYER_RPS=100", "SECKILL_API_BUYER_BURST=100",
 		"SECKILL_LOG_LEVEL=info",
 	)
-	apiAddr, metricsAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+	apiAddr, metricsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	api := startChild(t, bin, filepath.Join(dir, "api.log"), "api", append(append([]string{}, env...), "SECKILL_API_ADDR="+apiAddr), "api")
 	startChild(t, bin, filepath.Join(dir, "worker.log"), "worker", append(append([]string{}, env...),
 		"SECKILL_WORKER_METRICS_ADDR="+metricsAddr,
 		"SECKILL_RECONCILE_INTERVAL=1s", "SECKILL_RECONCILE_REPAIR=true", "SECKILL_RECONCILE_GRACE="+grace.String()), "worker")
 	apiURL := "http://" + apiAddr
-	testenv.WaitHTTP(t, apiURL+"/healthz", api.Child, time.Minute)
-	testenv.WaitHTTP(t, "http://"+metricsAddr+"/metrics", nil, time.Minute)
+	testkit.WaitHTTP(t, apiURL+"/healthz", api.Child, time.Minute)
+	testkit.WaitHTTP(t, "http://"+metricsAddr+"/metrics", nil, time.Minute)
 
 	// The reconcile loop: the CLI, back to back, repairing.
 	runs := &repairRuns{found: map[string]int{}, repaired: map[string]int{}, orders: map[string]int{}}

@@ -25,7 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -58,12 +58,12 @@ type sagaEnv struct {
 
 func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	t.Helper()
-	root := testenv.RepoRoot(t)
+	root := testkit.RepoRoot(t)
 	dir := t.TempDir()
-	bin := testenv.SeckillBinary(t)
+	bin := testkit.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := testenv.NewSlice(ctx, t)
+	s := testkit.NewSlice(ctx, t)
 	st, rdb, prefix, cfg := s.Store, s.Redis, s.Config.Redis.KeyPrefix, s.Config
 	it := s.Sale(ctx, t, "saga failover", units, window)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -76,7 +76,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 	env := s.Env()
 	taskQueue := cfg.Temporal.TaskQueue
 	orders := workflows.NewClient(tc, taskQueue)
-	desk := testenv.Desk(t, st, orderstatus.New(rdb, prefix), s.Stock, orders, log)
+	desk := testkit.Desk(t, st, orderstatus.New(rdb, prefix), s.Stock, orders, log)
 	return &sagaEnv{t: t, root: root, bin: bin, env: env, st: st, stk: s.Stock, views: orderstatus.New(rdb, prefix), tc: tc, orders: orders, desk: desk,
 		producer: producer, item: it, logs: filepath.Join(dir, "worker.log"), cfg: cfg}
 }
@@ -84,7 +84,7 @@ func newSagaEnv(t *testing.T, units int64, window time.Duration) *sagaEnv {
 // startWorker runs `seckill worker` (consumer and Temporal worker) as a child.
 func (e *sagaEnv) startWorker(name string) *child {
 	e.t.Helper()
-	addr := testenv.FreeAddr(e.t)
+	addr := testkit.FreeAddr(e.t)
 	env := append(append([]string{}, e.env...), "SECKILL_WORKER_METRICS_ADDR="+addr)
 	return startChild(e.t, e.bin, e.logs, name, env, "worker")
 }
@@ -160,7 +160,7 @@ func (e *sagaEnv) checkUnits(ms []order.Message, units int64) {
 				e.t.Errorf("paid order %s lost its reservation", m.OrderID)
 			}
 		case order.StatusCancelled:
-			if d, ok, err := testenv.Deduction(ctx, e.st, m.OrderID); !ok || err != nil || !d.Restored {
+			if d, ok, err := testkit.Deduction(ctx, e.st, m.OrderID); !ok || err != nil || !d.Restored {
 				e.t.Errorf("cancelled order %s: deduction %+v %v, want restored", m.OrderID, d, err)
 			}
 		default:

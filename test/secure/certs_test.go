@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // requireEnabled skips the test unless the secure tests were asked for.
@@ -145,7 +145,7 @@ func writePEM(t testing.TB, path, kind string, der []byte) {
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t testing.TB) int {
 	t.Helper()
-	addr := testenv.FreeAddr(t)
+	addr := testkit.FreeAddr(t)
 	p, err := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])
 	if err != nil {
 		t.Fatal(err)

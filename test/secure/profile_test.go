@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // TestSecureSale is the secure profile: one sale through seckill api and
@@ -18,7 +18,7 @@ func TestSecureSale(t *testing.T) {
 	ca := newTestCA(t)
 	redis := startTLSRedis(t, ca, "plain")
 	mysql := startTLSMySQL(t)
-	tmp := testenv.Config(t).Temporal
+	tmp := testkit.Config(t).Temporal
 	tmp.Address, tmp.Namespace = startTemporalOnTLSPostgres(t, ca), "default"
 	tmp.TLS, tmp.TLSFiles = false, config.TLSFiles{}
 	runSale(t, backends{redis: &redis, mysql: &mysql, rocketmq: startACLRocketMQ(t), temporal: tmp})

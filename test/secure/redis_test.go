@@ -16,7 +16,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisx"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // The private Redis servers' ACL: the default user is off (no login without
@@ -242,7 +242,7 @@ func TestRedisACLTLS(t *testing.T) {
 				return
 			}
 			runSale(t, backends{redis: &good, mysql: &mysql,
-				rocketmq: testenv.Config(t).RocketMQ, temporal: testenv.Config(t).Temporal})
+				rocketmq: testkit.Config(t).RocketMQ, temporal: testkit.Config(t).Temporal})
 		})
 	}
 }

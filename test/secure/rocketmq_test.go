@@ -16,7 +16,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/queue"
 )
 
@@ -279,7 +279,7 @@ func TestRocketMQACL(t *testing.T) {
 		}
 	})
 	t.Run("sale", func(t *testing.T) {
-		runSale(t, backends{rocketmq: rmq, temporal: testenv.Config(t).Temporal})
+		runSale(t, backends{rocketmq: rmq, temporal: testkit.Config(t).Temporal})
 	})
 }
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/internal/bench"
+	"github.com/seckill/seckill/cmd/seckill-bench/bench"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisx"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/migrations"
 	"github.com/seckill/seckill/snapshot"
@@ -39,7 +39,7 @@ const (
 )
 
 // backends are the services a sale runs on. A nil redis or mysql is the
-// stack's, as testenv opens it; a given one is used with the sale's own key
+// stack's, as testkit opens it; a given one is used with the sale's own key
 // prefix and database (created and migrated through it). rocketmq and
 // temporal are used as given, with the sale's own topic, groups and task
 // queue.
@@ -62,13 +62,13 @@ func runSale(t *testing.T, b backends, extra ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin := testenv.SeckillBinary(t)
+	bin := testkit.SeckillBinary(t)
 	st, mcfg := saleMySQL(ctx, t, b.mysql)
 	rdb, rcfg := saleRedis(t, b.redis)
-	testenv.UniqueItemIDs(t, st)
-	rmq, tmp := testenv.Topic(ctx, t, b.rocketmq, 2), b.temporal
-	tmp.TaskQueue = testenv.Name(t, "saga")
-	tc := testenv.Temporal(ctx, t, tmp, slog.New(slog.DiscardHandler))
+	testkit.UniqueItemIDs(t, st)
+	rmq, tmp := testkit.Topic(ctx, t, b.rocketmq, 2), b.temporal
+	tmp.TaskQueue = testkit.Name(t, "saga")
+	tc := testkit.Temporal(ctx, t, tmp, slog.New(slog.DiscardHandler))
 
 	env := append(os.Environ(),
 		"SECKILL_DEV=1", "SECKILL_LOG_LEVEL=info", "SECKILL_JWT_SECRET="+saleSecret,
@@ -86,9 +86,9 @@ func runSale(t *testing.T, b backends, extra ...string) {
 		"SECKILL_ROCKETMQ_BROKER="+strings.Join(rmq.Brokers, ","),
 		"SECKILL_ROCKETMQ_ACCESS_KEY="+rmq.AccessKey, "SECKILL_ROCKETMQ_SECRET_KEY="+rmq.SecretKey.Value(),
 		"SECKILL_ROCKETMQ_TOPIC="+rmq.Topic,
-		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testenv.Name(t, "pg"),
-		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testenv.Name(t, "cg"),
-		"SECKILL_WORKER_DLQ_GROUP="+testenv.Name(t, "dlq"),
+		"SECKILL_ROCKETMQ_PRODUCER_GROUP="+testkit.Name(t, "pg"),
+		"SECKILL_ROCKETMQ_CONSUMER_GROUP="+testkit.Name(t, "cg"),
+		"SECKILL_WORKER_DLQ_GROUP="+testkit.Name(t, "dlq"),
 		"SECKILL_TEMPORAL_ADDRESS="+tmp.Address, "SECKILL_TEMPORAL_NAMESPACE="+tmp.Namespace,
 		"SECKILL_TEMPORAL_TASK_QUEUE="+tmp.TaskQueue,
 		"SECKILL_RECONCILE_INTERVAL=0",
@@ -98,12 +98,12 @@ func runSale(t *testing.T, b backends, extra ...string) {
 	env = append(env, tlsEnv("TEMPORAL", tmp.TLS, tmp.TLSFiles)...)
 	env = append(env, extra...)
 	logs := t.TempDir()
-	apiAddr := testenv.FreeAddr(t)
+	apiAddr := testkit.FreeAddr(t)
 	for _, r := range []struct{ role, extra string }{
 		{"api", "SECKILL_API_ADDR=" + apiAddr},
-		{"worker", "SECKILL_WORKER_METRICS_ADDR=" + testenv.FreeAddr(t)},
+		{"worker", "SECKILL_WORKER_METRICS_ADDR=" + testkit.FreeAddr(t)},
 	} {
-		testenv.Start(t, proc.Spec{Path: bin, Args: []string{r.role}, Env: append(env, r.extra), Log: filepath.Join(logs, r.role+".log")}, 20*time.Second)
+		testkit.Start(t, proc.Spec{Path: bin, Args: []string{r.role}, Env: append(env, r.extra), Log: filepath.Join(logs, r.role+".log")}, 20*time.Second)
 	}
 	url := "http://" + apiAddr
 	if err := bench.WaitReady(ctx, url+"/readyz", time.Minute); err != nil {
@@ -223,10 +223,10 @@ func buy(t *testing.T, url string) map[int64]string {
 func saleMySQL(ctx context.Context, t *testing.T, cfg *config.MySQL) (*store.Store, config.MySQL) {
 	t.Helper()
 	if cfg == nil {
-		return testenv.MySQL(t)
+		return testkit.MySQL(t)
 	}
 	m := *cfg
-	m.Database = "seckill_t_" + testenv.Suffix()
+	m.Database = "seckill_t_" + testkit.Suffix()
 	admin := openMySQL(t, *cfg)
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+m.Database+"` CHARACTER SET utf8mb4"); err != nil {
 		t.Fatal(err)
@@ -257,13 +257,13 @@ func saleMySQL(ctx context.Context, t *testing.T, cfg *config.MySQL) (*store.Sto
 func saleRedis(t *testing.T, cfg *config.Redis) (redis.UniversalClient, config.Redis) {
 	t.Helper()
 	if cfg == nil {
-		rdb, prefix := testenv.Redis(t)
-		r := testenv.Config(t).Redis
+		rdb, prefix := testkit.Redis(t)
+		r := testkit.Config(t).Redis
 		r.KeyPrefix = prefix
 		return rdb, r
 	}
 	r := *cfg
-	r.KeyPrefix = "seckill_t_" + testenv.Suffix()
+	r.KeyPrefix = "seckill_t_" + testkit.Suffix()
 	rdb, err := redisx.Open(r, redisx.Options{PoolSize: 8})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func tlsEnv(name string, on bool, f config.TLSFiles) []string {
 // (when not nil); it returns the status code.
 func call(t *testing.T, method, url string, user int64, role auth.Role, body string, out any) int {
 	t.Helper()
-	status, b := testenv.Call(t, method, url, body, []byte(saleSecret), user, role)
+	status, b := testkit.Call(t, method, url, body, []byte(saleSecret), user, role)
 	if out != nil && status < 300 {
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s %s: %v: %s", method, url, err, b)

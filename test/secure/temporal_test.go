@@ -26,7 +26,7 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 )
 
 // The TLS PostgreSQL's login for Temporal (as the cluster profile's).
@@ -158,7 +158,7 @@ func launchTemporalOnTLSPostgres(t testing.TB, ca *testCA) (pg tlsPostgres, addr
 	for k, v := range ports {
 		vars[k] = strconv.Itoa(v)
 	}
-	text, err := renderTemplate(filepath.Join(testenv.RepoRoot(t), "deploy", "temporal", "server.yaml"), vars)
+	text, err := renderTemplate(filepath.Join(testkit.RepoRoot(t), "deploy", "temporal", "server.yaml"), vars)
 	if err != nil {
 		return pg, "", "", err
 	}
@@ -412,10 +412,10 @@ func TestTemporalOnTLSPostgres(t *testing.T) {
 		}
 	})
 	t.Run("sale", func(t *testing.T) {
-		tmp := testenv.Config(t).Temporal
+		tmp := testkit.Config(t).Temporal
 		tmp.Address, tmp.Namespace = addr, "default"
 		tmp.TLS, tmp.TLSFiles = false, config.TLSFiles{}
-		runSale(t, backends{rocketmq: testenv.Config(t).RocketMQ, temporal: tmp})
+		runSale(t, backends{rocketmq: testkit.Config(t).RocketMQ, temporal: tmp})
 		// Every connection of Temporal's login is encrypted.
 		out, err := pg.psqlSuper(`select count(*) filter (where s.ssl) || ' ' || count(*) filter (where not s.ssl)
 			from pg_stat_ssl s join pg_stat_activity a using (pid) where a.usename = '` + pgUser + `'`)

@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/seckill/seckill/internal/temporalx"
-	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
@@ -28,7 +28,7 @@ import (
 )
 
 func TestRedisLuaRoundTrip(t *testing.T) {
-	rdb, prefix := testenv.Redis(t)
+	rdb, prefix := testkit.Redis(t)
 	s := stock.New(rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Load(ctx, 1, 1); err != nil {
@@ -49,7 +49,7 @@ func TestRedisLuaRoundTrip(t *testing.T) {
 }
 
 func TestMySQLMigrationsAndGorm(t *testing.T) {
-	st, _ := testenv.MySQL(t)
+	st, _ := testkit.MySQL(t)
 	ctx := context.Background()
 	for _, table := range []string{"item", "stock", "seckill_order", "stock_deduction", "schema_migrations"} {
 		if !st.DB().Migrator().HasTable(table) {
@@ -81,16 +81,16 @@ func TestMySQLMigrationsAndGorm(t *testing.T) {
 }
 
 func TestRocketMQProduceConsume(t *testing.T) {
-	testenv.Integration(t)
-	cfg := testenv.Config(t).RocketMQ
+	testkit.Integration(t)
+	cfg := testkit.Config(t).RocketMQ
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	topic := testenv.Name(t, "smoke")
+	topic := testkit.Name(t, "smoke")
 	if err := queue.EnsureTopic(ctx, cfg, topic, 1); err != nil {
 		t.Fatalf("RocketMQ at %v/%s: %v", cfg.NameServers, cfg.Brokers, err)
 	}
 	cfg.Topic = topic
-	cfg.ProducerGroup = testenv.Name(t, "smoke-producer")
+	cfg.ProducerGroup = testkit.Name(t, "smoke-producer")
 	p, err := queue.NewProducer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +108,8 @@ func TestRocketMQProduceConsume(t *testing.T) {
 		t.Fatalf("publish: %v", err)
 	}
 	got := make(chan *primitive.MessageExt, 1)
-	c, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: cfg.NameServers, Group: testenv.Name(t, "smoke-group"),
-		Topic: topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testenv.Logger(t)}, func(_ context.Context, m *primitive.MessageExt) error {
+	c, err := queue.NewConsumer(queue.ConsumerOptions{NameServers: cfg.NameServers, Group: testkit.Name(t, "smoke-group"),
+		Topic: topic, FromFirstOffset: true, MaxReconsume: 16, Goroutines: 20, Log: testkit.Logger(t)}, func(_ context.Context, m *primitive.MessageExt) error {
 		select {
 		case got <- m:
 		default:
@@ -148,8 +148,8 @@ func smokeWorkflow(ctx workflow.Context, name string) (string, error) {
 }
 
 func TestTemporalWorkflowVisibleInUI(t *testing.T) {
-	testenv.Integration(t)
-	cfg := testenv.Config(t).Temporal
+	testkit.Integration(t)
+	cfg := testkit.Config(t).Temporal
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := temporalx.Dial(ctx, cfg, slog.Default())
@@ -157,7 +157,7 @@ func TestTemporalWorkflowVisibleInUI(t *testing.T) {
 		t.Fatalf("Temporal at %s: %v", cfg.Address, err)
 	}
 	defer c.Close()
-	queueName := testenv.Name(t, "smoke")
+	queueName := testkit.Name(t, "smoke")
 	w := worker.New(c, queueName, worker.Options{})
 	w.RegisterWorkflowWithOptions(smokeWorkflow, workflow.RegisterOptions{Name: "SmokeWorkflow"})
 	if err := w.Start(); err != nil {

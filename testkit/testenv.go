@@ -1,9 +1,9 @@
-// Package testenv gives integration tests isolated slices of the real local
+// Package testkit gives integration tests isolated slices of the real local
 // stack (scripts/stack up): a fresh migrated MySQL database per test, a
 // private Redis key prefix, and the stack's RocketMQ and Temporal addresses.
 // A service that is down fails the test with a message naming it; nothing is
 // skipped silently.
-package testenv
+package testkit
 
 import (
 	"context"

@@ -1,0 +1,130 @@
+// Package arch holds the house's layering, checked: every import between the
+// repository's packages points down, the foundation (internal/) imports no
+// domain package, the test kit is imported by tests only, and the bench's
+// code by its binary and the suites that drive sales with it.
+package arch
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/seckill/seckill/"
+
+// layers: the production packages from the floor up. A package imports only
+// packages of a lower layer. A new package gets its place here.
+var layers = [][]string{
+	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc"}, // vocabulary, settings, leaves
+	{"internal/redisx", "internal/temporalx", "store", "queue"},                              // clients of one service
+	{"orderstatus", "outbox", "activities", "compensation"},
+	{"stock", "workflows", "relay"},
+	{"snapshot", "payment"},
+	{"invariant", "reconcile", "api"},
+	{"worker"},
+	{"cmd/seckill", "cmd/seckill-bench/bench"},
+	{"cmd/seckill-bench"},
+}
+
+// roof: packages above every layer, importing anything and imported by
+// tests only (their own package is tests, or a kit for them).
+var roof = []string{"testkit"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	GoFiles    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd.Dir = "../.."
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list: %v\n%s", err, errb.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bufio.NewReader(&out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		p.ImportPath = strings.TrimPrefix(p.ImportPath, module)
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func layerOf(path string) int {
+	for i, l := range layers {
+		if slices.Contains(l, path) {
+			return i
+		}
+	}
+	if slices.Contains(roof, path) {
+		return len(layers)
+	}
+	return -1
+}
+
+// isTestOnly: a package whose only files are tests (test/..., docs, deploy's
+// checks), or the kit tests share.
+func isTestOnly(p pkg) bool { return len(p.GoFiles) == 0 || slices.Contains(roof, p.ImportPath) }
+
+func TestImportsPointDown(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if isTestOnly(p) && !slices.Contains(roof, p.ImportPath) {
+			continue // tests import what they test
+		}
+		from := layerOf(p.ImportPath)
+		if from < 0 {
+			t.Errorf("package %s has no layer: give it one in test/arch/arch_test.go", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			if slices.Contains(roof, imp) {
+				t.Errorf("%s imports %s, which only tests may import", p.ImportPath, imp)
+				continue
+			}
+			if to := layerOf(imp); to < 0 || to >= from {
+				t.Errorf("%s (layer %d) imports %s (layer %d): an import that runs up or sideways", p.ImportPath, from, imp, to)
+			}
+		}
+	}
+}
+
+// The foundation imports nothing of the house but the settings.
+func TestFoundationImportsNoDomainPackage(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if !strings.HasPrefix(p.ImportPath, "internal/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if rest, ok := strings.CutPrefix(imp, module); ok && rest != "config" && !strings.HasPrefix(rest, "internal/") {
+				t.Errorf("foundation package %s imports the domain package %s", p.ImportPath, rest)
+			}
+		}
+	}
+}
+
+// The bench's code is linked by the bench binary alone (the cluster and
+// secure suites drive their sales with it too).
+func TestBenchImportedByItsBinaryOnly(t *testing.T) {
+	const bench = module + "cmd/seckill-bench/bench"
+	for _, p := range listPackages(t) {
+		if p.ImportPath != "cmd/seckill-bench" && !isTestOnly(p) && slices.Contains(p.Imports, bench) {
+			t.Errorf("%s imports the bench's code", p.ImportPath)
+		}
+	}
+}
