@@ -11,7 +11,6 @@ package snapshot
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/order"
@@ -35,7 +34,8 @@ type Outbox interface {
 	OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error)
 }
 
-// WorkflowLister lists the order workflows of an item (TemporalLister).
+// WorkflowLister lists the order workflows of an item (TemporalLister). Its
+// error names the read that failed, the item's included.
 type WorkflowLister interface {
 	ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error)
 }
@@ -95,9 +95,7 @@ func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
 		// Temporal's visibility is the part most often slow or away; the
 		// MySQL and Redis parts stand without it, and each user decides
 		// whether it can judge without the sagas.
-		if wfs, err = src.Workflows.ListOrderWorkflows(ctx, itemID); err != nil {
-			wfErr = fmt.Errorf("list workflows of item %d: %w", itemID, err)
-		}
+		wfs, wfErr = src.Workflows.ListOrderWorkflows(ctx, itemID)
 	}
 	it := New(itemID, at, db, rd, ob, wfs, src.Workflows != nil && wfErr == nil)
 	it.WorkflowsErr = wfErr

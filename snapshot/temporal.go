@@ -1,12 +1,16 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
 )
 
 // Workflow is one order workflow as the visibility API lists it.
@@ -18,25 +22,48 @@ type Workflow struct {
 
 func (w Workflow) Running() bool { return w.Status == "Running" }
 
-// TemporalLister lists an item's order workflows through the visibility API
-// (`SeckillItemId = N`), the way support staff find them.
-type TemporalLister struct {
-	Client    client.Client
-	Namespace string
+// Temporal is the part of client.Client the lister calls.
+type Temporal interface {
+	WorkflowService() workflowservice.WorkflowServiceClient
 }
 
+var _ Temporal = client.Client(nil)
+
+// The lister's bounds when its fields are zero.
+const (
+	DefaultPageSize    = 1000
+	DefaultPageTimeout = 30 * time.Second
+	DefaultAttempts    = 4
+	DefaultBackoff     = time.Second
+)
+
+// TemporalLister lists an item's order workflows through the visibility API
+// (`SeckillItemId = N`), the way support staff find them.
+//
+// A sale's sagas take many pages (10,000 at 1,000 a page), read on a server
+// that may still be busy with them: each page call has its own timeout and
+// is retried with backoff a bounded number of times, from its own page
+// token (the pages already read stay read). The zero bounds take the
+// defaults above.
+type TemporalLister struct {
+	Client      Temporal
+	Namespace   string
+	PageSize    int32
+	PageTimeout time.Duration
+	Attempts    int           // tries per page, the first included
+	Backoff     time.Duration // before the second try; doubled before each next one
+}
+
+// ListOrderWorkflows lists every saga of the item. Its error names the read
+// that failed: the item, the page and how many sagas came before it.
 func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error) {
 	var out []Workflow
 	var token []byte
-	for {
-		resp, err := l.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace:     l.Namespace,
-			PageSize:      1000,
-			NextPageToken: token,
-			Query:         fmt.Sprintf("SeckillItemId = %d", itemID),
-		})
+	for page := 1; ; page++ {
+		resp, tries, err := l.page(ctx, itemID, token)
 		if err != nil {
-			return nil, fmt.Errorf("list workflows with SeckillItemId = %d: %w", itemID, err)
+			return nil, fmt.Errorf("temporal visibility: list workflows of item %d, page %d (after %d sagas), %d attempt(s): %w",
+				itemID, page, len(out), tries, err)
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
@@ -51,4 +78,48 @@ func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([
 			return out, nil
 		}
 	}
+}
+
+// page reads one page, trying again while the failure may pass and the
+// caller still waits.
+func (l TemporalLister) page(ctx context.Context, itemID int64, token []byte) (*workflowservice.ListWorkflowExecutionsResponse, int, error) {
+	req := &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace:     cmp.Or(l.Namespace, client.DefaultNamespace),
+		PageSize:      cmp.Or(l.PageSize, DefaultPageSize),
+		NextPageToken: token,
+		Query:         fmt.Sprintf("SeckillItemId = %d", itemID),
+	}
+	attempts, backoff := cmp.Or(l.Attempts, DefaultAttempts), cmp.Or(l.Backoff, DefaultBackoff)
+	for try := 1; ; try++ {
+		// The service is called directly, not through client.ListWorkflow,
+		// which caps every call at the client's RPC timeout (10 s): a page
+		// of a busy server's index may need longer, and this loop retries.
+		pctx, cancel := context.WithTimeout(ctx, cmp.Or(l.PageTimeout, DefaultPageTimeout))
+		resp, err := l.Client.WorkflowService().ListWorkflowExecutions(pctx, req)
+		cancel()
+		if err == nil {
+			return resp, try, nil
+		}
+		if try >= attempts || ctx.Err() != nil || !transient(err) {
+			return nil, try, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, try, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// transient says whether a failed page call may succeed when tried again:
+// not a query or namespace the server refuses. A stream the server reset
+// (RST_STREAM CANCEL arrives as Canceled), a timeout or an overloaded
+// server may pass.
+func transient(err error) bool {
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		return false
+	}
+	return true
 }
