@@ -119,6 +119,9 @@ type Report struct {
 	RedisReservations int64            `json:"redis_reservations"`
 	RedisBuyers       int64            `json:"redis_buyers"`
 	WorkflowsChecked  bool             `json:"workflows_checked"`
+	// WorkflowsError is why the sagas could not be listed (the Temporal
+	// checks skipped); empty when they were, or were not asked for.
+	WorkflowsError    string           `json:"workflows_error,omitempty"`
 	WorkflowsByStatus map[string]int64 `json:"workflows_by_status,omitempty"`
 	AfterTimeouts     bool             `json:"after_timeouts"`
 	// Unanswered counts orders whose 202 no buyer received (counted as
@@ -147,16 +150,21 @@ func (r Report) Find(name string) (Violation, bool) {
 }
 
 // Check loads the item's snapshot and judges it. An error means it could not
-// read; violations are in the report.
+// read; violations are in the report. When only the sagas could not be
+// listed, the report still judges MySQL and Redis (the Temporal checks
+// skipped, WorkflowsError says why) beside the error, so a caller keeps
+// what was read.
 func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 	it, err := snapshot.Load(ctx, snapshot.Sources{MySQL: d.Store, Redis: d.Stock, Workflows: d.Workflows}, in.ItemID)
-	if err == nil {
-		err = it.WorkflowsErr
-	}
 	if err != nil {
 		return Report{ItemID: in.ItemID, Accepted: len(in.Accepted), AfterTimeouts: in.AfterTimeouts}, err
 	}
-	return Judge(it, in), nil
+	rep := Judge(it, in)
+	if it.WorkflowsErr != nil {
+		rep.WorkflowsError = it.WorkflowsErr.Error()
+		return rep, it.WorkflowsErr
+	}
+	return rep, nil
 }
 
 // rules are the promises, each judged on its own.

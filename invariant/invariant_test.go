@@ -2,6 +2,7 @@ package invariant_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -339,4 +340,31 @@ func TestUnansweredOrderCountsWhenAnswersWereLost(t *testing.T) {
 	if !rep.Has(invariant.PhantomOrder) || !rep.Has(invariant.Undersell) {
 		t.Fatalf("every answer received: want phantom_order and undersell, got %v", rep.Violations)
 	}
+}
+
+// failingWorkflows is a visibility API that cannot answer.
+type failingWorkflows struct{ err error }
+
+func (f failingWorkflows) ListOrderWorkflows(context.Context, int64) ([]snapshot.Workflow, error) {
+	return nil, f.err
+}
+
+// When only the sagas cannot be listed, the check still judges MySQL and
+// Redis (a sale's figures are kept), skips the Temporal checks and names the
+// read that failed.
+func TestSagasNotListedKeepsTheMySQLAndRedisVerdict(t *testing.T) {
+	s := newSale(t, 3)
+	s.buy(1)
+	s.buy(2)
+	s.exec("UPDATE stock SET stock = stock + 1 WHERE item_id = ?", s.item) // a planted stock_row drift
+	listErr := errors.New("temporal visibility: list workflows of item 42, page 7 (after 6000 sagas), 4 attempt(s): reset")
+	rep, err := invariant.Check(s.ctx, invariant.Deps{Store: s.st, Stock: s.stock, Workflows: failingWorkflows{listErr}},
+		invariant.Input{ItemID: s.item, Accepted: s.accepted, AcceptedComplete: true})
+	if !errors.Is(err, listErr) {
+		t.Fatalf("error %v, want the listing's", err)
+	}
+	if rep.StockTotal != 3 || rep.LiveOrders != 2 || rep.RedisLeft != 1 || rep.WorkflowsChecked || rep.WorkflowsError != listErr.Error() {
+		t.Fatalf("report %+v: want MySQL and Redis judged, the Temporal checks skipped and why", rep)
+	}
+	wantOnly(t, rep, invariant.StockRow, 1)
 }

@@ -433,6 +433,9 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		inv, err = invariant.Check(ctx, deps, in)
 		if err != nil {
+			if inv.WorkflowsError != "" { // MySQL and Redis were judged: keep that
+				rep.Invariants = &inv
+			}
 			return rep, fmt.Errorf("invariant check: %w", err)
 		}
 		if inv.OK() {

@@ -103,6 +103,9 @@ func PrintInvariants(w io.Writer, r *SaleReport) {
 		printf(w, ", workflows %s", Counts(inv.WorkflowsByStatus))
 	}
 	printLine(w)
+	if inv.WorkflowsError != "" {
+		printLine(w, "Temporal checks skipped: "+inv.WorkflowsError)
+	}
 	if inv.OK() {
 		printLine(w, "OK: no violation")
 		return
