@@ -6,20 +6,21 @@ SHELL := /bin/bash
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+	@echo "  PROFILE=cluster    with run, stop, bench and stack-*: the clustered stack (scripts/stack --profile cluster)"
 
 # PROFILE=cluster: the clustered stack (scripts/stack --profile cluster) instead of the default one
 STACK_PROFILE = $(if $(PROFILE),--profile $(PROFILE))
 
-run: ## install + start the services, migrate, start api and worker, run a demo sale, print the URLs
+run: ## install + start the services (Prometheus included), migrate, start api and worker, run a demo sale, print the URLs
 	@scripts/run $(STACK_PROFILE)
 
 stop: ## stop the api and worker started by `make run` (services keep running)
 	@scripts/run stop $(STACK_PROFILE)
 
-test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race, then the cluster profile's fault sales
+test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race, then the cluster profile's fault sales and the secure profile's sales
 	@scripts/test
 
-lint: ## go vet, the layering test (test/arch), staticcheck, errcheck, workflowcheck, promtool on the alert rules
+lint: ## go vet, the layering test (test/arch), staticcheck, errcheck, workflowcheck, promtool (the Prometheus config and the alert rules' unit tests)
 	@scripts/lint
 
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
@@ -35,7 +36,7 @@ fuzz: ## every fuzz target for a while: each handler on in-memory fakes, then pu
 	@go test -run=XXX -fuzz='^FuzzPurchase$$' -fuzztime=60s ./api/
 	@go test -run=XXX -fuzz='^FuzzCreateItem$$' -fuzztime=60s ./api/
 
-stack-up: ## start Redis, MariaDB, RocketMQ and Temporal (installing what is missing)
+stack-up: ## start Redis, MariaDB, RocketMQ, Temporal and Prometheus (installing what is missing)
 	@scripts/stack up $(STACK_PROFILE)
 
 stack-down: ## stop `make run` roles and every service scripts/stack started

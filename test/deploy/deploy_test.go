@@ -23,7 +23,7 @@ var metricName = regexp.MustCompile(`seckill_[a-z0-9_]+`)
 // NewDesc("seckill_...") and the worker's counter("seckill_...", help)).
 func exported(t *testing.T) map[string]bool {
 	names := map[string]bool{}
-	def := regexp.MustCompile(`(?:Name:\s*|NewDesc\(|counter\()"(seckill_[a-z0-9_]+)"`)
+	def := regexp.MustCompile(`(?:Name:\s*|NewDesc\(|counters?\()"(seckill_[a-z0-9_]+)"`)
 	for _, f := range []string{"api/metrics.go", "api/itemcache.go", "worker/metrics.go"} {
 		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
 		if err != nil {
