@@ -334,7 +334,10 @@ launch_temporal() {
 }
 temporal_cli() { "$TEMPORAL_BIN" "$@" --address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 5s; }
 healthy_temporal() {
+  # The namespace read too: the dev server's SQLite can stay "interrupted" after a cancelled call while the
+  # cluster still says SERVING (temporalio/temporal#3784, #8017); only a restart brings it back.
   temporal_cli operator cluster health 2>/dev/null | grep -q SERVING &&
+    temporal_cli operator namespace describe -n "$TEMPORAL_NAMESPACE" >/dev/null 2>&1 &&
     curl -sf -o /dev/null --max-time 3 "http://127.0.0.1:$TEMPORAL_UI_PORT/"
 }
 ready_temporal() {
