@@ -936,15 +936,37 @@ func (w *watcher) paidCounts() map[string]int64 {
 func drainProgress(ctx context.Context, out io.Writer, label string, w *watcher, expected int) func() {
 	var prev int64
 	return liveLine(ctx, out, func() string {
-		p, pend, _ := w.counts()
-		line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
-		if expected >= 0 {
-			line += fmt.Sprintf("/%d", expected)
-		}
-		line += fmt.Sprintf(" (%d/s) pending payment %d paid %v", p-prev, pend, w.paidCounts())
+		line, p := w.drainLine(label, expected, prev)
 		prev = p
 		return line
 	})
+}
+
+// drainLine is the drain's progress line, in words: persisted orders (of
+// expected, unless negative) and their rate since prev was persisted,
+// orders waiting for payment, the pay answers so far. It returns the
+// persisted count for the next line's rate.
+func (w *watcher) drainLine(label string, expected int, prev int64) (string, int64) {
+	p, pend, _ := w.counts()
+	line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
+	if expected >= 0 {
+		line += fmt.Sprintf("/%d", expected)
+	}
+	line += fmt.Sprintf(" (%d/s) pending payment %d, %s", p-prev, pend, payProgress(w.paidCounts()))
+	return line, p
+}
+
+// payProgress writes the pay answers so far in words: "pays: none", or
+// "pays: 3 (200 paid 2, 409 ORDER_NOT_PAYABLE 1)".
+func payProgress(m map[string]int64) string {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	if n == 0 {
+		return "pays: none"
+	}
+	return fmt.Sprintf("pays: %s (%s)", thousands(n), PayAnswers(m))
 }
 
 // ErrViolations is returned when the invariant checks found something.
