@@ -21,8 +21,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/cmd/seckill-bench/bench"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/invariant"
@@ -282,20 +282,37 @@ func newBenchCheckCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// stagesFlags are the settings of `bench stages` beside benchFlags.
+type stagesFlags struct {
+	benchFlags
+	bareAddr         string
+	duration         time.Duration
+	rounds           int
+	sagaOrders       int
+	stage2Runs       int
+	waitingWorkflows int
+	luaUnits         int64
+	latency          int
+	skipFull         bool
+	doc              string
+}
+
+func (f *stagesFlags) register(cmd *cobra.Command) {
+	f.benchFlags.register(cmd)
+	cmd.Flags().StringVar(&f.bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
+	cmd.Flags().DurationVar(&f.duration, "duration", 3*time.Second, "length of each fixed-duration HTTP window (stage 1's rounds, stage 2's bare gin)")
+	cmd.Flags().IntVar(&f.rounds, "rounds", 5, "stage 1's rounds: bare gin and the sold-out answers (and with the control room open) measured in turn; the ratio is the median of the rounds'")
+	cmd.Flags().IntVar(&f.sagaOrders, "saga-orders", 4000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
+	cmd.Flags().IntVar(&f.stage2Runs, "stage2-runs", 3, "stage 2's sales of --saga-orders units, one after the other: figures are their median, with min and max")
+	cmd.Flags().IntVar(&f.waitingWorkflows, "waiting-workflows", 2000, "waiting workflows (local activity, 1 s timer, local activity) in the yardstick of stages 3b and 4; 0 leaves it out")
+	cmd.Flags().Int64Var(&f.luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
+	cmd.Flags().IntVar(&f.latency, "latency-units", 1500, "units of stage 3b's sale (buyer-facing latency, every order paid; 0 leaves it out)")
+	cmd.Flags().BoolVar(&f.skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
+	cmd.Flags().StringVar(&f.doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")
+}
+
 func newBenchStagesCmd(a *app) *cobra.Command {
-	var (
-		f                benchFlags
-		bareAddr         string
-		duration         time.Duration
-		rounds           int
-		sagaOrders       int
-		stage2Runs       int
-		waitingWorkflows int
-		luaUnits         int64
-		latency          int
-		skipFull         bool
-		doc              string
-	)
+	var f stagesFlags
 	cmd := &cobra.Command{
 		Use:   "stages",
 		Short: "Measure each pipeline stage against its own baseline in one run (make bench)",
@@ -305,71 +322,74 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 			"sale, against a waiting workflow (local activity, timer, local activity). Needs `seckill api` and `seckill worker` running. Writes\n" +
 			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
 		Args: cobra.NoArgs,
-		RunE: a.onTarget(&f, func(cmd *cobra.Command, c checkDeps) error {
-			ctx := cmd.Context()
-			d, tc := c.Deps, c.temporal
-			if f.workerOps == "" {
-				f.workerOps = "http://" + a.cfg.Worker.MetricsAddr
-			}
-			if err := os.MkdirAll(f.outDir, 0o755); err != nil {
-				return err
-			}
-			child, err := bench.StartChild([]string{"baseline-http", "--addr", bareAddr},
-				filepath.Join(f.outDir, "baseline-http.log"))
-			if err != nil {
-				return err
-			}
-			defer bench.StopChild(child)
-			bareURL := "http://" + bareAddr
-			if err := bench.WaitReady(ctx, bareURL+"/healthz", 10*time.Second); err != nil {
-				return err
-			}
-			full := f.sale()
-			if full.APIPID == 0 {
-				full.APIPID = bench.FindPID("api")
-			}
-			s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: duration, Rounds: rounds,
-				SagaOrders: sagaOrders, Stage2Runs: stage2Runs, WaitingWorkflows: waitingWorkflows, LuaUnits: luaUnits, LatencyUnits: latency, Full: full, SkipFull: skipFull, Temporal: tc,
-				WorkerOps: f.workerOps,
-				Progress:  cmd.ErrOrStderr(), Log: a.log}
-			rep := s.Run(ctx, d)
-			bench.PrintRatios(cmd.OutOrStdout(), rep)
-			if rep.Sale != nil {
-				bench.PrintSale(cmd.OutOrStdout(), rep.Sale)
-				if err := bench.WriteSaleHTML(filepath.Join(f.outDir, "latest-sale.html"), rep.Sale); err != nil {
-					return err
-				}
-			}
-			stamp := rep.At.Format("20060102-150405")
-			for _, p := range []string{"latest.json", "stages-" + stamp + ".json"} {
-				if err := bench.WriteJSON(filepath.Join(f.outDir, p), rep); err != nil {
-					return err
-				}
-			}
-			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n", filepath.Join(f.outDir, "latest.json"))
-			if doc != "" {
-				if err := bench.UpdateDoc(doc, rep); err != nil {
-					a.log.Warn("docs not updated", "doc", doc, "err", err)
-				} else {
-					_, _ = fmt.Fprintf(cmd.OutOrStdout(), "updated %s\n", doc)
-				}
-			}
-			if len(rep.Errors) > 0 {
-				return errors.New(strings.Join(rep.Errors, "; "))
-			}
-			return nil
-		}),
+		RunE: a.onTarget(&f.benchFlags, func(cmd *cobra.Command, c checkDeps) error { return a.runStages(cmd, c, &f) }),
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&bareAddr, "bare-addr", "127.0.0.1:8089", "listen address of the bare gin baseline (started as a child process)")
-	cmd.Flags().DurationVar(&duration, "duration", 3*time.Second, "length of each fixed-duration HTTP window (stage 1's rounds, stage 2's bare gin)")
-	cmd.Flags().IntVar(&rounds, "rounds", 5, "stage 1's rounds: bare gin and the sold-out answers (and with the control room open) measured in turn; the ratio is the median of the rounds'")
-	cmd.Flags().IntVar(&sagaOrders, "saga-orders", 4000, "purchases accepted in stage 2 and sagas timed in stage 3 (and minimal workflows)")
-	cmd.Flags().IntVar(&stage2Runs, "stage2-runs", 3, "stage 2's sales of --saga-orders units, one after the other: figures are their median, with min and max")
-	cmd.Flags().IntVar(&waitingWorkflows, "waiting-workflows", 2000, "waiting workflows (local activity, 1 s timer, local activity) in the yardstick of stages 3b and 4; 0 leaves it out")
-	cmd.Flags().Int64Var(&luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
-	cmd.Flags().IntVar(&latency, "latency-units", 1500, "units of stage 3b's sale (buyer-facing latency, every order paid; 0 leaves it out)")
-	cmd.Flags().BoolVar(&skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
-	cmd.Flags().StringVar(&doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")
 	return cmd
+}
+
+// runStages starts the bare gin baseline as a child process, runs the
+// stages against it and the API, and writes their reports.
+func (a *app) runStages(cmd *cobra.Command, c checkDeps, f *stagesFlags) error {
+	ctx := cmd.Context()
+	d, tc := c.Deps, c.temporal
+	if f.workerOps == "" {
+		f.workerOps = "http://" + a.cfg.Worker.MetricsAddr
+	}
+	if err := os.MkdirAll(f.outDir, 0o755); err != nil {
+		return err
+	}
+	child, err := bench.StartChild([]string{"baseline-http", "--addr", f.bareAddr},
+		filepath.Join(f.outDir, "baseline-http.log"))
+	if err != nil {
+		return err
+	}
+	defer bench.StopChild(child)
+	bareURL := "http://" + f.bareAddr
+	if err := bench.WaitReady(ctx, bareURL+"/healthz", 10*time.Second); err != nil {
+		return err
+	}
+	full := f.sale()
+	if full.APIPID == 0 {
+		full.APIPID = bench.FindPID("api")
+	}
+	s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: f.duration, Rounds: f.rounds,
+		SagaOrders: f.sagaOrders, Stage2Runs: f.stage2Runs, WaitingWorkflows: f.waitingWorkflows, LuaUnits: f.luaUnits, LatencyUnits: f.latency, Full: full, SkipFull: f.skipFull, Temporal: tc,
+		WorkerOps: f.workerOps,
+		Progress:  cmd.ErrOrStderr(), Log: a.log}
+	rep := s.Run(ctx, d)
+	if err := a.writeStagesReport(cmd, f, rep); err != nil {
+		return err
+	}
+	if len(rep.Errors) > 0 {
+		return errors.New(strings.Join(rep.Errors, "; "))
+	}
+	return nil
+}
+
+// writeStagesReport prints the stages' figures and writes them to
+// <out>/latest.json, a timestamped copy, the sale's HTML page and --doc.
+func (a *app) writeStagesReport(cmd *cobra.Command, f *stagesFlags, rep *bench.StagesReport) error {
+	bench.PrintRatios(cmd.OutOrStdout(), rep)
+	if rep.Sale != nil {
+		bench.PrintSale(cmd.OutOrStdout(), rep.Sale)
+		if err := bench.WriteSaleHTML(filepath.Join(f.outDir, "latest-sale.html"), rep.Sale); err != nil {
+			return err
+		}
+	}
+	stamp := rep.At.Format("20060102-150405")
+	for _, p := range []string{"latest.json", "stages-" + stamp + ".json"} {
+		if err := bench.WriteJSON(filepath.Join(f.outDir, p), rep); err != nil {
+			return err
+		}
+	}
+	_, _ = fmt.Fprintf(cmd.OutOrStdout(), "\nresults: %s\n", filepath.Join(f.outDir, "latest.json"))
+	if f.doc != "" {
+		if err := bench.UpdateDoc(f.doc, rep); err != nil {
+			a.log.Warn("docs not updated", "doc", f.doc, "err", err)
+		} else {
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "updated %s\n", f.doc)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
 
@@ -58,37 +61,11 @@ func runAPI(ctx context.Context, a *app) (err error) {
 
 	d := &deps{cfg: cfg, log: log}
 	defer func() { err = errors.Join(d.stoppedWhileStarting(ctx, err), d.close()) }()
-	db, err := d.mysql(ctx)
+	p, err := openAPIStores(ctx, d)
 	if err != nil {
 		return err
 	}
-	// Not pinged: the API starts (and answers what it can) while Redis is down.
-	rdb, err := d.redis(ctx, redisx.Options{Timeout: config.APIRedisTimeout, Name: "seckill-api"}, false)
-	if err != nil {
-		return err
-	}
-	units := stock.New(rdb, cfg.Redis.KeyPrefix)
-	metrics := api.NewMetrics(prometheus.NewRegistry())
-	if cfg.Redis.WaitReplicas > 0 {
-		units.UseReplicaWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout, metrics.ReplicaWaitShort.Inc)
-	}
-	views := orderstatus.New(rdb, cfg.Redis.KeyPrefix)
-	// The relay has its own client: one blocking reader per watched item
-	// must not take the connections GET order and purchases wait for.
-	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.Relay.PoolSize, Name: "seckill-relay"}, false)
-	if err != nil {
-		return err
-	}
-	producer, err := queue.NewProducer(cfg.RocketMQ)
-	if err != nil {
-		return err
-	}
-	d.onStop(func() { _ = producer.Close() })
-	producer.OnDegraded(func(status string) {
-		metrics.PublishDegraded(status)
-		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
-	})
-	rel, err := relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, cfg.API.Instance, metrics, log)
+	rel, err := newRelay(ctx, d, p.db, p.metrics)
 	if err != nil {
 		return err
 	}
@@ -99,36 +76,15 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	bgCtx, stopBg := context.WithCancel(ctx)
 	go tc.dialLoop(bgCtx, a)
 	d.onStop(func() { stopBg(); tc.close() })
-	desk, err := payment.New(db, views, views, units, tc.sagas(cfg.Temporal.TaskQueue), metrics.WakesSkipped,
+	desk, err := payment.New(p.db, p.views, p.views, p.units, tc.sagas(cfg.Temporal.TaskQueue), p.metrics.WakesSkipped,
 		payment.Options{WakeRate: cfg.API.WakeRate}, log)
 	if err != nil {
 		return err
 	}
-	deps := api.Deps{
-		Items: db, Orders: db, Units: units, Views: views, Actions: desk, Stock: db,
-		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: metrics,
-		Relay: rel, Log: log, Temporal: cfg.Temporal,
-		Checks: map[string]api.Check{
-			"redis":    func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
-			"mysql":    db.Ping,
-			"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...), cfg.RocketMQ.Brokers...)...),
-			"temporal": tc.check,
-		},
-	}
-	// The pages' "sign in as buyer N": development machines, on the
-	// published secret, only.
-	deps.DevSecret = cfg.DevTokenSecret()
-	srv := api.New(cfg.API, deps)
+	srv := api.New(cfg.API, p.apiDeps(cfg, log, desk, rel, tc))
 
-	for what, aside := range map[string]*http.Server{"pprof": pprofServer(cfg.API.PprofAddr), "api metrics": srv.MetricsServer()} {
-		if aside == nil {
-			continue
-		}
-		serve, err := d.listen(what, aside, time.Second)
-		if err != nil {
-			return err
-		}
-		serve()
+	if err := serveAside(d, srv); err != nil {
+		return err
 	}
 
 	// The relay outlives ctx: it stops only after the server has drained.
@@ -155,6 +111,95 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	case err := <-failed:
 		return err
 	}
+}
+
+// apiStores are the API's MySQL and Redis clients and what it reads and
+// writes through them.
+type apiStores struct {
+	db      *store.Store
+	rdb     redis.UniversalClient
+	units   *stock.Store
+	views   *orderstatus.Board
+	metrics *api.Metrics
+}
+
+// openAPIStores opens MySQL and the API's Redis client, each closed by d.
+func openAPIStores(ctx context.Context, d *deps) (apiStores, error) {
+	cfg := d.cfg
+	db, err := d.mysql(ctx)
+	if err != nil {
+		return apiStores{}, err
+	}
+	// Not pinged: the API starts (and answers what it can) while Redis is down.
+	rdb, err := d.redis(ctx, redisx.Options{Timeout: config.APIRedisTimeout, Name: "seckill-api"}, false)
+	if err != nil {
+		return apiStores{}, err
+	}
+	units := stock.New(rdb, cfg.Redis.KeyPrefix)
+	metrics := api.NewMetrics(prometheus.NewRegistry())
+	if cfg.Redis.WaitReplicas > 0 {
+		units.UseReplicaWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout, metrics.ReplicaWaitShort.Inc)
+	}
+	return apiStores{db: db, rdb: rdb, units: units, views: orderstatus.New(rdb, cfg.Redis.KeyPrefix), metrics: metrics}, nil
+}
+
+// newRelay opens the relay's own Redis client and its producer, and builds
+// the relay over them. The relay has its own client: one blocking reader
+// per watched item must not take the connections GET order and purchases
+// wait for.
+func newRelay(ctx context.Context, d *deps, db *store.Store, metrics *api.Metrics) (*relay.Relay, error) {
+	cfg, log := d.cfg, d.log
+	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.Relay.PoolSize, Name: "seckill-relay"}, false)
+	if err != nil {
+		return nil, err
+	}
+	producer, err := queue.NewProducer(cfg.RocketMQ)
+	if err != nil {
+		return nil, err
+	}
+	d.onStop(func() { _ = producer.Close() })
+	producer.OnDegraded(func(status string) {
+		metrics.PublishDegraded(status)
+		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
+	})
+	return relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, cfg.API.Instance, metrics, log)
+}
+
+// apiDeps wires the API's handlers to the stores, the payment desk, the
+// relay and the readiness checks.
+func (p apiStores) apiDeps(cfg config.Config, log *slog.Logger, desk *payment.Desk, rel *relay.Relay, tc *temporalConn) api.Deps {
+	db, rdb := p.db, p.rdb
+	deps := api.Deps{
+		Items: db, Orders: db, Units: p.units, Views: p.views, Actions: desk, Stock: db,
+		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: p.metrics,
+		Relay: rel, Log: log, Temporal: cfg.Temporal,
+		Checks: map[string]api.Check{
+			"redis":    func(ctx context.Context) error { return redisx.Ping(ctx, rdb) },
+			"mysql":    db.Ping,
+			"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...), cfg.RocketMQ.Brokers...)...),
+			"temporal": tc.check,
+		},
+	}
+	// The pages' "sign in as buyer N": development machines, on the
+	// published secret, only.
+	deps.DevSecret = cfg.DevTokenSecret()
+	return deps
+}
+
+// serveAside starts the side listeners (pprof, when configured, and the
+// API's metrics), each closed by d.
+func serveAside(d *deps, srv *api.Server) error {
+	for what, aside := range map[string]*http.Server{"pprof": pprofServer(d.cfg.API.PprofAddr), "api metrics": srv.MetricsServer()} {
+		if aside == nil {
+			continue
+		}
+		serve, err := d.listen(what, aside, time.Second)
+		if err != nil {
+			return err
+		}
+		serve()
+	}
+	return nil
 }
 
 // pprofServer serves net/http/pprof on addr (its own mux, not the API's);

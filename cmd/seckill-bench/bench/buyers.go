@@ -74,86 +74,16 @@ type buyerState struct {
 // Run fires every buyer's attempts and returns when each buyer has a
 // decisive answer or no attempts left.
 func (s Sale) Run(ctx context.Context) SaleResult {
-	maxAttempts := max(s.MaxAttempts, 1)
-	bases := s.BaseURLs
-	if len(bases) == 0 {
-		bases = []string{s.BaseURL}
-	}
-	urls := make([]string, len(bases))
-	for k, b := range bases {
-		urls[k] = fmt.Sprintf("%s/api/v1/seckill/%d?b=", strings.TrimRight(b, "/"), s.ItemID)
-	}
-	const buyerParam = "?b="
-	headers := make([]http.Header, len(s.Buyers))
-	for i, b := range s.Buyers {
-		headers[i] = header(b.Token)
-	}
-	state := make([]buyerState, len(s.Buyers))
-
-	// The queue of buyers ready to send; retries come back to it after
-	// their pause. outstanding counts buyers not finished yet.
-	var (
-		mu          sync.Mutex
-		cond        = sync.NewCond(&mu)
-		queue       = make([]int, 0, len(s.Buyers))
-		outstanding = len(s.Buyers)
-		stopped     bool
-	)
-	for i := range s.Buyers {
-		queue = append(queue, i)
-	}
-	go func() {
-		<-ctx.Done()
-		mu.Lock()
-		stopped = true
-		cond.Broadcast()
-		mu.Unlock()
-	}()
-	tr := func(t *vegeta.Target) error {
-		mu.Lock()
-		for len(queue) == 0 && outstanding > 0 && !stopped {
-			cond.Wait()
-		}
-		if len(queue) == 0 || stopped {
-			mu.Unlock()
-			return vegeta.ErrNoTargets
-		}
-		i := queue[0]
-		queue = queue[1:]
-		state[i].attempt++
-		// Latency is measured from here, not from when vegeta asked for a
-		// target: a worker may have waited above for a retry to fall due.
-		state[i].dispatched = time.Now()
-		mu.Unlock()
-		t.Method = http.MethodPost
-		t.URL = urls[(i+state[i].attempt)%len(urls)] + strconv.Itoa(i)
-		t.Header = headers[i]
-		t.Body = nil
-		return nil
-	}
-	finish := func() {
-		mu.Lock()
-		outstanding--
-		cond.Broadcast()
-		mu.Unlock()
-	}
-	retry := func(i int, after time.Duration) {
-		time.AfterFunc(after, func() {
-			mu.Lock()
-			queue = append(queue, i)
-			cond.Broadcast()
-			mu.Unlock()
-		})
-	}
+	q := newBuyerQueue(len(s.Buyers))
+	go q.stopOn(ctx)
+	tr := s.targeter(q)
 
 	res := SaleResult{Start: time.Now()}
 	rec := NewRecorder(res.Start)
-	var accepted atomic.Int64
+	t := &saleTally{sale: &s, q: q, res: &res, maxAttempts: max(s.MaxAttempts, 1), seen: make(map[string]bool)}
 	stop := progress(ctx, s.Progress, "sale", rec, func() string {
-		return fmt.Sprintf("accepted=%d/%d", accepted.Load(), s.Units)
+		return fmt.Sprintf("accepted=%d/%d", t.accepted.Load(), s.Units)
 	})
-	var last202, first410 time.Time
-	seen := make(map[string]bool)
 	atk := s.Load.attacker()
 	for r := range atk.Attack(tr, s.Load.pacer(), 0, "sale") {
 		if r.Method == "" {
@@ -163,98 +93,228 @@ func (s Sale) Run(ctx context.Context) SaleResult {
 		if err != nil || i < 0 || i >= len(s.Buyers) {
 			continue
 		}
-		mu.Lock()
-		st := state[i]
-		mu.Unlock()
+		st := q.stateOf(i)
 		end := r.End()
-		lat := end.Sub(st.dispatched)
-		out := Outcome(r.Code)
-		rec.Add(out, end, lat)
+		rec.Add(Outcome(r.Code), end, end.Sub(st.dispatched))
 		res.Attempts++
-		again := st.attempt < maxAttempts
-		switch r.Code {
-		case http.StatusAccepted:
-			var body struct {
-				OrderID string    `json:"order_id"`
-				PayBy   time.Time `json:"pay_by"`
-			}
-			_ = json.Unmarshal(r.Body, &body)
-			if seen[body.OrderID] {
-				finish()
-				continue
-			}
-			seen[body.OrderID] = true
-			res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.OrderID, UserID: s.Buyers[i].ID})
-			if s.OnAccepted != nil {
-				s.OnAccepted(body.OrderID, s.Buyers[i].ID, body.PayBy, end)
-			}
-			if n := accepted.Add(1); n == s.Units && res.SoldOutAfter == 0 {
-				res.SoldOutAfter = end.Sub(res.Start)
-			}
-			last202 = end
-			finish()
-		case http.StatusGone, http.StatusConflict:
-			// ALREADY_PURCHASED after a retry: the first attempt reserved,
-			// its answer was lost (an instance died, a timeout). The buyer
-			// holds that order: count it.
-			var body struct {
-				Error struct {
-					OrderID string `json:"order_id"`
-				} `json:"error"`
-			}
-			if r.Code == http.StatusConflict && st.attempt > 1 && json.Unmarshal(r.Body, &body) == nil &&
-				body.Error.OrderID != "" && !seen[body.Error.OrderID] {
-				seen[body.Error.OrderID] = true
-				res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.Error.OrderID, UserID: s.Buyers[i].ID})
-				accepted.Add(1)
-				res.Recovered++
-			}
-			if r.Code == http.StatusGone {
-				res.SoldOutSeen = true
-				if first410.IsZero() {
-					first410 = end
-				}
-			}
-			finish()
-		case http.StatusTooManyRequests:
-			if again {
-				res.Retries++
-				retry(i, retryAfter(r.Headers))
-			} else {
-				res.GaveUp++
-				finish()
-			}
-		case http.StatusForbidden:
-			if again && strings.Contains(string(r.Body), "SALE_NOT_STARTED") {
-				res.Retries++
-				retry(i, 50*time.Millisecond)
-			} else {
-				finish()
-			}
-		case 0, http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusBadGateway:
-			if r.Code == 0 {
-				res.ClientErrors++
-			}
-			if again {
-				res.Retries++
-				retry(i, 200*time.Millisecond)
-			} else {
-				res.GaveUp++
-				finish()
-			}
-		default: // 400, 401, 404: retrying cannot help
-			finish()
-		}
+		t.answer(r, i, st, end)
 	}
 	stop()
-	if res.SoldOutAfter == 0 && !first410.IsZero() {
-		res.SoldOutAfter = first410.Sub(res.Start)
+	if res.SoldOutAfter == 0 && !t.first410.IsZero() {
+		res.SoldOutAfter = t.first410.Sub(res.Start)
 	}
 	if n := len(res.Accepted); n > 0 {
-		res.AcceptedPerSecond = float64(n) / last202.Sub(res.Start).Seconds()
+		res.AcceptedPerSecond = float64(n) / t.last202.Sub(res.Start).Seconds()
 	}
 	res.Summary = rec.Summary()
 	return res
+}
+
+// buyerParam is the query parameter naming the buyer of an attempt: the
+// answer's URL says whose it was.
+const buyerParam = "?b="
+
+// targeter hands vegeta each buyer's next attempt as the queue makes it
+// ready; attempt k of buyer i goes to instance (i+k) % n.
+func (s Sale) targeter(q *buyerQueue) vegeta.Targeter {
+	bases := s.BaseURLs
+	if len(bases) == 0 {
+		bases = []string{s.BaseURL}
+	}
+	urls := make([]string, len(bases))
+	for k, b := range bases {
+		urls[k] = fmt.Sprintf("%s/api/v1/seckill/%d%s", strings.TrimRight(b, "/"), s.ItemID, buyerParam)
+	}
+	headers := make([]http.Header, len(s.Buyers))
+	for i, b := range s.Buyers {
+		headers[i] = header(b.Token)
+	}
+	return func(t *vegeta.Target) error {
+		i, attempt, ok := q.next()
+		if !ok {
+			return vegeta.ErrNoTargets
+		}
+		t.Method = http.MethodPost
+		t.URL = urls[(i+attempt)%len(urls)] + strconv.Itoa(i)
+		t.Header = headers[i]
+		t.Body = nil
+		return nil
+	}
+}
+
+// buyerQueue is the queue of buyers ready to send; retries come back to it
+// after their pause. outstanding counts buyers not finished yet.
+type buyerQueue struct {
+	mu          sync.Mutex
+	cond        *sync.Cond
+	queue       []int
+	outstanding int
+	stopped     bool
+	state       []buyerState
+}
+
+func newBuyerQueue(n int) *buyerQueue {
+	q := &buyerQueue{queue: make([]int, 0, n), outstanding: n, state: make([]buyerState, n)}
+	q.cond = sync.NewCond(&q.mu)
+	for i := range n {
+		q.queue = append(q.queue, i)
+	}
+	return q
+}
+
+// stopOn wakes every waiting next with nothing to send once ctx ends.
+func (q *buyerQueue) stopOn(ctx context.Context) {
+	<-ctx.Done()
+	q.mu.Lock()
+	q.stopped = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// next waits for a buyer ready to send and starts its attempt; false when
+// every buyer is finished or the sale stopped.
+func (q *buyerQueue) next() (i, attempt int, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.queue) == 0 && q.outstanding > 0 && !q.stopped {
+		q.cond.Wait()
+	}
+	if len(q.queue) == 0 || q.stopped {
+		return 0, 0, false
+	}
+	i = q.queue[0]
+	q.queue = q.queue[1:]
+	q.state[i].attempt++
+	// Latency is measured from here, not from when vegeta asked for a
+	// target: a worker may have waited above for a retry to fall due.
+	q.state[i].dispatched = time.Now()
+	return i, q.state[i].attempt, true
+}
+
+func (q *buyerQueue) stateOf(i int) buyerState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state[i]
+}
+
+// finish ends a buyer's attempts.
+func (q *buyerQueue) finish() {
+	q.mu.Lock()
+	q.outstanding--
+	q.cond.Broadcast()
+	q.mu.Unlock()
+}
+
+// retry puts buyer i back in the queue after a pause.
+func (q *buyerQueue) retry(i int, after time.Duration) {
+	time.AfterFunc(after, func() {
+		q.mu.Lock()
+		q.queue = append(q.queue, i)
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	})
+}
+
+// saleTally turns each answer into the sale's result and the buyer's next
+// step: finished, or queued again.
+type saleTally struct {
+	sale              *Sale
+	q                 *buyerQueue
+	res               *SaleResult
+	maxAttempts       int
+	accepted          atomic.Int64 // read by the progress line
+	last202, first410 time.Time
+	seen              map[string]bool // order ids counted
+}
+
+// answer handles the answer to buyer i's attempt st, arrived at end.
+func (t *saleTally) answer(r *vegeta.Result, i int, st buyerState, end time.Time) {
+	again := st.attempt < t.maxAttempts
+	switch r.Code {
+	case http.StatusAccepted:
+		t.accept(r, i, end)
+	case http.StatusGone, http.StatusConflict:
+		t.decided(r, i, st, end)
+	case http.StatusTooManyRequests:
+		t.retryOrGiveUp(i, again, retryAfter(r.Headers))
+	case http.StatusForbidden:
+		if again && strings.Contains(string(r.Body), "SALE_NOT_STARTED") {
+			t.res.Retries++
+			t.q.retry(i, 50*time.Millisecond)
+		} else {
+			t.q.finish()
+		}
+	case 0, http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusBadGateway:
+		if r.Code == 0 {
+			t.res.ClientErrors++
+		}
+		t.retryOrGiveUp(i, again, 200*time.Millisecond)
+	default: // 400, 401, 404: retrying cannot help
+		t.q.finish()
+	}
+}
+
+// accept counts a 202's order once and tells OnAccepted.
+func (t *saleTally) accept(r *vegeta.Result, i int, end time.Time) {
+	s, res := t.sale, t.res
+	var body struct {
+		OrderID string    `json:"order_id"`
+		PayBy   time.Time `json:"pay_by"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if t.seen[body.OrderID] {
+		t.q.finish()
+		return
+	}
+	t.seen[body.OrderID] = true
+	res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.OrderID, UserID: s.Buyers[i].ID})
+	if s.OnAccepted != nil {
+		s.OnAccepted(body.OrderID, s.Buyers[i].ID, body.PayBy, end)
+	}
+	if n := t.accepted.Add(1); n == s.Units && res.SoldOutAfter == 0 {
+		res.SoldOutAfter = end.Sub(res.Start)
+	}
+	t.last202 = end
+	t.q.finish()
+}
+
+// decided ends a buyer told SOLD_OUT (410) or ALREADY_PURCHASED (409).
+func (t *saleTally) decided(r *vegeta.Result, i int, st buyerState, end time.Time) {
+	res := t.res
+	// ALREADY_PURCHASED after a retry: the first attempt reserved, its
+	// answer was lost (an instance died, a timeout). The buyer holds that
+	// order: count it.
+	var body struct {
+		Error struct {
+			OrderID string `json:"order_id"`
+		} `json:"error"`
+	}
+	if r.Code == http.StatusConflict && st.attempt > 1 && json.Unmarshal(r.Body, &body) == nil &&
+		body.Error.OrderID != "" && !t.seen[body.Error.OrderID] {
+		t.seen[body.Error.OrderID] = true
+		res.Accepted = append(res.Accepted, invariant.Accepted{OrderID: body.Error.OrderID, UserID: t.sale.Buyers[i].ID})
+		t.accepted.Add(1)
+		res.Recovered++
+	}
+	if r.Code == http.StatusGone {
+		res.SoldOutSeen = true
+		if t.first410.IsZero() {
+			t.first410 = end
+		}
+	}
+	t.q.finish()
+}
+
+// retryOrGiveUp queues buyer i again after a pause while it has attempts
+// left; otherwise the buyer gave up.
+func (t *saleTally) retryOrGiveUp(i int, again bool, after time.Duration) {
+	if again {
+		t.res.Retries++
+		t.q.retry(i, after)
+	} else {
+		t.res.GaveUp++
+		t.q.finish()
+	}
 }
 
 // retryAfter reads Retry-After (seconds), defaulting to one second.

@@ -270,27 +270,11 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rep := &SaleReport{Kind: "flash-sale", At: time.Now().UTC(), Machine: ThisMachine(), Paid: map[string]int64{},
-		Config: map[string]any{"api_url": f.APIURL, "units": f.Units, "buyers": f.Buyers, "load": f.Load.String(),
-			"max_attempts": f.MaxAttempts, "payment_timeout_s": f.PaymentTimeout.Seconds(), "pay_fraction": f.PayFraction,
-			"wait_timeouts": f.WaitTimeouts}}
-	log.Info("minting buyer tokens", "buyers", f.Buyers)
-	buyers, err := MintBuyers(f.JWTSecret, f.FirstBuyer, f.Buyers, 2*time.Hour)
+	rep := f.newReport()
+	buyers, it, start, err := f.prepare(ctx, rep, log)
 	if err != nil {
 		return nil, err
 	}
-	tokenOf := make(map[int64]string, len(buyers))
-	for _, b := range buyers {
-		tokenOf[b.ID] = b.Token
-	}
-	start := time.Now().Add(f.Lead).Truncate(time.Millisecond)
-	it, err := CreateItem(ctx, f.APIURL, f.JWTSecret, fmt.Sprintf("bench flash sale %s", rep.At.Format(time.RFC3339)),
-		f.Units, start, 2*time.Hour, f.PaymentTimeout)
-	if err != nil {
-		return nil, err
-	}
-	rep.ItemID = it.ID
-	log.Info("item created", "item", it.ID, "units", f.Units, "starts", start.Format(time.RFC3339Nano))
 
 	mem := SampleRSS(ctx, map[string]int{"api": f.APIPID, "worker": f.WorkerPID})
 	defer func() {
@@ -303,36 +287,127 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	// second; the chosen fraction is paid at the 202 (Sale.OnAccepted).
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	w := &watcher{db: d.Store, stock: d.Stock, item: it.ID, start: start, payFraction: f.PayFraction,
-		apiURLs: urlsOr(f.APIURLs, f.APIURL), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start),
-		payQ: make(chan payJob, 1<<16), orders: map[string]*payState{}}
+	w := f.newWatcher(d, it.ID, start, buyers)
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); w.run(watchCtx) }()
 
-	if wait := time.Until(start); wait > 0 {
+	if err := waitUntil(ctx, start); err != nil {
+		return nil, err
+	}
+	hold := &sagaHold{hold: f.HoldSagas}
+	if err := hold.start(); err != nil {
+		return nil, err
+	}
+	defer hold.releaseIfHeld() // however the sale ends, the worker is not left held
+	res, err := f.stampede(ctx, rep, log, it.ID, buyers, w)
+	if err != nil {
+		return rep, err
+	}
+	sagasFrom, err := f.afterStampede(ctx, rep, it.ID, res, hold)
+	if err != nil {
+		return rep, err
+	}
+
+	f.drain(ctx, rep, w, len(res.Accepted), start, sagasFrom)
+	log.Info("drained", "ok", rep.Drained, "after", rep.DrainAfterS)
+	if f.WaitTimeouts {
+		f.waitTimeouts(ctx, rep, w, start)
+	}
+	stopWatch()
+	<-watchDone
+	rep.Memory = mem.Stop()
+	rep.figures(ctx, w, d.Store)
+	return rep, f.check(ctx, rep, d, res)
+}
+
+// newReport is the sale's report before anything ran: its settings.
+func (f FlashSale) newReport() *SaleReport {
+	return &SaleReport{Kind: "flash-sale", At: time.Now().UTC(), Machine: ThisMachine(), Paid: map[string]int64{},
+		Config: map[string]any{"api_url": f.APIURL, "units": f.Units, "buyers": f.Buyers, "load": f.Load.String(),
+			"max_attempts": f.MaxAttempts, "payment_timeout_s": f.PaymentTimeout.Seconds(), "pay_fraction": f.PayFraction,
+			"wait_timeouts": f.WaitTimeouts}}
+}
+
+// prepare mints the buyers' tokens and creates the item, starting Lead
+// from now.
+func (f FlashSale) prepare(ctx context.Context, rep *SaleReport, log *slog.Logger) ([]Buyer, Item, time.Time, error) {
+	log.Info("minting buyer tokens", "buyers", f.Buyers)
+	buyers, err := MintBuyers(f.JWTSecret, f.FirstBuyer, f.Buyers, 2*time.Hour)
+	if err != nil {
+		return nil, Item{}, time.Time{}, err
+	}
+	start := time.Now().Add(f.Lead).Truncate(time.Millisecond)
+	it, err := CreateItem(ctx, f.APIURL, f.JWTSecret, fmt.Sprintf("bench flash sale %s", rep.At.Format(time.RFC3339)),
+		f.Units, start, 2*time.Hour, f.PaymentTimeout)
+	if err != nil {
+		return nil, Item{}, time.Time{}, err
+	}
+	rep.ItemID = it.ID
+	log.Info("item created", "item", it.ID, "units", f.Units, "starts", start.Format(time.RFC3339Nano))
+	return buyers, it, start, nil
+}
+
+// newWatcher is the drain watch of item, paying for buyers.
+func (f FlashSale) newWatcher(d Deps, item int64, start time.Time, buyers []Buyer) *watcher {
+	tokenOf := make(map[int64]string, len(buyers))
+	for _, b := range buyers {
+		tokenOf[b.ID] = b.Token
+	}
+	return &watcher{db: d.Store, stock: d.Stock, item: item, start: start, payFraction: f.PayFraction,
+		apiURLs: urlsOr(f.APIURLs, f.APIURL), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start),
+		payQ: make(chan payJob, 1<<16), orders: map[string]*payState{}}
+}
+
+// waitUntil returns at t, or with ctx's error if it ends first.
+func waitUntil(ctx context.Context, t time.Time) error {
+	if wait := time.Until(t); wait > 0 {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	released := true
-	if f.HoldSagas != nil {
-		if err := f.HoldSagas(true); err != nil {
-			return nil, fmt.Errorf("hold the sagas: %w", err)
-		}
-		released = false
-		defer func() { // however the sale ends, the worker is not left held
-			if !released {
-				_ = f.HoldSagas(false)
-			}
-		}()
+	return nil
+}
+
+// sagaHold is FlashSale.HoldSagas (nil: nothing to hold) and whether the
+// worker is held now.
+type sagaHold struct {
+	hold func(bool) error
+	held bool
+}
+
+func (h *sagaHold) start() error {
+	if h.hold == nil {
+		return nil
 	}
-	sale := Sale{BaseURL: f.APIURL, BaseURLs: f.APIURLs, ItemID: it.ID, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
+	if err := h.hold(true); err != nil {
+		return fmt.Errorf("hold the sagas: %w", err)
+	}
+	h.held = true
+	return nil
+}
+
+// release lets the worker go; it is not retried if that fails.
+func (h *sagaHold) release() error {
+	h.held = false
+	return h.hold(false)
+}
+
+func (h *sagaHold) releaseIfHeld() {
+	if h.held {
+		_ = h.hold(false)
+	}
+}
+
+// stampede fires the buyers (beside DuringStampede, metering MeterPIDs)
+// and puts what they were told in rep.
+func (f FlashSale) stampede(ctx context.Context, rep *SaleReport, log *slog.Logger, item int64, buyers []Buyer, w *watcher) (SaleResult, error) {
+	sale := Sale{BaseURL: f.APIURL, BaseURLs: f.APIURLs, ItemID: item, Buyers: buyers, Load: f.Load, MaxAttempts: f.MaxAttempts,
 		Units: f.Units, Progress: f.Progress, OnAccepted: w.accepted}
 	faultErr := make(chan error, 1)
 	if f.DuringStampede != nil {
-		go func() { faultErr <- f.DuringStampede(ctx, it.ID) }()
+		go func() { faultErr <- f.DuringStampede(ctx, item) }()
 	} else {
 		faultErr <- nil
 	}
@@ -350,57 +425,70 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	log.Info("stampede over", "attempts", res.Attempts, "accepted", len(res.Accepted), "sold_out_after", res.SoldOutAfter,
 		"recovered_from_409", res.Recovered)
 	if err := <-faultErr; err != nil {
-		return rep, fmt.Errorf("fault during the stampede: %w", err)
+		return res, fmt.Errorf("fault during the stampede: %w", err)
 	}
+	return res, nil
+}
+
+// afterStampede runs AfterStampede and releases the sagas if held; it
+// returns when the sagas were let go.
+func (f FlashSale) afterStampede(ctx context.Context, rep *SaleReport, item int64, res SaleResult, hold *sagaHold) (time.Time, error) {
 	if f.AfterStampede != nil {
-		if err := f.AfterStampede(ctx, it.ID); err != nil {
-			return rep, fmt.Errorf("fault after the stampede: %w", err)
+		if err := f.AfterStampede(ctx, item); err != nil {
+			return time.Time{}, fmt.Errorf("fault after the stampede: %w", err)
 		}
 	}
 	sagasFrom := res.Start
 	if f.HoldSagas != nil {
-		sagasFrom, released = time.Now(), true
-		if err := f.HoldSagas(false); err != nil {
-			return rep, fmt.Errorf("release the sagas: %w", err)
+		sagasFrom = time.Now()
+		if err := hold.release(); err != nil {
+			return time.Time{}, fmt.Errorf("release the sagas: %w", err)
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("sagas held during the stampede, released %.1f s after the start",
 			sagasFrom.Sub(res.Start).Seconds()))
 	}
+	return sagasFrom, nil
+}
 
-	// Drain: every accepted order persisted (PENDING_PAYMENT or final).
-	w.setExpected(len(res.Accepted))
+// drain waits until every accepted order is persisted (PENDING_PAYMENT or
+// final), or DrainTimeout.
+func (f FlashSale) drain(ctx context.Context, rep *SaleReport, w *watcher, accepted int, start, sagasFrom time.Time) {
+	w.setExpected(accepted)
 	drainCtx, cancelDrain := context.WithTimeout(ctx, f.DrainTimeout)
-	stopProgress := drainProgress(drainCtx, f.Progress, "drain", w, len(res.Accepted))
+	stopProgress := drainProgress(drainCtx, f.Progress, "drain", w, accepted)
 	drainedAt, drained := w.waitDrained(drainCtx)
 	stopProgress()
 	cancelDrain()
 	rep.Drained = drained
 	if drained {
 		rep.DrainAfterS = drainedAt.Sub(start).Seconds()
-		if first := w.firstPersisted(); !first.IsZero() && drainedAt.After(first) && len(res.Accepted) > 1 {
-			rep.SagasPerSec = float64(len(res.Accepted)) / drainedAt.Sub(sagasFrom).Seconds()
+		if first := w.firstPersisted(); !first.IsZero() && drainedAt.After(first) && accepted > 1 {
+			rep.SagasPerSec = float64(accepted) / drainedAt.Sub(sagasFrom).Seconds()
 		}
 	} else {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("not drained within %s", f.DrainTimeout))
 	}
-	log.Info("drained", "ok", drained, "after", rep.DrainAfterS)
+}
 
-	if f.WaitTimeouts {
-		deadline := time.Now().Add(f.PaymentTimeout + f.DrainTimeout)
-		tctx, cancel := context.WithDeadline(ctx, deadline)
-		stop := drainProgress(tctx, f.Progress, "timeouts", w, -1)
-		at, ok := w.waitNoPending(tctx)
-		stop()
-		cancel()
-		if ok {
-			rep.TimeoutsAfterS = at.Sub(start).Seconds()
-		} else {
-			rep.Notes = append(rep.Notes, "orders still PENDING_PAYMENT when the wait for payment timeouts ended")
-		}
+// waitTimeouts waits until no order waits for payment any more (every
+// unpaid window closed), or a payment window and a drain timeout from now.
+func (f FlashSale) waitTimeouts(ctx context.Context, rep *SaleReport, w *watcher, start time.Time) {
+	deadline := time.Now().Add(f.PaymentTimeout + f.DrainTimeout)
+	tctx, cancel := context.WithDeadline(ctx, deadline)
+	stop := drainProgress(tctx, f.Progress, "timeouts", w, -1)
+	at, ok := w.waitNoPending(tctx)
+	stop()
+	cancel()
+	if ok {
+		rep.TimeoutsAfterS = at.Sub(start).Seconds()
+	} else {
+		rep.Notes = append(rep.Notes, "orders still PENDING_PAYMENT when the wait for payment timeouts ended")
 	}
-	stopWatch()
-	<-watchDone
-	rep.Memory = mem.Stop()
+}
+
+// figures puts what the watch saw in the report, and the 202 -> deducted
+// latencies read from MySQL.
+func (rep *SaleReport) figures(ctx context.Context, w *watcher, db *store.Store) {
 	rep.OrdersPerSecond = w.perSecond()
 	rep.Paid = w.paidCounts()
 	if s := w.payRec.Summary(); s.Total > 0 {
@@ -411,32 +499,36 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 	if len(refusedIDs) > 0 {
 		rep.Notes = append(rep.Notes, "pays refused in time, e.g. orders "+strings.Join(refusedIDs, ", "))
 	}
-	if d, err := deductionLatencies(ctx, d.Store, it.ID); err != nil {
+	if d, err := deductionLatencies(ctx, db, rep.ItemID); err != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("202 -> deducted not measured: %v", err))
 	} else {
 		rep.AcceptedToDeducted, rep.DeductedHistogram = summarize(d), histogram(d, DeductedBoundsS)
 		rep.DeductedBoundsS = DeductedBoundsS
 	}
 	rep.OrdersByStatus = w.statusTimeline()
+}
 
-	// Quiet now (every saga waits for payment or is over): check. A second
-	// look a moment later filters what the visibility index had not caught up with.
+// check runs BeforeCheck, then the invariant checks, into rep.Invariants.
+// Quiet now (every saga waits for payment or is over): a second look a
+// moment later filters what the visibility index had not caught up with.
+func (f FlashSale) check(ctx context.Context, rep *SaleReport, d Deps, res SaleResult) error {
 	if f.BeforeCheck != nil {
-		if err := f.BeforeCheck(ctx, it.ID); err != nil {
-			return rep, fmt.Errorf("before the check: %w", err)
+		if err := f.BeforeCheck(ctx, rep.ItemID); err != nil {
+			return fmt.Errorf("before the check: %w", err)
 		}
 	}
-	in := invariant.Input{ItemID: it.ID, Accepted: res.Accepted, AcceptedComplete: res.ClientErrors == 0,
+	in := invariant.Input{ItemID: rep.ItemID, Accepted: res.Accepted, AcceptedComplete: res.ClientErrors == 0,
 		SoldOutSeen: res.SoldOutSeen, AfterTimeouts: f.WaitTimeouts}
 	deps := invariant.Deps{Store: d.Store, Stock: d.Stock, Workflows: d.Workflows}
 	var inv invariant.Report
+	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		inv, err = invariant.Check(ctx, deps, in)
 		if err != nil {
 			if inv.WorkflowsError != "" { // MySQL and Redis were judged: keep that
 				rep.Invariants = &inv
 			}
-			return rep, fmt.Errorf("invariant check: %w", err)
+			return fmt.Errorf("invariant check: %w", err)
 		}
 		if inv.OK() {
 			break
@@ -444,7 +536,7 @@ func (f FlashSale) Run(ctx context.Context, d Deps) (*SaleReport, error) {
 		time.Sleep(3 * time.Second)
 	}
 	rep.Invariants = &inv
-	return rep, nil
+	return nil
 }
 
 // watcher follows the item's orders in MySQL while the sale drains.
@@ -844,15 +936,37 @@ func (w *watcher) paidCounts() map[string]int64 {
 func drainProgress(ctx context.Context, out io.Writer, label string, w *watcher, expected int) func() {
 	var prev int64
 	return liveLine(ctx, out, func() string {
-		p, pend, _ := w.counts()
-		line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
-		if expected >= 0 {
-			line += fmt.Sprintf("/%d", expected)
-		}
-		line += fmt.Sprintf(" (%d/s) pending payment %d paid %v", p-prev, pend, w.paidCounts())
+		line, p := w.drainLine(label, expected, prev)
 		prev = p
 		return line
 	})
+}
+
+// drainLine is the drain's progress line, in words: persisted orders (of
+// expected, unless negative) and their rate since prev was persisted,
+// orders waiting for payment, the pay answers so far. It returns the
+// persisted count for the next line's rate.
+func (w *watcher) drainLine(label string, expected int, prev int64) (string, int64) {
+	p, pend, _ := w.counts()
+	line := fmt.Sprintf("\r[%s] %5.0fs persisted %d", label, time.Since(w.start).Seconds(), p)
+	if expected >= 0 {
+		line += fmt.Sprintf("/%d", expected)
+	}
+	line += fmt.Sprintf(" (%d/s) pending payment %d, %s", p-prev, pend, payProgress(w.paidCounts()))
+	return line, p
+}
+
+// payProgress writes the pay answers so far in words: "pays: none", or
+// "pays: 3 (200 paid 2, 409 ORDER_NOT_PAYABLE 1)".
+func payProgress(m map[string]int64) string {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	if n == 0 {
+		return "pays: none"
+	}
+	return fmt.Sprintf("pays: %s (%s)", thousands(n), PayAnswers(m))
 }
 
 // ErrViolations is returned when the invariant checks found something.

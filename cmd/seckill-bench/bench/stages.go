@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -184,77 +185,96 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(), "stage1_rounds": max(s.Rounds, 1),
 			"saga_orders": s.SagaOrders, "stage2_runs": max(s.Stage2Runs, 1), "waiting_workflows": s.WaitingWorkflows,
 			"lua_units": s.LuaUnits, "load": s.Load.String()}}
-	fail := func(stage string, err error) {
-		log.Error("stage failed", "stage", stage, "err", err)
-		rep.Errors = append(rep.Errors, stage+": "+err.Error())
-	}
-	secret := []byte(s.Cfg.JWTSecret.Value())
-	base := time.Now().Unix() % 1_000_000 * 1000 // fresh buyer ids per run
-	buyers, err := MintBuyers(secret, 1_000_000_000+base*100, max(s.Full.Buyers, 20_000), 2*time.Hour)
+	r := &stagesRun{Stages: s, ctx: ctx, d: d, log: log, rep: rep, secret: []byte(s.Cfg.JWTSecret.Value())}
+	r.base = time.Now().Unix() % 1_000_000 * 1000 // fresh buyer ids per run
+	var err error
+	r.buyers, err = MintBuyers(r.secret, 1_000_000_000+r.base*100, max(s.Full.Buyers, 20_000), 2*time.Hour)
 	if err != nil {
-		fail("tokens", err)
+		r.fail("tokens", err)
 		return rep
 	}
 
-	settle := func(what string) {
-		busy := Settle(ctx, 0.25, 30*time.Second)
-		log.Info("machine settled", "before", what, "cpu_busy", fmt.Sprintf("%.0f%%", busy*100))
-	}
+	r.pipelinePIDs = StackPIDs(s.Cfg)
+	r.pipelinePIDs["api"] = []int{s.Full.APIPID}
+	log.Info("CPU charged to the pipeline", "processes", pidsText(r.pipelinePIDs))
+	r.barePIDs = map[string][]int{"server": {s.BarePID}, "load generator": {os.Getpid()}}
+	r.stage1()
 
-	// Stage 1: bare gin against the sold-out answers (and those again with
-	// the control room open), side by side in rounds (sidebyside.go).
-	pipelinePIDs := StackPIDs(s.Cfg)
-	pipelinePIDs["api"] = []int{s.Full.APIPID}
-	log.Info("CPU charged to the pipeline", "processes", fmt.Sprint(pipelinePIDs))
-	barePIDs := map[string][]int{"server": {s.BarePID}, "load generator": {os.Getpid()}}
-	// One rotation over the buyers for every request of both engines, as in
-	// one long run: the API verifies each buyer's token and finds its limiter
-	// among all the buyers'.
-	var nextBuyer atomic.Uint64
-	bareTarget := func(_ uint64, t *vegeta.Target) {
-		i := nextBuyer.Add(1)
-		t.Method, t.URL, t.Header = http.MethodPost, s.BareURL+BarePath, header(buyers[i%uint64(len(buyers))].Token)
+	runs := max(s.Stage2Runs, 1)
+	firstBuyer := 1_000_000_000 + r.base*100 + int64(len(r.buyers)) + 1
+	st2 := r.stages2and3(runs, firstBuyer)
+	// Stage 3 baseline: the minimal workflow on the same server and worker settings.
+	var wf, waiting WorkflowResult
+	if s.Temporal != nil {
+		wf = r.workflowBaseline("stage 3 baseline", "stage 3 baseline", "minimal_workflow",
+			"minimal workflow (3 no-op local activities, default worker, eager start, no result polling)", s.SagaOrders, Minimal)
+		if s.WaitingWorkflows > 0 {
+			waiting = r.workflowBaseline("stages 3b and 4 baseline", "waiting-workflow baseline", "waiting_workflow",
+				"waiting workflow (no-op local activity, 1 s timer, no-op local activity, default worker, eager start)", s.WaitingWorkflows, Waiting)
+		}
 	}
-	bareWindow := func() Window { return s.measureWindow(ctx, "bare gin", "200", barePIDs, bareTarget) }
+	latency := r.stage3b(firstBuyer + int64(runs*s.SagaOrders) + 5)
+	r.stages2and3Ratios(st2, wf)
+	if latency != nil {
+		rep.Ratios = append(rep.Ratios, buyerRatios("3b", latency, waiting.PerSecond)...)
+	}
+	if !s.SkipFull {
+		r.stage4(waiting)
+	}
+	return rep
+}
+
+// stagesRun is one run of the stages: what every stage shares.
+type stagesRun struct {
+	Stages
+	ctx    context.Context
+	d      Deps
+	log    *slog.Logger
+	rep    *StagesReport
+	secret []byte
+	base   int64 // buyer ids of this run start at 1e9 + base*100
+	buyers []Buyer
+	// pipelinePIDs are the processes whose CPU the pipeline is charged
+	// with; barePIDs the bare gin server's and the load generator's.
+	pipelinePIDs, barePIDs map[string][]int
+	// nextBuyer is one rotation over the buyers for every request of both
+	// engines, as in one long run: the API verifies each buyer's token and
+	// finds its limiter among all the buyers'.
+	nextBuyer atomic.Uint64
+}
+
+func (r *stagesRun) fail(stage string, err error) {
+	r.log.Error("stage failed", "stage", stage, "err", err)
+	r.rep.Errors = append(r.rep.Errors, stage+": "+err.Error())
+}
+
+func (r *stagesRun) settle(what string) {
+	busy := Settle(r.ctx, 0.25, 30*time.Second)
+	r.log.Info("machine settled", "before", what, "cpu_busy", fmt.Sprintf("%.0f%%", busy*100))
+}
+
+func (r *stagesRun) bareTarget(_ uint64, t *vegeta.Target) {
+	i := r.nextBuyer.Add(1)
+	t.Method, t.URL, t.Header = http.MethodPost, r.BareURL+BarePath, header(r.buyers[i%uint64(len(r.buyers))].Token)
+}
+
+func (r *stagesRun) bareWindow() Window {
+	return r.measureWindow(r.ctx, "bare gin", "200", r.barePIDs, r.bareTarget)
+}
+
+// stage1 measures bare gin against the sold-out answers (and those again
+// with the control room open), side by side in rounds (sidebyside.go).
+func (r *stagesRun) stage1() {
 	var bare1, sold, open []Window
 	var roomReports []ControlRoomReport
-	if it, err := s.soldOutItem(ctx, secret, buyers[0]); err != nil {
-		fail("stage 1", err)
+	if it, err := r.soldOutItem(r.ctx, r.secret, r.buyers[0]); err != nil {
+		r.fail("stage 1", err)
 	} else {
-		url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(s.APIURL, "/"), it)
-		soldTarget := func(_ uint64, t *vegeta.Target) {
-			i := nextBuyer.Add(1)
-			t.Method, t.URL, t.Header = http.MethodPost, url, header(buyers[1+i%uint64(len(buyers)-1)].Token)
-		}
-		subjects := []subject{{"bare gin", bareWindow},
-			{"sold out", func() Window { return s.measureWindow(ctx, "sold out", "410", pipelinePIDs, soldTarget) }}}
-		if !s.NoControlRoom {
-			// The same load with the control room open (GET
-			// /api/v1/admin/summary twice a second): what an operator
-			// watching the sale costs the front door.
-			subjects = append(subjects, subject{"sold out, control room open", func() Window {
-				room, err := OpenControlRoom(ctx, s.APIURL, secret, 500*time.Millisecond)
-				if err != nil {
-					fail("stage 1 control room", err)
-					return Window{}
-				}
-				w := s.measureWindow(ctx, "sold out, control room open", "410", pipelinePIDs, soldTarget)
-				roomReports = append(roomReports, room.Close())
-				return w
-			}})
-		}
-		settle("stage 1")
-		// A second of each first, not counted: the bare server is a new
-		// process, and both get their connections and heaps going.
-		for _, warm := range []func(uint64, *vegeta.Target){bareTarget, soldTarget} {
-			Fixed(ctx, s.Load, time.Second, "warm-up", nil, warm)
-		}
-		log.Info("stage 1: bare gin and sold-out answers side by side", "item", it, "rounds", max(s.Rounds, 1),
-			"window", s.HTTPDuration, "load", s.Load.String())
-		ws := rounds(s.Rounds, subjects)
-		bare1, sold, open = ws["bare gin"], ws["sold out"], ws["sold out, control room open"]
-		rep.Details["stage1_rounds"] = ws
+		ws, rooms := r.stage1Rounds(it)
+		bare1, sold, open, roomReports = ws["bare gin"], ws["sold out"], ws["sold out, control room open"], rooms
+		r.rep.Details["stage1_rounds"] = ws
 	}
+	rep := r.rep
 	soldCPU := medianByKey(cpuMaps(sold))
 	rep.Ratios = append(rep.Ratios,
 		sideBySide("1", "sold-out rejections/s vs bare gin", perSecond(sold), perSecond(bare1), "req/s", 0.8, true,
@@ -271,191 +291,273 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 			sideBySide("1", "CPU-µs per sold-out answer, control room open vs closed", cpuTotal(open), cpuTotal(sold), "µs", 1.1, false,
 				cpuNote(medianByKey(cpuMaps(open)))+"; "+roundsNote(len(open), cpuTotal(open), cpuTotal(sold), "%.0f")))
 	}
+}
 
-	// Stages 2 and 3: sales with as many units as buyers, each buyer one
-	// purchase, the worker's consumer held while they buy; then their sagas
-	// drain. Several in a row, for the spread. Each sale is judged against
-	// its own baselines, bare gin and the reservation path straight through
-	// go-redis, measured just before its purchases and again just after them
-	// (the consumer still held): the means of the two.
-	stage2Baseline := func(label string) Stage2Baseline {
-		b := Stage2Baseline{Bare: bareWindow()}
-		lua, err := LuaBaseline(ctx, s.Cfg.Redis, fmt.Sprintf("seckill_bench_%d", time.Now().UnixNano()), max(s.Load.Connections, 1), s.LuaUnits)
-		if err != nil {
-			fail(label, err)
-		}
-		b.Lua = lua
-		return b
+// stage1Rounds runs stage 1's rounds against the sold-out item it: the
+// windows of each subject, and the control room's report of each round.
+func (r *stagesRun) stage1Rounds(it int64) (map[string][]Window, []ControlRoomReport) {
+	var roomReports []ControlRoomReport
+	url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(r.APIURL, "/"), it)
+	soldTarget := func(_ uint64, t *vegeta.Target) {
+		i := r.nextBuyer.Add(1)
+		t.Method, t.URL, t.Header = http.MethodPost, url, header(r.buyers[1+i%uint64(len(r.buyers)-1)].Token)
 	}
-	runs := max(s.Stage2Runs, 1)
-	firstBuyer := 1_000_000_000 + base*100 + int64(len(buyers)) + 1
-	var acceptedRates, floors, bareRates, luaRates, acceptedTotals, bareCPUs, sagaRates []float64
-	var acceptedCPUs []map[string]float64
-	var stage2Room string
+	subjects := []subject{{"bare gin", r.bareWindow},
+		{"sold out", func() Window { return r.measureWindow(r.ctx, "sold out", "410", r.pipelinePIDs, soldTarget) }}}
+	if !r.NoControlRoom {
+		// The same load with the control room open (GET
+		// /api/v1/admin/summary twice a second): what an operator
+		// watching the sale costs the front door.
+		subjects = append(subjects, subject{"sold out, control room open", func() Window {
+			room, err := OpenControlRoom(r.ctx, r.APIURL, r.secret, 500*time.Millisecond)
+			if err != nil {
+				r.fail("stage 1 control room", err)
+				return Window{}
+			}
+			w := r.measureWindow(r.ctx, "sold out, control room open", "410", r.pipelinePIDs, soldTarget)
+			roomReports = append(roomReports, room.Close())
+			return w
+		}})
+	}
+	r.settle("stage 1")
+	// A second of each first, not counted: the bare server is a new
+	// process, and both get their connections and heaps going.
+	for _, warm := range []func(uint64, *vegeta.Target){r.bareTarget, soldTarget} {
+		Fixed(r.ctx, r.Load, time.Second, "warm-up", nil, warm)
+	}
+	r.log.Info("stage 1: bare gin and sold-out answers side by side", "item", it, "rounds", max(r.Rounds, 1),
+		"window", r.HTTPDuration, "load", r.Load.String())
+	return rounds(r.Rounds, subjects), roomReports
+}
+
+// stage2Baseline measures one of stage 2's baselines: bare gin, and the
+// reservation path straight through go-redis.
+func (r *stagesRun) stage2Baseline(label string) Stage2Baseline {
+	b := Stage2Baseline{Bare: r.bareWindow()}
+	lua, err := LuaBaseline(r.ctx, r.Cfg.Redis, fmt.Sprintf("seckill_bench_%d", time.Now().UnixNano()), max(r.Load.Connections, 1), r.LuaUnits)
+	if err != nil {
+		r.fail(label, err)
+	}
+	b.Lua = lua
+	return b
+}
+
+// stage2Figures are what stages 2 and 3 measured over their sales.
+type stage2Figures struct {
+	// Per sale that accepted purchases.
+	acceptedRates, floors, bareRates, luaRates []float64
+	acceptedTotals, bareCPUs                   []float64
+	acceptedCPUs                               []map[string]float64
+	sagaRates                                  []float64 // per sale that drained
+
+	baselines [][2]Stage2Baseline // per sale run
+	room      string              // how the last sale's control room was
+}
+
+// add counts a sale that accepted purchases, beside its baselines.
+func (f *stage2Figures) add(sr *SaleReport, pair [2]Stage2Baseline) {
+	bareRate := meanOf(pair[0].Bare.PerSecond, pair[1].Bare.PerSecond)
+	luaRate := meanOf(pair[0].Lua.PerSecond, pair[1].Lua.PerSecond)
+	f.acceptedRates, f.bareRates, f.luaRates = append(f.acceptedRates, sr.AcceptedPerSec), append(f.bareRates, bareRate), append(f.luaRates, luaRate)
+	f.floors = append(f.floors, min(bareRate, luaRate))
+	f.acceptedCPUs = append(f.acceptedCPUs, sr.StampedeCPU)
+	f.acceptedTotals = append(f.acceptedTotals, sr.StampedeCPU["total"])
+	f.bareCPUs = append(f.bareCPUs, meanOf(pair[0].Bare.CPU["total"], pair[1].Bare.CPU["total"]))
+	if sr.Drained {
+		f.sagaRates = append(f.sagaRates, sr.SagasPerSec)
+	}
+}
+
+// stages2and3 runs sales with as many units as buyers, each buyer one
+// purchase, the worker's consumer held while they buy; then their sagas
+// drain. Several in a row, for the spread. Each sale is judged against its
+// own baselines, bare gin and the reservation path straight through
+// go-redis, measured just before its purchases and again just after them
+// (the consumer still held): the means of the two.
+func (r *stagesRun) stages2and3(runs int, firstBuyer int64) *stage2Figures {
+	fig := &stage2Figures{}
 	var sales []*SaleReport
-	var baselines [][2]Stage2Baseline
 	for run := 0; run < runs; run++ {
-		settle(fmt.Sprintf("stage 2, sale %d of %d", run+1, runs))
-		log.Info("stage 2: baselines, accepted purchases while stock lasts, baselines again", "units", s.SagaOrders,
-			"sale", run+1, "of", runs, "lua_units", s.LuaUnits, "window", s.HTTPDuration)
-		var pair [2]Stage2Baseline
-		pair[0] = stage2Baseline(fmt.Sprintf("stage 2 baselines before sale %d", run+1))
-		fs := FlashSale{APIURL: s.APIURL, Units: int64(s.SagaOrders), Buyers: s.SagaOrders,
-			FirstBuyer: firstBuyer + int64(run*s.SagaOrders), Load: s.Load, MaxAttempts: 20,
-			Lead: 2 * time.Second, PaymentTimeout: 24 * time.Hour, DrainTimeout: 15 * time.Minute, JWTSecret: secret,
-			HoldSagas: holdWorker(s.WorkerOps, secret), MeterPIDs: pipelinePIDs, Progress: s.Progress, Log: log}
-		rep.Settings["stage2_sagas_held"] = fs.HoldSagas != nil
-		if fs.HoldSagas == nil && run == 0 {
-			log.Warn("no --worker-ops: stage 2 runs while the worker starts sagas")
-		}
-		var room *ControlRoom
-		stage2Room = "control room closed"
-		closeRoom := func() {
-			if room == nil {
-				return
-			}
-			rr := room.Close()
-			room = nil
-			rep.Details[fmt.Sprintf("control_room_stage2_sale%d", run+1)] = rr
-			stage2Room = fmt.Sprintf("control room open: %d summary polls, p50 %.1f ms, p99 %.1f ms, %d errors", rr.Polls, rr.P50MS, rr.P99MS, rr.Errors)
-		}
-		if !s.NoControlRoom {
-			// The purchases run with the control room open, as a real sale's
-			// would; the baselines without.
-			if room, err = OpenControlRoom(ctx, s.APIURL, secret, 500*time.Millisecond); err != nil {
-				fail("stage 2 control room", err)
-			}
-		}
-		fs.AfterStampede = func(context.Context, int64) error {
-			closeRoom()
-			pair[1] = stage2Baseline(fmt.Sprintf("stage 2 baselines after sale %d", run+1))
-			return nil
-		}
-		sr, err := fs.Run(ctx, d)
-		closeRoom()
-		baselines = append(baselines, pair)
-		if err != nil {
-			fail(fmt.Sprintf("stages 2-3, sale %d", run+1), err)
-		}
+		sr, pair := r.stage2Sale(run, runs, firstBuyer+int64(run*r.SagaOrders), fig)
+		fig.baselines = append(fig.baselines, pair)
 		if sr == nil || sr.Accepted == 0 {
 			continue
 		}
 		// A sale whose drain or check failed still measured its purchases.
 		sales = append(sales, sr)
-		bareRate := meanOf(pair[0].Bare.PerSecond, pair[1].Bare.PerSecond)
-		luaRate := meanOf(pair[0].Lua.PerSecond, pair[1].Lua.PerSecond)
-		acceptedRates, bareRates, luaRates = append(acceptedRates, sr.AcceptedPerSec), append(bareRates, bareRate), append(luaRates, luaRate)
-		floors = append(floors, min(bareRate, luaRate))
-		acceptedCPUs = append(acceptedCPUs, sr.StampedeCPU)
-		acceptedTotals = append(acceptedTotals, sr.StampedeCPU["total"])
-		bareCPUs = append(bareCPUs, meanOf(pair[0].Bare.CPU["total"], pair[1].Bare.CPU["total"]))
-		if sr.Drained {
-			sagaRates = append(sagaRates, sr.SagasPerSec)
-		}
+		fig.add(sr, pair)
 		if sr.Invariants != nil && !sr.Invariants.OK() {
-			rep.Errors = append(rep.Errors, fmt.Sprintf("stages 2-3, sale %d: %d invariant violations", run+1, len(sr.Invariants.Violations)))
+			r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("stages 2-3, sale %d: %d invariant violations", run+1, len(sr.Invariants.Violations)))
 		}
 	}
-	rep.Details["purchases_and_sagas"] = sales
-	rep.Details["stage2_baselines"] = baselines
-	sagaRate := median(sagaRates)
-	acceptedCPU := medianByKey(acceptedCPUs)
-	// Stage 3 baseline: the minimal workflow on the same server and worker settings.
-	var wf, waiting WorkflowResult
-	// baseline runs n workflows of kind on a task queue of their own after
-	// settle(stage), under Details[key]; a failure is reported as label's.
-	baseline := func(stage, label, key, what string, n int, kind BaselineWorkflow) WorkflowResult {
-		settle(stage)
-		tq := fmt.Sprintf("bench-%s-%d", strings.TrimSuffix(key, "_workflow"), time.Now().UnixNano())
-		log.Info(stage+": "+what, "workflows", n, "task_queue", tq)
-		bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		defer cancel()
-		r, err := WorkflowBaseline(bctx, s.Cfg.Temporal, tq, n, kind)
-		if err != nil {
-			fail(label, err)
-		}
-		rep.Details[key] = r
-		return r
-	}
-	if s.Temporal != nil {
-		wf = baseline("stage 3 baseline", "stage 3 baseline", "minimal_workflow",
-			"minimal workflow (3 no-op local activities, default worker, eager start, no result polling)", s.SagaOrders, Minimal)
-		if s.WaitingWorkflows > 0 {
-			waiting = baseline("stages 3b and 4 baseline", "waiting-workflow baseline", "waiting_workflow",
-				"waiting workflow (no-op local activity, 1 s timer, no-op local activity, default worker, eager start)", s.WaitingWorkflows, Waiting)
-		}
-	}
+	r.rep.Details["purchases_and_sagas"] = sales
+	r.rep.Details["stage2_baselines"] = fig.baselines
+	return fig
+}
 
-	// Stage 3b: what buyers feel after the 202, in a mid-size sale with no
-	// hold: every order paid at its 202 (10 s windows).
-	var latency *SaleReport
-	if s.LatencyUnits > 0 {
-		settle("stage 3b")
-		log.Info("stage 3b: buyer-facing latency", "units", s.LatencyUnits)
-		ls := FlashSale{APIURL: s.APIURL, Units: int64(s.LatencyUnits), Buyers: s.LatencyUnits * 2,
-			FirstBuyer: firstBuyer + int64(runs*s.SagaOrders) + 5, Load: s.Load, MaxAttempts: 20,
-			Lead: 2 * time.Second, PaymentTimeout: 10 * time.Second, PayFraction: 1, DrainTimeout: 15 * time.Minute,
-			JWTSecret: secret, Progress: s.Progress, Log: log}
-		latency, err = ls.Run(ctx, d)
-		if err != nil {
-			fail("stage 3b", err)
+// stage2Sale runs stage 2's sale run+1 of runs, its buyers from
+// firstBuyer, between its two baselines; fig.room says how the control
+// room was.
+func (r *stagesRun) stage2Sale(run, runs int, firstBuyer int64, fig *stage2Figures) (*SaleReport, [2]Stage2Baseline) {
+	r.settle(fmt.Sprintf("stage 2, sale %d of %d", run+1, runs))
+	r.log.Info("stage 2: baselines, accepted purchases while stock lasts, baselines again", "units", r.SagaOrders,
+		"sale", run+1, "of", runs, "lua_units", r.LuaUnits, "window", r.HTTPDuration)
+	var pair [2]Stage2Baseline
+	pair[0] = r.stage2Baseline(fmt.Sprintf("stage 2 baselines before sale %d", run+1))
+	fs := FlashSale{APIURL: r.APIURL, Units: int64(r.SagaOrders), Buyers: r.SagaOrders,
+		FirstBuyer: firstBuyer, Load: r.Load, MaxAttempts: 20,
+		Lead: 2 * time.Second, PaymentTimeout: 24 * time.Hour, DrainTimeout: 15 * time.Minute, JWTSecret: r.secret,
+		HoldSagas: holdWorker(r.WorkerOps, r.secret), MeterPIDs: r.pipelinePIDs, Progress: r.Progress, Log: r.log}
+	r.rep.Settings["stage2_sagas_held"] = fs.HoldSagas != nil
+	if fs.HoldSagas == nil && run == 0 {
+		r.log.Warn("no --worker-ops: stage 2 runs while the worker starts sagas")
+	}
+	var room *ControlRoom
+	var err error
+	fig.room = "control room closed"
+	closeRoom := func() {
+		if room == nil {
+			return
 		}
-		if latency != nil {
-			rep.Details["buyer_latency_sale"] = latency
-			if latency.Invariants != nil && !latency.Invariants.OK() {
-				rep.Errors = append(rep.Errors, fmt.Sprintf("stage 3b: %d invariant violations", len(latency.Invariants.Violations)))
-			}
+		rr := room.Close()
+		room = nil
+		r.rep.Details[fmt.Sprintf("control_room_stage2_sale%d", run+1)] = rr
+		fig.room = fmt.Sprintf("control room open: %d summary polls, p50 %.1f ms, p99 %.1f ms, %d errors", rr.Polls, rr.P50MS, rr.P99MS, rr.Errors)
+	}
+	if !r.NoControlRoom {
+		// The purchases run with the control room open, as a real sale's
+		// would; the baselines without.
+		if room, err = OpenControlRoom(r.ctx, r.APIURL, r.secret, 500*time.Millisecond); err != nil {
+			r.fail("stage 2 control room", err)
 		}
 	}
+	fs.AfterStampede = func(context.Context, int64) error {
+		closeRoom()
+		pair[1] = r.stage2Baseline(fmt.Sprintf("stage 2 baselines after sale %d", run+1))
+		return nil
+	}
+	sr, err := fs.Run(r.ctx, r.d)
+	closeRoom()
+	if err != nil {
+		r.fail(fmt.Sprintf("stages 2-3, sale %d", run+1), err)
+	}
+	return sr, pair
+}
 
+// workflowBaseline runs n workflows of kind on a task queue of their own
+// after settle(stage), under Details[key]; a failure is reported as label's.
+func (r *stagesRun) workflowBaseline(stage, label, key, what string, n int, kind BaselineWorkflow) WorkflowResult {
+	r.settle(stage)
+	tq := fmt.Sprintf("bench-%s-%d", strings.TrimSuffix(key, "_workflow"), time.Now().UnixNano())
+	r.log.Info(stage+": "+what, "workflows", n, "task_queue", tq)
+	bctx, cancel := context.WithTimeout(r.ctx, 10*time.Minute)
+	defer cancel()
+	res, err := WorkflowBaseline(bctx, r.Cfg.Temporal, tq, n, kind)
+	if err != nil {
+		r.fail(label, err)
+	}
+	r.rep.Details[key] = res
+	return res
+}
+
+// stage3b is what buyers feel after the 202, in a mid-size sale with no
+// hold: every order paid at its 202 (10 s windows). Nil when left out or
+// not run.
+func (r *stagesRun) stage3b(firstBuyer int64) *SaleReport {
+	if r.LatencyUnits <= 0 {
+		return nil
+	}
+	r.settle("stage 3b")
+	r.log.Info("stage 3b: buyer-facing latency", "units", r.LatencyUnits)
+	ls := FlashSale{APIURL: r.APIURL, Units: int64(r.LatencyUnits), Buyers: r.LatencyUnits * 2,
+		FirstBuyer: firstBuyer, Load: r.Load, MaxAttempts: 20,
+		Lead: 2 * time.Second, PaymentTimeout: 10 * time.Second, PayFraction: 1, DrainTimeout: 15 * time.Minute,
+		JWTSecret: r.secret, Progress: r.Progress, Log: r.log}
+	latency, err := ls.Run(r.ctx, r.d)
+	if err != nil {
+		r.fail("stage 3b", err)
+	}
+	if latency != nil {
+		r.rep.Details["buyer_latency_sale"] = latency
+		if latency.Invariants != nil && !latency.Invariants.OK() {
+			r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("stage 3b: %d invariant violations", len(latency.Invariants.Violations)))
+		}
+	}
+	return latency
+}
+
+// stages2and3Ratios judges stages 2 and 3's sales against their baselines
+// and the minimal workflow wf.
+func (r *stagesRun) stages2and3Ratios(f *stage2Figures, wf WorkflowResult) {
 	var bare2 []Window
-	for _, p := range baselines {
+	for _, p := range f.baselines {
 		bare2 = append(bare2, p[0].Bare, p[1].Bare)
 	}
-	rep.Ratios = append(rep.Ratios,
-		sideBySide("2", "accepted purchases/s vs min(bare gin, direct Lua)", acceptedRates, floors, "req/s", 0.4, true,
+	sagaRate := median(f.sagaRates)
+	acceptedCPU := medianByKey(f.acceptedCPUs)
+	r.rep.Ratios = append(r.rep.Ratios,
+		sideBySide("2", "accepted purchases/s vs min(bare gin, direct Lua)", f.acceptedRates, f.floors, "req/s", 0.4, true,
 			fmt.Sprintf("%d sales of %d units, each beside its baselines (just before and after it): accepted %s/s; bare gin %s/s, direct Lua %s/s; %s; %s",
-				len(acceptedRates), s.SagaOrders, spread(acceptedRates, "%.0f"), spread(bareRates, "%.0f"), spread(luaRates, "%.0f"),
-				othersNote(bare2), stage2Room)),
-		sideBySide("2", "CPU-µs per accepted purchase vs bare gin's per answer", acceptedTotals, bareCPUs, "µs", 3, false,
-			fmt.Sprintf("median per process of %d sales: %s; total %s µs; bare gin %s µs", len(acceptedCPUs), cpuNote(acceptedCPU),
-				spread(acceptedTotals, "%.0f"), spread(bareCPUs, "%.1f"))),
+				len(f.acceptedRates), r.SagaOrders, spread(f.acceptedRates, "%.0f"), spread(f.bareRates, "%.0f"), spread(f.luaRates, "%.0f"),
+				othersNote(bare2), f.room)),
+		sideBySide("2", "CPU-µs per accepted purchase vs bare gin's per answer", f.acceptedTotals, f.bareCPUs, "µs", 3, false,
+			fmt.Sprintf("median per process of %d sales: %s; total %s µs; bare gin %s µs", len(f.acceptedCPUs), cpuNote(acceptedCPU),
+				spread(f.acceptedTotals, "%.0f"), spread(f.bareCPUs, "%.1f"))),
 		atMost("2", "broker CPU-µs per accepted purchase", acceptedCPU["broker"], 25, "µs",
-			fmt.Sprintf("%s µs over %d sales", spread(column(acceptedCPUs, "broker"), "%.0f"), len(acceptedCPUs))))
-	rep.Ratios = append(rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8,
-		fmt.Sprintf("median of %d drains: %s wf/s; baseline: default worker, eager start, no result polling", len(sagaRates), spread(sagaRates, "%.1f"))))
-	if latency != nil {
-		rep.Ratios = append(rep.Ratios, buyerRatios("3b", latency, waiting.PerSecond)...)
-	}
+			fmt.Sprintf("%s µs over %d sales", spread(column(f.acceptedCPUs, "broker"), "%.0f"), len(f.acceptedCPUs))))
+	r.rep.Ratios = append(r.rep.Ratios, ratio("3", "sagas/s (message to PENDING_PAYMENT) vs minimal workflow", sagaRate, wf.PerSecond, "wf/s", 0.8,
+		fmt.Sprintf("median of %d drains: %s wf/s; baseline: default worker, eager start, no result polling", len(f.sagaRates), spread(f.sagaRates, "%.1f"))))
+}
 
-	// Stage 4: the full flash sale.
-	if !s.SkipFull {
-		full := s.Full
-		full.FirstBuyer = 1_000_000_000 + base*100 + int64(len(buyers)) + int64(s.SagaOrders) + 10
-		full.JWTSecret, full.Progress, full.Log, full.APIURL = secret, s.Progress, log, s.APIURL
-		settle("stage 4")
-		log.Info("stage 4: full flash sale", "units", full.Units, "buyers", full.Buyers)
-		sale, err := full.Run(ctx, d)
-		if err != nil {
-			fail("stage 4", err)
-		}
-		if sale != nil { // partial when err != nil: the sale itself and the memory figures still count
-			rep.Sale = sale
-			api, wk := sale.Memory["api"], sale.Memory["worker"]
-			rep.Ratios = append(rep.Ratios,
-				Ratio{Stage: "4", Figure: "time until sold out", Pipeline: sale.SoldOutAfterS, Unit: "s", Target: "-", Met: true},
-				atMost("4", "time to drain (every accepted order past QUEUED: deducted or closed)", sale.DrainAfterS, drainBound(sale.Accepted, waiting.PerSecond), "s",
-					fmt.Sprintf("bound 1.25 x %d / %.1f waiting wf/s; drained: %v", sale.Accepted, waiting.PerSecond, sale.Drained)))
-			rep.Ratios = append(rep.Ratios, buyerRatios("4", sale, waiting.PerSecond)...)
-			rep.Ratios = append(rep.Ratios,
-				limit("4", "API peak RSS", api.PeakRSSMB, 150, "MB"),
-				limit("4", "worker peak RSS", wk.PeakRSSMB, 200, "MB"))
-			if sale.Invariants != nil && !sale.Invariants.OK() {
-				rep.Errors = append(rep.Errors, fmt.Sprintf("stage 4: %d invariant violations", len(sale.Invariants.Violations)))
-			}
-		}
+// stage4 runs the full flash sale and judges it against the waiting
+// workflow.
+func (r *stagesRun) stage4(waiting WorkflowResult) {
+	rep := r.rep
+	full := r.Full
+	full.FirstBuyer = 1_000_000_000 + r.base*100 + int64(len(r.buyers)) + int64(r.SagaOrders) + 10
+	full.JWTSecret, full.Progress, full.Log, full.APIURL = r.secret, r.Progress, r.log, r.APIURL
+	r.settle("stage 4")
+	r.log.Info("stage 4: full flash sale", "units", full.Units, "buyers", full.Buyers)
+	sale, err := full.Run(r.ctx, r.d)
+	if err != nil {
+		r.fail("stage 4", err)
 	}
-	return rep
+	if sale == nil {
+		return
+	}
+	// Partial when err != nil: the sale itself and the memory figures still count.
+	rep.Sale = sale
+	api, wk := sale.Memory["api"], sale.Memory["worker"]
+	rep.Ratios = append(rep.Ratios,
+		Ratio{Stage: "4", Figure: "time until sold out", Pipeline: sale.SoldOutAfterS, Unit: "s", Target: "-", Met: true},
+		atMost("4", "time to drain (every accepted order past QUEUED: deducted or closed)", sale.DrainAfterS, drainBound(sale.Accepted, waiting.PerSecond), "s",
+			fmt.Sprintf("bound 1.25 x %d / %.1f waiting wf/s; drained: %v", sale.Accepted, waiting.PerSecond, sale.Drained)))
+	rep.Ratios = append(rep.Ratios, buyerRatios("4", sale, waiting.PerSecond)...)
+	rep.Ratios = append(rep.Ratios,
+		limit("4", "API peak RSS", api.PeakRSSMB, 150, "MB"),
+		limit("4", "worker peak RSS", wk.PeakRSSMB, 200, "MB"))
+	if sale.Invariants != nil && !sale.Invariants.OK() {
+		rep.Errors = append(rep.Errors, fmt.Sprintf("stage 4: %d invariant violations", len(sale.Invariants.Violations)))
+	}
+}
+
+// pidsText writes processes by name in words: "api 812, broker 640 641".
+func pidsText(pids map[string][]int) string {
+	parts := make([]string, 0, len(pids))
+	for _, k := range sortedKeys(pids) {
+		part := k
+		if len(pids[k]) == 0 {
+			part += " none"
+		}
+		for _, pid := range pids[k] {
+			part += " " + strconv.Itoa(pid)
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // buyerRatios are what a sale's buyers felt after their 202: when they could
