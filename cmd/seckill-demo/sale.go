@@ -54,7 +54,7 @@ func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 		o.BuyAPI = o.API
 	}
 	c := client{secret: o.Secret, http: &http.Client{Timeout: 30 * time.Second}}
-	say := func(format string, args ...any) { fmt.Fprintf(w, "[demo] "+format+"\n", args...) }
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(w, "[demo] "+format+"\n", args...) } // words only
 
 	now := time.Now().UTC().Truncate(time.Second)
 	it := item{Name: "Demo phone", PriceCents: 99900, StockTotal: 100, StartAt: now.Add(-time.Second), EndAt: now.Add(2 * time.Hour),
