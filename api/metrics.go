@@ -30,6 +30,7 @@ type Metrics struct {
 	WakesSkipped     prometheus.Counter
 	ReplicaWaitShort prometheus.Counter
 	confirms         *prometheus.CounterVec
+	firstPay         *prometheus.HistogramVec // the control room's 202 -> first accepted pay
 
 	routes     sync.Map // route template -> *routeSeries
 	rejectedBy sync.Map // error code -> prometheus.Counter
@@ -65,6 +66,13 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			"Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS)."),
 		confirms: counters("seckill_reservation_confirms_total",
 			"Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503).", "outcome"),
+		firstPay: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "seckill_order_first_pay_seconds",
+			Help: "Time from an order's 202 (its id's timestamp) to the first pay of it the door accepted, by item: what a buyer who pays at once waits for. " +
+				"Every API instance observes every order (from the order views all instances receive): read one instance's series, not their sum.",
+			// 5 ms to 10 min (a payment window), about 22 % apart.
+			Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 60),
+		}, []string{"item_id"}),
 		WakesSkipped: counter("seckill_saga_wakes_skipped_total",
 			"Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline."),
 	}

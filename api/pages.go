@@ -12,11 +12,14 @@ import (
 	"net/url"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
@@ -159,7 +162,8 @@ type SaleSummary struct {
 	SagasURL      string                 `json:"sagas_url,omitempty"`
 }
 
-// PayableLatency summarises 202 -> payable.
+// PayableLatency summarises 202 -> first accepted pay: what a buyer who pays
+// at once waits for (the field keeps its name, "payable", in the JSON).
 type PayableLatency struct {
 	Count int64    `json:"count"`
 	P50MS *float64 `json:"p50_ms"`
@@ -231,7 +235,7 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	b := summaryBody{ReadAt: now.UTC(), TemporalUI: s.temporalUI, Sales: make([]SaleSummary, 0, len(sales))}
 	for _, ci := range sales {
 		f, left := figs[ci.it.ID], ci.it.StockTotal
-		ss := SaleSummary{Accepted: f.Marks, Payable: s.payable.latency(ci.it.ID), OutboxBacklog: f.Outbox,
+		ss := SaleSummary{Accepted: f.Marks, Payable: s.firstPayLatency(ci.it.ID), OutboxBacklog: f.Outbox,
 			Orders: map[order.Status]int64{order.StatusPendingPayment: 0, order.StatusPaid: 0, order.StatusCancelled: 0, order.StatusFailed: 0}}
 		if f.Loaded {
 			left, ss.UnitsLeft = f.Left, &f.Left
@@ -253,30 +257,20 @@ func (s *Server) readSummary(ctx context.Context) (summaryBody, error) {
 	return b, nil
 }
 
-// payableTracker keeps, per item, a histogram of 202 -> payable from the
-// order views every instance receives over pub/sub (no query): from the order
-// id's time to pay_by minus the payment window, as the bench measures it.
-type payableTracker struct {
+// firstPays counts, per item, each order's first accepted pay once, from the
+// order views every instance receives over pub/sub (no query): the door
+// publishes a view when it accepts an order's first pay, and the saga may
+// publish the PAID order again later. The latencies themselves are in
+// Metrics' seckill_order_first_pay_seconds, which the control room reads.
+type firstPays struct {
 	mu     sync.Mutex
-	byItem map[int64]*latencyHistogram
+	byItem map[int64]map[string]struct{}
 }
 
-// Bucket i of a latencyHistogram holds latencies up to histBase*histGrowth^i:
-// 1 ms to about 4 hours at 5 % resolution.
-const (
-	histBase    = float64(time.Millisecond)
-	histGrowth  = 1.05
-	histBuckets = 320
-)
-
-type latencyHistogram struct {
-	count   int64
-	buckets [histBuckets]int64
-}
-
-// observePayable records an order the moment it is seen payable.
-func (s *Server) observePayable(v order.View) {
-	if v.Status != order.StatusPendingPayment || v.PayBy == nil {
+// observeFirstPay records an order's first PAID view: from its 202 (the order
+// id's time) to the door's decision (the view's UpdatedAt, the row's write).
+func (s *Server) observeFirstPay(v order.View) {
+	if v.Status != order.StatusPaid || v.UpdatedAt.IsZero() {
 		return
 	}
 	ci, _ := s.items.peek(v.ItemID)
@@ -284,57 +278,65 @@ func (s *Server) observePayable(v order.View) {
 	if ci == nil || accepted.IsZero() {
 		return
 	}
-	window := time.Duration(ci.it.PaymentTimeoutSeconds) * time.Second
-	d := v.PayBy.Add(-window).Sub(accepted)
-	i := 0
-	if d > time.Duration(histBase) {
-		i = min(int(math.Ceil(math.Log(float64(d)/histBase)/math.Log(histGrowth))), histBuckets-1)
-	}
-	p := &s.payable
+	p := &s.paid
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.byItem == nil {
-		p.byItem = make(map[int64]*latencyHistogram)
+		p.byItem = make(map[int64]map[string]struct{})
 	}
-	h := p.byItem[v.ItemID]
-	if h == nil {
-		h = &latencyHistogram{}
-		p.byItem[v.ItemID] = h
+	seen := p.byItem[v.ItemID]
+	if seen == nil {
+		seen = make(map[string]struct{})
+		p.byItem[v.ItemID] = seen
 	}
-	h.count++
-	h.buckets[i]++
+	if _, ok := seen[v.OrderID]; ok {
+		return
+	}
+	seen[v.OrderID] = struct{}{}
+	s.metrics.firstPay.WithLabelValues(strconv.FormatInt(v.ItemID, 10)).Observe(max(v.UpdatedAt.Sub(accepted), 0).Seconds())
 }
 
-// latency returns p50 and p99 of an item (each the upper bound of its
-// bucket, in milliseconds).
-func (p *payableTracker) latency(itemID int64) PayableLatency {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h := p.byItem[itemID]
-	if h == nil {
+// firstPayLatency returns an item's count, p50 and p99 (in milliseconds, each
+// interpolated within its bucket as histogram_quantile does) from its
+// seckill_order_first_pay_seconds series.
+func (s *Server) firstPayLatency(itemID int64) PayableLatency {
+	s.paid.mu.Lock()
+	counted := len(s.paid.byItem[itemID]) > 0
+	s.paid.mu.Unlock()
+	if !counted {
+		return PayableLatency{} // no series: none is made for a read
+	}
+	obs, err := s.metrics.firstPay.GetMetricWithLabelValues(strconv.FormatInt(itemID, 10))
+	var m dto.Metric
+	if err != nil || obs.(prometheus.Metric).Write(&m) != nil || m.Histogram.GetSampleCount() == 0 {
 		return PayableLatency{}
 	}
+	h := m.Histogram
 	q := func(f float64) *float64 {
-		rank := int64(math.Ceil(f * float64(h.count)))
-		var seen int64
-		for i, n := range h.buckets {
-			if seen += n; seen >= rank {
-				ms := math.Round(histBase*math.Pow(histGrowth, float64(i))/float64(time.Millisecond)*10) / 10
+		rank := f * float64(h.GetSampleCount())
+		lower, below := 0.0, 0.0
+		for _, b := range h.Bucket {
+			if n := float64(b.GetCumulativeCount()); n >= rank {
+				sec := lower + (b.GetUpperBound()-lower)*(rank-below)/max(n-below, 1)
+				ms := math.Round(sec*1e4) / 10
 				return &ms
 			}
+			lower, below = b.GetUpperBound(), float64(b.GetCumulativeCount())
 		}
-		return nil
+		ms := math.Round(lower*1e4) / 10 // past the last bucket: its bound
+		return &ms
 	}
-	return PayableLatency{Count: h.count, P50MS: q(0.50), P99MS: q(0.99)}
+	return PayableLatency{Count: int64(h.GetSampleCount()), P50MS: q(0.50), P99MS: q(0.99)}
 }
 
-// forget drops the histograms of items no longer shown.
-func (p *payableTracker) forget(keep func(itemID int64) bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id := range p.byItem {
+// forgetFirstPays drops the series of items no longer shown.
+func (s *Server) forgetFirstPays(keep func(itemID int64) bool) {
+	s.paid.mu.Lock()
+	defer s.paid.mu.Unlock()
+	for id := range s.paid.byItem {
 		if !keep(id) {
-			delete(p.byItem, id)
+			delete(s.paid.byItem, id)
+			s.metrics.firstPay.DeleteLabelValues(strconv.FormatInt(id, 10))
 		}
 	}
 }

@@ -158,7 +158,7 @@ type Server struct {
 	unsure  *unsureBuyers
 	pages   map[string]page
 	sums    reused[summaryBody]
-	payable payableTracker
+	paid    firstPays
 	// temporalUI is the sagas' workflow list in the Temporal Web UI, or "".
 	temporalUI string
 }
@@ -401,7 +401,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() {
 		s.views.Watch(ctx, func(v order.View) {
 			s.hub.publish(v)
-			s.observePayable(v)
+			s.observeFirstPay(v)
 		})
 	})
 	wg.Go(func() { s.tick(ctx) })
@@ -440,7 +440,7 @@ func (s *Server) tick(ctx context.Context) {
 				s.buyers.sweep(now)
 				s.admins.sweep(now)
 				s.ips.sweep(now)
-				s.payable.forget(func(id int64) bool {
+				s.forgetFirstPays(func(id int64) bool {
 					ci, _ := s.items.peek(id)
 					return ci != nil && now.Sub(ci.it.EndAt) < endedShown
 				})

@@ -451,11 +451,60 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// String prints the configuration as JSON with every secret masked.
+// String prints the configuration as JSON with every secret masked and
+// every duration in the form its variable takes ("100ms", "2m0s"), not the
+// nanoseconds encoding/json would print.
 func (c Config) String() string {
-	b, err := json.MarshalIndent(c, "", "  ")
+	b, err := json.MarshalIndent(printable(reflect.ValueOf(c)), "", "  ")
 	if err != nil {
 		return fmt.Sprintf("config: %v", err)
 	}
 	return string(b)
+}
+
+// printable is v ready for encoding/json: a struct becomes its exported
+// fields in declaration order, a time.Duration its String form; a
+// json.Marshaler (Secret) and every other value marshal as they are.
+func printable(v reflect.Value) any {
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return x.String()
+	case json.Marshaler:
+		return x
+	}
+	if v.Kind() != reflect.Struct {
+		return v.Interface()
+	}
+	var o object
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.IsExported() {
+			o = append(o, member{f.Name, printable(v.Field(i))})
+		}
+	}
+	return o
+}
+
+// object is a JSON object whose members keep their order (a map's would be
+// sorted), so the printed config reads in the order the structs declare.
+type object []member
+
+type member struct {
+	name  string
+	value any
+}
+
+func (o object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, m := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		name, _ := json.Marshal(m.name)
+		value, err := json.Marshal(m.value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m.name, err)
+		}
+		b = append(append(append(b, name...), ':'), value...)
+	}
+	return append(b, '}'), nil
 }

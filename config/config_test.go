@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"strings"
@@ -224,5 +225,32 @@ func TestConfirmTimeoutMustFitTheWriteTimeout(t *testing.T) {
 		if tc.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "SECKILL_API_CONFIRM_TIMEOUT") {
 			t.Fatalf("confirm %s, write %s: err %v, want ok=%v (an error naming SECKILL_API_CONFIRM_TIMEOUT)", tc.confirm, tc.write, err, tc.ok)
 		}
+	}
+}
+
+// `seckill config` prints a duration as its variable is written, so what an
+// operator reads can be pasted back into SECKILL_*.
+func TestStringPrintsDurations(t *testing.T) {
+	c, err := LoadFrom(map[string]string{"SECKILL_MYSQL_PASSWORD": "hunter2", "SECKILL_RECONCILE_GRACE": "90s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var printed struct {
+		Redis     struct{ WaitTimeout any }
+		MySQL     struct{ Password any }
+		Reconcile struct{ Grace any }
+		API       struct{ Relay struct{ Linger any } }
+	}
+	if err := json.Unmarshal([]byte(c.String()), &printed); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, c)
+	}
+	if printed.Redis.WaitTimeout != "100ms" || printed.Reconcile.Grace != "1m30s" || printed.API.Relay.Linger != "200ms" {
+		t.Fatalf("durations printed as %v, %v, %v; want 100ms, 1m30s, 200ms", printed.Redis.WaitTimeout, printed.Reconcile.Grace, printed.API.Relay.Linger)
+	}
+	if printed.MySQL.Password != "******" {
+		t.Fatalf("password printed as %v", printed.MySQL.Password)
+	}
+	if i, j := strings.Index(c.String(), `"Log"`), strings.Index(c.String(), `"Redis"`); i < 0 || i > j {
+		t.Fatalf("sections out of declaration order:\n%s", c)
 	}
 }

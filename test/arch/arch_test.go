@@ -26,7 +26,7 @@ var layers = [][]string{
 	{"snapshot", "payment"},
 	{"invariant", "reconcile", "api"},
 	{"worker"},
-	{"cmd/seckill", "cmd/seckill-bench/bench"},
+	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench"},
 	{"cmd/seckill-bench"},
 }
 

@@ -186,7 +186,7 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 		t.Fatalf("only %d orders were payable although the control room counted at least 10", paid)
 	}
 	admin.until("10 paid in the control room", figure(sale, "PAID")+` === "10"`, 30*time.Second)
-	admin.until("the 202 -> payable latency", figure(sale, "p50")+` !== "—"`, 10*time.Second)
+	admin.until("the 202 -> first pay latency", figure(sale, "p50")+` !== "—"`, 10*time.Second)
 	toDocs(t, admin.shot("control-room"), "control-room.png")
 
 	// ---- 4. Add units to the sold-out lamp: the second buyer gets one.

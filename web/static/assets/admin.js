@@ -59,8 +59,8 @@
     add("Units left (Redis)", "left");
     add("Accepted (202)", "accepted");
     STATUSES.forEach(st => add(st.replace("_", " "), st));
-    add("202 → payable p50", "p50");
-    add("202 → payable p99", "p99");
+    add("202 → first pay p50", "p50");
+    add("202 → first pay p99", "p99");
     add("Outbox backlog", "outbox");
     const root = S.el("article", { class: "card", id: `sale-${id}`, "aria-labelledby": `sale-${id}-name` },
       r.name = S.el("h3", { id: `sale-${id}-name` }),

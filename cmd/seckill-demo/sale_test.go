@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/testkit"
+)
+
+// The demo sale against a real `seckill api` and `seckill worker`: the item
+// is created, three buyers hold a unit each, 1003's order is PAID and
+// 1001's, the one left to pay, PENDING_PAYMENT; the words say so.
+func TestDemoSale(t *testing.T) {
+	testkit.Integration(t)
+	bin := testkit.SeckillBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := testkit.NewSlice(ctx, t)
+	s.Temporal(ctx, t, testkit.Logger(t))
+	addr := testkit.FreeAddr(t)
+	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testkit.FreeAddr(t))
+	logs := t.TempDir()
+	for _, role := range []string{"worker", "api"} {
+		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "demo test " + role}, 20*time.Second)
+	}
+	api := "http://" + addr
+	testkit.WaitHTTP(t, api+"/readyz", nil, 90*time.Second)
+
+	// run signs with SECKILL_JWT_SECRET, as the slice's API checks.
+	var out, words bytes.Buffer
+	err := run(ctx, options{API: api, Within: time.Minute}, &out, &words)
+	t.Logf("the demo said:\n%s", words.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d demo
+	if _, err := fmt.Sscanf(out.String(), "ITEM_ID=%d\nORDER_ID=%s\n", &d.ItemID, &d.ToPay); err != nil {
+		t.Fatalf("stdout %q: %v; want ITEM_ID=… and ORDER_ID=… for scripts/run", out.String(), err)
+	}
+	toPay, err := s.Store.FindOrder(ctx, d.ToPay)
+	if err != nil || toPay.ItemID != d.ItemID || toPay.UserID != leftFor || toPay.Status != order.StatusPendingPayment {
+		t.Fatalf("the order left to pay: %+v, %v; want buyer %d's, PENDING_PAYMENT, of item %d", toPay, err, leftFor, d.ItemID)
+	}
+	counts, err := s.Store.CountOrders(ctx, []int64{d.ItemID})
+	if err != nil || counts[d.ItemID][order.StatusPaid] != 1 || counts[d.ItemID][order.StatusPendingPayment] != 2 {
+		t.Fatalf("orders by status %v, %v; want 1 PAID, 2 PENDING_PAYMENT", counts[d.ItemID], err)
+	}
+	for _, want := range []string{`put item`, `"Demo phone", 100 units at 999.00`, "buyer 1001 bought one unit", "buyer 1004 bought one unit",
+		"buyer 1003 paid order", "of buyer 1003 is PAID", "of buyer 1001 is PENDING_PAYMENT"} {
+		if !strings.Contains(words.String(), want) {
+			t.Errorf("the demo's words do not say %q", want)
+		}
+	}
+}
