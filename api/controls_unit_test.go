@@ -16,9 +16,9 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 // itemBody decodes an item view.
@@ -114,8 +114,14 @@ func TestUnitEndSaleReachesAnotherInstance(t *testing.T) {
 	buyOther := func(user int64) response {
 		return serveRecorder(other, "POST", fmt.Sprintf("/api/v1/seckill/%d", item), h.buyer(user))
 	}
-	// The other instance has the item cached and on sale.
+	// The other instance has the item cached and on sale, and listens for
+	// item changes (each instance subscribes once Run has loaded the items).
 	waitUntil(t, "the other instance sells", func() bool { return buyOther(10).status == http.StatusAccepted })
+	waitUntil(t, "the other instance listens", func() bool {
+		h.units.mu.Lock()
+		defer h.units.mu.Unlock()
+		return len(h.units.itemWatchers) == 2
+	})
 	expect(t, h.do("POST", fmt.Sprintf("/api/v1/items/%d/end", item), h.admin, nil), http.StatusOK, "")
 	waitUntil(t, "the other instance answers SALE_ENDED", func() bool {
 		r := buyOther(11)

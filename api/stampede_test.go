@@ -15,10 +15,10 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/testkit"
 )
 
 // TestStampede: 2,000 buyers (a tenth of them sending the same request

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/keyspace"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/testkit"
 )
 
 // A published view is stored, readable, and reaches a watcher; MarkQueued

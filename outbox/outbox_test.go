@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/testkit"
 )
 
 // The relay's life on one item's outbox, on the real Redis: entries written

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 // A pay received before pay_by whose UPDATE stalls (the row locked by a long

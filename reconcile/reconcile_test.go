@@ -12,7 +12,6 @@ import (
 	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/internal/temporalx"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
@@ -20,6 +19,7 @@ import (
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/testkit"
 )
 
 // An add whose transaction failed, recounted from the stock row (which never

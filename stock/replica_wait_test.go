@@ -13,9 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/testkit"
 )
 
 // privateRedis starts a redis-server of the test's own on a free port (never

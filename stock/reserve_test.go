@@ -13,10 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/testkit"
 )
 
 // Reservations keep every rule under a stampede: never below zero,

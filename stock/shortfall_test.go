@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 // fencedRecount recounts stock_left as the reconciler's repair and the

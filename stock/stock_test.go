@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/keyspace"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/testkit"
 )
 
 func msg(item, user int64) order.Message {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 func newItem(t *testing.T, st *store.Store, units int64) store.Item {

@@ -9,8 +9,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/testkit"
 )
 
 // reserveEarly takes a unit as the API does (the deadline in the

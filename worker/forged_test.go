@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )

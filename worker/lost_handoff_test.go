@@ -7,11 +7,11 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/testkit"
 )
 
 // Paid at the 202, and the order's message lost before any consumer saw it

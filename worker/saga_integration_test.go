@@ -12,10 +12,10 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/worker"
 	"github.com/seckill/seckill/workflows"
 )

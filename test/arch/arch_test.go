@@ -20,7 +20,7 @@ const module = "github.com/seckill/seckill/"
 // packages of a lower layer. A new package gets its place here.
 var layers = [][]string{
 	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc"}, // vocabulary, settings, leaves
-	{"internal/redisx", "internal/temporalx", "store", "queue"},                              // clients of one service
+	{"internal/redisx", "internal/temporalx", "store", "queue"},                            // clients of one service
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},

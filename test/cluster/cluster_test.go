@@ -34,16 +34,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/cmd/seckill-bench/bench"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/workflows"
 )
 

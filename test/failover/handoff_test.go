@@ -26,11 +26,11 @@ import (
 
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/testkit"
 )
 
 const handoffSecret = "failover-test-secret-of-32-bytes!"

@@ -16,8 +16,8 @@ import (
 
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/testkit"
 )
 
 // The ACL broker's users: the admin (a super user the broker creates at its

@@ -16,16 +16,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/auth"
-	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/cmd/seckill-bench/bench"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/redisx"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/migrations"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 const saleSecret = "secure-sale-test-secret-0123456789abcdef"

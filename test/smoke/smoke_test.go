@@ -20,11 +20,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/seckill/seckill/internal/temporalx"
-	"github.com/seckill/seckill/testkit"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 func TestRedisLuaRoundTrip(t *testing.T) {
