@@ -26,9 +26,10 @@ lint: ## go vet, the layering test (test/arch), staticcheck, errcheck, workflowc
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
 	@scripts/bench $(STACK_PROFILE)
 
-build: ## build bin/seckill and bin/seckill-bench
+build: ## build bin/seckill, bin/seckill-bench and bin/seckill-demo
 	@go build -o bin/seckill ./cmd/seckill
 	@go build -o bin/seckill-bench ./cmd/seckill-bench
+	@go build -o bin/seckill-demo ./cmd/seckill-demo
 
 fuzz: ## every fuzz target for a while: each handler on in-memory fakes, then purchase and item create on the local stack
 	@for t in FuzzUnitItems FuzzUnitPurchase FuzzUnitOrders FuzzUnitRouter; do \
