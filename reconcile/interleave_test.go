@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,10 +197,17 @@ func TestRepairsWithoutTemporal(t *testing.T) {
 	if len(rep.Findings) != 1 || rep.Findings[0].Kind != PaidUnitOnSale || !rep.Findings[0].Repaired {
 		t.Fatalf("findings %+v, want only the reservation put back", rep.Findings)
 	}
+	// The report says which checks did not run: no finding there is not "no drift".
+	if len(rep.Unchecked) != 1 || rep.Unchecked[0].ItemID != 1 || !strings.Contains(rep.Unchecked[0].Reason, "visibility timed out") {
+		t.Fatalf("unchecked %+v, want item 1's sagas named as not listed", rep.Unchecked)
+	}
 	w.listErr = nil
 	rep = run(t, w, true)
 	if len(rep.Findings) != 1 || rep.Findings[0].Kind != FinalUnitHeld || !rep.Findings[0].Repaired {
 		t.Fatalf("findings %+v, want the held unit released once Temporal answers", rep.Findings)
+	}
+	if len(rep.Unchecked) != 0 {
+		t.Fatalf("unchecked %+v once Temporal answers", rep.Unchecked)
 	}
 	w.checkUnits(t)
 }

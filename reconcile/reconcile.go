@@ -54,6 +54,15 @@ type Report struct {
 	Items    []int64   `json:"items"`
 	Repair   bool      `json:"repair"`
 	Findings []Finding `json:"findings"`
+	// Unchecked names the items whose sagas could not be listed: the rules
+	// that need them were skipped, so "no finding" does not mean no drift.
+	Unchecked []Unchecked `json:"unchecked,omitempty"`
+}
+
+// Unchecked is an item whose saga checks a run skipped, and why.
+type Unchecked struct {
+	ItemID int64  `json:"item_id"`
+	Reason string `json:"reason"`
 }
 
 func (r Report) Remaining() int {
@@ -129,11 +138,14 @@ func (r *Reconciler) ActiveItems(ctx context.Context, now time.Time, since time.
 func (r *Reconciler) Run(ctx context.Context, items []int64, repair bool) (Report, error) {
 	rep := Report{At: time.Now().UTC(), Items: items, Repair: repair, Findings: []Finding{}}
 	for _, id := range items {
-		fs, err := r.item(ctx, id, repair)
+		fs, unread, err := r.item(ctx, id, repair)
 		if err != nil {
 			return rep, err
 		}
 		rep.Findings = append(rep.Findings, fs...)
+		if unread != nil {
+			rep.Unchecked = append(rep.Unchecked, Unchecked{ItemID: id, Reason: "sagas not listed, their checks skipped: " + unread.Error()})
+		}
 	}
 	return rep, nil
 }
@@ -159,11 +171,13 @@ var rules = []rule{
 	{rowsBehindSagas, (*Reconciler).stillBehind},
 }
 
-func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Finding, error) {
+// item runs the rules on one item; unread is why its sagas could not be
+// listed (nil when they were).
+func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []Finding, unread error, _ error) {
 	src := snapshot.Sources{MySQL: r.d.MySQL, Redis: r.d.Units, Outbox: r.d.Outbox, Workflows: r.d.Workflows}
 	it, err := snapshot.Load(ctx, src, itemID)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
+		return nil, nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
 	}
 	if it.WorkflowsErr != nil {
 		// The MySQL and Redis repairs go on; the rules that need the sagas
@@ -178,7 +192,7 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 			if rl.confirm != nil {
 				ok, err := rl.confirm(r, ctx, it, &f, repair)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				if !ok {
 					r.log.Info("not drift: the premise was gone when re-checked", "kind", f.Kind, "item_id", itemID, "order_id", f.OrderID)
@@ -190,13 +204,13 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) ([]Fin
 	}
 	f, err := r.recount(ctx, it, repair)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if f != nil {
 		out = append(out, r.logged(*f))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out, nil
+	return out, it.WorkflowsErr, nil
 }
 
 func (r *Reconciler) logged(f Finding) Finding {

@@ -100,7 +100,14 @@ func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient
 }
 
 func printReconcile(w io.Writer, rep reconcile.Report) {
+	for _, u := range rep.Unchecked {
+		_, _ = fmt.Fprintf(w, "item %d: %s\n", u.ItemID, u.Reason)
+	}
 	if len(rep.Findings) == 0 {
+		if len(rep.Unchecked) > 0 {
+			_, _ = fmt.Fprintf(w, "items %v: no drift found by the checks that ran\n", rep.Items)
+			return
+		}
 		_, _ = fmt.Fprintf(w, "items %v: no drift\n", rep.Items)
 		return
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/reconcile"
 )
 
 // seckill reconcile looks at the window the worker's periodic run uses
@@ -32,5 +34,20 @@ func TestReconcileFlagsDefaultToSettings(t *testing.T) {
 		if g != tc.grace || s != tc.since {
 			t.Errorf("%v: grace %v since %v, want %v %v", tc.args, g, s, tc.grace, tc.since)
 		}
+	}
+}
+
+// A run whose sagas could not be listed never prints a bare "no drift".
+func TestPrintReconcileNamesSkippedChecks(t *testing.T) {
+	var b strings.Builder
+	printReconcile(&b, reconcile.Report{Items: []int64{7}, Findings: []reconcile.Finding{}})
+	if b.String() != "items [7]: no drift\n" {
+		t.Fatalf("clean run printed %q", b.String())
+	}
+	b.Reset()
+	printReconcile(&b, reconcile.Report{Items: []int64{7}, Findings: []reconcile.Finding{},
+		Unchecked: []reconcile.Unchecked{{ItemID: 7, Reason: "sagas not listed, their checks skipped: boom"}}})
+	if got := b.String(); strings.Contains(got, ": no drift\n") || !strings.Contains(got, "item 7: sagas not listed") {
+		t.Fatalf("run with skipped checks printed %q", got)
 	}
 }
