@@ -32,7 +32,7 @@ var layers = [][]string{
 
 // roof: packages above every layer, importing anything and imported by
 // tests only (their own package is tests, or a kit for them).
-var roof = []string{"testkit"}
+var roof = []string{"testkit", "stock/stocktwin"}
 
 type pkg struct {
 	ImportPath string
