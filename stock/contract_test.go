@@ -1,7 +1,10 @@
 package stock_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/stock/stocktwin"
@@ -14,6 +17,19 @@ func TestStoreKeepsTheContract(t *testing.T) {
 	testkit.Integration(t)
 	stocktwin.Contract(t, func(t *testing.T) stocktwin.Store {
 		rdb, prefix := testkit.Redis(t)
-		return stock.New(rdb, prefix)
+		return losable{stock.New(rdb, prefix), rdb, t}
 	})
+}
+
+// losable is the real store with its stock key deleted on demand.
+type losable struct {
+	*stock.Store
+	rdb redis.UniversalClient
+	t   *testing.T
+}
+
+func (l losable) LoseStock(itemID int64) {
+	if err := l.rdb.Del(context.Background(), l.ItemKeys(itemID).Stock).Err(); err != nil {
+		l.t.Fatal(err)
+	}
 }

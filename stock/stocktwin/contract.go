@@ -31,6 +31,9 @@ type Store interface {
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (bool, error)
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
 	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (int64, error)
+	// LoseStock deletes the item's stock key (the real store's contract
+	// test does it with DEL): what a Redis that lost writes leaves.
+	LoseStock(itemID int64)
 }
 
 var _ Store = (*Twin)(nil)
@@ -290,6 +293,22 @@ var contract = []struct {
 		c.undo("add-1", true) // 2 short
 		c.giveBack(true, b.OrderID, true)
 		c.left(0)
+	}},
+	{"a lost stock key stays lost until a recount loads it", func(c *checker) {
+		c.load(3)
+		a, b := c.reserve(1, 2), c.reserve(2, 1)
+		c.s.LoseStock(itemID)
+		c.giveBack(true, a.OrderID, true) // no INCR: the warm-up counts this unit from the row
+		if _, err := c.s.Left(c.ctx, itemID); !errors.Is(err, stock.ErrNotLoaded) {
+			c.t.Fatalf("a release recreated the lost key: %v", err)
+		}
+		if _, err := c.s.Reserve(c.ctx, c.msg(3)); !errors.Is(err, stock.ErrNotLoaded) {
+			c.t.Fatalf("reserve on a lost key: %v, want ErrNotLoaded", err)
+		}
+		c.add("add-1", 2, false)
+		c.recount(3, nil, stock.Warm, -1, 2) // the row's 3 less b's live reservation
+		c.giveBack(true, b.OrderID, true)
+		c.left(3)
 	}},
 	{"buyers, pulses and revisions", func(c *checker) {
 		c.load(5)

@@ -382,3 +382,13 @@ func (t *Twin) WatchItems(ctx context.Context, fn func(itemID int64)) {
 	t.mu.Unlock()
 	<-ctx.Done()
 }
+
+// LoseStock deletes the item's stock key, as a Redis that lost writes (or
+// an operator's DEL) leaves it: the reservations, marks and released set
+// stay.
+func (t *Twin) LoseStock(itemID int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it := t.at(itemID)
+	it.left, it.loaded = 0, false
+}
