@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/stock/stocktwin"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/testkit"
 )
@@ -310,20 +311,17 @@ func (f *fakeViews) publish(v order.View) {
 	}
 }
 
-// fakeUnits is the live stock in Redis: one unit per buyer per item, never
-// below zero, the QUEUED view stored with the reservation.
+// fakeUnits is the live stock in Redis: stock's rules are the twin's
+// (stocktwin, held to the Lua scripts by stock's contract tests); the fake
+// adds the injected failures and the call counters, and stores the QUEUED
+// view with the reservation, as stock.Store does.
 type fakeUnits struct {
-	mu     sync.Mutex
-	views  *fakeViews
-	left   map[int64]int64     // loaded items
-	buyers map[[2]int64]string // (item, buyer) -> order id
-	back   []func(int64)
-	// Sale controls.
-	adds         map[string]int64 // add id -> units
-	revs         map[int64]int64
-	itemWatchers []func(int64)
-	addErr       error // AddUnits only
-	pulses       int   // Pulses calls (the refreshes and revision reads)
+	*stocktwin.Twin
+	mu           sync.Mutex // guards the fields below
+	views        *fakeViews
+	itemWatchers []func(int64) // WatchItems calls, counted by tests
+	addErr       error         // AddUnits only
+	pulses       int           // Pulses calls (the refreshes and revision reads)
 
 	// Injected failures.
 	err        error // every call
@@ -342,278 +340,174 @@ type fakeUnits struct {
 }
 
 func newFakeUnits(v *fakeViews) *fakeUnits {
-	return &fakeUnits{views: v, left: map[int64]int64{}, buyers: map[[2]int64]string{},
-		adds: map[string]int64{}, revs: map[int64]int64{}}
+	return &fakeUnits{Twin: stocktwin.New(), views: v}
 }
 
 // fail makes every call return err (nil: none).
 func (f *fakeUnits) fail(err error) { f.mu.Lock(); f.err = err; f.mu.Unlock() }
 
-func (f *fakeUnits) Load(_ context.Context, itemID, units int64) (bool, error) {
+// down returns the failure injected into every call (nil: none).
+func (f *fakeUnits) down() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return false, f.err
-	}
-	if _, ok := f.left[itemID]; ok {
-		return false, nil
-	}
-	f.left[itemID] = units
-	return true, nil
+	return f.err
 }
 
-// Recount warms: it loads a missing stock key with stockRow (the fakes hold
-// no reservations apart from their counts).
-func (f *fakeUnits) Recount(ctx context.Context, itemID, stockRow int64, _ []string, _ stock.CountMode) (int64, int64, error) {
-	ok, err := f.Load(ctx, itemID, stockRow)
-	if err != nil {
+func (f *fakeUnits) Load(ctx context.Context, itemID, units int64) (bool, error) {
+	if err := f.down(); err != nil {
+		return false, err
+	}
+	return f.Twin.Load(ctx, itemID, units)
+}
+
+func (f *fakeUnits) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (int64, int64, error) {
+	if err := f.down(); err != nil {
 		return 0, 0, err
 	}
-	n, err := f.Left(ctx, itemID)
-	if ok {
-		return -1, n, err
-	}
-	return n, n, err
+	return f.Twin.Recount(ctx, itemID, stockRow, deducted, mode)
 }
 
-func (f *fakeUnits) Left(_ context.Context, itemID int64) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return 0, f.err
+func (f *fakeUnits) Left(ctx context.Context, itemID int64) (int64, error) {
+	if err := f.down(); err != nil {
+		return 0, err
 	}
-	n, ok := f.left[itemID]
-	if !ok {
-		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotLoaded)
-	}
-	return n, nil
+	return f.Twin.Left(ctx, itemID)
 }
 
-func (f *fakeUnits) LeftMany(_ context.Context, ids []int64) (map[int64]int64, error) {
+func (f *fakeUnits) LeftMany(ctx context.Context, ids []int64) (map[int64]int64, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.leftManys++
-	if f.err != nil {
-		return nil, f.err
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	out := make(map[int64]int64, len(ids))
-	for _, id := range ids {
-		if n, ok := f.left[id]; ok {
-			out[id] = n
-		}
-	}
-	return out, nil
+	return f.Twin.LeftMany(ctx, ids)
 }
 
 func (f *fakeUnits) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.reserves++
-	if f.stall {
-		f.mu.Unlock()
+	stall, err, reserveErr, failAfter := f.stall, f.err, f.reserveErr, f.failAfter
+	f.mu.Unlock()
+	if stall {
 		<-ctx.Done()
-		f.mu.Lock()
 		return 0, fmt.Errorf("reserve item %d: %w", r.ItemID, ctx.Err())
 	}
-	if f.err != nil {
-		return 0, f.err
+	if err != nil {
+		return 0, err
 	}
-	if f.reserveErr != nil {
-		return 0, f.reserveErr
+	if reserveErr != nil {
+		return 0, reserveErr
 	}
-	n, ok := f.left[r.ItemID]
-	if !ok {
-		return 0, fmt.Errorf("item %d: %w", r.ItemID, stock.ErrNotLoaded)
+	n, err := f.Twin.Reserve(ctx, r)
+	if err != nil {
+		return 0, err
 	}
-	key := [2]int64{r.ItemID, r.UserID}
-	if id, ok := f.buyers[key]; ok {
-		return 0, &stock.AlreadyReservedError{OrderID: id}
-	}
-	if n <= 0 {
-		return 0, stock.ErrSoldOut
-	}
-	f.left[r.ItemID] = n - 1
-	f.buyers[key] = r.OrderID
 	_ = f.views.MarkQueued(context.Background(), r.QueuedView())
-	if f.failAfter != nil {
-		return 0, f.failAfter
+	if failAfter != nil {
+		return 0, failAfter
 	}
-	return n - 1, nil
+	return n, nil
 }
 
-// RestoreAll puts back the buyer marks (the fakes hold no reservations
-// apart from their counts).
-func (f *fakeUnits) RestoreAll(_ context.Context, itemID int64, ms []order.Message) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return 0, f.err
+func (f *fakeUnits) RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (int, error) {
+	if err := f.down(); err != nil {
+		return 0, err
 	}
-	for _, m := range ms {
-		if _, ok := f.buyers[[2]int64{itemID, m.UserID}]; !ok {
-			f.buyers[[2]int64{itemID, m.UserID}] = m.OrderID
-		}
-	}
-	return 0, nil
+	return f.Twin.RestoreAll(ctx, itemID, ms)
 }
 
-func (f *fakeUnits) BuyerOrder(_ context.Context, itemID, userID int64) (string, bool, error) {
+func (f *fakeUnits) BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return "", false, f.err
-	}
-	if f.markFails != 0 {
+	err := f.err
+	if err == nil && f.markFails != 0 {
 		if f.markFails > 0 {
 			f.markFails--
 		}
-		return "", false, errDown
+		err = errDown
 	}
-	id, ok := f.buyers[[2]int64{itemID, userID}]
-	return id, ok, nil
-}
-
-func (f *fakeUnits) BuyerOrders(_ context.Context, items []int64, user int64) (map[int64]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	out := map[int64]string{}
-	for _, it := range items {
-		if id, ok := f.buyers[[2]int64{it, user}]; ok {
-			out[it] = id
-		}
-	}
-	return out, nil
-}
-
-func (f *fakeUnits) MarkedBuyers(_ context.Context, item, max int64) (map[int64]struct{}, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, false, f.err
-	}
-	out := map[int64]struct{}{}
-	for k := range f.buyers {
-		if k[0] == item {
-			out[k[1]] = struct{}{}
-		}
-	}
-	if int64(len(out)) > max {
-		return nil, false, nil
-	}
-	return out, true, nil
-}
-
-func (f *fakeUnits) Pulses(_ context.Context, ids []int64) (map[int64]stock.Pulse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.pulses++
-	if f.err != nil {
-		return nil, f.err
-	}
-	out := map[int64]stock.Pulse{}
-	for _, id := range ids {
-		n, ok := f.left[id]
-		st := stock.Pulse{Left: n, Loaded: ok, Rev: f.revs[id]}
-		for k := range f.buyers {
-			if k[0] == id {
-				st.Marks++
-			}
-		}
-		out[id] = st
-	}
-	return out, nil
-}
-
-func (f *fakeUnits) AddUnits(_ context.Context, item int64, addID string, n int64) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return false, f.err
-	}
-	if f.addErr != nil {
-		return false, f.addErr
-	}
-	if _, ok := f.left[item]; !ok {
-		return false, nil
-	}
-	if _, ok := f.adds[addID]; ok {
-		return true, nil
-	}
-	f.adds[addID] = n
-	f.left[item] += n
-	return true, nil
-}
-
-func (f *fakeUnits) UndoAdd(_ context.Context, item int64, addID string) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return false, f.err
-	}
-	n, ok := f.adds[addID]
-	if !ok {
-		return false, nil
-	}
-	delete(f.adds, addID)
-	f.left[item] -= n
-	return true, nil
-}
-
-func (f *fakeUnits) AnnounceItem(_ context.Context, item int64, unitsBack bool) (int64, error) {
-	f.mu.Lock()
-	if f.err != nil {
-		f.mu.Unlock()
-		return 0, f.err
-	}
-	f.revs[item]++
-	rev := f.revs[item]
-	watchers := append([]func(int64){}, f.itemWatchers...)
-	back := append([]func(int64){}, f.back...)
 	f.mu.Unlock()
-	for _, fn := range watchers {
-		fn(item)
+	if err != nil {
+		return "", false, err
 	}
-	if unitsBack {
-		for _, fn := range back {
-			fn(item)
-		}
+	return f.Twin.BuyerOrder(ctx, itemID, userID)
+}
+
+func (f *fakeUnits) BuyerOrders(ctx context.Context, items []int64, user int64) (map[int64]string, error) {
+	if err := f.down(); err != nil {
+		return nil, err
 	}
-	return rev, nil
+	return f.Twin.BuyerOrders(ctx, items, user)
+}
+
+func (f *fakeUnits) MarkedBuyers(ctx context.Context, item, max int64) (map[int64]struct{}, bool, error) {
+	if err := f.down(); err != nil {
+		return nil, false, err
+	}
+	return f.Twin.MarkedBuyers(ctx, item, max)
+}
+
+func (f *fakeUnits) Pulses(ctx context.Context, ids []int64) (map[int64]stock.Pulse, error) {
+	f.mu.Lock()
+	f.pulses++
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return f.Twin.Pulses(ctx, ids)
+}
+
+func (f *fakeUnits) AddUnits(ctx context.Context, item int64, addID string, n int64) (bool, error) {
+	f.mu.Lock()
+	err := f.err
+	if err == nil {
+		err = f.addErr
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return f.Twin.AddUnits(ctx, item, addID, n)
+}
+
+func (f *fakeUnits) UndoAdd(ctx context.Context, item int64, addID string) (bool, error) {
+	if err := f.down(); err != nil {
+		return false, err
+	}
+	return f.Twin.UndoAdd(ctx, item, addID)
+}
+
+func (f *fakeUnits) AnnounceItem(ctx context.Context, item int64, unitsBack bool) (int64, error) {
+	if err := f.down(); err != nil {
+		return 0, err
+	}
+	return f.Twin.AnnounceItem(ctx, item, unitsBack)
 }
 
 func (f *fakeUnits) WatchItems(ctx context.Context, fn func(int64)) {
 	f.mu.Lock()
 	f.itemWatchers = append(f.itemWatchers, fn)
 	f.mu.Unlock()
-	<-ctx.Done()
+	f.Twin.WatchItems(ctx, fn)
 }
 
-func (f *fakeUnits) WatchUnitsBack(ctx context.Context, fn func(int64)) {
-	f.mu.Lock()
-	f.back = append(f.back, fn)
-	f.mu.Unlock()
-	<-ctx.Done()
-}
-
-// release gives a buyer's unit back and announces it (a compensation); the
-// buyer keeps the mark (one order per buyer, ever).
+// release gives back the unit of one of the item's reservations, as a
+// compensation does; the buyer keeps the mark (one order per buyer, ever).
 func (f *fakeUnits) release(itemID int64) {
-	f.mu.Lock()
-	f.left[itemID]++
-	back := append([]func(int64){}, f.back...)
-	f.mu.Unlock()
-	for _, fn := range back {
-		fn(itemID)
+	st, err := f.ReadItemState(context.Background(), itemID)
+	for id := range st.Reservations {
+		if _, err = f.Release(context.Background(), itemID, id); err == nil {
+			return
+		}
 	}
+	panic(fmt.Sprintf("release a unit of item %d: no reservation (%v)", itemID, err))
 }
 
 func (f *fakeUnits) unitsLeft(itemID int64) int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.left[itemID]
+	n, _ := f.Twin.Left(context.Background(), itemID)
+	return n
 }
 
 // fakeActions is the payment desk: pay and cancel of the buyer's pending
