@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/controlroom"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -819,14 +820,14 @@ func TestControlRoomFirstPayAtTheDoor(t *testing.T) {
 		expect(t, h.do("POST", "/api/v1/orders/"+queued+"/pay", h.buyer(40), nil), http.StatusOK, "")
 		expect(t, h.do("POST", "/api/v1/orders/"+pending.OrderID+"/pay", h.buyer(41), nil), http.StatusOK, "")
 	}
-	var got api.PayableLatency
+	var got controlroom.PayableLatency
 	for deadline := time.Now().Add(10 * time.Second); got.Count < 2; time.Sleep(50 * time.Millisecond) {
 		r := h.do("GET", "/api/v1/admin/summary", h.admin, nil)
 		expect(t, r, http.StatusOK, "")
 		var s struct {
 			Sales []struct {
-				Item    api.ItemView       `json:"item"`
-				Payable api.PayableLatency `json:"payable"`
+				Item    api.ItemView               `json:"item"`
+				Payable controlroom.PayableLatency `json:"payable"`
 			} `json:"sales"`
 		}
 		if err := json.Unmarshal(r.body, &s); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/controlroom"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -150,13 +151,13 @@ func TestUnitAdminSummary(t *testing.T) {
 		ServerTime time.Time `json:"server_time"`
 		ReadAt     time.Time `json:"read_at"`
 		Sales      []struct {
-			Item          api.ItemView           `json:"item"`
-			UnitsLeft     *int64                 `json:"units_left"`
-			Accepted      int64                  `json:"accepted"`
-			Orders        map[order.Status]int64 `json:"orders"`
-			Payable       api.PayableLatency     `json:"payable"`
-			OutboxBacklog int64                  `json:"outbox_backlog"`
-			SagasURL      string                 `json:"sagas_url"`
+			Item          api.ItemView               `json:"item"`
+			UnitsLeft     *int64                     `json:"units_left"`
+			Accepted      int64                      `json:"accepted"`
+			Orders        map[order.Status]int64     `json:"orders"`
+			Payable       controlroom.PayableLatency `json:"payable"`
+			OutboxBacklog int64                      `json:"outbox_backlog"`
+			SagasURL      string                     `json:"sagas_url"`
 		} `json:"sales"`
 	}
 	read := func() summary {

@@ -1,6 +1,8 @@
 // Package api is the buyer-facing HTTP front door (gin): items and their sale
 // controls, the purchase endpoint that takes the stampede, orders (status,
-// event stream, pay and cancel), the control room, health and metrics.
+// event stream, pay and cancel), health and metrics; it composes the control
+// room (package controlroom: the pages and the admin summary), lending it the
+// admin check and the error answer.
 package api
 
 import (
@@ -11,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,12 +23,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/time/rate"
 
+	"github.com/seckill/seckill/api/controlroom"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
-	"github.com/seckill/seckill/web"
 )
 
 // ItemStore is the MySQL side of items (store.Store).
@@ -156,11 +157,7 @@ type Server struct {
 	ready   reused[[]string]
 	streams streamCounts
 	unsure  *unsureBuyers
-	pages   map[string]page
-	sums    reused[summaryBody]
-	paid    firstPays
-	// temporalUI is the sagas' workflow list in the Temporal Web UI, or "".
-	temporalUI string
+	room    *controlroom.Room
 }
 
 // New builds the server and its routes (main sets gin's mode before).
@@ -176,10 +173,6 @@ func New(cfg config.API, deps Deps) *Server {
 		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.IPLimiterMaxKeys),
 		now:    time.Now,
 		unsure: newUnsureBuyers(10*time.Minute, 100_000),
-		pages:  loadPages(web.Files()),
-	}
-	if t := deps.Temporal; t.UIURL != "" {
-		s.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
 	}
 	s.items = newItemCache(deps.Items, deps.Units, cfg.ItemRefresh, deps.Relay)
 	deps.Metrics.reg.MustRegister(s.items)
@@ -208,15 +201,17 @@ func (s *Server) routes() *gin.Engine {
 	if s.cfg.MetricsAddr == "" {
 		e.GET("/metrics", s.publicMetrics())
 	}
-	e.GET("/", func(c *gin.Context) { s.writePage(c, "index.html") })
-	e.GET("/admin", func(c *gin.Context) { s.writePage(c, "admin.html") })
-	e.GET("/assets/*file", s.asset)
+	s.room = controlroom.Register(e, controlroom.Deps{
+		Items: roomItems{s.items}, Pulses: s.units, Orders: s.deps.Orders, FirstPay: s.metrics.firstPay,
+		Temporal: s.deps.Temporal, Now: s.now, Fail: s.fail,
+		Admin:    func(c *gin.Context) { s.requireRole(c, auth.RoleAdmin) }, // a refusal aborts the chain
+		NotFound: func(c *gin.Context) { s.fail(c, ErrNoRoute) },
+	})
 	v1 := e.Group("/api/v1")
 	v1.GET("/time", s.handle(s.serverTime))
 	if s.deps.DevSecret != nil {
 		v1.POST("/dev/token", s.handle(s.devToken))
 	}
-	v1.GET("/admin/summary", s.handle(s.adminSummary))
 	v1.POST("/items", s.handle(s.createItem))
 	v1.GET("/items", s.handle(s.listItems))
 	v1.GET("/items/:id", s.handle(s.getItem))
@@ -380,6 +375,25 @@ func ipKey(addr string) string {
 	return p.String()
 }
 
+// roomItems is the item cache as the control room reads it.
+type roomItems struct{ c *itemCache }
+
+func (r roomItems) Shown(now time.Time) []store.Item {
+	cis := r.c.all(endedShown, now)
+	out := make([]store.Item, len(cis))
+	for i, ci := range cis {
+		out[i] = ci.it
+	}
+	return out
+}
+
+func (r roomItems) Known(itemID int64) bool {
+	ci, _ := r.c.peek(itemID)
+	return ci != nil
+}
+
+func (r roomItems) View(it store.Item, left int64, now time.Time) any { return itemView(it, left, now) }
+
 // Run keeps the per-instance state fresh until ctx ends (one subscription
 // per instance to each event channel, fanned out in memory); what pub/sub
 // loses in a reconnect, the refreshes and the streams' polls catch up.
@@ -401,7 +415,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() {
 		s.views.Watch(ctx, func(v order.View) {
 			s.hub.publish(v)
-			s.observeFirstPay(v)
+			s.room.ObserveFirstPay(v)
 		})
 	})
 	wg.Go(func() { s.tick(ctx) })
@@ -440,10 +454,7 @@ func (s *Server) tick(ctx context.Context) {
 				s.buyers.sweep(now)
 				s.admins.sweep(now)
 				s.ips.sweep(now)
-				s.forgetFirstPays(func(id int64) bool {
-					ci, _ := s.items.peek(id)
-					return ci != nil && now.Sub(ci.it.EndAt) < endedShown
-				})
+				s.room.ForgetFirstPays(now)
 				lastSweep = now
 			}
 		}
@@ -521,4 +532,23 @@ func TCPCheck(addrs ...string) Check {
 		}
 		return nil
 	}
+}
+
+// reused holds the last result of an evaluation, errors included, until it
+// is ttl old; callers wait on one evaluation instead of each starting one.
+type reused[T any] struct {
+	mu  sync.Mutex
+	at  time.Time
+	val T
+	err error
+}
+
+func (r *reused[T]) get(now func() time.Time, ttl time.Duration, eval func() (T, error)) (T, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() || now().Sub(r.at) >= ttl {
+		r.val, r.err = eval()
+		r.at = now()
+	}
+	return r.val, r.err
 }

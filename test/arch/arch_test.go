@@ -24,6 +24,7 @@ var layers = [][]string{
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
+	{"api/controlroom"}, // the api's jobs, composed by api
 	{"invariant", "reconcile", "api"},
 	{"worker"},
 	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench"},

@@ -1,0 +1,101 @@
+// Package controlroom is the control room's backend: the pages people use
+// (the storefront and the control room, embedded by package web) and the
+// admin summary they poll, with the 202 -> first pay latencies it reads from
+// seckill_order_first_pay_seconds. Package api composes it: it owns its
+// routes and what it reads; api lends it the admin check and the error
+// answer, so auth, limits and the error mapping stay in one place.
+package controlroom
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/web"
+)
+
+// Items is the API's item read model (api's item cache), from memory.
+type Items interface {
+	// Shown returns the sales listed at now: upcoming, open, or ended
+	// within the listing window.
+	Shown(now time.Time) []store.Item
+	// Known says whether the read model holds the item, whatever its dates.
+	Known(itemID int64) bool
+	// View is an item as the API shows it, with left units at now.
+	View(it store.Item, left int64, now time.Time) any
+}
+
+// Pulses are the sales' live figures in Redis (stock.Store).
+type Pulses interface {
+	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
+}
+
+// OrderCounts counts persisted orders by status (store.Store).
+type OrderCounts interface {
+	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
+}
+
+// Histogram is seckill_order_first_pay_seconds by item_id
+// (*prometheus.HistogramVec).
+type Histogram interface {
+	WithLabelValues(lvs ...string) prometheus.Observer
+	GetMetricWithLabelValues(lvs ...string) (prometheus.Observer, error)
+	DeleteLabelValues(lvs ...string) bool
+}
+
+// Deps are what the control room is built from. Temporal is optional (the
+// summary then links to no list of sagas).
+type Deps struct {
+	Items    Items
+	Pulses   Pulses
+	Orders   OrderCounts
+	FirstPay Histogram
+	Temporal config.Temporal
+	// Admin lets an admin's request through, charged to the admin
+	// limiter, and answers every other with the API's error.
+	Admin gin.HandlerFunc
+	// Fail answers an error as the API does (api's toError); NotFound
+	// answers as the API answers an unknown route.
+	Fail     func(c *gin.Context, err error)
+	NotFound gin.HandlerFunc
+	Now      func() time.Time
+}
+
+// Room serves the pages and the admin summary and counts first pays.
+type Room struct {
+	d     Deps
+	pages map[string]page
+	sums  reusedSummary
+	paid  firstPays
+	// temporalUI is the sagas' workflow list in the Temporal Web UI, or "".
+	temporalUI string
+}
+
+// Register adds the control room's routes to r (the API's engine) and
+// returns the room, which the API feeds order views and sweeps.
+func Register(r gin.IRoutes, d Deps) *Room {
+	for name, missing := range map[string]bool{
+		"Items": d.Items == nil, "Pulses": d.Pulses == nil, "Orders": d.Orders == nil, "FirstPay": d.FirstPay == nil,
+		"Admin": d.Admin == nil, "Fail": d.Fail == nil, "NotFound": d.NotFound == nil, "Now": d.Now == nil,
+	} {
+		if missing {
+			panic("controlroom.Register: Deps." + name + " is required")
+		}
+	}
+	rm := &Room{d: d, pages: loadPages(web.Files())}
+	if t := d.Temporal; t.UIURL != "" {
+		rm.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
+	}
+	r.GET("/", func(c *gin.Context) { rm.writePage(c, "index.html") })
+	r.GET("/admin", func(c *gin.Context) { rm.writePage(c, "admin.html") })
+	r.GET("/assets/*file", rm.asset)
+	r.GET("/api/v1/admin/summary", d.Admin, rm.adminSummary)
+	return rm
+}

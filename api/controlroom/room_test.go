@@ -1,0 +1,118 @@
+package controlroom
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/oklog/ulid/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+type fakeItems map[int64]store.Item
+
+func (f fakeItems) Shown(now time.Time) []store.Item {
+	var out []store.Item
+	for _, it := range f {
+		if now.Sub(it.EndAt) < time.Hour {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+func (f fakeItems) Known(id int64) bool { _, ok := f[id]; return ok }
+func (f fakeItems) View(it store.Item, left int64, _ time.Time) any {
+	return map[string]int64{"id": it.ID, "left": left}
+}
+
+type fakeFigures struct{}
+
+func (fakeFigures) Pulses(_ context.Context, ids []int64) (map[int64]stock.Pulse, error) {
+	return map[int64]stock.Pulse{ids[0]: {Marks: 3, Left: 7, Loaded: true}}, nil
+}
+func (fakeFigures) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {
+	return map[int64]map[order.Status]int64{ids[0]: {order.StatusPaid: 1}}, nil
+}
+
+// The room alone, with fakes for what it reads: the admin hook gates the
+// summary, a first pay counts once however often its view comes, the
+// summary reads it from the histogram, and a sale no longer shown loses its
+// series.
+func TestRoomSummaryAndFirstPays(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	now := time.Now()
+	items := fakeItems{9: {ID: 9, StockTotal: 10, StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour)}}
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h", Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 60)}, []string{"item_id"})
+	allowed := false
+	e := gin.New()
+	rm := Register(e, Deps{Items: items, Pulses: fakeFigures{}, Orders: fakeFigures{}, FirstPay: hist, Now: time.Now,
+		Admin: func(c *gin.Context) {
+			if !allowed {
+				c.AbortWithStatus(http.StatusForbidden)
+			}
+		},
+		Fail:     func(c *gin.Context, err error) { c.AbortWithStatus(http.StatusServiceUnavailable) },
+		NotFound: func(c *gin.Context) { c.AbortWithStatus(http.StatusNotFound) },
+	})
+	get := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", "/api/v1/admin/summary", nil))
+		return w
+	}
+	if w := get(); w.Code != http.StatusForbidden {
+		t.Fatalf("summary without the admin hook's consent: %d", w.Code)
+	}
+	allowed = true
+
+	reserved := now.Add(-time.Second).Truncate(time.Millisecond)
+	id := ulid.MustNew(ulid.Timestamp(reserved), rand.Reader).String()
+	v := order.View{OrderID: id, ItemID: 9, Status: order.StatusPaid, UpdatedAt: reserved.Add(250 * time.Millisecond)}
+	rm.ObserveFirstPay(v)
+	v.UpdatedAt = reserved.Add(time.Minute) // the saga's later view of the same pay
+	rm.ObserveFirstPay(v)
+	rm.ObserveFirstPay(order.View{OrderID: id, ItemID: 404, Status: order.StatusPaid, UpdatedAt: v.UpdatedAt}) // unknown item
+
+	w := get()
+	var body struct {
+		Sales []SaleSummary `json:"sales"`
+	}
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body.Sales) != 1 {
+		t.Fatalf("summary %d %s", w.Code, w.Body)
+	}
+	s := body.Sales[0]
+	if p := s.Payable; p.Count != 1 || p.P50MS == nil || *p.P50MS < 225 || *p.P50MS > 275 {
+		t.Fatalf("202 -> first pay %+v, want one pay at about 250 ms", p)
+	}
+	if s.Orders[order.StatusQueued] != 2 || s.Orders[order.StatusPaid] != 1 || *s.UnitsLeft != 7 {
+		t.Fatalf("sale %+v", s)
+	}
+	if n := testCount(t, hist); n != 1 { // item 9's: none for the unknown item
+		t.Fatalf("%d series, want 1", n)
+	}
+
+	rm.ForgetFirstPays(now.Add(3 * time.Hour)) // the sale ended over an hour ago
+	if n := testCount(t, hist); n != 0 {
+		t.Fatalf("%d series left after the sale is no longer shown", n)
+	}
+	if rm.firstPayLatency(9).Count != 0 {
+		t.Fatal("a forgotten sale still reports first pays")
+	}
+}
+
+// testCount counts hist's series.
+func testCount(t *testing.T, hist *prometheus.HistogramVec) int {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 16)
+	hist.Collect(ch)
+	close(ch)
+	return len(ch)
+}
