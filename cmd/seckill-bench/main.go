@@ -1,8 +1,9 @@
 // Command seckill-bench measures a running seckill deployment: one flash
 // sale with its invariant checks (the root command), every pipeline stage
-// against its own baseline (stages, what `make bench` runs), the invariant
-// checker alone (check), and the helpers scripts/bench uses (topic,
-// baseline-http). It is a binary of its own: the seckill binary does not link
+// against its own baseline on a running deployment (stages), the same on a
+// slice of the stack it prepares and roles it starts itself (run: what
+// `make bench` runs), the invariant checker alone (check), and helpers
+// (topic, baseline-http). It is a binary of its own: the seckill binary does not link
 // it, and it reaches the worker only through the worker's ops listener.
 package main
 
@@ -213,7 +214,7 @@ func newRoot() *cobra.Command {
 		}),
 	}
 	f.register(cmd)
-	cmd.AddCommand(newBenchStagesCmd(a), newBaselineHTTPCmd(a), newBenchCheckCmd(a), newBenchTopicCmd(a))
+	cmd.AddCommand(newBenchRunCmd(a), newBenchStagesCmd(a), newBaselineHTTPCmd(a), newBenchCheckCmd(a), newBenchTopicCmd(a))
 	return cmd
 }
 

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/seckill/seckill/cmd/seckill-bench/bench"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/internal/redisx"
+	"github.com/seckill/seckill/internal/temporalx"
+	"github.com/seckill/seckill/migrations"
+	"github.com/seckill/seckill/queue"
+	"github.com/seckill/seckill/worker"
+)
+
+// runFlags are `seckill-bench run`'s settings beside the stages'.
+type runFlags struct {
+	stagesFlags
+	seckill    string
+	name       string
+	apiAddr    string
+	workerAddr string
+	keep       bool
+}
+
+// validName is a bench slice's name: the MySQL user may create seckill_*
+// databases, and the name is also the Redis key prefix.
+var validName = regexp.MustCompile(`^seckill_[A-Za-z0-9_]+$`)
+
+// newBenchRunCmd is what `make bench` runs: the bench's own slice of the
+// stack (database, key prefix, topic, groups, task queue) made fresh, its own
+// `seckill api` and `seckill worker` started, the stages run against them,
+// and everything but the database (kept for inspection) removed however the
+// run ends.
+func newBenchRunCmd(a *app) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Prepare the bench's own database, keys, topic and task queue, start its api and worker, run the stages, clean up",
+		Long: "make bench: a fresh MySQL database --name (dropped, re-created and migrated; item ids start at the current Unix\n" +
+			"time x 1000 so Temporal's SeckillItemId never matches another database's items), Redis key prefix --name, its own\n" +
+			"RocketMQ topic, groups and Temporal task queue; `seckill api` on --api-addr and `seckill worker` (ops on\n" +
+			"--worker-addr) started from --seckill with logs in <out>/logs; then the stages (see `stages --help`). At the end,\n" +
+			"however it ends, the roles stop, the bench's running sagas are terminated, its topics and keys deleted (--keep\n" +
+			"keeps them); the database stays until the next run.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runBench(cmd, &f) },
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.seckill, "seckill", "bin/seckill", "the seckill binary whose roles are started")
+	fl.StringVar(&f.name, "name", "seckill_bench", "the bench's database and Redis key prefix (its topic, groups and task queue use it with '-')")
+	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:8180", "the bench api's listen address (apart from make run's 8080)")
+	fl.StringVar(&f.workerAddr, "worker-addr", "127.0.0.1:9191", "the bench worker's metrics and ops listener")
+	fl.BoolVar(&f.keep, "keep", false, "keep the Redis keys and the topic at the end")
+	return cmd
+}
+
+// sliceEnv is the environment that points a role at the bench's slice.
+func (f *runFlags) sliceEnv() map[string]string {
+	dash := strings.ReplaceAll(f.name, "_", "-")
+	return map[string]string{
+		"SECKILL_MYSQL_DATABASE": f.name, "SECKILL_REDIS_KEY_PREFIX": f.name,
+		"SECKILL_ROCKETMQ_TOPIC": dash + "-orders", "SECKILL_ROCKETMQ_PRODUCER_GROUP": dash + "-api",
+		"SECKILL_ROCKETMQ_CONSUMER_GROUP": dash + "-order-consumer", "SECKILL_WORKER_DLQ_GROUP": dash + "-dlq-handler",
+		"SECKILL_TEMPORAL_TASK_QUEUE": dash + "-orders", "SECKILL_API_INSTANCE": dash + "-api",
+		"SECKILL_API_ADDR": f.apiAddr, "SECKILL_WORKER_METRICS_ADDR": f.workerAddr,
+	}
+}
+
+func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
+	ctx := cmd.Context()
+	if !validName.MatchString(f.name) {
+		return fmt.Errorf("--name %q: want seckill_[A-Za-z0-9_]+ (the MySQL user may create seckill_* databases)", f.name)
+	}
+	if _, err := os.Stat(f.seckill); err != nil {
+		return fmt.Errorf("--seckill: %w", err)
+	}
+	for k, v := range f.sliceEnv() {
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	if a.cfg, err = config.Load(); err != nil {
+		return err
+	}
+	if answers(ctx, "http://"+f.apiAddr+"/healthz") {
+		return fmt.Errorf("something already answers on %s: stop it or pass --api-addr", f.apiAddr)
+	}
+	logs := filepath.Join(f.outDir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	tc, err := temporalx.Dial(ctx, a.cfg.Temporal, a.log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(cmd.ErrOrStderr(), "[bench] "+format+"\n", args...) }
+	say("preparing the bench's own database %s, key prefix %s:, topic %s, task queue %s",
+		f.name, f.name, a.cfg.RocketMQ.Topic, a.cfg.Temporal.TaskQueue)
+	// Sagas a killed run left behind: their timers would fire into the new
+	// run's database.
+	if n, err := a.terminateSagas(ctx, tc, "seckill-bench run: start"); err != nil {
+		a.log.Warn("sagas of an earlier run not terminated", "err", err)
+	} else if n > 0 {
+		say("terminated %d sagas an earlier run left running", n)
+	}
+	if err := a.freshDatabase(ctx); err != nil {
+		return err
+	}
+	var roles []*proc.Child
+	defer func() {
+		for _, c := range roles { // the api first: its relay flushes the outbox on SIGTERM
+			c.Stop(30 * time.Second)
+		}
+		if !f.keep {
+			say("cleaning up: sagas still running on task queue %s, topic %s, keys %s:*", a.cfg.Temporal.TaskQueue, a.cfg.RocketMQ.Topic, f.name)
+			err = errors.Join(err, a.cleanSlice(context.WithoutCancel(ctx), tc))
+		}
+	}()
+	if err := a.dropKeys(ctx); err != nil {
+		return err
+	}
+	// A fresh topic: no message of an earlier, interrupted run reaches this
+	// run's worker.
+	if err := a.topics(ctx, false); err != nil {
+		a.log.Debug("delete topics", "err", err)
+	}
+	if err := a.topics(ctx, true); err != nil {
+		return err
+	}
+	say("starting seckill api on %s and seckill worker (logs in %s)", f.apiAddr, logs)
+	for _, role := range []string{"api", "worker"} {
+		c, err := proc.Start(proc.Spec{Path: f.seckill, Args: []string{role}, Log: filepath.Join(logs, role+".log"),
+			Env: append(os.Environ(), "SECKILL_LOG_LEVEL=info")})
+		if err != nil {
+			return fmt.Errorf("start seckill %s: %w", role, err)
+		}
+		roles = append(roles, c)
+	}
+	f.apiURL, f.apiPID, f.workerPID = "http://"+f.apiAddr, roles[0].PID(), roles[1].PID()
+	f.workerOps = "http://" + f.workerAddr
+	if err := waitRoles(ctx, roles, f.apiURL+"/readyz", f.workerOps+"/healthz", logs); err != nil {
+		return err
+	}
+	say("running the stages (api pid %d, worker pid %d)", f.apiPID, f.workerPID)
+	return a.onTarget(&f.benchFlags, func(cmd *cobra.Command, c checkDeps) error { return a.runStages(cmd, c, &f.stagesFlags) })(cmd, nil)
+}
+
+// answers says whether url answers at all.
+func answers(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return true
+}
+
+// waitRoles waits until the api is ready and the worker's ops listener
+// answers, failing as soon as either role exits.
+func waitRoles(ctx context.Context, roles []*proc.Child, apiReady, workerHealth, logs string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	names := []string{"api", "worker"}
+	for {
+		for i, c := range roles {
+			select {
+			case <-c.Done():
+				return fmt.Errorf("seckill %s exited (%v): see %s", names[i], c.Err(), filepath.Join(logs, names[i]+".log"))
+			default:
+			}
+		}
+		if answers(ctx, workerHealth) && bench.WaitReady(ctx, apiReady, time.Second) == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("seckill api or worker not ready after 60 s: see %s", logs)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// freshDatabase drops and re-creates the bench's database, migrates it and
+// starts its item ids at the current Unix time x 1000.
+func (a *app) freshDatabase(ctx context.Context) error {
+	server := a.cfg.MySQL
+	server.Database = ""
+	dsn, err := server.DSN()
+	if err != nil {
+		return err
+	}
+	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return fmt.Errorf("connect to MySQL: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sqlDB.Close() }()
+	name := "`" + a.cfg.MySQL.Database + "`"
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + name, "CREATE DATABASE " + name + " CHARACTER SET utf8mb4"} {
+		if err := db.WithContext(ctx).Exec(q).Error; err != nil {
+			return fmt.Errorf("prepare database %s: %w", name, err)
+		}
+	}
+	dsn, err = a.cfg.MySQL.DSN()
+	if err != nil {
+		return err
+	}
+	m, err := migrations.New(dsn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.Close() }()
+	if err := m.Up(); err != nil {
+		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	q := fmt.Sprintf("ALTER TABLE %s.item AUTO_INCREMENT = %d", name, time.Now().Unix()*1000)
+	if err := db.WithContext(ctx).Exec(q).Error; err != nil {
+		return fmt.Errorf("set the item ids of %s: %w", name, err)
+	}
+	return nil
+}
+
+// dropKeys unlinks every key of the bench's prefix, on every master of a
+// cluster.
+func (a *app) dropKeys(ctx context.Context) error {
+	rdb, err := redisx.Open(a.cfg.Redis, redisx.Options{PoolSize: 4, Name: "seckill-bench"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rdb.Close() }()
+	drop := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, a.cfg.Redis.KeyPrefix+":*", 1000).Iterator()
+		for it.Next(ctx) {
+			if err := c.Unlink(ctx, it.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return it.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, drop)
+	} else if c, ok := rdb.(*redis.Client); ok {
+		err = drop(ctx, c)
+	} else {
+		err = fmt.Errorf("redis client %T: cannot scan its nodes", rdb)
+	}
+	if err != nil {
+		return fmt.Errorf("delete the Redis keys %s:*: %w", a.cfg.Redis.KeyPrefix, err)
+	}
+	return nil
+}
+
+// topics creates the bench's topic, or deletes it and its dead-letter topic.
+func (a *app) topics(ctx context.Context, create bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := a.cfg.RocketMQ
+	if create {
+		return queue.EnsureTopic(ctx, c, c.Topic, 4)
+	}
+	return errors.Join(queue.DeleteTopic(ctx, c, c.Topic), queue.DeleteTopic(ctx, c, worker.DeadLetterTopic(c.ConsumerGroup)))
+}
+
+// terminateSagas terminates the sagas still running on the bench's task
+// queue (stage 2's orders wait 24 h for payment).
+func (a *app) terminateSagas(ctx context.Context, tc client.Client, reason string) (int, error) {
+	query := fmt.Sprintf("TaskQueue = '%s' AND ExecutionStatus = 'Running'", a.cfg.Temporal.TaskQueue)
+	n := 0
+	var token []byte
+	for {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: a.cfg.Temporal.Namespace, Query: query, PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			return n, fmt.Errorf("list the bench's running sagas: %w", err)
+		}
+		for _, e := range resp.Executions {
+			if err := tc.TerminateWorkflow(ctx, e.Execution.WorkflowId, e.Execution.RunId, reason); err != nil {
+				a.log.Debug("terminate saga", "workflow_id", e.Execution.WorkflowId, "err", err)
+				continue
+			}
+			n++
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return n, nil
+		}
+	}
+}
+
+// cleanSlice terminates the bench's running sagas and deletes its topics and
+// keys; the database stays for inspection.
+func (a *app) cleanSlice(ctx context.Context, tc client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	n, err := a.terminateSagas(ctx, tc, "seckill-bench run: cleanup")
+	a.log.Log(ctx, slog.LevelInfo, "bench sagas terminated", "count", n)
+	return errors.Join(err, a.topics(ctx, false), a.dropKeys(ctx))
+}
