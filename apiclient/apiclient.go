@@ -42,18 +42,27 @@ func New(server, token string, hc HttpRequestDoer) (*ClientWithResponses, error)
 }
 
 // Want returns err, or an error quoting the answer unless its status is one
-// of want. r is a generated ...Response (its Body is the answer's bytes).
+// of want and, where the document gives that status a JSON body, the body
+// was read into the response's JSON<status> field. r is a generated
+// ...Response (its Body is the answer's bytes).
 func Want(r interface{ StatusCode() int }, err error, want ...int) error {
 	if err != nil {
 		return err
 	}
-	if code := r.StatusCode(); !slices.Contains(want, code) {
-		res := reflect.Indirect(reflect.ValueOf(r))
-		var method, url string
-		if h, ok := res.FieldByName("HTTPResponse").Interface().(*http.Response); ok && h != nil && h.Request != nil {
-			method, url = h.Request.Method, h.Request.URL.String()
-		}
-		return fmt.Errorf("%s %s: %d, want %v: %s", method, url, code, want, strings.TrimSpace(string(res.FieldByName("Body").Bytes())))
+	res := reflect.Indirect(reflect.ValueOf(r))
+	code := r.StatusCode()
+	problem := ""
+	if !slices.Contains(want, code) {
+		problem = fmt.Sprintf("want %v", want)
+	} else if f := res.FieldByName(fmt.Sprintf("JSON%d", code)); f.IsValid() && f.IsNil() {
+		problem = "not the JSON answer the document describes"
 	}
-	return nil
+	if problem == "" {
+		return nil
+	}
+	var method, url string
+	if h, ok := res.FieldByName("HTTPResponse").Interface().(*http.Response); ok && h != nil && h.Request != nil {
+		method, url = h.Request.Method, h.Request.URL.String()
+	}
+	return fmt.Errorf("%s %s: %d, %s: %s", method, url, code, problem, strings.TrimSpace(string(res.FieldByName("Body").Bytes())))
 }

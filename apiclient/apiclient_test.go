@@ -81,4 +81,8 @@ func TestNewSendsTheTokenAndWantQuotesTheAnswer(t *testing.T) {
 	if Want(res, nil, http.StatusNotFound) != nil {
 		t.Error("Want refused the status it was given")
 	}
+	res.JSON404 = nil
+	if err := Want(res, nil, http.StatusNotFound); err == nil || !strings.Contains(err.Error(), "not the JSON answer") {
+		t.Errorf("Want of a 404 whose body was not read = %v; want an error", err)
+	}
 }

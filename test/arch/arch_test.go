@@ -22,7 +22,7 @@ const module = "github.com/seckill/seckill/"
 var layers = [][]string{
 	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc"}, // vocabulary, settings, leaves
 	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
-	{"internal/redisx", "internal/temporalx", "store", "queue"},                            // clients of one service
+	{"internal/redisx", "internal/temporalx", "store", "queue"}, // clients of one service
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
