@@ -3,11 +3,9 @@ package testkit
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
-	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/temporalx"
@@ -187,35 +184,6 @@ func WaitHTTP(t testing.TB, url string, c *proc.Child, within time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// apiClient is Call's: an answer within 30 s.
-var apiClient = &http.Client{Timeout: 30 * time.Second}
-
-// Call sends an API request as user with role (a token signed with secret)
-// and body as JSON (none when ""), and returns the answer's status and
-// body. A request that gets no answer fails the test.
-func Call(t testing.TB, method, url, body string, secret []byte, user int64, role auth.Role) (int, []byte) {
-	t.Helper()
-	tok, err := auth.Sign(secret, user, role, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := apiClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
 }
 
 // Desk runs the door's payment desk over orders, the views board and the

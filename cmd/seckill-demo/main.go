@@ -3,8 +3,9 @@
 // one order at its 202 and follows the orders until their sagas have them,
 // telling what it did in words (on stderr). On stdout it prints the demo's
 // item and the order left to pay as shell assignments (ITEM_ID=…,
-// ORDER_ID=…) for scripts/run. Tokens are signed with SECKILL_JWT_SECRET,
-// as `seckill token` signs them. A binary of its own: the seckill binary
+// ORDER_ID=…) for scripts/run. Its calls go through the API's generated
+// client (apiclient), with tokens signed with SECKILL_JWT_SECRET, as
+// `seckill token` signs them. A binary of its own: the seckill binary
 // does not link it.
 package main
 

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 )
@@ -38,53 +36,49 @@ type demo struct {
 	ToPay  string
 }
 
-type item struct {
-	ID                    int64     `json:"id,omitempty"` // the API's
-	Name                  string    `json:"name"`
-	PriceCents            int64     `json:"price_cents"`
-	StockTotal            int64     `json:"stock_total"`
-	StartAt               time.Time `json:"start_at"`
-	EndAt                 time.Time `json:"end_at"`
-	PaymentTimeoutSeconds int       `json:"payment_timeout_seconds"`
-}
-
 // sale runs the demo sale and tells w what it did.
 func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 	if o.BuyAPI == "" {
 		o.BuyAPI = o.API
 	}
-	c := client{secret: o.Secret, http: &http.Client{Timeout: 30 * time.Second}}
+	c, err := newClient(o)
+	if err != nil {
+		return demo{}, err
+	}
 	say := func(format string, args ...any) { _, _ = fmt.Fprintf(w, "[demo] "+format+"\n", args...) } // words only
 
 	now := time.Now().UTC().Truncate(time.Second)
-	it := item{Name: "Demo phone", PriceCents: 99900, StockTotal: 100, StartAt: now.Add(-time.Second), EndAt: now.Add(2 * time.Hour),
-		PaymentTimeoutSeconds: 900}
-	if err := c.do(ctx, "POST", o.API+"/api/v1/items", admin, auth.RoleAdmin, it, &it); err != nil {
+	window := 900
+	created, err := c.api.CreateItemWithResponse(ctx, apiclient.CreateItem{Name: "Demo phone", PriceCents: 99900, StockTotal: 100,
+		StartAt: now.Add(-time.Second), EndAt: now.Add(2 * time.Hour), PaymentTimeoutSeconds: &window}, c.as(admin, auth.RoleAdmin))
+	if err := apiclient.Want(created, err, http.StatusCreated); err != nil {
 		return demo{}, fmt.Errorf("create the demo item: %w", err)
 	}
+	it := created.JSON201
 	say("admin %d put item %d on sale on %s: %q, %d units at %.2f, until %s, %d s to pay after each purchase",
 		admin, it.ID, o.API, it.Name, it.StockTotal, float64(it.PriceCents)/100, it.EndAt.Format(time.RFC3339), it.PaymentTimeoutSeconds)
 
-	orders := make(map[int64]order.View, len(buyers))
+	orders := make(map[int64]apiclient.OrderID, len(buyers))
 	for _, b := range buyers {
-		var v order.View
-		if err := c.do(ctx, "POST", fmt.Sprintf("%s/api/v1/seckill/%d", o.BuyAPI, it.ID), b, auth.RoleBuyer, nil, &v); err != nil {
+		res, err := c.buy.PurchaseWithResponse(ctx, it.ID, c.as(b, auth.RoleBuyer))
+		if err := apiclient.Want(res, err, http.StatusAccepted); err != nil {
 			return demo{}, fmt.Errorf("buyer %d's purchase: %w", b, err)
 		}
-		orders[b] = v
-		say("buyer %d bought one unit on %s: order %s, %s, payable until %s", b, o.BuyAPI, v.OrderID, v.Status, when(v.PayBy))
+		v := res.JSON202
+		orders[b] = v.OrderID
+		say("buyer %d bought one unit on %s: order %s, %s, payable until %s", b, o.BuyAPI, v.OrderID, v.Status, when(&v.PayBy))
 	}
 
-	paid := orders[payer].OrderID
-	var v order.View
-	if err := c.do(ctx, "POST", o.BuyAPI+"/api/v1/orders/"+paid+"/pay", payer, auth.RoleBuyer, nil, &v); err != nil {
+	paid := orders[payer]
+	res, err := c.buy.PayOrderWithResponse(ctx, paid, c.as(payer, auth.RoleBuyer))
+	if err := apiclient.Want(res, err, http.StatusOK); err != nil {
 		return demo{}, fmt.Errorf("buyer %d's pay: %w", payer, err)
 	}
 	settling := ""
-	if v.Settling {
+	if v := res.JSON200; v.Settling != nil && *v.Settling {
 		settling = " (settling: its saga has not taken the unit yet)"
 	}
-	say("buyer %d paid order %s at once: %s%s", payer, paid, v.Status, settling)
+	say("buyer %d paid order %s at once: %s%s", payer, paid, res.JSON200.Status, settling)
 
 	// Follow every order until its saga has it: the paid one settled PAID,
 	// the others PENDING_PAYMENT.
@@ -94,9 +88,9 @@ func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 		if b == payer {
 			want = order.StatusPaid
 		}
-		v, err := c.follow(ctx, o.API, orders[b].OrderID, b, want, deadline)
+		v, err := c.follow(ctx, orders[b], b, want, deadline)
 		if err != nil {
-			return demo{}, fmt.Errorf("order %s of buyer %d: %w (is the worker running?)", orders[b].OrderID, b, err)
+			return demo{}, fmt.Errorf("order %s of buyer %d: %w (is the worker running?)", orders[b], b, err)
 		}
 		if b == payer {
 			say("order %s of buyer %d is %s: its saga took the unit from the stock row", v.OrderID, b, v.Status)
@@ -104,7 +98,7 @@ func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 			say("order %s of buyer %d is %s: its saga took the unit and waits for the pay until %s", v.OrderID, b, v.Status, when(v.PayBy))
 		}
 	}
-	return demo{ItemID: it.ID, ToPay: orders[leftFor].OrderID}, nil
+	return demo{ItemID: it.ID, ToPay: orders[leftFor]}, nil
 }
 
 func when(t *time.Time) string {
@@ -116,16 +110,17 @@ func when(t *time.Time) string {
 
 // follow reads the order until it is want (a PAID one settled), another
 // final status (an error), or the deadline passes.
-func (c client) follow(ctx context.Context, api, orderID string, buyer int64, want order.Status, deadline time.Time) (order.View, error) {
+func (c client) follow(ctx context.Context, orderID string, buyer int64, want order.Status, deadline time.Time) (apiclient.Order, error) {
 	for {
-		var v order.View
-		err := c.do(ctx, "GET", api+"/api/v1/orders/"+orderID, buyer, auth.RoleBuyer, nil, &v)
-		switch {
-		case err != nil:
-			return v, err
-		case v.Status == want && !v.Settling:
+		res, err := c.api.GetOrderWithResponse(ctx, orderID, c.as(buyer, auth.RoleBuyer))
+		if err := apiclient.Want(res, err, http.StatusOK); err != nil {
+			return apiclient.Order{}, err
+		}
+		v := *res.JSON200
+		switch st := order.Status(v.Status); {
+		case st == want && (v.Settling == nil || !*v.Settling):
 			return v, nil
-		case v.Status.Final() && v.Status != want:
+		case st.Final() && st != want:
 			return v, fmt.Errorf("%s (%s), want %s", v.Status, v.Reason, want)
 		case time.Now().After(deadline):
 			return v, fmt.Errorf("still %s, want %s", v.Status, want)
@@ -138,49 +133,35 @@ func (c client) follow(ctx context.Context, api, orderID string, buyer int64, wa
 	}
 }
 
-// client calls the API as a user, with a token it signs for each call.
+// client calls the API (api: the item's and the orders', buy: the
+// purchases' and the pay's) through the generated client, as the user a
+// token it signs names.
 type client struct {
-	secret []byte
-	http   *http.Client
+	api, buy *apiclient.ClientWithResponses
+	secret   []byte
 }
 
-// do sends body (nil: none) as JSON and decodes a 2xx answer into out; any
-// other answer is an error that quotes it.
-func (c client) do(ctx context.Context, method, url string, user int64, role auth.Role, body, out any) error {
-	tok, err := auth.Sign(c.secret, user, role, time.Hour, time.Now())
+func newClient(o options) (client, error) {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	api, err := apiclient.New(o.API, "", hc)
 	if err != nil {
-		return err
+		return client{}, err
 	}
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	buy, err := apiclient.New(o.BuyAPI, "", hc)
+	if err != nil {
+		return client{}, err
+	}
+	return client{api: api, buy: buy, secret: o.Secret}, nil
+}
+
+// as makes a call user's with role: a token signed for it (a token that
+// cannot be signed fails the call).
+func (c client) as(user int64, role auth.Role) apiclient.RequestEditorFn {
+	return func(ctx context.Context, req *http.Request) error {
+		tok, err := auth.Sign(c.secret, user, role, time.Hour, time.Now())
 		if err != nil {
 			return err
 		}
-		r = bytes.NewReader(b)
+		return apiclient.Bearer(tok)(ctx, req)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, url, res.Status, bytes.TrimSpace(b))
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return errors.Join(fmt.Errorf("%s %s: the answer is not the JSON expected: %s", method, url, b), err)
-	}
-	return nil
 }

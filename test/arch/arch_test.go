@@ -1,7 +1,8 @@
 // Package arch holds the house's layering, checked: every import between the
 // repository's packages points down, the foundation (internal/) imports no
-// domain package, the test kit is imported by tests only, and the bench's
-// code by its binary and the suites that drive sales with it.
+// domain package, the test kit is imported by tests only, the bench's code
+// by its binary and the suites that drive sales with it, and the production
+// binary links none of the API's callers' code (the generated client).
 package arch
 
 import (
@@ -20,7 +21,8 @@ const module = "github.com/seckill/seckill/"
 // packages of a lower layer. A new package gets its place here.
 var layers = [][]string{
 	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc"}, // vocabulary, settings, leaves
-	{"internal/redisx", "internal/temporalx", "store", "queue"},                            // clients of one service
+	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
+	{"internal/redisx", "internal/temporalx", "store", "queue"}, // clients of one service
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
@@ -126,6 +128,25 @@ func TestBenchImportedByItsBinaryOnly(t *testing.T) {
 	for _, p := range listPackages(t) {
 		if p.ImportPath != "cmd/seckill-bench" && !isTestOnly(p) && slices.Contains(p.Imports, bench) {
 			t.Errorf("%s imports the bench's code", p.ImportPath)
+		}
+	}
+}
+
+// The production binary links no client of its own API: the generated
+// client (docs/openapi.yaml's) is for the demo sale, the bench and tests.
+func TestProductionBinaryLinksNoClient(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./cmd/seckill")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/seckill: %v", err)
+	}
+	for dep := range strings.Lines(string(out)) {
+		dep = strings.TrimSpace(dep)
+		for _, not := range []string{"apiclient", "testkit", "cmd/seckill-bench/bench", "cmd/seckill-demo"} {
+			if dep == module+not {
+				t.Errorf("cmd/seckill links %s", not)
+			}
 		}
 	}
 }

@@ -8,11 +8,9 @@
 package browser_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/testkit"
@@ -54,7 +53,7 @@ type deployment struct {
 	t      *testing.T
 	base   string // http://127.0.0.1:port
 	secret []byte
-	http   *http.Client
+	api    *apiclient.ClientWithResponses // of base
 }
 
 func deploy(t *testing.T) *deployment {
@@ -70,67 +69,33 @@ func deploy(t *testing.T) *deployment {
 	for _, role := range []string{"worker", "api"} {
 		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
 	}
-	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value()), http: &http.Client{Timeout: 15 * time.Second}}
+	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value())}
+	d.api = testkit.Client(t, d.base)
 	testkit.WaitHTTP(t, d.base+"/readyz", nil, 90*time.Second)
 	return d
 }
 
 func (d *deployment) token(user int64, role auth.Role) string {
 	d.t.Helper()
-	tok, err := auth.Sign(d.secret, user, role, time.Hour, time.Now())
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return tok
+	return testkit.Token(d.t, d.secret, user, role)
 }
 
-// call sends a JSON request and decodes the answer into out (if not nil).
-func (d *deployment) call(method, path, tok string, body, out any) int {
+// as makes an API call user's with role.
+func (d *deployment) as(user int64, role auth.Role) apiclient.RequestEditorFn {
 	d.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, d.base+path, r)
-	req.Header.Set("Content-Type", "application/json")
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	res, err := d.http.Do(req)
-	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	b, _ := io.ReadAll(res.Body)
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			d.t.Fatalf("%s %s: %d %s: %v", method, path, res.StatusCode, b, err)
-		}
-	}
-	return res.StatusCode
+	return apiclient.Bearer(d.token(user, role))
 }
 
-type itemView struct {
-	ID        int64  `json:"id"`
-	Name      string `json:"name"`
-	StockLeft int64  `json:"stock_left"`
-	Status    string `json:"status"`
-}
-
-func (d *deployment) createSale(name string, units int64, startIn time.Duration) itemView {
+func (d *deployment) createSale(name string, units int64, startIn time.Duration) apiclient.Item {
 	d.t.Helper()
 	start := time.Now().Add(startIn).UTC()
-	var it itemView
-	code := d.call("POST", "/api/v1/items", d.token(1, auth.RoleAdmin), map[string]any{
-		"name": name, "price_cents": 1999, "stock_total": units,
-		"start_at": start.Format(time.RFC3339Nano), "end_at": start.Add(time.Hour).Format(time.RFC3339Nano),
-		"payment_timeout_seconds": 600,
-	}, &it)
-	if code != http.StatusCreated {
-		d.t.Fatalf("create sale: %d", code)
+	window := 600
+	res, err := d.api.CreateItemWithResponse(context.Background(), apiclient.CreateItem{Name: name, PriceCents: 1999, StockTotal: units,
+		StartAt: start, EndAt: start.Add(time.Hour), PaymentTimeoutSeconds: &window}, d.as(1, auth.RoleAdmin))
+	if err := apiclient.Want(res, err, http.StatusCreated); err != nil {
+		d.t.Fatalf("create sale: %v", err)
 	}
-	return it
+	return *res.JSON201
 }
 
 // browser is one headless Chromium; each page gets a browser context of its

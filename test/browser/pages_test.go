@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/testkit"
 )
@@ -106,9 +108,6 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 
 	// Buyers 2001-2200 buy in four waves; after each the control room must
 	// show the accepted count and the units left it reached.
-	type accepted struct {
-		OrderID string `json:"order_id"`
-	}
 	type bought struct {
 		order string
 		buyer int64
@@ -122,14 +121,13 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				tok := d.token(u, auth.RoleBuyer)
-				var a accepted
-				if code := d.call("POST", fmt.Sprintf("/api/v1/seckill/%d", sale), tok, nil, &a); code != http.StatusAccepted {
-					t.Errorf("buyer %d: %d", u, code)
+				res, err := d.api.PurchaseWithResponse(context.Background(), sale, d.as(u, auth.RoleBuyer))
+				if err := apiclient.Want(res, err, http.StatusAccepted); err != nil {
+					t.Errorf("buyer %d: %v", u, err)
 					return
 				}
 				mu.Lock()
-				orders = append(orders, bought{a.OrderID, u})
+				orders = append(orders, bought{res.JSON202.OrderID, u})
 				mu.Unlock()
 			})
 		}
@@ -137,8 +135,8 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 	}
 	// The form's sale starts 3 s after its creation.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		var it itemView
-		if d.call("GET", fmt.Sprintf("/api/v1/items/%d", sale), "", nil, &it) == http.StatusOK && it.Status == "ACTIVE" {
+		if res, err := d.api.GetItemWithResponse(context.Background(), sale); err == nil && res.JSON200 != nil &&
+			res.JSON200.Status == apiclient.ItemStatusACTIVE {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -170,15 +168,14 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 		if paid == 10 {
 			break
 		}
-		tok := d.token(o.buyer, auth.RoleBuyer)
-		var v struct {
-			Status string `json:"status"`
-		}
-		if code := d.call("GET", "/api/v1/orders/"+o.order, tok, nil, &v); code != http.StatusOK || v.Status != "PENDING_PAYMENT" {
+		buyer := d.as(o.buyer, auth.RoleBuyer)
+		if v, err := d.api.GetOrderWithResponse(context.Background(), o.order, buyer); err != nil || v.JSON200 == nil ||
+			v.JSON200.Status != apiclient.OrderStatusPENDINGPAYMENT {
 			continue
 		}
-		if code := d.call("POST", "/api/v1/orders/"+o.order+"/pay", tok, nil, nil); code != http.StatusOK {
-			t.Fatalf("pay %s: %d", o.order, code)
+		res, err := d.api.PayOrderWithResponse(context.Background(), o.order, buyer)
+		if err := apiclient.Want(res, err, http.StatusOK); err != nil {
+			t.Fatalf("pay %s: %v", o.order, err)
 		}
 		paid++
 	}

@@ -9,14 +9,12 @@ package controls_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/testkit"
@@ -24,8 +22,10 @@ import (
 
 const secret = "controls-test-secret-0123456789abcdef"
 
+// instance is one API process and the client of its URL.
 type instance struct {
 	url string
+	api *apiclient.ClientWithResponses
 }
 
 // startAPI runs `seckill api` on a free port until the test ends and waits
@@ -36,6 +36,7 @@ func startAPI(t *testing.T, bin, logPath, name string, env []string) instance {
 	env = append(append([]string{}, env...), "SECKILL_API_ADDR="+addr, "SECKILL_API_INSTANCE="+name)
 	c := testkit.Start(t, proc.Spec{Path: bin, Args: []string{"api"}, Env: env, Log: logPath, Append: true, Banner: name}, 0)
 	in := instance{url: "http://" + addr}
+	in.api = testkit.Client(t, in.url)
 	testkit.WaitHTTP(t, in.url+"/healthz", c, time.Minute)
 	return in
 }
@@ -52,26 +53,25 @@ func deployment(t *testing.T) (context.Context, *testkit.Slice, string) {
 	return ctx, testkit.NewSlice(ctx, t), testkit.SeckillBinary(t)
 }
 
-type answer struct {
-	status int
-	body   []byte
+// as makes a call user's with role (a token signed with the test's secret).
+func as(t *testing.T, user int64, role auth.Role) apiclient.RequestEditorFn {
+	return testkit.As(t, []byte(secret), user, role)
 }
 
-func (a answer) code() string {
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			OrderID string `json:"order_id"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(a.body, &e)
-	return e.Error.Code
-}
-
-func call(t *testing.T, method, url string, user int64, role auth.Role, body string) answer {
+// answered fails the test when a call got no answer.
+func answered(t *testing.T, err error) {
 	t.Helper()
-	status, b := testkit.Call(t, method, url, body, []byte(secret), user, role)
-	return answer{status: status, body: b}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// code is an error answer's code ("" for another answer).
+func code(e *apiclient.Error) apiclient.ErrorObjectCode {
+	if e == nil {
+		return ""
+	}
+	return e.Error.Code
 }
 
 // until calls try until it holds and returns how long that took from since.
@@ -95,75 +95,69 @@ func TestControlsReachEveryInstance(t *testing.T) {
 	ended, topped := newItem(1000), newItem(1)
 	one := startAPI(t, bin, logs, "api-1", env)
 	two := startAPI(t, bin, logs, "api-2", env)
-	buy := func(in instance, item, user int64) answer {
-		return call(t, "POST", fmt.Sprintf("%s/api/v1/seckill/%d", in.url, item), user, auth.RoleBuyer, "")
+	buy := func(in instance, item, user int64) *apiclient.PurchaseResponse {
+		res, err := in.api.PurchaseWithResponse(ctx, item, as(t, user, auth.RoleBuyer))
+		answered(t, err)
+		return res
 	}
 
 	// End: given to api-1, measured on api-2 (which has the item cached and
 	// on sale) from the moment api-1 answered.
-	if a := buy(two, ended, 1); a.status != http.StatusAccepted {
-		t.Fatalf("purchase on api-2: %d %s", a.status, a.body)
+	if a := buy(two, ended, 1); a.StatusCode() != http.StatusAccepted {
+		t.Fatalf("purchase on api-2: %s %s", a.Status(), a.Body)
 	}
-	if a := call(t, "POST", fmt.Sprintf("%s/api/v1/items/%d/end", one.url, ended), 1, auth.RoleAdmin, ""); a.status != http.StatusOK {
-		t.Fatalf("end on api-1: %d %s", a.status, a.body)
+	end, err := one.api.EndSaleWithResponse(ctx, ended, nil, as(t, 1, auth.RoleAdmin))
+	if err := apiclient.Want(end, err, http.StatusOK); err != nil {
+		t.Fatalf("end on api-1: %v", err)
 	}
 	answered := time.Now()
 	user := int64(1000)
 	took := until(t, "api-2 answers SALE_ENDED", answered, func() bool {
 		user++
 		a := buy(two, ended, user)
-		if a.status == http.StatusAccepted {
+		if a.StatusCode() == http.StatusAccepted {
 			return false // accepted before the end reached it: an order like any other
 		}
-		return a.status == http.StatusForbidden && a.code() == "SALE_ENDED"
+		return code(a.JSON403) == apiclient.ErrorObjectCodeSALEENDED
 	})
 	t.Logf("end given to api-1 reached api-2 in %v (%d purchases accepted meanwhile)", took.Round(time.Millisecond), user-1001)
 
 	// Add to a sold-out sale: given to api-1, api-2's sold-out flag clears.
 	a := buy(one, topped, 1)
-	if a.status != http.StatusAccepted {
-		t.Fatalf("purchase on api-1: %d %s", a.status, a.body)
+	if a.JSON202 == nil {
+		t.Fatalf("purchase on api-1: %s %s", a.Status(), a.Body)
 	}
-	var accepted struct {
-		OrderID string `json:"order_id"`
-	}
-	_ = json.Unmarshal(a.body, &accepted)
+	accepted := a.JSON202.OrderID
 	until(t, "api-2 holds the item sold out", time.Now(), func() bool {
 		user++
-		return buy(two, topped, user).status == http.StatusGone
+		return buy(two, topped, user).StatusCode() == http.StatusGone
 	})
 	// The buyer who holds the unit asks api-2, which did not sell it: 409
 	// with the order, never 410.
-	if a := buy(two, topped, 1); a.status != http.StatusConflict || a.code() != "ALREADY_PURCHASED" ||
-		!strings.Contains(string(a.body), accepted.OrderID) {
-		t.Fatalf("the holder on api-2: %d %s", a.status, a.body)
+	if a := buy(two, topped, 1); code(a.JSON409) != apiclient.ErrorObjectCodeALREADYPURCHASED ||
+		a.JSON409.Error.OrderID == nil || *a.JSON409.Error.OrderID != accepted {
+		t.Fatalf("the holder on api-2: %s %s", a.Status(), a.Body)
 	}
-	if a := call(t, "POST", fmt.Sprintf("%s/api/v1/items/%d/stock", one.url, topped), 1, auth.RoleAdmin, `{"add":5}`); a.status != http.StatusOK {
-		t.Fatalf("add on api-1: %d %s", a.status, a.body)
+	added, err := one.api.AddStockWithResponse(ctx, topped, nil, apiclient.AddStockJSONRequestBody{Add: 5}, as(t, 1, auth.RoleAdmin))
+	if err := apiclient.Want(added, err, http.StatusOK); err != nil {
+		t.Fatalf("add on api-1: %v", err)
 	}
 	answered = time.Now()
 	took = until(t, "api-2 sells the added units", answered, func() bool {
 		user++
-		return buy(two, topped, user).status == http.StatusAccepted
+		return buy(two, topped, user).StatusCode() == http.StatusAccepted
 	})
 	t.Logf("add given to api-1 cleared api-2's sold-out flag in %v", took.Round(time.Millisecond))
 
 	// Both instances list the items with the same view of the ended sale.
+	endedOnly := "ENDED"
 	for _, in := range []instance{one, two} {
-		res, err := http.Get(in.url + "/api/v1/items?status=ENDED")
-		if err != nil {
+		res, err := in.api.ListItemsWithResponse(ctx, &apiclient.ListItemsParams{Status: &endedOnly})
+		if err := apiclient.Want(res, err, http.StatusOK); err != nil {
 			t.Fatal(err)
 		}
-		var b struct {
-			Items []struct {
-				ID     int64  `json:"id"`
-				Status string `json:"status"`
-			} `json:"items"`
-		}
-		err = json.NewDecoder(res.Body).Decode(&b)
-		_ = res.Body.Close()
-		if err != nil || len(b.Items) != 1 || b.Items[0].ID != ended {
-			t.Fatalf("%s lists ended sales %+v (%v)", in.url, b.Items, err)
+		if items := res.JSON200.Items; len(items) != 1 || items[0].ID != ended {
+			t.Fatalf("%s lists ended sales %+v", in.url, items)
 		}
 	}
 }

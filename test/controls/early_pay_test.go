@@ -1,13 +1,12 @@
 package controls_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 )
@@ -22,59 +21,43 @@ func TestEarlyPayOverHTTP(t *testing.T) {
 	it := s.Sale(ctx, t, "early pay", 10, 15*time.Minute)
 	env := s.Env("SECKILL_JWT_SECRET=" + secret)
 	logs := filepath.Join(t.TempDir(), "api.log")
-	on := startAPI(t, bin, logs, "early-pay", env)
+	on := startAPI(t, bin, logs, "early-pay", env).api
 
-	type view struct {
-		OrderID  string       `json:"order_id"`
-		Status   order.Status `json:"status"`
-		Settling bool         `json:"settling"`
-		Reason   string       `json:"reason"`
-		PayBy    *time.Time   `json:"pay_by"`
-	}
-	decode := func(a answer) view {
-		var v view
-		if err := json.Unmarshal(a.body, &v); err != nil {
-			t.Fatalf("body %s: %v", a.body, err)
+	buy := func(user int64) apiclient.OrderID {
+		a, err := on.PurchaseWithResponse(ctx, it.ID, as(t, user, auth.RoleBuyer))
+		if err := apiclient.Want(a, err, http.StatusAccepted); err != nil {
+			t.Fatal(err)
 		}
-		return v
-	}
-	buy := func(in instance, user int64) view {
-		a := call(t, "POST", fmt.Sprintf("%s/api/v1/seckill/%d", in.url, it.ID), user, auth.RoleBuyer, "")
-		v := decode(a)
-		if a.status != http.StatusAccepted || v.OrderID == "" || v.PayBy == nil {
-			t.Fatalf("purchase on %s: %d %s, want 202 with order_id and pay_by", in.url, a.status, a.body)
+		if a.JSON202.OrderID == "" || a.JSON202.PayBy.IsZero() {
+			t.Fatalf("purchase: %s %s, want 202 with order_id and pay_by", a.Status(), a.Body)
 		}
-		return v
+		return a.JSON202.OrderID
 	}
-	act := func(in instance, verb string, user int64, id string) answer {
-		return call(t, "POST", in.url+"/api/v1/orders/"+id+"/"+verb, user, auth.RoleBuyer, "")
-	}
-	get := func(in instance, user int64, id string) view {
-		a := call(t, "GET", in.url+"/api/v1/orders/"+id, user, auth.RoleBuyer, "")
-		if a.status != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", id, a.status, a.body)
-		}
-		return decode(a)
-	}
+	settling := func(v *apiclient.Order) bool { return v.Settling != nil && *v.Settling }
+	buyer := func(user int64) apiclient.RequestEditorFn { return as(t, user, auth.RoleBuyer) }
 
 	// A QUEUED order is paid or cancelled at once.
-	paid := buy(on, 1)
-	a := act(on, "pay", 1, paid.OrderID)
-	if v := decode(a); a.status != http.StatusOK || v.Status != order.StatusPaid || !v.Settling {
-		t.Fatalf("pay of a QUEUED order: %d %s, want 200 PAID settling", a.status, a.body)
+	paid := buy(1)
+	pay, err := on.PayOrderWithResponse(ctx, paid, buyer(1))
+	if answered(t, err); pay.JSON200 == nil || pay.JSON200.Status != apiclient.OrderStatusPAID || !settling(pay.JSON200) {
+		t.Fatalf("pay of a QUEUED order: %s %s, want 200 PAID settling", pay.Status(), pay.Body)
 	}
-	if v := get(on, 1, paid.OrderID); v.Status != order.StatusPaid || !v.Settling {
-		t.Fatalf("GET after the pay: %+v, want PAID settling", v)
+	got, err := on.GetOrderWithResponse(ctx, paid, buyer(1))
+	if answered(t, err); got.JSON200 == nil || got.JSON200.Status != apiclient.OrderStatusPAID || !settling(got.JSON200) {
+		t.Fatalf("GET after the pay: %s %s, want PAID settling", got.Status(), got.Body)
 	}
-	cancelled := buy(on, 2)
-	a = act(on, "cancel", 2, cancelled.OrderID)
-	if v := decode(a); a.status != http.StatusOK || v.Status != order.StatusCancelled || v.Reason != order.ReasonBuyerCancelled {
-		t.Fatalf("cancel of a QUEUED order: %d %s, want 200 CANCELLED", a.status, a.body)
+	cancelled := buy(2)
+	cancel, err := on.CancelOrderWithResponse(ctx, cancelled, buyer(2))
+	if answered(t, err); cancel.JSON200 == nil ||
+		cancel.JSON200.Status != apiclient.OrderStatusCANCELLED || cancel.JSON200.Reason != order.ReasonBuyerCancelled {
+		t.Fatalf("cancel of a QUEUED order: %s %s, want 200 CANCELLED", cancel.Status(), cancel.Body)
 	}
-	if a := act(on, "pay", 2, cancelled.OrderID); a.status != http.StatusConflict || a.code() != "ORDER_NOT_PAYABLE" {
-		t.Fatalf("pay after the cancel: %d %s, want 409 ORDER_NOT_PAYABLE", a.status, a.body)
+	pay, err = on.PayOrderWithResponse(ctx, cancelled, buyer(2))
+	if answered(t, err); code(pay.JSON409) != apiclient.ErrorObjectCodeORDERNOTPAYABLE {
+		t.Fatalf("pay after the cancel: %s %s, want 409 ORDER_NOT_PAYABLE", pay.Status(), pay.Body)
 	}
-	if a := act(on, "pay", 3, order.NewID()); a.status != http.StatusNotFound || a.code() != "ORDER_NOT_FOUND" {
-		t.Fatalf("pay of an unknown order: %d %s, want 404 ORDER_NOT_FOUND", a.status, a.body)
+	pay, err = on.PayOrderWithResponse(ctx, order.NewID(), buyer(3))
+	if answered(t, err); code(pay.JSON404) != apiclient.ErrorObjectCodeORDERNOTFOUND {
+		t.Fatalf("pay of an unknown order: %s %s, want 404 ORDER_NOT_FOUND", pay.Status(), pay.Body)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/invariant"
@@ -64,7 +65,8 @@ type drill struct {
 	apiURL, opsAddr string
 	apiAddr         string
 	api, worker     *child
-	accepted        map[string]int64 // order id -> buyer, every 202
+	client          *apiclient.ClientWithResponses // of apiURL
+	accepted        map[string]int64               // order id -> buyer, every 202
 	nextBuyer       int64
 	window          time.Duration
 }
@@ -82,6 +84,7 @@ func newDrill(t *testing.T, units int64, window time.Duration) *drill {
 	d.item = s.Sale(ctx, t, "backup drill", units, window).ID
 	d.apiAddr, d.opsAddr = testkit.FreeAddr(t), testkit.FreeAddr(t)
 	d.apiURL = "http://" + d.apiAddr
+	d.client = testkit.Client(t, d.apiURL)
 	d.env = s.Env(
 		"SECKILL_JWT_SECRET="+drillSecret,
 		"SECKILL_API_ADDR="+d.apiAddr,
@@ -150,18 +153,9 @@ func (d *drill) reconcile(args ...string) reconcile.Report {
 	return rep
 }
 
-type reply struct {
-	code int
-	body map[string]any
-}
-
-func (d *drill) call(method, path string, user int64, role auth.Role) reply {
-	d.t.Helper()
-	var r reply
-	var b []byte
-	r.code, b = testkit.Call(d.t, method, d.apiURL+path, "", []byte(drillSecret), user, role)
-	_ = json.Unmarshal(b, &r.body)
-	return r
+// as makes a call user's with role.
+func (d *drill) as(user int64, role auth.Role) apiclient.RequestEditorFn {
+	return testkit.As(d.t, []byte(drillSecret), user, role)
 }
 
 // buy makes n purchases by new buyers; each must be accepted.
@@ -171,11 +165,11 @@ func (d *drill) buy(n int) []string {
 	for range n {
 		user := d.nextBuyer
 		d.nextBuyer++
-		r := d.call("POST", fmt.Sprintf("/api/v1/seckill/%d", d.item), user, auth.RoleBuyer)
-		id, _ := r.body["order_id"].(string)
-		if r.code != http.StatusAccepted || id == "" {
-			d.t.Fatalf("purchase by %d: %d %v", user, r.code, r.body)
+		r, err := d.client.PurchaseWithResponse(context.Background(), d.item, d.as(user, auth.RoleBuyer))
+		if err := apiclient.Want(r, err, http.StatusAccepted); err != nil {
+			d.t.Fatalf("purchase by %d: %v", user, err)
 		}
+		id := r.JSON202.OrderID
 		d.accepted[id] = user
 		ids = append(ids, id)
 	}
@@ -185,9 +179,17 @@ func (d *drill) buy(n int) []string {
 // act pays or cancels each order at the door; each must be answered 200.
 func (d *drill) act(verb string, ids ...string) {
 	d.t.Helper()
+	act := map[string]func(context.Context, apiclient.OrderID, ...apiclient.RequestEditorFn) (*http.Response, error){
+		"pay": d.client.PayOrder, "cancel": d.client.CancelOrder}[verb]
 	for _, id := range ids {
-		if r := d.call("POST", "/api/v1/orders/"+id+"/"+verb, d.accepted[id], auth.RoleBuyer); r.code != http.StatusOK {
-			d.t.Fatalf("%s %s: %d %v", verb, id, r.code, r.body)
+		res, err := act(context.Background(), id, d.as(d.accepted[id], auth.RoleBuyer))
+		if err != nil {
+			d.t.Fatalf("%s %s: %v", verb, id, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			d.t.Fatalf("%s %s: %d %s", verb, id, res.StatusCode, b)
 		}
 	}
 }
@@ -477,8 +479,9 @@ func TestBackupRestoreDrill(t *testing.T) {
 	d.stopRoles()
 	keys := d.loseRedis()
 	d.startAPI()
-	if r := d.call("POST", fmt.Sprintf("/api/v1/items/%d/warmup", d.item), 1, auth.RoleAdmin); r.code != http.StatusOK {
-		t.Fatalf("warmup: %d %v", r.code, r.body)
+	warm, err := d.client.WarmupItemWithResponse(context.Background(), d.item, d.as(1, auth.RoleAdmin))
+	if err := apiclient.Want(warm, err, http.StatusOK); err != nil {
+		t.Fatalf("warmup: %v", err)
 	}
 	// The warm-up puts back the reservation of every order MySQL says holds
 	// a unit before it counts: the paid ones of before the backup, the two
@@ -530,10 +533,13 @@ type events struct {
 
 func (d *drill) stream(id string) *events {
 	d.t.Helper()
-	tok, _ := auth.Sign([]byte(drillSecret), d.accepted[id], auth.RoleBuyer, time.Hour, time.Now())
-	req, _ := http.NewRequest("GET", d.apiURL+"/api/v1/orders/"+id+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	res, err := (&http.Client{}).Do(req)
+	// The generated client's stream call, not ...WithResponse (which reads
+	// the whole stream), on an HTTP client with no timeout.
+	sse, err := apiclient.NewClient(d.apiURL, apiclient.WithHTTPClient(&http.Client{}))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	res, err := sse.OrderEvents(context.Background(), id, d.as(d.accepted[id], auth.RoleBuyer))
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ package failover_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -119,10 +119,9 @@ func (e *handoffEnv) startBuyers(url string, workers int, pause time.Duration) *
 func (b *buyers) buyOnce() {
 	user := b.next.Add(1)
 	tok, _ := auth.Sign([]byte(handoffSecret), user, auth.RoleBuyer, time.Hour, time.Now())
-	req, _ := http.NewRequest("POST", fmt.Sprintf("%s/api/v1/seckill/%d", *b.target.Load(), b.e.itemID), nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
 	status := 0
-	if res, err := b.client.Do(req); err == nil {
+	api, _ := apiclient.NewClient(*b.target.Load(), apiclient.WithHTTPClient(b.client)) // the target changes mid-sale
+	if res, err := api.Purchase(context.Background(), b.e.itemID, apiclient.Bearer(tok)); err == nil {
 		_, _ = io.Copy(io.Discard, res.Body)
 		_ = res.Body.Close()
 		status = res.StatusCode

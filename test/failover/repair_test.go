@@ -36,6 +36,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/internal/proc"
 	"github.com/seckill/seckill/internal/temporalx"
@@ -275,45 +276,52 @@ func TestLiveRepairDuringASale(t *testing.T) {
 
 	// Buyers: each tries once (again after a 503 or 429), paced.
 	sale := &saleLog{accepted: map[string]int64{}, answers: map[int]int64{}, paid: map[string]bool{}, cancel: map[string]bool{}, acted: map[string]bool{}}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	token := func(user int64) string {
+	door, err := apiclient.New(apiURL, "", &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := func(user int64) apiclient.RequestEditorFn {
 		tok, err := auth.Sign([]byte(repairSecret), user, auth.RoleBuyer, 2*time.Hour, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tok
+		return apiclient.Bearer(tok)
 	}
-	post := func(path string, user int64) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", apiURL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token(user))
-		res, err := hc.Do(req)
+	// purchase is the answer's status (0: none) and the order it names (a
+	// 202's, or the buyer's in a 409).
+	purchase := func(user int64) (int, string) {
+		res, err := door.PurchaseWithResponse(context.Background(), it.ID, as(user))
+		switch {
+		case err != nil:
+			return 0, ""
+		case res.JSON202 != nil:
+			return res.StatusCode(), res.JSON202.OrderID
+		case res.JSON409 != nil && res.JSON409.Error.OrderID != nil:
+			return res.StatusCode(), *res.JSON409.Error.OrderID
+		}
+		return res.StatusCode(), ""
+	}
+	// act pays or cancels the order: the answer's status (0: none).
+	act := func(verb, id string, user int64) int {
+		do := door.PayOrder
+		if verb == "cancel" {
+			do = door.CancelOrder
+		}
+		res, err := do(context.Background(), id, as(user))
 		if err != nil {
-			return 0, nil
+			return 0
 		}
-		defer func() { _ = res.Body.Close() }()
-		var body map[string]any
-		b, _ := io.ReadAll(res.Body)
-		_ = json.Unmarshal(b, &body)
-		return res.StatusCode, body
-	}
-	orderID := func(body map[string]any) string {
-		if id, ok := body["order_id"].(string); ok {
-			return id
-		}
-		if e, ok := body["error"].(map[string]any); ok {
-			if id, ok := e["order_id"].(string); ok {
-				return id
-			}
-		}
-		return ""
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+		return res.StatusCode
 	}
 	buy := func(user int64) {
 		for attempt := 0; attempt < 30; attempt++ {
-			code, body := post(fmt.Sprintf("/api/v1/seckill/%d", it.ID), user)
+			code, id := purchase(user)
 			sale.answer(code)
 			switch code {
 			case http.StatusAccepted, http.StatusConflict:
-				if id := orderID(body); id != "" {
+				if id != "" {
 					sale.mu.Lock()
 					sale.accepted[id] = user
 					sale.mu.Unlock()
@@ -371,7 +379,7 @@ func TestLiveRepairDuringASale(t *testing.T) {
 					if h >= 4 {
 						verb = "cancel"
 					}
-					code, _ := post("/api/v1/orders/"+o.OrderID+"/"+verb, o.UserID)
+					code := act(verb, o.OrderID, o.UserID)
 					if code == http.StatusOK {
 						sale.mu.Lock()
 						if verb == "pay" {

@@ -2,7 +2,6 @@ package secure_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/cmd/seckill-bench/bench"
 	"github.com/seckill/seckill/config"
@@ -109,44 +109,42 @@ func runSale(t *testing.T, b backends, extra ...string) {
 	if err := bench.WaitReady(ctx, url+"/readyz", time.Minute); err != nil {
 		t.Fatalf("api: %v", err)
 	}
-	var item struct {
-		ID int64 `json:"id"`
-	}
+	api := testkit.Client(t, url)
 	now := time.Now().UTC()
-	body := fmt.Sprintf(`{"name":"secure sale","price_cents":100,"stock_total":%d,"start_at":%q,"end_at":%q}`,
-		saleUnits, now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
-	if code := call(t, "POST", url+"/api/v1/items", 1, auth.RoleAdmin, body, &item); code != http.StatusCreated {
-		t.Fatalf("create item: %d", code)
+	created, err := api.CreateItemWithResponse(ctx, apiclient.CreateItem{Name: "secure sale", PriceCents: 100, StockTotal: saleUnits,
+		StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour)}, as(t, 1, auth.RoleAdmin))
+	if err := apiclient.Want(created, err, http.StatusCreated); err != nil {
+		t.Fatalf("create item: %v", err)
 	}
-	orders := buy(t, fmt.Sprintf("%s/api/v1/seckill/%d", url, item.ID))
-	type view struct {
-		Status   string `json:"status"`
-		Settling bool   `json:"settling"`
-	}
-	await := func(user int64, want string) {
-		var v view
+	item := created.JSON201
+	orders := buy(t, api, item.ID)
+	await := func(user int64, want apiclient.OrderStatus) {
+		var v apiclient.Order
 		for {
-			if call(t, "GET", url+"/api/v1/orders/"+orders[user], user, auth.RoleBuyer, "", &v) == http.StatusOK &&
-				v.Status == want && !v.Settling {
+			res, err := api.GetOrderWithResponse(ctx, orders[user], as(t, user, auth.RoleBuyer))
+			if err := apiclient.Want(res, err, http.StatusOK); err != nil {
+				t.Log(err)
+			} else if v = *res.JSON200; v.Status == want && (v.Settling == nil || !*v.Settling) {
 				return
 			}
 			select {
 			case <-ctx.Done():
-				t.Fatalf("buyer %d: order %s is %s (settling %t), want %s", user, orders[user], v.Status, v.Settling, want)
+				t.Fatalf("buyer %d: order %s is %s (settling %v), want %s", user, orders[user], v.Status, v.Settling != nil && *v.Settling, want)
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
 	}
 	for user := range orders {
-		await(user, "PENDING_PAYMENT")
+		await(user, apiclient.OrderStatusPENDINGPAYMENT)
 	}
 	for user, id := range orders {
-		if code := call(t, "POST", url+"/api/v1/orders/"+id+"/pay", user, auth.RoleBuyer, "", nil); code != http.StatusOK {
-			t.Fatalf("buyer %d: pay answered %d", user, code)
+		res, err := api.PayOrderWithResponse(ctx, id, as(t, user, auth.RoleBuyer))
+		if err := apiclient.Want(res, err, http.StatusOK); err != nil {
+			t.Fatalf("buyer %d: pay: %v", user, err)
 		}
 	}
 	for user := range orders {
-		await(user, "PAID")
+		await(user, apiclient.OrderStatusPAID)
 	}
 	acc := make([]invariant.Accepted, 0, len(orders))
 	for user, id := range orders {
@@ -171,11 +169,11 @@ func runSale(t *testing.T, b backends, extra ...string) {
 		saleBuyers, len(orders))
 }
 
-// buy has saleBuyers buyers (16 at a time) try to buy at url (again after
-// an answer that says to): exactly
-// saleUnits are accepted, every other is told the item is sold out. It
-// returns the accepted buyers' order ids.
-func buy(t *testing.T, url string) map[int64]string {
+// buy has saleBuyers buyers (16 at a time) try to buy item on api (again
+// after an answer that says to): exactly saleUnits are accepted, every
+// other is told the item is sold out. It returns the accepted buyers' order
+// ids.
+func buy(t *testing.T, api *apiclient.ClientWithResponses, item int64) map[int64]string {
 	t.Helper()
 	var mu sync.Mutex
 	orders := map[int64]string{}
@@ -187,20 +185,32 @@ func buy(t *testing.T, url string) map[int64]string {
 		go func() {
 			defer wg.Done()
 			for user := range next {
-				var a struct {
-					OrderID string `json:"order_id"`
-				}
 				// 503 (nothing reserved) and 429 say "try again": a buyer
 				// does, as on a busy box the API's 2 s Redis timeout can pass.
-				code := call(t, "POST", url, user, auth.RoleBuyer, "", &a)
-				for try := 0; try < 10 && (code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests); try++ {
-					time.Sleep(200 * time.Millisecond)
-					code = call(t, "POST", url, user, auth.RoleBuyer, "", &a)
+				var a *apiclient.PurchaseResponse
+				for try := 0; try < 11; try++ {
+					if try > 0 {
+						time.Sleep(200 * time.Millisecond)
+					}
+					var err error
+					if a, err = api.PurchaseWithResponse(context.Background(), item, as(t, user, auth.RoleBuyer)); err != nil {
+						t.Errorf("buyer %d: %v", user, err)
+						break
+					}
+					if code := a.StatusCode(); code != http.StatusServiceUnavailable && code != http.StatusTooManyRequests {
+						break
+					}
+				}
+				if a == nil {
+					continue
+				}
+				if code := a.StatusCode(); code != http.StatusAccepted && code != http.StatusGone {
+					t.Logf("buyer %d: %s %s", user, a.Status(), a.Body)
 				}
 				mu.Lock()
-				codes[code]++
-				if code == http.StatusAccepted {
-					orders[user] = a.OrderID
+				codes[a.StatusCode()]++
+				if a.JSON202 != nil {
+					orders[user] = a.JSON202.OrderID
 				}
 				mu.Unlock()
 			}
@@ -279,17 +289,7 @@ func tlsEnv(name string, on bool, f config.TLSFiles) []string {
 		p + "_SERVER_NAME=" + f.ServerName}
 }
 
-// call sends an authenticated request and decodes a JSON answer into out
-// (when not nil); it returns the status code.
-func call(t *testing.T, method, url string, user int64, role auth.Role, body string, out any) int {
-	t.Helper()
-	status, b := testkit.Call(t, method, url, body, []byte(saleSecret), user, role)
-	if out != nil && status < 300 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, url, err, b)
-		}
-	} else if status >= 300 && status != http.StatusGone { // sold out is a sale's expected answer
-		t.Logf("%s %s: %d %s", method, url, status, b)
-	}
-	return status
+// as makes a call user's with role (a token signed with saleSecret).
+func as(t *testing.T, user int64, role auth.Role) apiclient.RequestEditorFn {
+	return testkit.As(t, []byte(saleSecret), user, role)
 }

@@ -201,7 +201,7 @@ func TestPaysAtThe202(t *testing.T) {
 	}))
 	defer srv.Close()
 	now := time.Now()
-	w := &watcher{payFraction: 1, apiURLs: []string{srv.URL}, tokens: map[int64]string{1: "t1", 2: "t2"},
+	w := &watcher{payFraction: 1, apis: clients([]string{srv.URL}), tokens: map[int64]string{1: "t1", 2: "t2"},
 		paid: map[string]int64{}, payRec: NewRecorder(now), payQ: make(chan payJob, 4), orders: map[string]*payState{}}
 	w.accepted("paid", 1, now.Add(time.Minute), now)
 	w.accepted("refused", 2, now.Add(time.Minute), now)

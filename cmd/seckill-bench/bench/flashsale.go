@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
@@ -204,45 +203,47 @@ func CreateItem(ctx context.Context, apiURL string, secret []byte, name string, 
 	if err != nil {
 		return Item{}, err
 	}
-	body, _ := json.Marshal(map[string]any{
-		"name": name, "price_cents": 1999, "stock_total": units,
-		"start_at": start.UTC().Format(time.RFC3339Nano), "end_at": start.Add(window).UTC().Format(time.RFC3339Nano),
-		"payment_timeout_seconds": int(paymentTimeout / time.Second),
-	})
-	var it Item
-	code, raw, err := doJSON(ctx, http.MethodPost, strings.TrimRight(apiURL, "/")+"/api/v1/items", tok, body, &it)
+	api, err := apiclient.New(apiURL, tok, apiClient)
 	if err != nil {
+		return Item{}, err
+	}
+	secs := int(paymentTimeout / time.Second)
+	res, err := api.CreateItemWithResponse(ctx, apiclient.CreateItem{Name: name, PriceCents: 1999, StockTotal: units,
+		StartAt: start.UTC(), EndAt: start.Add(window).UTC(), PaymentTimeoutSeconds: &secs})
+	if err := apiclient.Want(res, err, http.StatusCreated); err != nil {
 		return Item{}, fmt.Errorf("create item: %w", err)
 	}
-	if code != http.StatusCreated {
-		return Item{}, fmt.Errorf("create item: %d %s", code, raw)
-	}
-	return it, nil
+	return Item{ID: res.JSON201.ID, StockTotal: res.JSON201.StockTotal, StockLeft: res.JSON201.StockLeft}, nil
 }
 
+// apiClient is the HTTP client of the bench's calls through apiclient (the
+// item's creation, the pays, the sold-out probe).
 var apiClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: payers}}
 
-func doJSON(ctx context.Context, method, url, token string, body []byte, out any) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+// clients are the generated clients of urls, on apiClient, answers unread
+// (the callers count statuses).
+func clients(urls []string) []*apiclient.Client {
+	out := make([]*apiclient.Client, len(urls))
+	for i, u := range urls {
+		out[i], _ = apiclient.NewClient(strings.TrimRight(u, "/"), apiclient.WithHTTPClient(apiClient)) // no option fails
+	}
+	return out
+}
+
+// get is the status of GET url (a probe: /healthz or /readyz of any
+// listener; the body is dropped).
+func get(ctx context.Context, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := apiClient.Do(req)
+	res, err := apiClient.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, string(raw), fmt.Errorf("decode %s %s answer: %w", method, url, err)
-		}
-	}
-	return resp.StatusCode, string(raw), nil
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return res.StatusCode, nil
 }
 
 // WaitReady polls GET /healthz until the API answers 200.
@@ -250,7 +251,7 @@ func WaitReady(ctx context.Context, url string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		code, _, err := doJSON(ctx, http.MethodGet, url, "", nil, nil)
+		code, err := get(ctx, url)
 		if err == nil && code == http.StatusOK {
 			return nil
 		}
@@ -354,7 +355,7 @@ func (f FlashSale) newWatcher(d Deps, item int64, start time.Time, buyers []Buye
 		tokenOf[b.ID] = b.Token
 	}
 	return &watcher{db: d.Store, stock: d.Stock, item: item, start: start, payFraction: f.PayFraction,
-		apiURLs: urlsOr(f.APIURLs, f.APIURL), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start),
+		apis: clients(urlsOr(f.APIURLs, f.APIURL)), tokens: tokenOf, paid: map[string]int64{}, payRec: NewRecorder(start),
 		payQ: make(chan payJob, 1<<16), orders: map[string]*payState{}}
 }
 
@@ -546,7 +547,7 @@ type watcher struct {
 	item        int64
 	start       time.Time
 	payFraction float64
-	apiURLs     []string
+	apis        []*apiclient.Client // every API instance, pays round robin
 	tokens      map[int64]string
 	payRec      *Recorder
 
@@ -836,9 +837,14 @@ func (w *watcher) payer(ctx context.Context) {
 		var code int
 		var err error
 		for try := 0; try < 3; try++ { // 503 means nothing happened: try again (on the next instance)
-			base := w.apiURLs[(int(j.userID)+try)%len(w.apiURLs)]
-			url := fmt.Sprintf("%s/api/v1/orders/%s/pay", strings.TrimRight(base, "/"), j.orderID)
-			code, _, err = doJSON(context.Background(), http.MethodPost, url, w.tokens[j.userID], nil, nil)
+			var res *http.Response
+			code = 0
+			res, err = w.apis[(int(j.userID)+try)%len(w.apis)].PayOrder(context.Background(), j.orderID, apiclient.Bearer(w.tokens[j.userID]))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				_ = res.Body.Close()
+				code = res.StatusCode
+			}
 			if err == nil && code != http.StatusServiceUnavailable {
 				break
 			}

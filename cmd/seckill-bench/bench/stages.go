@@ -19,6 +19,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
@@ -667,7 +668,7 @@ func (s Stages) soldOutItem(ctx context.Context, secret []byte, buyer Buyer) (in
 	if err != nil {
 		return 0, err
 	}
-	url := fmt.Sprintf("%s/api/v1/seckill/%d", strings.TrimRight(s.APIURL, "/"), it.ID)
+	api := clients([]string{s.APIURL})[0]
 	deadline := time.Now().Add(30 * time.Second)
 	other := Buyer{}
 	for time.Now().Before(deadline) {
@@ -675,18 +676,23 @@ func (s Stages) soldOutItem(ctx context.Context, secret []byte, buyer Buyer) (in
 		if other.Token != "" {
 			tok = other.Token
 		}
-		code, body, err := doJSON(ctx, http.MethodPost, url, tok, nil, nil)
-		if err == nil && code == http.StatusGone {
+		res, err := api.Purchase(ctx, it.ID, apiclient.Bearer(tok))
+		code := 0
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+			code = res.StatusCode
+		}
+		if code == http.StatusGone {
 			return it.ID, nil
 		}
-		if err == nil && (code == http.StatusAccepted || code == http.StatusConflict) && other.Token == "" {
+		if (code == http.StatusAccepted || code == http.StatusConflict) && other.Token == "" {
 			bs, err := MintBuyers(secret, buyer.ID+7_777_777, 1, time.Hour)
 			if err != nil {
 				return 0, err
 			}
 			other = bs[0]
 		}
-		_ = body
 		time.Sleep(100 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("item %d never answered SOLD_OUT", it.ID)
