@@ -61,7 +61,7 @@ type Deps struct {
 	// Admin lets an admin's request through, charged to the admin
 	// limiter, and answers every other with the API's error.
 	Admin gin.HandlerFunc
-	// Fail answers an error as the API does (api's toError); NotFound
+	// Fail answers an error as the API does (apierr.To maps it); NotFound
 	// answers as the API answers an unknown route.
 	Fail     func(c *gin.Context, err error)
 	NotFound gin.HandlerFunc
