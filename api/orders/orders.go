@@ -22,7 +22,17 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
+)
+
+var (
+	_ Rows    = (*store.Store)(nil)
+	_ Views   = (*orderstatus.Board)(nil)
+	_ Marks   = (*stock.Store)(nil)
+	_ Actions = (*payment.Desk)(nil)
 )
 
 // Rows are the persisted orders (store.Store).

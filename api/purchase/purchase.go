@@ -23,12 +23,14 @@ import (
 	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
 )
 
 var (
 	_ Items = (*sale.Cache)(nil)
 	_ Units = (*stock.Store)(nil)
+	_ Views = (*orderstatus.Board)(nil)
 )
 
 // Items is the sale's item read model (sale.Cache), from memory first.

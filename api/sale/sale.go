@@ -23,7 +23,15 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-var _ Catalog = (*store.Store)(nil)
+var (
+	_ Catalog   = (*store.Store)(nil)
+	_ Controls  = (*store.Store)(nil)
+	_ Rows      = (*store.Store)(nil)
+	_ Loader    = (*stock.Store)(nil)
+	_ Adder     = (*stock.Store)(nil)
+	_ Live      = (*stock.Store)(nil)
+	_ Announcer = (*stock.Store)(nil)
+)
 
 // Catalog is the items in MySQL (store.Store).
 type Catalog interface {
