@@ -146,28 +146,36 @@ const syncPeriods = 15
 // Run loads every item, then keeps the read model fresh until ctx ends: one
 // subscription per instance to each item event channel, a reload per
 // announced change, the sold-out items' buyer marks, the periodic refresh
-// and sync. Every goroutine it starts ends before it returns.
+// and sync. Every goroutine it starts ends before it returns, whichever
+// goroutine announced the change or asked for the marks: they only queue
+// the work for Run.
 func (s *Sale) Run(ctx context.Context) {
 	c := s.items
 	if err := c.loadAll(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("load items", "err", err)
 	}
+	reloads := make(chan int64, 64)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.d.Announcer.WatchUnitsBack(ctx, c.unitBack) })
 	wg.Go(func() {
 		s.d.Announcer.WatchItems(ctx, func(id int64) {
-			wg.Go(func() { // this watcher's own goroutine holds wg above zero
-				if err := c.Reload(ctx, id); err != nil && ctx.Err() == nil {
-					s.log.Warn("reload item", "item_id", id, "err", err)
-				}
-			})
+			select {
+			case reloads <- id:
+			case <-ctx.Done():
+			}
 		})
 	})
 	wg.Go(func() {
-		for {
+		for { // this loop's own goroutine holds wg above zero while it adds
 			select {
 			case <-ctx.Done():
 				return
+			case id := <-reloads:
+				wg.Go(func() {
+					if err := c.Reload(ctx, id); err != nil && ctx.Err() == nil {
+						s.log.Warn("reload item", "item_id", id, "err", err)
+					}
+				})
 			case ci := <-c.marksLoads:
 				wg.Go(func() { c.loadMarksNow(ctx, ci) })
 			}
