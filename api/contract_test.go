@@ -21,7 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/api/controlroom"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/orderstatus"
@@ -544,7 +546,7 @@ func payHarness(t *testing.T, sagas *fakeSagas) (*harness, *counter) {
 	skipped := &counter{}
 	get := func() (payment.Sagas, error) {
 		if sagas == nil {
-			return nil, api.ErrUnavailable
+			return nil, apierr.ErrUnavailable
 		}
 		return sagas, nil
 	}
@@ -826,7 +828,7 @@ func TestControlRoomFirstPayAtTheDoor(t *testing.T) {
 		expect(t, r, http.StatusOK, "")
 		var s struct {
 			Sales []struct {
-				Item    api.ItemView               `json:"item"`
+				Item    sale.ItemView              `json:"item"`
 				Payable controlroom.PayableLatency `json:"payable"`
 			} `json:"sales"`
 		}

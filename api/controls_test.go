@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -45,7 +45,7 @@ func TestSaleControls(t *testing.T) {
 	expect(t, r, http.StatusOK, "")
 	v := itemBody(t, r)
 	it, err := h.db.GetItem(ctx, item)
-	if err != nil || v.Status != api.ItemEnded || !it.EndAt.Equal(v.EndAt) || it.EndAt.After(time.Now().Add(time.Second)) {
+	if err != nil || v.Status != sale.ItemEnded || !it.EndAt.Equal(v.EndAt) || it.EndAt.After(time.Now().Add(time.Second)) {
 		t.Fatalf("ended: view %+v, row %+v (%v)", v, it, err)
 	}
 	expectErr(t, h.do("POST", buy, h.buyer(2), nil), http.StatusForbidden, "SALE_ENDED")

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -22,9 +23,9 @@ import (
 )
 
 // itemBody decodes an item view.
-func itemBody(t testing.TB, r response) api.ItemView {
+func itemBody(t testing.TB, r response) sale.ItemView {
 	t.Helper()
-	var v api.ItemView
+	var v sale.ItemView
 	if err := json.Unmarshal(r.body, &v); err != nil {
 		t.Fatalf("item body %q: %v", r.body, err)
 	}
@@ -65,7 +66,7 @@ func TestUnitEndSale(t *testing.T) {
 		t.Fatalf("end: %d", res.StatusCode)
 	}
 	v := itemBody(t, h.do("GET", fmt.Sprintf("/api/v1/items/%d", item), "", nil))
-	if v.Status != api.ItemEnded || v.EndAt.After(time.Now()) || v.EndAt.Before(before.Add(-time.Second)) {
+	if v.Status != sale.ItemEnded || v.EndAt.After(time.Now()) || v.EndAt.Before(before.Add(-time.Second)) {
 		t.Fatalf("after end: %+v", v)
 	}
 	// New purchases: exactly what a sale past its end_at answers.
@@ -93,7 +94,7 @@ func TestUnitEndSale(t *testing.T) {
 	up := h.cached(h.item(3, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)))
 	r = h.do("POST", fmt.Sprintf("/api/v1/items/%d/end", up), h.admin, nil)
 	expect(t, r, http.StatusOK, "")
-	if v := itemBody(t, r); v.Status != api.ItemEnded || !v.StartAt.Before(v.EndAt) {
+	if v := itemBody(t, r); v.Status != sale.ItemEnded || !v.StartAt.Before(v.EndAt) {
 		t.Fatalf("upcoming sale ended: %+v", v)
 	}
 }
@@ -145,7 +146,7 @@ func TestUnitAddStock(t *testing.T) {
 
 	r := h.do("POST", add, h.admin, `{"add":3}`)
 	expect(t, r, http.StatusOK, "")
-	if v := itemBody(t, r); v.StockTotal != 4 || v.StockLeft != 3 || v.Status != api.ItemActive {
+	if v := itemBody(t, r); v.StockTotal != 4 || v.StockLeft != 3 || v.Status != sale.ItemActive {
 		t.Fatalf("after add: %+v", v)
 	}
 	// The sold-out flag is down: the next buyer gets a unit.
@@ -210,7 +211,7 @@ func TestUnitEndSaleRetryAfter503(t *testing.T) {
 	expectErr(t, h.doKey("POST", end, h.admin, "end-b", nil), http.StatusConflict, "SALE_ENDED")
 	r := h.doKey("POST", end, h.admin, "end-a", nil)
 	expect(t, r, http.StatusOK, "")
-	if v := itemBody(t, r); v.Status != api.ItemEnded {
+	if v := itemBody(t, r); v.Status != sale.ItemEnded {
 		t.Fatalf("retried end: %+v", v)
 	}
 	expectErr(t, h.doKey("POST", end, h.admin, "end-b", nil), http.StatusConflict, "SALE_ENDED")
@@ -307,7 +308,7 @@ func TestUnitListItems(t *testing.T) {
 		r := h.do("GET", "/api/v1/items"+query, "", nil)
 		expect(t, r, http.StatusOK, "")
 		var body struct {
-			Items []api.ItemView `json:"items"`
+			Items []sale.ItemView `json:"items"`
 		}
 		if err := json.Unmarshal(r.body, &body); err != nil {
 			t.Fatal(err)
@@ -319,7 +320,7 @@ func TestUnitListItems(t *testing.T) {
 		return out
 	}
 	all := list("")
-	want := map[int64]string{active: api.ItemActive, upcoming: api.ItemUpcoming, recent: api.ItemEnded, sold: api.ItemSoldOut}
+	want := map[int64]string{active: sale.ItemActive, upcoming: sale.ItemUpcoming, recent: sale.ItemEnded, sold: sale.ItemSoldOut}
 	for id, st := range want {
 		if all[id] != st {
 			t.Fatalf("item %d: %q, want %q (list %v)", id, all[id], st, all)
@@ -328,7 +329,7 @@ func TestUnitListItems(t *testing.T) {
 	if _, ok := all[old]; ok {
 		t.Fatalf("a sale ended two hours ago is listed: %v", all)
 	}
-	if got := list("?status=ACTIVE"); len(got) != 1 || got[active] != api.ItemActive {
+	if got := list("?status=ACTIVE"); len(got) != 1 || got[active] != sale.ItemActive {
 		t.Fatalf("?status=ACTIVE: %v", got)
 	}
 	if got := list("?status=upcoming,sold_out"); len(got) != 2 || got[upcoming] == "" || got[sold] == "" {
@@ -495,7 +496,7 @@ func TestUnitListItemsReadsRedisAtMostOnceASecond(t *testing.T) {
 		}
 		defer res.Body.Close()
 		var body struct {
-			Items []api.ItemView `json:"items"`
+			Items []sale.ItemView `json:"items"`
 		}
 		if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusOK {
 			return 0, fmt.Errorf("status %d: %v", res.StatusCode, err)

@@ -11,4 +11,4 @@ func (s *Server) Engine() *gin.Engine { return s.engine }
 
 // LoadItem reads an item into the cache as an announced change's reload
 // does (tests hold its MySQL read to race it).
-func (s *Server) LoadItem(ctx context.Context, id int64) error { return s.items.reload(ctx, id) }
+func (s *Server) LoadItem(ctx context.Context, id int64) error { return s.sale.Items().Reload(ctx, id) }

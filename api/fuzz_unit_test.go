@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -475,9 +476,9 @@ func FuzzUnitSaleControls(f *testing.F) {
 			if p.Role != auth.RoleAdmin {
 				t.Fatalf("%s %q answered %d to %+v", req.Method, req.URL.Path, rec.Code, p)
 			}
-			var v api.ItemView
+			var v sale.ItemView
 			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.ID <= 0 || v.StockTotal <= 0 ||
-				route%4 == 0 && v.Status != api.ItemEnded || v.StockLeft < 0 {
+				route%4 == 0 && v.Status != sale.ItemEnded || v.StockLeft < 0 {
 				t.Fatalf("%s %q: item %s (%v)", req.Method, req.URL.Path, rec.Body.Bytes(), err)
 			}
 		case 3:

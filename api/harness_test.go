@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -229,10 +230,10 @@ func retryAfter(t testing.TB, r response, lo, hi int) {
 }
 
 // createdItem checks a 201 of POST /api/v1/items and returns the item.
-func createdItem(t testing.TB, r response) api.ItemView {
+func createdItem(t testing.TB, r response) sale.ItemView {
 	t.Helper()
 	expect(t, r, http.StatusCreated, "")
-	var it api.ItemView
+	var it sale.ItemView
 	if err := json.Unmarshal(r.body, &it); err != nil {
 		t.Fatal(err)
 	}

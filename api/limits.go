@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -101,62 +100,4 @@ func (k *keyedLimiters[K]) sweep(now time.Time) {
 		}
 		sh.mu.Unlock()
 	}
-}
-
-// unsureBuyers remembers the buyers this instance answered "outcome unknown"
-// (ErrOutcomeUnknown): their reservation may have taken a unit, so their next
-// attempt goes to Redis (409 with the order if it did) even when the item
-// looks sold out here. Entries expire after ttl; past max entries new ones
-// are dropped (those buyers meet the sold-out flag like anyone else).
-type unsureBuyers struct {
-	size atomic.Int64 // len(m), read without the lock
-	mu   sync.Mutex
-	m    map[[2]int64]time.Time
-	ttl  time.Duration
-	max  int
-}
-
-func newUnsureBuyers(ttl time.Duration, maxEntries int) *unsureBuyers {
-	return &unsureBuyers{m: map[[2]int64]time.Time{}, ttl: ttl, max: maxEntries}
-}
-
-func (u *unsureBuyers) add(itemID, userID int64, now time.Time) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.m) >= u.max {
-		for k, at := range u.m {
-			if now.Sub(at) > u.ttl {
-				delete(u.m, k)
-			}
-		}
-		u.size.Store(int64(len(u.m)))
-		if len(u.m) >= u.max {
-			return
-		}
-	}
-	u.m[[2]int64{itemID, userID}] = now
-	u.size.Store(int64(len(u.m)))
-}
-
-// has reports whether the buyer is unsure within ttl. An empty set, the
-// common case, takes no lock: the sold-out answers of a stampede pass here.
-func (u *unsureBuyers) has(itemID, userID int64, now time.Time) bool {
-	if u.size.Load() == 0 {
-		return false
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	at, ok := u.m[[2]int64{itemID, userID}]
-	return ok && now.Sub(at) <= u.ttl
-}
-
-// forget drops the buyer once Redis answered for it.
-func (u *unsureBuyers) forget(itemID, userID int64) {
-	if u.size.Load() == 0 {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	delete(u.m, [2]int64{itemID, userID})
-	u.size.Store(int64(len(u.m)))
 }

@@ -56,19 +56,6 @@ func TestKeyedLimitersMatchRateLimiter(t *testing.T) {
 	}
 }
 
-func TestParseID(t *testing.T) {
-	for s, want := range map[string]int64{"1": 1, "42": 42, "9223372036854775807": 1<<63 - 1, "007": 7} {
-		if got, ok := parseID(s); !ok || got != want {
-			t.Fatalf("parseID(%q) = %d %v", s, got, ok)
-		}
-	}
-	for _, s := range []string{"", "0", "-1", "+1", "1.0", "9223372036854775808", "99999999999999999999", "1e3", " 1", "abc"} {
-		if _, ok := parseID(s); ok {
-			t.Fatalf("parseID(%q) accepted", s)
-		}
-	}
-}
-
 // IPv6 clients are keyed by their /64: rotating addresses inside it gives no
 // fresh bucket; IPv4 addresses stay as they are.
 func TestIPKeyGroupsIPv6By64(t *testing.T) {

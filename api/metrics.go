@@ -14,23 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the API's Prometheus series (and the Go runtime's), on a
-// private registry; also relay.Metrics for this instance's outbox relay.
+// Metrics are the front door's Prometheus series (and the Go runtime's), on
+// a private registry, which the jobs register theirs on too (sale, purchase,
+// controlroom), and this instance's outbox relay (relay.NewMetrics).
 type Metrics struct {
-	reg         *prometheus.Registry
-	requests    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	reserved    prometheus.Counter
-	rejections  *prometheus.CounterVec
-	backlog     *prometheus.GaugeVec
-	published   prometheus.Counter
-	pubFailures prometheus.Counter
-	pubDegraded *prometheus.CounterVec
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	rejections *prometheus.CounterVec
 	// Set by the door (payment) and the reservation batches (stock).
 	WakesSkipped     prometheus.Counter
 	ReplicaWaitShort prometheus.Counter
-	confirms         *prometheus.CounterVec
-	firstPay         *prometheus.HistogramVec // the control room's 202 -> first accepted pay
 
 	routes     sync.Map // route template -> *routeSeries
 	rejectedBy sync.Map // error code -> prometheus.Counter
@@ -42,9 +36,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	counter := func(name, help string) prometheus.Counter {
 		return f.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
-	counters := func(name, help, label string) *prometheus.CounterVec {
-		return f.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
-	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Metrics{
 		reg:      reg,
@@ -53,44 +44,16 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "seckill_http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
-		reserved:   counter("seckill_reservations_total", "Units reserved (202 answers)."),
-		rejections: counters("seckill_rejections_total", "Error answers by error code.", "reason"),
-		backlog: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "seckill_outbox_backlog", Help: "Reservations in an item's outbox not yet published to RocketMQ.",
-		}, []string{"item_id"}),
-		published:   counter("seckill_outbox_published_total", "Outbox entries published to RocketMQ and acknowledged."),
-		pubFailures: counter("seckill_outbox_publish_failures_total", "Failed sends of outbox entries (retried)."),
-		pubDegraded: counters("seckill_outbox_publish_degraded_total",
-			"Outbox sends the broker stored without its full durability (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): delivered, not resent.", "status"),
+		rejections: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_rejections_total", Help: "Error answers by error code."}, []string{"reason"}),
 		ReplicaWaitShort: counter("seckill_redis_replica_wait_short_total",
 			"Reservation batches answered before enough Redis replicas acknowledged them (SECKILL_REDIS_WAIT_REPLICAS)."),
-		confirms: counters("seckill_reservation_confirms_total",
-			"Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503).", "outcome"),
-		firstPay: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "seckill_order_first_pay_seconds",
-			Help: "Time from an order's 202 (its id's timestamp) to the first pay of it the door accepted, by item: what a buyer who pays at once waits for. " +
-				"Every API instance observes every order (from the order views all instances receive): read one instance's series, not their sum.",
-			// 5 ms to 10 min (a payment window), about 22 % apart.
-			Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 60),
-		}, []string{"item_id"}),
 		WakesSkipped: counter("seckill_saga_wakes_skipped_total",
 			"Saga wakes after a pay or cancel at the door that were not sent; the saga reads the order row at its deadline."),
 	}
 }
 
-// Published counts relayed messages (relay.Metrics).
-func (m *Metrics) Published(n int) { m.published.Add(float64(n)) }
-
-// PublishFailed counts a failed send (relay.Metrics).
-func (m *Metrics) PublishFailed() { m.pubFailures.Inc() }
-
-// PublishDegraded counts a send stored with a degraded status (queue.Producer.OnDegraded).
-func (m *Metrics) PublishDegraded(status string) { m.pubDegraded.WithLabelValues(status).Inc() }
-
-// Backlog records an item's outbox length (relay.Metrics).
-func (m *Metrics) Backlog(itemID int64, n int64) {
-	m.backlog.WithLabelValues(strconv.FormatInt(itemID, 10)).Set(float64(n))
-}
+// Registry is where the series are: the relay's go there too.
+func (m *Metrics) Registry() prometheus.Registerer { return m.reg }
 
 func (m *Metrics) rejected(code string) {
 	if c, ok := m.rejectedBy.Load(code); ok {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/controlroom"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -151,7 +152,7 @@ func TestUnitAdminSummary(t *testing.T) {
 		ServerTime time.Time `json:"server_time"`
 		ReadAt     time.Time `json:"read_at"`
 		Sales      []struct {
-			Item          api.ItemView               `json:"item"`
+			Item          sale.ItemView              `json:"item"`
 			UnitsLeft     *int64                     `json:"units_left"`
 			Accepted      int64                      `json:"accepted"`
 			Orders        map[order.Status]int64     `json:"orders"`

@@ -1,8 +1,11 @@
-// Package api is the buyer-facing HTTP front door (gin): items and their sale
-// controls, the purchase endpoint that takes the stampede, orders (status,
-// event stream, pay and cancel), health and metrics; it composes the control
-// room (package controlroom: the pages and the admin summary), lending it the
-// admin check and the error answer.
+// Package api is the HTTP front door (gin), thin: the router and its
+// middleware, auth, the rate limits, the error answer (apierr maps errors to
+// it), readiness, metrics, and Run, which owns every goroutine. It composes
+// one package per job, each owning its routes and the interfaces it reads:
+// sale (items, the admin's sale controls, the item read model), purchase
+// (the endpoint that takes the stampede), orders (status, list, event
+// stream, pay and cancel) and controlroom (the pages and the admin summary);
+// it lends them the checks and the error answer.
 package api
 
 import (
@@ -14,7 +17,6 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,78 +25,60 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/time/rate"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/api/controlroom"
+	"github.com/seckill/seckill/api/orders"
+	"github.com/seckill/seckill/api/purchase"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
-// ItemStore is the MySQL side of items (store.Store).
-type ItemStore interface {
-	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
-	GetItem(ctx context.Context, id int64) (store.Item, error)
-	ListItems(ctx context.Context) ([]store.Item, error)
-	EndSale(ctx context.Context, id int64, key string) (store.Item, error)
-	AddStock(ctx context.Context, id, n int64, key, addID string, inRedis func(ctx context.Context, it store.Item) error) (store.Item, bool, error)
-	AddApplied(ctx context.Context, addID string) (bool, error)
-}
-
-// OrderReader reads persisted orders (store.Store).
-type OrderReader interface {
-	FindOrder(ctx context.Context, orderID string) (store.Order, error)
-	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
-	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
-	HeldOrders(ctx context.Context, itemID int64) ([]store.Order, error)
-}
-
-// OrderActions are the buyer's pay and cancel, judged at the door against
-// the time the request was received (payment.Desk).
-type OrderActions interface {
-	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
-	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
-}
-
-// Units is the live stock in Redis (stock.Store).
-type Units interface {
-	Load(ctx context.Context, itemID, units int64) (bool, error)
-	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
-	RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error)
-	LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error)
-	Reserve(ctx context.Context, r order.Message) (int64, error)
-	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
-	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
-	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
-	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
-	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
-	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
-	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (rev int64, err error)
-	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
-	WatchItems(ctx context.Context, fn func(itemID int64))
-}
-
-// StockFence holds an item's stock row still while fn runs (store.Store).
-type StockFence interface {
-	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
-		fn func(row store.Stock, deducted []string) error) (moved bool, err error)
-}
-
-// Views are the orders' latest views in Redis (orderstatus.Board).
-type Views interface {
-	MarkQueued(ctx context.Context, v order.View) error
-	Status(ctx context.Context, orderID string) (order.View, bool, error)
-	Watch(ctx context.Context, fn func(order.View))
-}
+// The dependencies' interfaces are the jobs' own, composed: each job
+// declares what it reads.
+type (
+	// ItemStore is the MySQL side of items (store.Store).
+	ItemStore interface {
+		sale.Catalog
+		sale.Controls
+	}
+	// OrderReader reads persisted orders (store.Store).
+	OrderReader interface {
+		orders.Rows
+		controlroom.OrderCounts
+		HeldOrders(ctx context.Context, itemID int64) ([]store.Order, error)
+	}
+	// OrderActions are the buyer's pay and cancel (payment.Desk).
+	OrderActions = orders.Actions
+	// Units is the live stock in Redis (stock.Store).
+	Units interface {
+		sale.Loader
+		sale.Adder
+		sale.Live
+		sale.Announcer
+		purchase.Units
+		orders.Marks
+	}
+	// StockFence holds an item's stock row still while fn runs (store.Store).
+	StockFence interface {
+		FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
+			fn func(row store.Stock, deducted []string) error) (moved bool, err error)
+	}
+	// Views are the orders' latest views in Redis (orderstatus.Board).
+	Views interface {
+		purchase.Views
+		orders.Views
+		Watch(ctx context.Context, fn func(order.View))
+	}
+	// Watcher learns about items as soon as the API does (relay.Relay).
+	Watcher = sale.Watcher
+)
 
 // Tokens verifies bearer tokens (auth.Verifier).
 type Tokens interface {
 	Verify(token string) (auth.Principal, error)
-}
-
-// Watcher learns about items as soon as the API does (relay.Relay).
-type Watcher interface {
-	Watch(itemID int64)
 }
 
 // Check is one readiness probe; it must respect ctx's deadline.
@@ -144,10 +128,6 @@ type Server struct {
 	deps    Deps
 	log     *slog.Logger
 	metrics *Metrics
-	units   Units
-	views   Views
-	items   *itemCache
-	hub     *hub
 	global  *rate.Limiter
 	buyers  *keyedLimiters[int64]
 	admins  *keyedLimiters[int64]
@@ -155,8 +135,8 @@ type Server struct {
 	engine  *gin.Engine
 	now     func() time.Time
 	ready   reused[[]string]
-	streams streamCounts
-	unsure  *unsureBuyers
+	sale    *sale.Sale
+	orders  *orders.Orders
 	room    *controlroom.Room
 }
 
@@ -165,17 +145,13 @@ func New(cfg config.API, deps Deps) *Server {
 	check(cfg, deps)
 	s := &Server{
 		cfg: cfg, deps: deps, log: deps.Log.With("component", "api"),
-		metrics: deps.Metrics, units: deps.Units, views: deps.Views,
-		hub:    newHub(),
-		global: rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
-		buyers: newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
-		admins: newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
-		ips:    newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.IPLimiterMaxKeys),
-		now:    time.Now,
-		unsure: newUnsureBuyers(10*time.Minute, 100_000),
+		metrics: deps.Metrics,
+		global:  rate.NewLimiter(rate.Limit(cfg.GlobalRPS), cfg.GlobalBurst),
+		buyers:  newKeyedLimiters[int64](cfg.BuyerRPS, cfg.BuyerBurst, cfg.LimiterIdleTTL, cfg.LimiterMaxKeys),
+		admins:  newKeyedLimiters[int64](cfg.AdminRPS, cfg.AdminBurst, cfg.LimiterIdleTTL, 1<<12),
+		ips:     newKeyedLimiters[string](cfg.IPRPS, cfg.IPBurst, cfg.LimiterIdleTTL, cfg.IPLimiterMaxKeys),
+		now:     time.Now,
 	}
-	s.items = newItemCache(deps.Items, deps.Units, cfg.ItemRefresh, deps.Relay)
-	deps.Metrics.reg.MustRegister(s.items)
 	s.engine = s.routes()
 	return s
 }
@@ -193,38 +169,59 @@ func (s *Server) routes() *gin.Engine {
 		panic("api.New: trusted proxies: " + err.Error())
 	}
 	e.Use(s.recovery(), s.metrics.middleware(), s.bodyLimit())
-	e.NoRoute(func(c *gin.Context) { s.fail(c, ErrNoRoute) })
-	e.NoMethod(func(c *gin.Context) { s.fail(c, ErrMethodNotAllowed) })
+	e.NoRoute(func(c *gin.Context) { s.fail(c, apierr.ErrNoRoute) })
+	e.NoMethod(func(c *gin.Context) { s.fail(c, apierr.ErrMethodNotAllowed) })
 
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	if s.cfg.MetricsAddr == "" {
 		e.GET("/metrics", s.publicMetrics())
 	}
-	s.room = controlroom.Register(e, controlroom.Deps{
-		Items: roomItems{s.items}, Pulses: s.units, Orders: s.deps.Orders, FirstPay: s.metrics.firstPay,
-		Temporal: s.deps.Temporal, Now: s.now, Fail: s.fail,
-		Admin:    func(c *gin.Context) { s.requireRole(c, auth.RoleAdmin) }, // a refusal aborts the chain
-		NotFound: func(c *gin.Context) { s.fail(c, ErrNoRoute) },
-	})
-	v1 := e.Group("/api/v1")
-	v1.GET("/time", s.handle(s.serverTime))
+	e.GET("/api/v1/time", apierr.Handle(s.fail, s.serverTime))
 	if s.deps.DevSecret != nil {
-		v1.POST("/dev/token", s.handle(s.devToken))
+		e.POST("/api/v1/dev/token", apierr.Handle(s.fail, s.devToken))
 	}
-	v1.POST("/items", s.handle(s.createItem))
-	v1.GET("/items", s.handle(s.listItems))
-	v1.GET("/items/:id", s.handle(s.getItem))
-	v1.POST("/items/:id/warmup", s.handle(s.warmup))
-	v1.POST("/items/:id/end", s.handle(s.endSale))
-	v1.POST("/items/:id/stock", s.handle(s.addStock))
-	v1.POST("/seckill/:itemId", s.purchase)
-	v1.GET("/orders", s.handle(s.listOrders))
-	v1.GET("/orders/:orderId", s.handle(s.getOrder))
-	v1.GET("/orders/:orderId/events", s.handle(s.events))
-	v1.POST("/orders/:orderId/pay", s.handle(s.pay))
-	v1.POST("/orders/:orderId/cancel", s.handle(s.cancel))
+	s.compose(e)
 	return e
+}
+
+// compose registers the jobs' routes, lending them the checks and the
+// error answer; each registers its metrics on the API's registry.
+func (s *Server) compose(e *gin.Engine) {
+	d, reg := s.deps, s.metrics.reg
+	s.sale = sale.Register(e, sale.Deps{
+		Catalog: d.Items, Controls: d.Items, Rows: saleRows{d.Stock, d.Orders},
+		Loader: d.Units, Adder: d.Units, Live: d.Units, Announcer: d.Units, Relay: d.Relay,
+		Refresh: s.cfg.ItemRefresh, Registry: reg, Log: s.log, Now: s.now,
+		Auth: s.authenticate, AllowIP: s.allowIP, Fail: s.fail,
+	})
+	items := s.sale.Items()
+	purchase.Register(e, purchase.Deps{
+		Items: items, Units: d.Units, Views: d.Views, Registry: reg, Log: s.log, Now: s.now,
+		WriteTimeout: s.cfg.WriteTimeout, ConfirmTimeout: s.cfg.ConfirmTimeout,
+		Auth: s.authenticate, Global: s.allowGlobal, Fail: s.fail,
+	})
+	s.orders = orders.Register(e, orders.Deps{
+		Rows: d.Orders, Views: d.Views, Marks: d.Units, Items: items, Actions: d.Actions,
+		Config: s.cfg, Log: s.log, Now: s.now, Auth: s.authenticate, Fail: s.fail,
+	})
+	s.room = controlroom.Register(e, controlroom.Deps{
+		Items: items, Pulses: d.Units, Orders: d.Orders, FirstPay: controlroom.NewFirstPay(reg),
+		Temporal: d.Temporal, Now: s.now, Fail: s.fail,
+		Admin: func(c *gin.Context) {
+			if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {
+				s.fail(c, err) // aborts the chain
+			}
+		},
+		NotFound: func(c *gin.Context) { s.fail(c, apierr.ErrNoRoute) },
+	})
+}
+
+// saleRows are the stock fence and the orders holding units, as the sale
+// reads them (one store.Store in production).
+type saleRows struct {
+	StockFence
+	OrderReader
 }
 
 // metricsRenderTTL is how long one rendering of the registry serves the
@@ -298,19 +295,10 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 			return
 		}
 		if c.Request.ContentLength > limit {
-			s.fail(c, ErrPayloadTooLarge)
+			s.fail(c, apierr.ErrPayloadTooLarge)
 			return
 		}
 		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
-	}
-}
-
-// handle adapts a handler that returns its error answer.
-func (s *Server) handle(h func(c *gin.Context) error) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if err := h(c); err != nil {
-			s.fail(c, err)
-		}
 	}
 }
 
@@ -329,10 +317,10 @@ func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, e
 				lim, key = s.admins, -p.UserID
 			}
 			if ok, retry := lim.allow(key, s.now()); !ok {
-				return p, rateLimited(retry)
+				return p, apierr.RateLimited(retry)
 			}
 			if role != "" && p.Role != role {
-				return p, ErrForbidden
+				return p, apierr.ErrForbidden
 			}
 			return p, nil
 		}
@@ -340,22 +328,22 @@ func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, e
 	if err := s.allowIP(c); err != nil {
 		return auth.Principal{}, err
 	}
-	return auth.Principal{}, ErrUnauthorized
+	return auth.Principal{}, apierr.ErrUnauthorized
 }
 
-// requireRole is authenticate that answers the error itself.
-func (s *Server) requireRole(c *gin.Context, role auth.Role) (auth.Principal, bool) {
-	p, err := s.authenticate(c, role)
-	if err != nil {
-		s.fail(c, err)
+// allowGlobal takes a token of the global limiter, which guards what
+// reaches Redis or MySQL on the purchase path.
+func (s *Server) allowGlobal(now time.Time) error {
+	if !s.global.AllowN(now, 1) {
+		return apierr.RateLimited(retryAfter(s.global, now))
 	}
-	return p, err == nil
+	return nil
 }
 
 // allowIP applies the per-IP limiter of unauthenticated traffic.
 func (s *Server) allowIP(c *gin.Context) error {
 	if ok, retry := s.ips.allow(ipKey(c.ClientIP()), s.now()); !ok {
-		return rateLimited(retry)
+		return apierr.RateLimited(retry)
 	}
 	return nil
 }
@@ -375,99 +363,40 @@ func ipKey(addr string) string {
 	return p.String()
 }
 
-// roomItems is the item cache as the control room reads it.
-type roomItems struct{ c *itemCache }
-
-func (r roomItems) Shown(now time.Time) []store.Item {
-	cis := r.c.all(endedShown, now)
-	out := make([]store.Item, len(cis))
-	for i, ci := range cis {
-		out[i] = ci.it
-	}
-	return out
-}
-
-func (r roomItems) Known(itemID int64) bool {
-	ci, _ := r.c.peek(itemID)
-	return ci != nil
-}
-
-func (r roomItems) View(it store.Item, left int64, now time.Time) any { return itemView(it, left, now) }
-
-// Run keeps the per-instance state fresh until ctx ends (one subscription
-// per instance to each event channel, fanned out in memory); what pub/sub
-// loses in a reconnect, the refreshes and the streams' polls catch up.
+// Run keeps the per-instance state fresh until ctx ends, and every
+// goroutine the API starts is its own (or a job's Run it waits for): the
+// item read model (one subscription per instance to each item event
+// channel, fanned out in memory), the order views fed to the event streams
+// and the control room, and the limiters' sweep. What pub/sub loses in a
+// reconnect, the refreshes and the streams' polls catch up.
 func (s *Server) Run(ctx context.Context) {
-	if err := s.items.loadAll(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("load items", "err", err)
-	}
 	var wg sync.WaitGroup
-	wg.Go(func() { s.units.WatchUnitsBack(ctx, s.items.unitBack) })
+	wg.Go(func() { s.sale.Run(ctx) })
 	wg.Go(func() {
-		s.units.WatchItems(ctx, func(id int64) {
-			go func() {
-				if err := s.items.reload(ctx, id); err != nil && ctx.Err() == nil {
-					s.log.Warn("reload item", "item_id", id, "err", err)
-				}
-			}()
-		})
-	})
-	wg.Go(func() {
-		s.views.Watch(ctx, func(v order.View) {
-			s.hub.publish(v)
+		s.deps.Views.Watch(ctx, func(v order.View) {
+			s.orders.Publish(v)
 			s.room.ObserveFirstPay(v)
 		})
 	})
-	wg.Go(func() { s.tick(ctx) })
+	wg.Go(func() { s.sweep(ctx) })
 	wg.Wait()
 }
 
-// itemSyncPeriods is how many ItemRefresh periods pass between two reads of
-// every item from MySQL: a change lost with its announcement still arrives.
-const itemSyncPeriods = 15
-
-func (s *Server) tick(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ItemRefresh)
+// sweep evicts idle limiters and the first pays of sales no longer shown.
+func (s *Server) sweep(ctx context.Context) {
+	t := time.NewTicker(max(s.cfg.LimiterIdleTTL/2, time.Second))
 	defer t.Stop()
-	sweepEvery := max(s.cfg.LimiterIdleTTL/2, time.Second)
-	syncEvery := max(itemSyncPeriods*s.cfg.ItemRefresh, time.Second)
-	lastSweep, lastSync := time.Now(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			rctx, cancel := context.WithTimeout(ctx, s.cfg.ItemRefresh)
-			if err := s.items.refresh(rctx); err != nil && ctx.Err() == nil {
-				s.log.Debug("refresh stock", "err", err)
-			}
-			cancel()
-			if now.Sub(lastSync) >= syncEvery {
-				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				if err := s.items.loadAll(sctx); err != nil && ctx.Err() == nil {
-					s.log.Debug("sync items", "err", err)
-				}
-				cancel()
-				lastSync = now
-			}
-			if now.Sub(lastSweep) >= sweepEvery {
-				s.buyers.sweep(now)
-				s.admins.sweep(now)
-				s.ips.sweep(now)
-				s.room.ForgetFirstPays(now)
-				lastSweep = now
-			}
+			s.buyers.sweep(now)
+			s.admins.sweep(now)
+			s.ips.sweep(now)
+			s.room.ForgetFirstPays(now)
 		}
 	}
-}
-
-// parseID parses a positive decimal int64 id (digits only).
-func parseID(s string) (int64, bool) {
-	if s == "" || len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n > 0
 }
 
 // readyTTL is how long a readiness result is reused: /readyz is public, and
@@ -487,7 +416,7 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	if len(down) > 0 {
 		c.JSON(http.StatusServiceUnavailable, gin.H{
-			"error":  errorObject{Code: ErrUnavailable.Code, Message: "not ready: " + strings.Join(down, ", ") + " down"},
+			"error":  apierr.Object{Code: apierr.ErrUnavailable.Code, Message: "not ready: " + strings.Join(down, ", ") + " down"},
 			"checks": checks,
 		})
 		return

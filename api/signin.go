@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/auth"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) devToken(c *gin.Context) error {
 		UserID int64     `json:"user_id"`
 		Role   auth.Role `json:"role"`
 	}
-	if err := readJSON(c, &req, `body must be {"user_id": N, "role": "buyer" or "admin"}`); err != nil {
+	if err := apierr.ReadJSON(c, &req, `body must be {"user_id": N, "role": "buyer" or "admin"}`); err != nil {
 		return err
 	}
 	if req.Role == "" {
@@ -45,9 +46,9 @@ func (s *Server) devToken(c *gin.Context) error {
 	}
 	switch {
 	case req.UserID < 1 || req.UserID > maxDevUser:
-		return badRequest("user_id: must be between 1 and 1000000000")
+		return apierr.BadRequest("user_id: must be between 1 and 1000000000")
 	case req.Role != auth.RoleBuyer && req.Role != auth.RoleAdmin:
-		return badRequest(`role: must be "buyer" or "admin"`)
+		return apierr.BadRequest(`role: must be "buyer" or "admin"`)
 	}
 	now := time.Now()
 	tok, err := auth.Sign(s.deps.DevSecret, req.UserID, req.Role, devTokenTTL, now)

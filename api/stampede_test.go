@@ -57,7 +57,7 @@ func TestStampede(t *testing.T) {
 	})
 	rc := testkit.Config(t).API.Relay
 	rc.Discover = 200 * time.Millisecond
-	rel, err := relay.New(h.ob, sends, h.db, rc, "stampede", metrics, testkit.Logger(t))
+	rel, err := relay.New(h.ob, sends, h.db, rc, "stampede", relay.NewMetrics(metrics.Registry()), testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -83,7 +84,7 @@ func TestUnitCreateItem(t *testing.T) {
 
 	it := createdItem(t, h.do("POST", "/api/v1/items", h.admin, valid))
 	if it.ID <= 0 || it.Name != "phone" || it.PriceCents != 199900 || it.StockTotal != 3 || it.StockLeft != 3 ||
-		it.Status != api.ItemUpcoming || it.PaymentTimeoutSeconds != 900 || it.StartAt.Format(time.RFC3339) != start {
+		it.Status != sale.ItemUpcoming || it.PaymentTimeoutSeconds != 900 || it.StartAt.Format(time.RFC3339) != start {
 		t.Fatalf("created item %+v", it)
 	}
 	if left := h.units.unitsLeft(it.ID); left != 3 {
@@ -119,7 +120,7 @@ func TestUnitGetItem(t *testing.T) {
 	id := h.onSale(2)
 	r := h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil)
 	expect(t, r, http.StatusOK, "")
-	if m := r.json(t); m["status"] != api.ItemActive || m["stock_left"].(float64) != 2 || m["id"].(float64) != float64(id) {
+	if m := r.json(t); m["status"] != sale.ItemActive || m["stock_left"].(float64) != 2 || m["id"].(float64) != float64(id) {
 		t.Fatalf("item %s", r.body)
 	}
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -137,15 +138,15 @@ func TestUnitGetItem(t *testing.T) {
 	}
 
 	status := func(id int64) any { return h.do("GET", fmt.Sprintf("/api/v1/items/%d", id), "", nil).json(t)["status"] }
-	if s := status(h.item(1, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))); s != api.ItemUpcoming {
+	if s := status(h.item(1, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))); s != sale.ItemUpcoming {
 		t.Fatalf("status %v, want UPCOMING", s)
 	}
-	if s := status(h.item(1, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))); s != api.ItemEnded {
+	if s := status(h.item(1, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))); s != sale.ItemEnded {
 		t.Fatalf("status %v, want ENDED", s)
 	}
 	sold := h.onSale(1)
 	expect(t, h.do("POST", fmt.Sprintf("/api/v1/seckill/%d", sold), h.buyer(9), nil), http.StatusAccepted, "")
-	if s := status(sold); s != api.ItemSoldOut {
+	if s := status(sold); s != sale.ItemSoldOut {
 		t.Fatalf("status %v, want SOLD_OUT", s)
 	}
 

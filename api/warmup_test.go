@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
@@ -103,7 +104,7 @@ func TestWarmupKeepsUnitsOfQueuedOrders(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, func(_ *config.API, d *api.Deps) {
 		desk, err := payment.New(d.Items.(*store.Store), d.Views.(payment.Statuses), d.Views.(payment.Views), d.Units.(payment.Reservations),
-			func() (payment.Sagas, error) { return nil, api.ErrUnavailable }, &counter{}, payment.Options{WakeRate: 1000}, testkit.Logger(t))
+			func() (payment.Sagas, error) { return nil, apierr.ErrUnavailable }, &counter{}, payment.Options{WakeRate: 1000}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ type ItemLister interface {
 	ListItems(ctx context.Context) ([]store.Item, error)
 }
 
-// Metrics receives the relay's counters (api.Metrics).
+// Metrics receives the relay's counters (Counters).
 type Metrics interface {
 	Published(n int)
 	PublishFailed()

@@ -7,7 +7,7 @@ import (
 )
 
 // Item is a row of `item`: what is on sale, how many, and when. Its JSON is
-// the API's (api.ItemView).
+// the API's (sale.ItemView).
 type Item struct {
 	ID         int64     `gorm:"column:id;primaryKey" json:"id"`
 	Name       string    `gorm:"column:name" json:"name"`

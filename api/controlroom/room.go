@@ -61,7 +61,7 @@ type Deps struct {
 	// Admin lets an admin's request through, charged to the admin
 	// limiter, and answers every other with the API's error.
 	Admin gin.HandlerFunc
-	// Fail answers an error as the API does (api's toError); NotFound
+	// Fail answers an error as the API does (apierr.To maps it); NotFound
 	// answers as the API answers an unknown route.
 	Fail     func(c *gin.Context, err error)
 	NotFound gin.HandlerFunc
@@ -98,4 +98,19 @@ func Register(r gin.IRoutes, d Deps) *Room {
 	r.GET("/assets/*file", rm.asset)
 	r.GET("/api/v1/admin/summary", d.Admin, rm.adminSummary)
 	return rm
+}
+
+// NewFirstPay registers seckill_order_first_pay_seconds on reg: the
+// histogram the room observes (ObserveFirstPay) and reads (the summary's
+// "payable"), its Deps.FirstPay.
+func NewFirstPay(reg prometheus.Registerer) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "seckill_order_first_pay_seconds",
+		Help: "Time from an order's 202 (its id's timestamp) to the first pay of it the door accepted, by item: what a buyer who pays at once waits for. " +
+			"Every API instance observes every order (from the order views all instances receive): read one instance's series, not their sum.",
+		// 5 ms to 10 min (a payment window), about 22 % apart.
+		Buckets: prometheus.ExponentialBucketsRange(0.005, 600, 60),
+	}, []string{"item_id"})
+	reg.MustRegister(h)
+	return h
 }

@@ -29,7 +29,7 @@ const (
 )
 
 // SaleSummary is one sale in the control room (docs/openapi.yaml says what
-// each figure is). Item is the API's view of the item (api.ItemView).
+// each figure is). Item is the API's view of the item (sale.ItemView).
 type SaleSummary struct {
 	Item          any                    `json:"item"`
 	UnitsLeft     *int64                 `json:"units_left"`

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
@@ -148,7 +149,7 @@ func openAPIStores(ctx context.Context, d *deps) (apiStores, error) {
 // per watched item must not take the connections GET order and purchases
 // wait for.
 func newRelay(ctx context.Context, d *deps, db *store.Store, metrics *api.Metrics) (*relay.Relay, error) {
-	cfg, log := d.cfg, d.log
+	cfg, log, counters := d.cfg, d.log, relay.NewMetrics(metrics.Registry())
 	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.Relay.PoolSize, Name: "seckill-relay"}, false)
 	if err != nil {
 		return nil, err
@@ -159,10 +160,10 @@ func newRelay(ctx context.Context, d *deps, db *store.Store, metrics *api.Metric
 	}
 	d.onStop(func() { _ = producer.Close() })
 	producer.OnDegraded(func(status string) {
-		metrics.PublishDegraded(status)
+		counters.PublishDegraded(status)
 		log.Warn("broker stored an outbox send without its full durability; not resent", "status", status)
 	})
-	return relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, cfg.API.Instance, metrics, log)
+	return relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, cfg.API.Instance, counters, log)
 }
 
 // apiDeps wires the API's handlers to the stores, the payment desk, the
@@ -259,7 +260,7 @@ func (t *temporalConn) sagas(taskQueue string) func() (payment.Sagas, error) {
 	return func() (payment.Sagas, error) {
 		c := t.Load()
 		if c == nil {
-			return nil, api.ErrUnavailable
+			return nil, apierr.ErrUnavailable
 		}
 		return workflows.NewClient(*c, taskQueue), nil
 	}

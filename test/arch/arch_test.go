@@ -26,7 +26,9 @@ var layers = [][]string{
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
-	{"api/controlroom"}, // the api's jobs, composed by api
+	{"api/apierr"},                                // the api's error answers, shared by its jobs
+	{"api/controlroom", "api/sale", "api/orders"}, // the api's jobs, composed by api
+	{"api/purchase"},                              // a job that reads sale's item read model
 	{"invariant", "reconcile", "api"},
 	{"worker"},
 	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench"},

@@ -1,4 +1,4 @@
-package api
+package sale
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
 
-// cachedItem is an item as the purchase path sees it: immutable sale data and
+// Entry is an item as the purchase path sees it: immutable sale data and
 // a sold-out flag that lets rejections skip Redis. A change of the sale data
 // replaces the whole entry; a request holding the old one finishes with it.
-type cachedItem struct {
+type Entry struct {
 	it      store.Item
 	soldOut atomic.Bool
 	left    atomic.Int64 // last known stock_left, -1 when unknown
@@ -27,11 +28,11 @@ type cachedItem struct {
 	// rev is the sale-data revision in Redis this entry is at least as new
 	// as (-1: unknown): a read of MySQL takes it before its query.
 	rev atomic.Int64
-	// written: the entry is this instance's own change (Server.changed), newer
+	// written: the entry is this instance's own change (Sale.changed), newer
 	// than any read taken at its revision.
 	written bool
 	// marks, loaded while the item is sold out, let a buyer who holds a
-	// unit get 409 with the order, never 410 (see Server.soldOut).
+	// unit get 409 with the order, never 410 (see Cache.MayHold).
 	marks   atomic.Pointer[markSet]
 	loading atomic.Bool // a marks load is under way
 }
@@ -44,17 +45,19 @@ type markSet struct {
 	tooMany bool
 }
 
-// itemCache keeps every item this instance has seen in memory. Concurrent
+// Cache is the item read model: it keeps every item this instance has seen in memory. Concurrent
 // misses share one MySQL query; an id MySQL does not know is remembered as
 // missing for a while so that random ids cannot hammer the database.
-type itemCache struct {
-	items   ItemStore
-	st      Units
+type Cache struct {
+	items   Catalog
+	st      Live
 	missTTL time.Duration
 	relay   Watcher // told of each item new to the cache, if set
+	// marksLoads are the sold-out items whose buyer marks Run loads.
+	marksLoads chan *Entry
 
 	mu     sync.RWMutex
-	byID   map[int64]*cachedItem
+	byID   map[int64]*Entry
 	misses map[int64]time.Time
 	sf     singleflight.Group
 
@@ -64,9 +67,26 @@ type itemCache struct {
 	leftsAt time.Time
 }
 
-func newItemCache(items ItemStore, st Units, missTTL time.Duration, relay Watcher) *itemCache {
-	return &itemCache{items: items, st: st, missTTL: missTTL, relay: relay,
-		byID: make(map[int64]*cachedItem), misses: make(map[int64]time.Time)}
+func newCache(items Catalog, st Live, missTTL time.Duration, relay Watcher) *Cache {
+	return &Cache{items: items, st: st, missTTL: missTTL, relay: relay, marksLoads: make(chan *Entry, 256),
+		byID: make(map[int64]*Entry), misses: make(map[int64]time.Time)}
+}
+
+// Item is the entry's sale data.
+func (ci *Entry) Item() store.Item { return ci.it }
+
+// Early is the answer the item's cached state gives without any I/O: sale
+// not started, sale ended, sold out; nil when the purchase may go on.
+func (ci *Entry) Early(now time.Time) error {
+	switch {
+	case now.Before(ci.it.StartAt):
+		return apierr.ErrSaleNotStarted
+	case !now.Before(ci.it.EndAt):
+		return apierr.ErrSaleEnded
+	case ci.soldOut.Load():
+		return apierr.ErrSoldOut
+	}
+	return nil
 }
 
 // replace caches it, read from MySQL after the item's revision was rev (-1:
@@ -74,7 +94,7 @@ func newItemCache(items ItemStore, st Units, missTTL time.Duration, relay Watche
 // later revision, nor this instance's own write at the same revision, nor,
 // with its revision unknown, any entry (the refresh reloads a stale one).
 // A read taken before an "end now" must never undo it.
-func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
+func (c *Cache) replace(it store.Item, rev int64) *Entry {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
 	if ok {
@@ -94,7 +114,7 @@ func (c *itemCache) replace(it store.Item, rev int64) *cachedItem {
 
 // written caches this instance's own change of an item's sale data, whatever
 // the entry holds; it keeps the entry's revision until announced moves it.
-func (c *itemCache) written(it store.Item) *cachedItem {
+func (c *Cache) written(it store.Item) *Entry {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
 	rev := int64(-1)
@@ -106,7 +126,7 @@ func (c *itemCache) written(it store.Item) *cachedItem {
 
 // announced records the revision a write's announcement moved the item to,
 // if ci (the write's entry) is still the item's.
-func (c *itemCache) announced(ci *cachedItem, rev int64) {
+func (c *Cache) announced(ci *Entry, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byID[ci.it.ID] == ci && rev > ci.rev.Load() {
@@ -116,8 +136,8 @@ func (c *itemCache) announced(ci *cachedItem, rev int64) {
 
 // put stores a new entry for it (old: the entry it replaces, or nil),
 // keeping the live stock known, and unlocks c.mu.
-func (c *itemCache) put(it store.Item, old *cachedItem, rev int64, written bool) *cachedItem {
-	ci := &cachedItem{it: it, written: written}
+func (c *Cache) put(it store.Item, old *Entry, rev int64, written bool) *Entry {
+	ci := &Entry{it: it, written: written}
 	ci.left.Store(-1)
 	ci.rev.Store(rev)
 	if old != nil {
@@ -144,10 +164,10 @@ func sameSale(a, b store.Item) bool {
 }
 
 // all returns the cached items whose sale has not ended d ago (0: all).
-func (c *itemCache) all(d time.Duration, now time.Time) []*cachedItem {
+func (c *Cache) all(d time.Duration, now time.Time) []*Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]*cachedItem, 0, len(c.byID))
+	out := make([]*Entry, 0, len(c.byID))
 	for _, ci := range c.byID {
 		if d == 0 || now.Sub(ci.it.EndAt) < d {
 			out = append(out, ci)
@@ -156,7 +176,7 @@ func (c *itemCache) all(d time.Duration, now time.Time) []*cachedItem {
 	return out
 }
 
-func itemIDs(cis []*cachedItem) []int64 {
+func itemIDs(cis []*Entry) []int64 {
 	ids := make([]int64, len(cis))
 	for i, ci := range cis {
 		ids[i] = ci.it.ID
@@ -164,9 +184,32 @@ func itemIDs(cis []*cachedItem) []int64 {
 	return ids
 }
 
-// peek answers from memory only: the cached item, or order.ErrItemNotFound
+// IDs are the ids of the cached items whose sale has not ended d ago.
+func (c *Cache) IDs(d time.Duration, now time.Time) []int64 { return itemIDs(c.all(d, now)) }
+
+// Shown returns the sales listed at now (the item list, the control room):
+// upcoming, open, or ended within endedShown.
+func (c *Cache) Shown(now time.Time) []store.Item {
+	cis := c.all(endedShown, now)
+	out := make([]store.Item, len(cis))
+	for i, ci := range cis {
+		out[i] = ci.it
+	}
+	return out
+}
+
+// Known says whether the cache holds the item, whatever its dates.
+func (c *Cache) Known(itemID int64) bool {
+	ci, _ := c.Peek(itemID)
+	return ci != nil
+}
+
+// View is an item as the API shows it (an ItemView).
+func (c *Cache) View(it store.Item, left int64, now time.Time) any { return itemView(it, left, now) }
+
+// Peek answers from memory only: the cached item, or order.ErrItemNotFound
 // for an id remembered as missing, or (nil, nil) when only MySQL can tell.
-func (c *itemCache) peek(id int64) (*cachedItem, error) {
+func (c *Cache) Peek(id int64) (*Entry, error) {
 	c.mu.RLock()
 	ci, ok := c.byID[id]
 	missUntil, missed := c.misses[id]
@@ -180,9 +223,9 @@ func (c *itemCache) peek(id int64) (*cachedItem, error) {
 	return nil, nil
 }
 
-// get is peek, loading a miss from MySQL.
-func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
-	if ci, err := c.peek(id); ci != nil || err != nil {
+// Get is Peek, loading a miss from MySQL.
+func (c *Cache) Get(ctx context.Context, id int64) (*Entry, error) {
+	if ci, err := c.Peek(id); ci != nil || err != nil {
 		return ci, err
 	}
 	return c.load(ctx, "get:", id, -1)
@@ -193,7 +236,7 @@ func (c *itemCache) get(ctx context.Context, id int64) (*cachedItem, error) {
 // and revision share the query (a "reload:" never joins a "get:", nor a
 // load of an earlier revision, that may have read before the change it was
 // told of).
-func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cachedItem, error) {
+func (c *Cache) load(ctx context.Context, kind string, id, rev int64) (*Entry, error) {
 	key := kind + strconv.FormatInt(id, 10)
 	if rev >= 0 {
 		key += "@" + strconv.FormatInt(rev, 10)
@@ -224,13 +267,13 @@ func (c *itemCache) load(ctx context.Context, kind string, id, rev int64) (*cach
 	if err != nil {
 		return nil, err
 	}
-	return v.(*cachedItem), nil
+	return v.(*Entry), nil
 }
 
-// reload loads an item whose change was announced, at the revision read
+// Reload loads an item whose change was announced, at the revision read
 // now (after the announcement's INCR): it never joins a load that began
 // before the change.
-func (c *itemCache) reload(ctx context.Context, id int64) error {
+func (c *Cache) Reload(ctx context.Context, id int64) error {
 	rev, ok := c.revs(ctx, []int64{id})[id]
 	if !ok {
 		rev = -1
@@ -241,7 +284,7 @@ func (c *itemCache) reload(ctx context.Context, id int64) error {
 
 // loadAll brings the cache up to date with MySQL, each cached item at the
 // revision read before the query.
-func (c *itemCache) loadAll(ctx context.Context) error {
+func (c *Cache) loadAll(ctx context.Context) error {
 	revs := c.revs(ctx, itemIDs(c.all(0, time.Now())))
 	items, err := c.items.ListItems(ctx)
 	if err != nil {
@@ -259,7 +302,7 @@ func (c *itemCache) loadAll(ctx context.Context) error {
 
 // revs reads the items' sale-data revisions; an item missing from the
 // answer (Redis failed) has none known.
-func (c *itemCache) revs(ctx context.Context, ids []int64) map[int64]int64 {
+func (c *Cache) revs(ctx context.Context, ids []int64) map[int64]int64 {
 	out := make(map[int64]int64, len(ids))
 	if len(ids) == 0 {
 		return out
@@ -277,7 +320,7 @@ func (c *itemCache) revs(ctx context.Context, ids []int64) map[int64]int64 {
 // setLeft records a live read of stock_left (marks: the item's mark count,
 // -1 when unknown). A sold-out item's marks stay loaded until it has units
 // again or its sale ends (whose answer then comes first).
-func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
+func (c *Cache) setLeft(ci *Entry, left, marks int64) {
 	ci.left.Store(left)
 	ci.leftAt.Store(time.Now().UnixNano())
 	ci.soldOut.Store(left <= 0)
@@ -288,7 +331,7 @@ func (c *itemCache) setLeft(ci *cachedItem, left, marks int64) {
 	}
 }
 
-func (c *itemCache) markSoldOut(ci *cachedItem) { c.setLeft(ci, 0, -1) }
+func (c *Cache) MarkSoldOut(ci *Entry) { c.setLeft(ci, 0, -1) }
 
 // readLefts reads again from Redis, in one round trip, the stock_left of
 // those of cis last read period ago or more (the periodic refresh reads them
@@ -297,9 +340,9 @@ func (c *itemCache) markSoldOut(ci *cachedItem) { c.setLeft(ci, 0, -1) }
 // wait for it, or find it was done within the period and keep the figures
 // as they are. An item Redis has no stock for keeps its figure (the caller
 // shows stock_total while none was ever read).
-func (c *itemCache) readLefts(ctx context.Context, cis []*cachedItem, period time.Duration) error {
-	stale := func() []*cachedItem {
-		var out []*cachedItem
+func (c *Cache) readLefts(ctx context.Context, cis []*Entry, period time.Duration) error {
+	stale := func() []*Entry {
+		var out []*Entry
 		for _, ci := range cis {
 			if time.Since(time.Unix(0, ci.leftAt.Load())) >= period {
 				out = append(out, ci)
@@ -332,45 +375,64 @@ func (c *itemCache) readLefts(ctx context.Context, cis []*cachedItem, period tim
 }
 
 // unitBack clears an item's sold-out flag (a compensation released a unit).
-func (c *itemCache) unitBack(id int64) {
-	if ci, _ := c.peek(id); ci != nil {
+func (c *Cache) unitBack(id int64) {
+	if ci, _ := c.Peek(id); ci != nil {
 		ci.soldOut.Store(false)
 		ci.marks.Store(nil)
 	}
 }
 
+// MayHold says whether the buyer may hold a unit of an item this instance
+// holds sold out: false only when its buyer marks, loaded into memory once it
+// is sold out (and again when their count moves), do not name the buyer;
+// while they are not loaded, a load starts and the answer is true.
+func (c *Cache) MayHold(ci *Entry, userID int64) bool {
+	if ms := ci.marks.Load(); ms != nil {
+		_, holds := ms.users[userID]
+		return holds || ms.tooMany
+	}
+	c.loadMarks(ci, -1)
+	return true
+}
+
 // maxMarks bounds the marks one sold-out item's set holds in memory.
 const maxMarks = 1 << 20
 
-// loadMarks loads a sold-out item's buyer marks in the background unless a
-// load is under way or the set is current (count: the marks in Redis, -1
-// when unknown).
-func (c *itemCache) loadMarks(ci *cachedItem, count int64) {
+// loadMarks has Run load a sold-out item's buyer marks unless a load is under
+// way or the set is current (count: the marks in Redis, -1 when unknown).
+func (c *Cache) loadMarks(ci *Entry, count int64) {
 	if ms := ci.marks.Load(); ms != nil && (count < 0 || ms.count == count || ms.tooMany && count > maxMarks) {
 		return
 	}
 	if !ci.loading.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
-		defer ci.loading.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		users, ok, err := c.st.MarkedBuyers(ctx, ci.it.ID, maxMarks)
-		switch {
-		case err != nil || !ci.soldOut.Load():
-		case !ok:
-			ci.marks.Store(&markSet{count: -1, tooMany: true})
-		default:
-			ci.marks.Store(&markSet{count: int64(len(users)), users: users})
-		}
-	}()
+	select {
+	case c.marksLoads <- ci:
+	default: // Run is behind: a later sold-out answer asks again
+		ci.loading.Store(false)
+	}
+}
+
+// loadMarksNow loads a sold-out item's buyer marks (Run's, for loadMarks).
+func (c *Cache) loadMarksNow(ctx context.Context, ci *Entry) {
+	defer ci.loading.Store(false)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	users, ok, err := c.st.MarkedBuyers(ctx, ci.it.ID, maxMarks)
+	switch {
+	case err != nil || !ci.soldOut.Load():
+	case !ok:
+		ci.marks.Store(&markSet{count: -1, tooMany: true})
+	default:
+		ci.marks.Store(&markSet{count: int64(len(users)), users: users})
+	}
 }
 
 // refresh reads the live state of every cached item in one pipeline: a
 // sold-out flag clears within one period even if the stock event was lost,
 // and an item whose revision moved (an announcement missed) is reloaded.
-func (c *itemCache) refresh(ctx context.Context) error {
+func (c *Cache) refresh(ctx context.Context) error {
 	cis := c.all(0, time.Now())
 	states, err := c.st.Pulses(ctx, itemIDs(cis))
 	if err != nil {
@@ -398,10 +460,10 @@ var stockLeftDesc = prometheus.NewDesc("seckill_stock_left",
 	"Units not reserved in Redis, per item, as this API instance last read them (every SECKILL_API_ITEM_REFRESH).",
 	[]string{"item_id"}, nil)
 
-func (c *itemCache) Describe(ch chan<- *prometheus.Desc) { ch <- stockLeftDesc }
+func (c *Cache) Describe(ch chan<- *prometheus.Desc) { ch <- stockLeftDesc }
 
 // Collect exports the known stock_left of the items whose sale has started.
-func (c *itemCache) Collect(ch chan<- prometheus.Metric) {
+func (c *Cache) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, ci := range c.all(0, now) {
 		if n := ci.left.Load(); n >= 0 && !now.Before(ci.it.StartAt) {

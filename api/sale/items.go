@@ -1,13 +1,11 @@
-package api
+package sale
 
 import (
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
@@ -149,46 +148,46 @@ func parseCreateItem(req createItemRequest) (store.Item, error) {
 	errs.integer(req.PaymentTimeoutSeconds, "payment_timeout_seconds", false, minPaymentTimeout, maxPaymentTimeout, &timeout)
 	it.PaymentTimeoutSeconds = int(timeout)
 	if len(errs) > 0 {
-		return store.Item{}, badRequest(strings.Join(errs, "; "))
+		return store.Item{}, apierr.BadRequest(strings.Join(errs, "; "))
 	}
 	return it, nil
 }
 
 // POST /api/v1/items (admin)
-func (s *Server) createItem(c *gin.Context) error {
-	if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {
+func (s *Sale) createItem(c *gin.Context) error {
+	if _, err := s.d.Auth(c, auth.RoleAdmin); err != nil {
 		return err
 	}
 	var req createItemRequest
-	if err := readJSON(c, &req, "body must be a JSON object with name, price_cents, stock_total, start_at, end_at"); err != nil {
+	if err := apierr.ReadJSON(c, &req, "body must be a JSON object with name, price_cents, stock_total, start_at, end_at"); err != nil {
 		return err
 	}
 	it, err := parseCreateItem(req)
 	ctx := c.Request.Context()
 	if err == nil {
-		it, err = s.deps.Items.CreateItem(ctx, it)
+		it, err = s.d.Catalog.CreateItem(ctx, it)
 	}
 	if err != nil {
 		return err
 	}
 	ci, _ := s.changed(ctx, it, false)
-	if _, err := s.units.Load(ctx, it.ID, it.StockTotal); err != nil {
+	if _, err := s.d.Loader.Load(ctx, it.ID, it.StockTotal); err != nil {
 		s.log.Warn("item created but stock not loaded", "item_id", it.ID, "err", err)
-		return ErrUnavailable.with(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
+		return apierr.ErrUnavailable.With(fmt.Sprintf("item %d was created but its stock could not be loaded into Redis; retry POST /api/v1/items/%d/warmup", it.ID, it.ID))
 	}
 	return s.writeItem(c, http.StatusCreated, ci)
 }
 
-func (s *Server) writeItem(c *gin.Context, status int, ci *cachedItem) error {
-	c.JSON(status, itemView(ci.it, s.lefts(c.Request.Context(), ci)[0], s.now()))
+func (s *Sale) writeItem(c *gin.Context, status int, ci *Entry) error {
+	c.JSON(status, itemView(ci.it, s.lefts(c.Request.Context(), ci)[0], s.d.Now()))
 	return nil
 }
 
 // lefts reads the items' stock_left from Redis in one round trip. An item
 // whose stock is not loaded has nothing reserved yet (stock_total); when
 // Redis cannot answer, the cached figure stands in.
-func (s *Server) lefts(ctx context.Context, cis ...*cachedItem) []int64 {
-	live, err := s.units.LeftMany(ctx, itemIDs(cis))
+func (s *Sale) lefts(ctx context.Context, cis ...*Entry) []int64 {
+	live, err := s.d.Live.LeftMany(ctx, itemIDs(cis))
 	if err != nil {
 		s.log.Debug("stock_left from redis", "err", err)
 	}
@@ -217,7 +216,7 @@ const listLeftPeriod = time.Second
 // figures a second old or more are read again first, in one round trip, at
 // most once a second per instance whatever the number of callers. Unknown
 // (never read, or Redis has no stock for the item): stock_total.
-func (s *Server) cachedLefts(ctx context.Context, cis ...*cachedItem) []int64 {
+func (s *Sale) cachedLefts(ctx context.Context, cis ...*Entry) []int64 {
 	if err := s.items.readLefts(ctx, cis, listLeftPeriod); err != nil {
 		s.log.Debug("stock_left from redis", "err", err)
 	}
@@ -232,31 +231,31 @@ func (s *Server) cachedLefts(ctx context.Context, cis ...*cachedItem) []int64 {
 
 // itemID is the :id of an item route, with the caller's check: an admin
 // route (role set) takes the role's token, any other the per-IP limit.
-func (s *Server) itemID(c *gin.Context, role auth.Role) (int64, error) {
-	id, ok := parseID(c.Param("id"))
+func (s *Sale) itemID(c *gin.Context, role auth.Role) (int64, error) {
+	id, ok := apierr.ParseID(c.Param("id"))
 	if !ok {
-		return 0, badRequest("id: must be a positive integer")
+		return 0, apierr.BadRequest("id: must be a positive integer")
 	}
 	if role == "" {
-		return id, s.allowIP(c)
+		return id, s.d.AllowIP(c)
 	}
-	_, err := s.authenticate(c, role)
+	_, err := s.d.Auth(c, role)
 	return id, err
 }
 
 // GET /api/v1/items/:id (anyone; per-IP limit)
-func (s *Server) getItem(c *gin.Context) error { return s.showItem(c, "", nil) }
+func (s *Sale) getItem(c *gin.Context) error { return s.showItem(c, "", nil) }
 
 // POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
 // it is already there (never overwrites live stock).
-func (s *Server) warmup(c *gin.Context) error { return s.showItem(c, auth.RoleAdmin, s.warm) }
+func (s *Sale) warmup(c *gin.Context) error { return s.showItem(c, auth.RoleAdmin, s.warm) }
 
 // showItem answers the :id item, after then (if set) has run on it.
-func (s *Server) showItem(c *gin.Context, role auth.Role, then func(context.Context, *cachedItem) error) error {
+func (s *Sale) showItem(c *gin.Context, role auth.Role, then func(context.Context, *Entry) error) error {
 	id, err := s.itemID(c, role)
-	var ci *cachedItem
+	var ci *Entry
 	if err == nil {
-		ci, err = s.items.get(c.Request.Context(), id)
+		ci, err = s.items.Get(c.Request.Context(), id)
 	}
 	if err == nil && then != nil {
 		err = then(c.Request.Context(), ci)
@@ -278,16 +277,16 @@ func (s *Server) showItem(c *gin.Context, role auth.Role, then func(context.Cont
 // a saga's later release finds it and gives the unit back. An order whose
 // unit was released since is refused (restore.lua). A loaded key is live
 // stock: the warm-up changes nothing then.
-func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
+func (s *Sale) warm(ctx context.Context, ci *Entry) error {
 	id := ci.it.ID
-	_, err := s.deps.Stock.FenceStock(ctx, id, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
+	_, err := s.d.Rows.FenceStock(ctx, id, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
 		// Under the fence nothing else loads the key: a warm-up and the
 		// reconciler's recount take the same lock, a release never creates it.
-		left, err := s.units.LeftMany(ctx, []int64{id})
+		left, err := s.d.Live.LeftMany(ctx, []int64{id})
 		if _, loaded := left[id]; err != nil || loaded {
 			return err
 		}
-		held, err := s.deps.Orders.HeldOrders(ctx, id)
+		held, err := s.d.Rows.HeldOrders(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -295,11 +294,11 @@ func (s *Server) warm(ctx context.Context, ci *cachedItem) error {
 		for i, o := range held {
 			ms[i] = o.Reservation()
 		}
-		n, err := s.units.RestoreAll(ctx, id, ms)
+		n, err := s.d.Loader.RestoreAll(ctx, id, ms)
 		if err != nil {
 			return err
 		}
-		_, want, err := s.units.Recount(ctx, id, row.Stock, deducted, stock.Warm)
+		_, want, err := s.d.Loader.Recount(ctx, id, row.Stock, deducted, stock.Warm)
 		if err == nil {
 			s.log.Info("stock loaded into redis", "item_id", id, "stock_left", want, "stock_row", row.Stock,
 				"orders_holding_units", len(held), "reservations_put_back", n)
@@ -324,7 +323,7 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 	for _, v := range strings.Split(raw, ",") {
 		v = strings.ToUpper(strings.TrimSpace(v))
 		if !slices.Contains([]string{ItemUpcoming, ItemActive, ItemSoldOut, ItemEnded}, v) {
-			return nil, badRequest("status: must be one of UPCOMING, ACTIVE, SOLD_OUT, ENDED (or a comma list of them)")
+			return nil, apierr.BadRequest("status: must be one of UPCOMING, ACTIVE, SOLD_OUT, ENDED (or a comma list of them)")
 		}
 		want[v] = true
 	}
@@ -334,15 +333,15 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 // GET /api/v1/items (anyone; per-IP limit), ?status= filters: the sales not
 // ended over endedShown ago, by start_at, then id, with stock_left at most
 // about a second old (cachedLefts).
-func (s *Server) listItems(c *gin.Context) error {
+func (s *Sale) listItems(c *gin.Context) error {
 	want, err := parseStatuses(c)
 	if err != nil {
 		return err
 	}
-	if err := s.allowIP(c); err != nil {
+	if err := s.d.AllowIP(c); err != nil {
 		return err
 	}
-	now := s.now()
+	now := s.d.Now()
 	shown := s.items.all(endedShown, now)
 	views := make([]ItemView, 0, len(shown))
 	for i, left := range s.cachedLefts(c.Request.Context(), shown...) {
@@ -354,185 +353,5 @@ func (s *Server) listItems(c *gin.Context) error {
 		return cmp.Or(a.StartAt.Compare(b.StartAt), cmp.Compare(a.ID, b.ID))
 	})
 	c.JSON(http.StatusOK, gin.H{"items": views})
-	return nil
-}
-
-// controlTimeout bounds a sale control's writes (an end, an add and its
-// settling). They run on a context of their own, not the request's: a client
-// that gives up during the COMMIT must not turn a committed write into an
-// unknown one.
-const controlTimeout = 10 * time.Second
-
-// idempotencyKey reads the request's Idempotency-Key header ("" when none).
-func idempotencyKey(c *gin.Context) (string, error) {
-	key := c.GetHeader("Idempotency-Key")
-	if len(key) > 200 {
-		return "", badRequest("Idempotency-Key: at most 200 characters")
-	}
-	return key, nil
-}
-
-// POST /api/v1/items/:id/end (admin): the sale ends now (end_at becomes the
-// database's NOW(3)); orders already accepted go on. A repeated end is 409
-// SALE_ENDED, unless it carries the Idempotency-Key of the request whose
-// UPDATE ended the sale (a client retrying a lost answer or a 503): 200
-// again. The key is written by that UPDATE (item.end_key), so it is known
-// whatever became of the announcement. Either way the end is announced
-// again, so a repeat also repairs a lost announcement.
-func (s *Server) endSale(c *gin.Context) error {
-	id, err := s.itemID(c, auth.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
-	defer cancel()
-	it, err := s.deps.Items.EndSale(ctx, id, key)
-	if errors.Is(err, store.ErrSaleEnded) && key != "" && it.EndKey != nil && *it.EndKey == key {
-		err = nil // the retry of the request that ended it
-	}
-	if err != nil && !errors.Is(err, store.ErrSaleEnded) {
-		return err
-	}
-	ci, aerr := s.changed(ctx, it, false)
-	if aerr != nil && err == nil {
-		// Other instances may go on selling until their periodic item
-		// sync: say so; a retry re-announces.
-		err = ErrUnavailable.with(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
-	}
-	if err != nil {
-		return err
-	}
-	s.log.Info("sale ended by an admin", "item_id", id, "end_at", it.EndAt)
-	return s.writeItem(c, http.StatusOK, ci)
-}
-
-// changed caches an item whose sale data changed and tells every instance
-// (its revision in Redis moves, its id goes out on the item events channel):
-// each reloads it at once, or at its periodic refresh or sync if the
-// announcement failed.
-func (s *Server) changed(ctx context.Context, it store.Item, unitsBack bool) (*cachedItem, error) {
-	ci := s.items.written(it)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	rev, err := s.units.AnnounceItem(ctx, it.ID, unitsBack)
-	if err != nil {
-		s.log.Warn("item change not announced", "item_id", it.ID, "err", err)
-		return ci, err
-	}
-	s.items.announced(ci, rev)
-	return ci, nil
-}
-
-// POST /api/v1/items/:id/stock (admin), body {"add": N}: one transaction
-// locks the item row, raises stock_total and the stock row and records the
-// add (stock_add: its id, the request's Idempotency-Key), then, with both
-// rows still locked, adds the units in Redis (once per add id), and only then
-// commits. A retry with the key of an applied add answers that add's result
-// and changes nothing (409 when its N differs). If the Redis add or the
-// commit fails, settleAdd finds out whether the add committed before it
-// undoes anything.
-func (s *Server) addStock(c *gin.Context) error {
-	id, err := s.itemID(c, auth.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
-	const maxAdd = 1_000_000
-	shape := fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd)
-	var req struct{ Add *int64 }
-	if err := readJSON(c, &req, shape); err != nil {
-		return err
-	}
-	if req.Add == nil {
-		return badRequest(shape)
-	}
-	n := *req.Add
-	if n < 1 || n > maxAdd {
-		return badRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd))
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
-	defer cancel()
-	// A fresh id per attempt, never the key: a retry that overtakes an
-	// attempt still settling must not share its Redis add (that attempt's
-	// undo would take the retry's units).
-	addID := order.NewID()
-	tried := false
-	it, replayed, err := s.deps.Items.AddStock(ctx, id, n, key, addID, func(ctx context.Context, _ store.Item) error {
-		tried = true
-		_, err := s.units.AddUnits(ctx, id, addID, n)
-		return err
-	})
-	if err != nil && tried {
-		if committed, serr := s.settleAdd(ctx, id, addID); serr != nil {
-			s.log.Error("stock add's outcome unknown and its Redis units not taken back; run seckill reconcile --repair",
-				"item_id", id, "add_id", addID, "err", err, "settle_err", serr)
-		} else if committed {
-			s.log.Warn("stock add committed though its commit answered an error", "item_id", id, "add_id", addID, "err", err)
-			it, err = s.deps.Items.GetItem(ctx, id)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if replayed {
-		// it carries the stock_total the first add left.
-		c.Header("Idempotent-Replayed", "true")
-		s.log.Info("units add retried; answered its first result", "item_id", id, "add", n, "stock_total", it.StockTotal)
-		ci, err := s.items.get(ctx, id)
-		if err != nil {
-			return err
-		}
-		c.JSON(http.StatusOK, itemView(it, s.lefts(ctx, ci)[0], s.now()))
-		return nil
-	}
-	ci, _ := s.changed(ctx, it, true)
-	s.log.Info("units added by an admin", "item_id", id, "add", n, "stock_total", it.StockTotal)
-	return s.writeItem(c, http.StatusOK, ci)
-}
-
-// settleAdd decides an add whose transaction answered an error after its
-// Redis add ran: with the stock row locked (the add's transaction has ended
-// one way or the other, and no recount runs meanwhile) it looks the add up,
-// and only if it did not commit takes its Redis units back (unadd.lua, once
-// per add id). Retried for a while; if MySQL or Redis stays out of reach,
-// the reconciler's fenced recount from the stock row repairs Redis.
-func (s *Server) settleAdd(ctx context.Context, id int64, addID string) (committed bool, err error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
-	defer cancel()
-	err = retry(ctx, func(ctx context.Context) error {
-		_, err := s.deps.Stock.FenceStock(ctx, id, store.Stock{Version: -1}, nil, func(store.Stock, []string) error {
-			applied, err := s.deps.Items.AddApplied(ctx, addID)
-			if err != nil || applied {
-				committed = applied
-				return err
-			}
-			_, err = s.units.UndoAdd(ctx, id, addID)
-			return err
-		})
-		return err
-	})
-	return committed, err
-}
-
-// readJSON decodes the request body into dst; shape says what the body must
-// be when it is not such JSON.
-func readJSON(c *gin.Context, dst any, shape string) error {
-	body, err := io.ReadAll(c.Request.Body)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return err
-	case err != nil:
-		return badRequest("could not read the body")
-	case json.Unmarshal(body, dst) != nil:
-		return badRequest(shape)
-	}
 	return nil
 }

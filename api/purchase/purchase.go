@@ -1,18 +1,99 @@
-package api
+// Package purchase is the door that takes the stampede: POST
+// /api/v1/seckill/:itemId reserves a unit in Redis (one Lua script) and
+// answers 202 with the order, or why not. It reads the items from the
+// sale's read model (sale.Cache) and remembers the buyers whose outcome it
+// could not tell (unsureBuyers). Package api composes it: it owns its route
+// and its metrics; api lends it the checks (auth, the global limiter) and
+// the error answer.
+package purchase
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/seckill/seckill/api/apierr"
+	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
 )
+
+var (
+	_ Items = (*sale.Cache)(nil)
+	_ Units = (*stock.Store)(nil)
+	_ Views = (*orderstatus.Board)(nil)
+)
+
+// Items is the sale's item read model (sale.Cache), from memory first.
+type Items interface {
+	Peek(itemID int64) (*sale.Entry, error)
+	Get(ctx context.Context, itemID int64) (*sale.Entry, error)
+	MarkSoldOut(ci *sale.Entry)
+	MayHold(ci *sale.Entry, userID int64) bool
+}
+
+// Units are the reservation and the buyers' marks in Redis (stock.Store).
+type Units interface {
+	Reserve(ctx context.Context, r order.Message) (int64, error)
+	BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error)
+}
+
+// Views stores an order's QUEUED view (orderstatus.Board).
+type Views interface {
+	MarkQueued(ctx context.Context, v order.View) error
+}
+
+// Deps are what the purchase is built from.
+type Deps struct {
+	Items    Items
+	Units    Units
+	Views    Views
+	Registry prometheus.Registerer
+	Log      *slog.Logger
+	Now      func() time.Time
+	// WriteTimeout is the server's (the answer is due before it);
+	// ConfirmTimeout bounds the reading of a buyer's mark after a failed
+	// reservation.
+	WriteTimeout, ConfirmTimeout time.Duration
+	// Auth returns the request's principal, of the role asked for, charged
+	// to its limiter; Global takes a token of the global limiter, or says
+	// how long to wait for one; Fail answers an error as the API does.
+	Auth   func(c *gin.Context, role auth.Role) (auth.Principal, error)
+	Global func(now time.Time) error
+	Fail   func(c *gin.Context, err error)
+}
+
+// Purchase serves POST /api/v1/seckill/:itemId.
+type Purchase struct {
+	d        Deps
+	log      *slog.Logger
+	unsure   *unsureBuyers
+	reserved prometheus.Counter
+	confirms *prometheus.CounterVec
+}
+
+// Register adds the purchase's route to r (the API's engine) and its
+// metrics to d.Registry.
+func Register(r gin.IRoutes, d Deps) *Purchase {
+	f := promauto.With(d.Registry)
+	s := &Purchase{d: d, log: d.Log, unsure: newUnsureBuyers(10*time.Minute, 100_000),
+		reserved: f.NewCounter(prometheus.CounterOpts{Name: "seckill_reservations_total", Help: "Units reserved (202 answers)."}),
+		confirms: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reservation_confirms_total",
+			Help: "Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503)."},
+			[]string{"outcome"}),
+	}
+	r.POST("/api/v1/seckill/:itemId", s.purchase)
+	return s
+}
 
 // POST /api/v1/seckill/:itemId (buyer)
 //
@@ -28,23 +109,24 @@ import (
 //  4. the global limiter, which guards what reaches Redis or MySQL: an item
 //     not cached yet (one MySQL read) and the reservation;
 //  5. the reservation itself: one Lua script, one round trip.
-func (s *Server) purchase(c *gin.Context) {
+func (s *Purchase) purchase(c *gin.Context) {
 	by := s.answerBy(time.Now())
-	itemID, ok := parseID(c.Param("itemId"))
+	itemID, ok := apierr.ParseID(c.Param("itemId"))
 	if !ok {
-		s.fail(c, badRequest("itemId: must be a positive integer"))
+		s.d.Fail(c, apierr.BadRequest("itemId: must be a positive integer"))
 		return
 	}
-	p, ok := s.requireRole(c, auth.RoleBuyer) // charges the buyer's limiter
-	if !ok {
+	p, err := s.d.Auth(c, auth.RoleBuyer) // charges the buyer's limiter
+	if err != nil {
+		s.d.Fail(c, err)
 		return
 	}
-	now := s.now()
-	ci, err := s.items.peek(itemID)
+	now := s.d.Now()
+	ci, err := s.d.Items.Peek(itemID)
 	if err == nil && ci != nil {
-		err = early(ci, now)
+		err = ci.Early(now)
 	}
-	if errors.Is(err, ErrSoldOut) {
+	if errors.Is(err, apierr.ErrSoldOut) {
 		if s.unsure.has(itemID, p.UserID, now) {
 			err = nil // Redis knows whether this buyer's earlier attempt took a unit
 		} else {
@@ -52,64 +134,64 @@ func (s *Server) purchase(c *gin.Context) {
 		}
 	}
 	if err != nil {
-		s.fail(c, err)
+		s.d.Fail(c, err)
 		return
 	}
-	if !s.global.AllowN(now, 1) {
-		s.fail(c, rateLimited(retryAfter(s.global, now)))
+	if err := s.d.Global(now); err != nil {
+		s.d.Fail(c, err)
 		return
 	}
 	ctx := c.Request.Context()
 	if ci == nil {
-		if ci, err = s.items.get(ctx, itemID); err == nil {
-			err = early(ci, now)
+		if ci, err = s.d.Items.Get(ctx, itemID); err == nil {
+			err = ci.Early(now)
 		}
 		if err != nil {
-			s.fail(c, err)
+			s.d.Fail(c, err)
 			return
 		}
 	}
 
 	// The deadline is computed once, here, and travels with the order (its
 	// reservation, the message, the row): every reader sees this instant.
-	payBy := order.Deadline(now, ci.it.PaymentTimeoutSeconds)
+	payBy := order.Deadline(now, ci.Item().PaymentTimeoutSeconds)
 	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC(), PayBy: &payBy}
 	// The reservation and the order's QUEUED status in one round trip,
 	// given up (outcome unknown) when the answer would come too late.
 	rctx, cancel := context.WithDeadline(ctx, by)
-	left, err := s.units.Reserve(rctx, msg)
+	left, err := s.d.Units.Reserve(rctx, msg)
 	cancel()
 	var already *stock.AlreadyReservedError
 	switch {
 	case err == nil:
 	case errors.Is(err, stock.ErrSoldOut):
 		s.unsure.forget(itemID, p.UserID)
-		s.items.markSoldOut(ci)
-		s.fail(c, err)
+		s.d.Items.MarkSoldOut(ci)
+		s.d.Fail(c, err)
 		return
 	case errors.As(err, &already), errors.Is(err, stock.ErrNotLoaded):
 		s.unsure.forget(itemID, p.UserID)
-		s.fail(c, err)
+		s.d.Fail(c, err)
 		return
 	default:
 		// Redis failed with the outcome unknown: the script may have run
 		// (a reply lost with its connection, a master that died after
 		// replicating it). Only the buyer's mark can say.
 		found := s.confirm(ctx, msg, by)
-		s.metrics.confirms.WithLabelValues(found.String()).Inc()
+		s.confirms.WithLabelValues(found.String()).Inc()
 		switch found {
 		case notReserved:
 			// Nothing was reserved, whatever Redis answered (a dropped
 			// connection, or an error reply such as READONLY during a
 			// failover or OOM): 503, the buyer may try again.
-			s.fail(c, fmt.Errorf("%w: reserve: %w", ErrUnavailable, err))
+			s.d.Fail(c, fmt.Errorf("%w: reserve: %w", apierr.ErrUnavailable, err))
 			return
 		case unknown:
 			// Redis did not answer in time: neither 202 nor "nothing
 			// reserved" would be true. The buyer's retry on this instance
 			// goes to Redis even if the item looks sold out here.
-			s.unsure.add(itemID, p.UserID, s.now())
-			s.fail(c, fmt.Errorf("%w: reserve: %w", ErrOutcomeUnknown, err))
+			s.unsure.add(itemID, p.UserID, s.d.Now())
+			s.d.Fail(c, fmt.Errorf("%w: reserve: %w", apierr.ErrOutcomeUnknown, err))
 			return
 		}
 		// The unit is ours and the outbox carries it, so the buyer gets
@@ -121,7 +203,7 @@ func (s *Server) purchase(c *gin.Context) {
 	}
 	s.unsure.forget(itemID, p.UserID)
 	if left <= 0 {
-		s.items.markSoldOut(ci)
+		s.d.Items.MarkSoldOut(ci)
 	}
 	s.accepted(c, msg)
 }
@@ -133,43 +215,25 @@ func (s *Server) purchase(c *gin.Context) {
 // marks, loaded into memory once it is sold out (and again when their count
 // moves), answer almost every buyer without I/O; a buyer they name, or any
 // buyer while they are not loaded yet, costs one HGET of the buyer's mark.
-func (s *Server) soldOut(ctx context.Context, ci *cachedItem, userID int64) error {
-	if ms := ci.marks.Load(); ms != nil {
-		if _, holds := ms.users[userID]; !holds && !ms.tooMany {
-			return ErrSoldOut
-		}
-	} else {
-		s.items.loadMarks(ci, -1)
+func (s *Purchase) soldOut(ctx context.Context, ci *sale.Entry, userID int64) error {
+	if !s.d.Items.MayHold(ci, userID) {
+		return apierr.ErrSoldOut
 	}
-	id, ok, err := s.units.BuyerOrder(ctx, ci.it.ID, userID)
+	id, ok, err := s.d.Units.BuyerOrder(ctx, ci.Item().ID, userID)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: sold out here, the buyer's mark unreadable: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: sold out here, the buyer's mark unreadable: %w", apierr.ErrUnavailable, err)
 	case ok:
-		return alreadyPurchased(id)
+		return apierr.AlreadyPurchased(id)
 	}
-	return ErrSoldOut
-}
-
-// early is the answer the item's cached state gives without any I/O: sale
-// not started, sale ended, sold out; nil when the purchase may go on.
-func early(ci *cachedItem, now time.Time) error {
-	switch {
-	case now.Before(ci.it.StartAt):
-		return ErrSaleNotStarted
-	case !now.Before(ci.it.EndAt):
-		return ErrSaleEnded
-	case ci.soldOut.Load():
-		return ErrSoldOut
-	}
-	return nil
+	return apierr.ErrSoldOut
 }
 
 // answerBy is when a purchase's answer must be ready: the server's write
 // timeout runs from the request's arrival, and an answer written after it is
 // a dropped connection to the buyer. A margin is left for the write itself.
-func (s *Server) answerBy(start time.Time) time.Time {
-	wt := s.cfg.WriteTimeout
+func (s *Purchase) answerBy(start time.Time) time.Time {
+	wt := s.d.WriteTimeout
 	return start.Add(wt - min(time.Second, wt/10))
 }
 
@@ -182,10 +246,10 @@ func earliest(a, b time.Time) time.Time {
 
 // markQueued records the QUEUED status of a reserved order when the
 // reservation's own round trip may not have (by the answer's deadline).
-func (s *Server) markQueued(ctx context.Context, msg order.Message, by time.Time) {
+func (s *Purchase) markQueued(ctx context.Context, msg order.Message, by time.Time) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(time.Second)))
 	defer cancel()
-	if err := s.views.MarkQueued(ctx, msg.QueuedView()); err != nil {
+	if err := s.d.Views.MarkQueued(ctx, msg.QueuedView()); err != nil {
 		// The unit is reserved and in the outbox; only GET order is blind
 		// until the saga publishes the next status.
 		s.log.Warn("order reserved but QUEUED status not stored", "order_id", msg.OrderID, "err", err)
@@ -209,14 +273,14 @@ const (
 // later ones reach the promoted master (stock reloads the slot map after a
 // failed read), which holds the mark if the reservation was replicated before
 // the old master died.
-func (s *Server) confirm(ctx context.Context, msg order.Message, by time.Time) outcome {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(s.cfg.ConfirmTimeout)))
+func (s *Purchase) confirm(ctx context.Context, msg order.Message, by time.Time) outcome {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(s.d.ConfirmTimeout)))
 	defer cancel()
 	found := notReserved
-	err := retry(ctx, func(ctx context.Context) error {
+	err := apierr.Retry(ctx, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		id, ok, err := s.units.BuyerOrder(ctx, msg.ItemID, msg.UserID)
+		id, ok, err := s.d.Units.BuyerOrder(ctx, msg.ItemID, msg.UserID)
 		if ok && id == msg.OrderID {
 			found = reserved
 		}
@@ -230,29 +294,11 @@ func (s *Server) confirm(ctx context.Context, msg order.Message, by time.Time) o
 	return found
 }
 
-// retry calls try until it succeeds or ctx ends (then it returns try's last
-// error), backing off from 50 ms to 1 s between calls.
-func retry(ctx context.Context, try func(ctx context.Context) error) error {
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		err := try(ctx)
-		if err == nil {
-			return nil
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
-}
-
 // accepted answers 202 for a reserved unit (its QUEUED status is stored).
-func (s *Server) accepted(c *gin.Context, msg order.Message) {
-	s.metrics.reserved.Inc()
+func (s *Purchase) accepted(c *gin.Context, msg order.Message) {
+	s.reserved.Inc()
 	c.Writer.Header()["Location"] = []string{"/api/v1/orders/" + msg.OrderID}
-	writeJSON(c, http.StatusAccepted, acceptedJSON(msg))
+	apierr.WriteJSON(c, http.StatusAccepted, acceptedJSON(msg))
 }
 
 // acceptedJSON is the 202 body, appended by hand on this hot path: a ULID, a

@@ -1,4 +1,4 @@
-package api
+package purchase
 
 import (
 	"encoding/json"

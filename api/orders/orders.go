@@ -1,0 +1,280 @@
+// Package orders is the buyer's orders: GET one (Redis's view, else the
+// row), the list of one's orders, the event stream of one (server-sent
+// events fed by the hub, which fans this instance's one subscription to the
+// order views out), and the pay and cancel judged at the door. Package api
+// composes it: it owns its routes; api lends it the checks and the error
+// answer, and its Run feeds the hub.
+package orders
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/api/apierr"
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+var (
+	_ Rows    = (*store.Store)(nil)
+	_ Views   = (*orderstatus.Board)(nil)
+	_ Marks   = (*stock.Store)(nil)
+	_ Actions = (*payment.Desk)(nil)
+)
+
+// Rows are the persisted orders (store.Store).
+type Rows interface {
+	FindOrder(ctx context.Context, orderID string) (store.Order, error)
+	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
+}
+
+// Views are the orders' latest views in Redis (orderstatus.Board).
+type Views interface {
+	Status(ctx context.Context, orderID string) (order.View, bool, error)
+}
+
+// Marks are the buyers' marks in Redis: the orders not persisted yet
+// (stock.Store).
+type Marks interface {
+	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
+}
+
+// Items are the ids of the items in the sale's read model (sale.Cache).
+type Items interface {
+	IDs(endedWithin time.Duration, now time.Time) []int64
+}
+
+// Actions are the buyer's pay and cancel, judged at the door against
+// the time the request was received (payment.Desk).
+type Actions interface {
+	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
+	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
+}
+
+// Deps are what the order routes are built from. Actions is optional (pay
+// and cancel then answer 503). Config gives the event streams' settings
+// (EventsPoll, EventsMax, StreamsPerBuyer, StreamsMax, WriteTimeout).
+type Deps struct {
+	Rows    Rows
+	Views   Views
+	Marks   Marks
+	Items   Items
+	Actions Actions
+	Config  config.API
+	Log     *slog.Logger
+	Now     func() time.Time
+	// Auth returns the request's principal, of the role asked for (any:
+	// ""), charged to its limiter; Fail answers an error as the API does.
+	Auth func(c *gin.Context, role auth.Role) (auth.Principal, error)
+	Fail func(c *gin.Context, err error)
+}
+
+// Orders serves the order routes.
+type Orders struct {
+	d       Deps
+	log     *slog.Logger
+	hub     *hub
+	streams streamCounts
+}
+
+// Register adds the order routes to r (the API's engine).
+func Register(r gin.IRoutes, d Deps) *Orders {
+	s := &Orders{d: d, log: d.Log, hub: newHub()}
+	h := func(fn func(c *gin.Context) error) gin.HandlerFunc { return apierr.Handle(d.Fail, fn) }
+	r.GET("/api/v1/orders", h(s.listOrders))
+	r.GET("/api/v1/orders/:orderId", h(s.getOrder))
+	r.GET("/api/v1/orders/:orderId/events", h(s.events))
+	r.POST("/api/v1/orders/:orderId/pay", h(s.pay))
+	r.POST("/api/v1/orders/:orderId/cancel", h(s.cancel))
+	return s
+}
+
+// Publish delivers an order's view to its open event streams on this
+// instance (api's Run, from the one subscription to the views).
+func (s *Orders) Publish(v order.View) { s.hub.publish(v) }
+
+// lookupOrder returns the latest view of an order: Redis's, else the row.
+func (s *Orders) lookupOrder(ctx context.Context, orderID string) (order.View, error) {
+	v, ok, err := s.d.Views.Status(ctx, orderID)
+	if err == nil && ok && !s.stale(v) {
+		return v, nil
+	}
+	if err != nil {
+		s.log.Debug("order status from redis", "order_id", orderID, "err", err)
+	}
+	o, dbErr := s.d.Rows.FindOrder(ctx, orderID)
+	switch {
+	case dbErr == nil:
+		return o.View(), nil
+	case ok:
+		return v, nil // a stale view is better than none (no row yet, or MySQL down)
+	case errors.Is(dbErr, order.ErrNotFound) && err != nil:
+		return order.View{}, err // Redis down and no row: cannot tell
+	}
+	return order.View{}, dbErr
+}
+
+// staleAfter is how long an open status in Redis is trusted before GET also
+// reads the row: a saga's Notify may have failed (Redis down) while the row
+// moved on. PENDING_PAYMENT is trusted until its deadline.
+const staleAfter = 30 * time.Second
+
+func (s *Orders) stale(v order.View) bool {
+	switch {
+	case v.Status == order.StatusQueued, v.Settling:
+		return s.d.Now().Sub(v.UpdatedAt) > staleAfter
+	case v.Status == order.StatusPendingPayment:
+		return v.PayBy == nil || s.d.Now().After(v.PayBy.Add(order.PayGrace))
+	}
+	return false
+}
+
+// visibleOrder returns the :orderId order if the caller may see it; another
+// buyer's order is 404, like a missing one.
+func (s *Orders) visibleOrder(c *gin.Context) (auth.Principal, order.View, error) {
+	p, err := s.d.Auth(c, "")
+	if err != nil {
+		return p, order.View{}, err
+	}
+	id := c.Param("orderId")
+	if !order.ValidID(id) {
+		return p, order.View{}, order.ErrNotFound
+	}
+	v, err := s.lookupOrder(c.Request.Context(), id)
+	if err == nil && !p.IsAdmin() && v.UserID != p.UserID {
+		err = order.ErrNotFound
+	}
+	return p, v, err
+}
+
+// GET /api/v1/orders/:orderId (the order's buyer or an admin)
+func (s *Orders) getOrder(c *gin.Context) error {
+	_, v, err := s.visibleOrder(c)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, v)
+	return nil
+}
+
+// POST /api/v1/orders/:orderId/pay and /cancel (the order's buyer), judged
+// at the door (payment.Desk) at the time the request arrived; the answer
+// never waits on the saga.
+func (s *Orders) pay(c *gin.Context) error    { return s.act(c, Actions.Pay) }
+func (s *Orders) cancel(c *gin.Context) error { return s.act(c, Actions.Cancel) }
+
+func (s *Orders) act(c *gin.Context, do func(Actions, context.Context, string, int64, time.Time) (order.View, error)) error {
+	receivedAt := s.d.Now()
+	// The whole answer within order.DoorLimit of arrival, as the desk bounds
+	// its own work: a buyer who paid in time learns the outcome before the
+	// saga may close the order.
+	answerBy := time.Now().Add(order.DoorLimit)
+	p, err := s.d.Auth(c, "")
+	if err != nil {
+		return err
+	}
+	id := c.Param("orderId")
+	// The desk matches the order's buyer by user id alone: an admin whose
+	// id equals the buyer's must not get that far.
+	if !order.ValidID(id) || p.Role != auth.RoleBuyer {
+		return order.ErrNotFound
+	}
+	if s.d.Actions == nil {
+		return apierr.ErrUnavailable
+	}
+	ctx, cancel := context.WithDeadline(c.Request.Context(), answerBy)
+	defer cancel()
+	v, err := do(s.d.Actions, ctx, id, p.UserID, receivedAt)
+	if errors.Is(err, order.ErrNotFound) {
+		// No row yet: a QUEUED order the buyer holds is not payable yet.
+		if q, qerr := s.lookupOrder(ctx, id); qerr == nil && q.UserID == p.UserID {
+			return apierr.ErrOrderNotPayable
+		}
+		return order.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, v)
+	return nil
+}
+
+// markWindow is how long after a sale's end its buyer marks are read for an
+// order list: an order lives only in Redis until its saga persists it, at
+// worst as long as its QUEUED view (orderstatus.TTL).
+const markWindow = 7 * 24 * time.Hour
+
+// GET /api/v1/orders (buyer), ?limit=, ?cursor=: the caller's orders, newest
+// first (order ids are ULIDs): the rows of one keyset query, and the orders
+// not persisted yet, named by the buyer's marks (one pipelined HGET per item
+// whose sale ended less than markWindow ago) with their views from Redis. The
+// rows hold every persisted order between the cursor and the oldest row, so a
+// mark in that range without its row is an order not persisted yet.
+func (s *Orders) listOrders(c *gin.Context) error {
+	p, err := s.d.Auth(c, auth.RoleBuyer)
+	if err != nil {
+		return err
+	}
+	limit := 20
+	if raw, ok := c.GetQuery("limit"); ok {
+		if limit, err = strconv.Atoi(raw); err != nil || limit < 1 || limit > 100 {
+			return apierr.BadRequest("limit: must be an integer between 1 and 100")
+		}
+	}
+	cursor, hasCursor := c.GetQuery("cursor")
+	if hasCursor && !order.ValidID(cursor) {
+		return apierr.BadRequest("cursor: must be a next_cursor of an earlier page")
+	}
+	ctx := c.Request.Context()
+	marks, err := s.d.Marks.BuyerOrders(ctx, s.d.Items.IDs(markWindow, s.d.Now()), p.UserID)
+	if err != nil {
+		// The persisted orders can still be listed.
+		s.log.Warn("list orders: buyer marks from redis", "user_id", p.UserID, "err", err)
+	}
+	rows, err := s.d.Rows.ListUserOrders(ctx, p.UserID, cursor, limit+1)
+	if err != nil {
+		return err
+	}
+	views := make([]order.View, 0, len(rows)+len(marks))
+	listed := make(map[string]bool, len(rows))
+	for _, o := range rows {
+		views = append(views, o.View())
+		listed[o.OrderID] = true
+	}
+	var oldest string // on a full page, a mark older than its oldest row belongs to a later page
+	if len(rows) > limit {
+		oldest = rows[limit].OrderID
+	}
+	for item, id := range marks {
+		if listed[id] || cursor != "" && id >= cursor || id < oldest {
+			continue
+		}
+		v, ok, err := s.d.Views.Status(ctx, id)
+		if err != nil || !ok || v.UserID != p.UserID {
+			// Its view is gone or unreadable: what the mark says.
+			at := order.IDTime(id, time.Time{}).UTC()
+			v = order.Message{OrderID: id, ItemID: item, UserID: p.UserID, ReservedAt: at}.QueuedView()
+		}
+		views = append(views, v)
+	}
+	slices.SortFunc(views, func(a, b order.View) int { return strings.Compare(b.OrderID, a.OrderID) })
+	var next *string
+	if len(views) > limit {
+		views, next = views[:limit], &views[limit-1].OrderID
+	}
+	c.JSON(http.StatusOK, gin.H{"orders": views, "next_cursor": next})
+	return nil
+}
