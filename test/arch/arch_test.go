@@ -19,8 +19,8 @@ const module = "github.com/seckill/seckill/"
 // layers: the production packages from the floor up. A package imports only
 // packages of a lower layer. A new package gets its place here.
 var layers = [][]string{
-	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc"}, // vocabulary, settings, leaves
-	{"internal/redisx", "internal/temporalx", "store", "queue"},                            // clients of one service
+	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc", "payment/provider"},            // vocabulary, settings, leaves
+	{"internal/redisx", "internal/temporalx", "store", "queue", "payment/provider/stripepay", "payment/provider/testpay"}, // clients of one service
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
