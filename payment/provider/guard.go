@@ -21,9 +21,9 @@ type Limits struct {
 	// Attempts bounds the tries of one call (default 6). Only ErrRateLimited
 	// and ErrUnavailable are retried, with the same idempotency key.
 	Attempts int
-	// The wait before retry n is drawn from [d/2, d], d = BaseDelay·2ⁿ
-	// capped at MaxDelay (defaults 200ms and 10s): jittered, so clients
-	// turned away together do not come back together.
+	// The wait before retry n (1, 2, …) is drawn from [d/2, d], with
+	// d = BaseDelay·2ⁿ⁻¹ capped at MaxDelay (defaults 200ms and 10s):
+	// jittered, so clients turned away together do not come back together.
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 }
