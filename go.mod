@@ -20,6 +20,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
+	github.com/stripe/stripe-go/v82 v82.5.1
 	github.com/tsenart/vegeta/v12 v12.13.0
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0

@@ -51,6 +51,7 @@ type Config struct {
 	API       API       `envPrefix:"API_"`
 	Worker    Worker    `envPrefix:"WORKER_"`
 	Reconcile Reconcile `envPrefix:"RECONCILE_"`
+	Payment   Payment   `envPrefix:"PAYMENT_"`
 	JWTSecret Secret    `env:"JWT_SECRET"` // DevJWTSecret when unset (normalize)
 	Dev       bool      `env:"DEV"`
 }
@@ -338,6 +339,15 @@ type Reconcile struct {
 	Repair bool `env:"REPAIR" envDefault:"true"`
 }
 
+// Payment is the money side of a sale (issue 29; the payment provider is
+// not wired in yet).
+type Payment struct {
+	// Currency is an item's when it is created without one (ISO 4217, upper
+	// case). The item table's column defaults to EUR as well, for the rows
+	// that existed before it.
+	Currency string `env:"CURRENCY" envDefault:"EUR"`
+}
+
 // Load parses the environment once and validates it: a bad value, or a
 // SECKILL_* variable that is not a setting (a misspelling), stops the process
 // at start, naming it. Unset settings keep their defaults.
@@ -443,12 +453,28 @@ func (c Config) Validate() error {
 			"(its reservation and the answer's write); lower it, or raise SECKILL_API_WRITE_TIMEOUT to at least %s",
 			c.API.ConfirmTimeout, c.API.WriteTimeout, PurchaseHeadroom, c.API.ConfirmTimeout+PurchaseHeadroom)
 	}
+	if !isCurrency(c.Payment.Currency) {
+		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", c.Payment.Currency)
+	}
 	for _, p := range c.API.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
 			bad("API_TRUSTED_PROXIES", "%q is not a CIDR or an IP address", p)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isCurrency: three upper-case ASCII letters, the shape of an ISO 4217 code.
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'A' || r > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // String prints the configuration as JSON with every secret masked and

@@ -67,6 +67,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		"SECKILL_API_EVENTS_POLL":         "0s",
 		"SECKILL_API_METRICS_ADDR":        "metrics",
 		"SECKILL_REDIS_ADDRS":             "10.0.0.1:6379,node2",
+		"SECKILL_PAYMENT_CURRENCY":        "eur",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadFrom(map[string]string{name: value})

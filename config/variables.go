@@ -64,6 +64,8 @@ var ToolingVariables = []string{
 	"SECKILL_SAGA_BENCH", "SECKILL_SAGA_BENCH_N", "SECKILL_RECORD_HISTORIES",
 	// test/browser: the browser to drive, where the screenshots go, copy the README's to docs/
 	"SECKILL_CHROMIUM", "SECKILL_BROWSER_OUT", "SECKILL_BROWSER_DOCS",
+	// payment/provider/stripepay's tests: the stripe-mock to start (scripts/stack stripe-mock), fail if missing
+	"SECKILL_STRIPE_MOCK_BIN", "SECKILL_REQUIRE_STRIPE_MOCK",
 }
 
 // IsTooling reports whether name is a variable of the scripts and tests,

@@ -22,10 +22,15 @@ var (
 // MaxStockTotal is the most units an item may ever have (INT columns).
 const MaxStockTotal = 2_000_000_000
 
-// CreateItem inserts the item and its stock row in one transaction.
+// CreateItem inserts the item and its stock row in one transaction. An item
+// without a currency takes the column's default.
 func (s *Store) CreateItem(ctx context.Context, it Item) (Item, error) {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Omit("id", "created_at").Create(&it).Error; err != nil {
+		omit := []string{"id", "created_at"}
+		if it.Currency == "" {
+			omit = append(omit, "currency")
+		}
+		if err := tx.Omit(omit...).Create(&it).Error; err != nil {
 			return fmt.Errorf("insert item: %w", err)
 		}
 		if err := tx.Create(&Stock{ItemID: it.ID, Stock: it.StockTotal}).Error; err != nil {

@@ -117,6 +117,33 @@ ensure_temporal_installed() {
   exec 8>&-
 }
 
+STRIPE_MOCK_VERSION=0.203.0
+STRIPE_MOCK_BIN="$CACHE/stripe-mock-$STRIPE_MOCK_VERSION/bin/stripe-mock"
+
+# ensure_stripe_mock_installed: Stripe's API mock, which only the payment provider's tests call (like Chromium,
+# `make run` never needs it). Built with the Go toolchain into the cache dir, like the Temporal CLI.
+ensure_stripe_mock_installed() {
+  [[ -x $STRIPE_MOCK_BIN ]] && return 0
+  command -v go >/dev/null || die "go not found: stripe-mock is built with 'go install' (install Go first)"
+  exec 8>"$CACHE/.stripe-mock.lock"; flock 8
+  if [[ ! -x $STRIPE_MOCK_BIN ]]; then
+    local dir tmp slog="$CACHE/logs/stripe-mock-install.log" t0
+    dir=$(dirname "$STRIPE_MOCK_BIN"); tmp="$dir.tmp"
+    t0=$(now_ms)
+    mkdir -p "$CACHE/logs" && rm -rf "$tmp"
+    say "installing stripe-mock v$STRIPE_MOCK_VERSION... (log: $slog)"
+    # Outside any module and with the project's GOFLAGS cleared: this must not touch the repo's go.mod.
+    if ! (cd "$CACHE" && GOFLAGS="" GOBIN="$tmp" go install \
+      "github.com/stripe/stripe-mock@v$STRIPE_MOCK_VERSION") >>"$slog" 2>&1; then
+      tail -n 20 "$slog" >&2
+      die "stripe-mock build failed, see $slog"
+    fi
+    mkdir -p "$dir" && mv -f "$tmp/stripe-mock" "$STRIPE_MOCK_BIN" && rm -rf "$tmp"
+    say "stripe-mock ready in $(elapsed "$t0")"
+  fi
+  exec 8>&-
+}
+
 # progress PID MSG: wait for PID (a child), saying "MSG... <time so far>" every 30 s and once it is done;
 # returns its exit status.
 progress() {

@@ -20,9 +20,9 @@ const module = "github.com/seckill/seckill/"
 // layers: the production packages from the floor up. A package imports only
 // packages of a lower layer. A new package gets its place here.
 var layers = [][]string{
-	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc"}, // vocabulary, settings, leaves
+	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc", "payment/provider"}, // vocabulary, settings, leaves
 	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
-	{"internal/redisx", "internal/temporalx", "store", "queue"}, // clients of one service
+	{"internal/redisx", "internal/temporalx", "store", "queue", "payment/provider/stripepay", "payment/provider/testpay"}, // clients of one service
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},

@@ -1,0 +1,145 @@
+// Package provider is the seam between the shop and a payment provider: the
+// one small interface the door and the saga ask for money through (issue 29),
+// its typed errors, the typed notification it reads, and the rules every
+// implementation shares. Guard puts every outgoing call behind one rate
+// limiter and retries what a provider asks to be retried; the notification
+// signature is Stripe's (Stripe-Signature: t=…,v1=…), so one verifier serves
+// Stripe (stripepay) and the built-in test provider (testpay).
+//
+// Amounts are integer minor units (999 is 9.99 EUR); currencies are ISO 4217
+// codes in upper case.
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Provider is a payment provider as the door and the saga see it. Every
+// write is idempotent, and says how: Create by the order id, Refund by the
+// caller's key; Cancel and Lookup change nothing twice.
+type Provider interface {
+	// Create opens a payment for an order. The order id is the idempotency
+	// key (and in the payment's metadata): a second Create for the order
+	// returns the first's payment.
+	Create(ctx context.Context, r Request) (Payment, error)
+	// Cancel closes a payment that has not succeeded, so that it never can.
+	// ErrAlreadySucceeded (with the payment) when it has: the payment wins.
+	// A canceled payment is returned as it is.
+	Cancel(ctx context.Context, paymentID string) (Payment, error)
+	// Refund gives a succeeded payment's whole amount back. key is the
+	// idempotency key: a second Refund with it returns the first's refund.
+	Refund(ctx context.Context, paymentID, key string) (Refund, error)
+	// Lookup fetches the payment's current state from the provider: where
+	// order matters, this is the truth, not the order notifications came in.
+	Lookup(ctx context.Context, paymentID string) (Payment, error)
+	// Verify checks a notification's signature (the Stripe-Signature header)
+	// and its timestamp's age, and reads it. ErrBadSignature, ErrStale or
+	// ErrMalformed when it must not be believed; an event of a type the shop
+	// does not handle is returned as Unhandled, no error.
+	Verify(payload []byte, signature string) (Event, error)
+}
+
+// Request is a payment to open for an order.
+type Request struct {
+	OrderID  string
+	Amount   int64  // minor units
+	Currency string // ISO 4217, upper case
+	// PayBy is the order's payment deadline: the payment expires no later
+	// (the test provider closes it then; a Stripe PaymentIntent has no
+	// expiry, so the saga's cancel at pay_by closes it, and PayBy is in its
+	// metadata).
+	PayBy time.Time
+	// ReturnURL is where the test provider's checkout page sends the buyer
+	// once paid (a Stripe PaymentIntent takes it when confirmed, in the
+	// buyer's browser).
+	ReturnURL string
+}
+
+// Status is a payment's state at the provider.
+type Status string
+
+const (
+	Pending   Status = "pending"   // open: it may still succeed
+	Succeeded Status = "succeeded" // the money is taken
+	Canceled  Status = "canceled"  // closed: it can never succeed
+)
+
+// Payment is a payment as the provider holds it.
+type Payment struct {
+	ID       string
+	OrderID  string
+	Amount   int64
+	Currency string
+	Status   Status
+	// CheckoutURL is the test provider's hosted page where the buyer pays;
+	// empty for Stripe, whose payment form runs in the buyer's browser.
+	CheckoutURL string
+}
+
+// RefundStatus is a refund's state at the provider.
+type RefundStatus string
+
+const (
+	RefundPending   RefundStatus = "pending"
+	RefundSucceeded RefundStatus = "succeeded"
+	RefundFailed    RefundStatus = "failed"
+)
+
+// Refund is a refund as the provider holds it.
+type Refund struct {
+	ID        string
+	PaymentID string
+	Amount    int64
+	Currency  string
+	Status    RefundStatus
+}
+
+// EventType is what a notification says happened, in the shop's words.
+type EventType string
+
+const (
+	PaymentSucceeded EventType = "payment_succeeded"
+	PaymentFailed    EventType = "payment_failed" // an attempt failed; the payment stays open
+	PaymentCanceled  EventType = "payment_canceled"
+	// Unhandled: a type the shop does not act on. Answer it 2xx, so the
+	// provider stops resending it, and count it.
+	Unhandled EventType = "unhandled"
+)
+
+// Event is a verified notification. ID is the provider's event id: a
+// provider sends an event at least once and may resend it for days, so the
+// door drops a repeated ID.
+type Event struct {
+	ID           string
+	Type         EventType
+	ProviderType string // the provider's own name of the type (payment_intent.succeeded)
+	PaymentID    string
+	OrderID      string // from the payment's metadata
+	Amount       int64
+	Currency     string
+	// At is when the provider says it happened (the event's creation): a
+	// success is judged against pay_by by it, not by when it arrived.
+	At time.Time
+}
+
+var (
+	// ErrBadSignature: the notification's signature is missing, malformed or
+	// not made with the signing secret. Answer 400; write nothing.
+	ErrBadSignature = errors.New("payment provider: bad notification signature")
+	// ErrStale: a well-signed notification whose timestamp is older than the
+	// tolerance (a replay). Answer 400; write nothing.
+	ErrStale = errors.New("payment provider: notification timestamp outside the tolerance")
+	// ErrMalformed: a well-signed notification that cannot be read.
+	ErrMalformed = errors.New("payment provider: malformed notification")
+	// ErrNotFound: the provider does not know the payment.
+	ErrNotFound = errors.New("payment provider: no such payment")
+	// ErrAlreadySucceeded: a cancel came too late, the payment succeeded.
+	ErrAlreadySucceeded = errors.New("payment provider: payment already succeeded")
+	// ErrRateLimited: the provider answered 429. Retried by Guard.
+	ErrRateLimited = errors.New("payment provider: rate limited")
+	// ErrUnavailable: a timeout, a connection error or a 5xx: the call may
+	// or may not have happened. Retried by Guard with the same key.
+	ErrUnavailable = errors.New("payment provider: unavailable")
+)

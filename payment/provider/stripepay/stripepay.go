@@ -1,0 +1,191 @@
+// Package stripepay is the payment provider Stripe, through its official
+// library: a payment is a PaymentIntent, a refund a Refund, a notification a
+// webhook event checked with the library's webhook package. The library's
+// own retries are off: provider.Guard retries, behind its limiter.
+package stripepay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/seckill/seckill/payment/provider"
+)
+
+// Config is what the client needs of Stripe.
+type Config struct {
+	Key           string        // the secret API key (sk_live_… / sk_test_…)
+	WebhookSecret string        // the endpoint's signing secret (whsec_…)
+	Tolerance     time.Duration // a notification's age limit (default provider.DefaultTolerance)
+	URL           string        // the API's base URL: empty for Stripe's, stripe-mock's in tests
+	HTTPClient    *http.Client  // default: a 20 s timeout per request
+}
+
+// Client is Stripe as a provider.Provider. Wrap it in provider.Guard.
+type Client struct {
+	sc  *stripe.Client
+	cfg Config
+}
+
+var _ provider.Provider = (*Client)(nil)
+
+// New returns a client; it calls nothing until asked.
+func New(cfg Config) *Client {
+	if cfg.Tolerance <= 0 {
+		cfg.Tolerance = provider.DefaultTolerance
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 20 * time.Second}
+	}
+	// The library logs nothing: every failure is returned, and its caller
+	// decides what to say.
+	bc := &stripe.BackendConfig{HTTPClient: cfg.HTTPClient, MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull}}
+	if cfg.URL != "" {
+		bc.URL = stripe.String(cfg.URL)
+	}
+	return &Client{sc: stripe.NewClient(cfg.Key, stripe.WithBackends(stripe.NewBackendsWithConfig(bc))), cfg: cfg}
+}
+
+// MetadataPayBy is the PaymentIntent metadata key of the order's deadline: a
+// PaymentIntent has no expiry of its own, the saga cancels it at pay_by.
+const MetadataPayBy = "pay_by"
+
+func (c *Client) Create(ctx context.Context, r provider.Request) (provider.Payment, error) {
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:                  stripe.Int64(r.Amount),
+		Currency:                stripe.String(strings.ToLower(r.Currency)),
+		Metadata:                map[string]string{provider.MetadataOrderID: r.OrderID},
+		AutomaticPaymentMethods: &stripe.PaymentIntentCreateAutomaticPaymentMethodsParams{Enabled: stripe.Bool(true)},
+	}
+	if !r.PayBy.IsZero() {
+		params.Metadata[MetadataPayBy] = r.PayBy.UTC().Format(time.RFC3339)
+	}
+	params.SetIdempotencyKey(r.OrderID)
+	pi, err := c.sc.V1PaymentIntents.Create(ctx, params)
+	if err != nil {
+		return provider.Payment{}, classify("create payment for order "+r.OrderID, err)
+	}
+	p := payment(pi)
+	p.OrderID = r.OrderID // it is in the metadata; an answer without it (stripe-mock's) is still this order's
+	return p, nil
+}
+
+func (c *Client) Cancel(ctx context.Context, id string) (provider.Payment, error) {
+	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, id, nil)
+	if err == nil {
+		return payment(pi), nil
+	}
+	var se *stripe.Error
+	if !errors.As(err, &se) || se.Code != stripe.ErrorCodePaymentIntentUnexpectedState {
+		return provider.Payment{}, classify("cancel payment "+id, err)
+	}
+	// Not cancelable in its state: the state says who won.
+	p, lerr := c.Lookup(ctx, id)
+	switch {
+	case lerr != nil:
+		return provider.Payment{}, lerr
+	case p.Status == provider.Succeeded:
+		return p, fmt.Errorf("stripe: cancel payment %s: %w", id, provider.ErrAlreadySucceeded)
+	case p.Status == provider.Canceled:
+		return p, nil
+	}
+	// processing: it may still succeed; ask again later.
+	return p, fmt.Errorf("stripe: cancel payment %s, %s: %w", id, se.Msg, provider.ErrUnavailable)
+}
+
+func (c *Client) Refund(ctx context.Context, id, key string) (provider.Refund, error) {
+	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(id)}
+	params.SetIdempotencyKey(key)
+	re, err := c.sc.V1Refunds.Create(ctx, params)
+	if err != nil {
+		return provider.Refund{}, classify("refund payment "+id, err)
+	}
+	r := provider.Refund{ID: re.ID, PaymentID: id, Amount: re.Amount, Currency: strings.ToUpper(string(re.Currency))}
+	switch re.Status {
+	case stripe.RefundStatusSucceeded:
+		r.Status = provider.RefundSucceeded
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		r.Status = provider.RefundFailed
+	default:
+		r.Status = provider.RefundPending
+	}
+	return r, nil
+}
+
+func (c *Client) Lookup(ctx context.Context, id string) (provider.Payment, error) {
+	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, nil)
+	if err != nil {
+		return provider.Payment{}, classify("look up payment "+id, err)
+	}
+	return payment(pi), nil
+}
+
+// Verify checks the Stripe-Signature header with the library (any API
+// version: the shop reads only fields every version has).
+func (c *Client) Verify(payload []byte, signature string) (provider.Event, error) {
+	e, err := webhook.ConstructEventWithOptions(payload, signature, c.cfg.WebhookSecret,
+		webhook.ConstructEventOptions{Tolerance: c.cfg.Tolerance, IgnoreAPIVersionMismatch: true})
+	switch {
+	case errors.Is(err, webhook.ErrTooOld):
+		return provider.Event{}, fmt.Errorf("stripe: %w", provider.ErrStale)
+	case errors.Is(err, webhook.ErrNotSigned), errors.Is(err, webhook.ErrInvalidHeader), errors.Is(err, webhook.ErrNoValidSignature):
+		return provider.Event{}, fmt.Errorf("stripe: %w: %w", provider.ErrBadSignature, err)
+	case err != nil:
+		return provider.Event{}, fmt.Errorf("stripe: %w: %w", provider.ErrMalformed, err)
+	}
+	ev := provider.Event{ID: e.ID, Type: provider.Unhandled, ProviderType: string(e.Type), At: time.Unix(e.Created, 0).UTC()}
+	t, ok := provider.StripeTypes[string(e.Type)]
+	if !ok {
+		return ev, nil
+	}
+	var pi stripe.PaymentIntent
+	if e.Data == nil || json.Unmarshal(e.Data.Raw, &pi) != nil || pi.ID == "" {
+		return provider.Event{}, fmt.Errorf("stripe: %w: %s event %s carries no payment intent", provider.ErrMalformed, e.Type, e.ID)
+	}
+	ev.Type, ev.PaymentID, ev.OrderID = t, pi.ID, pi.Metadata[provider.MetadataOrderID]
+	ev.Amount, ev.Currency = pi.Amount, strings.ToUpper(string(pi.Currency))
+	return ev, nil
+}
+
+func payment(pi *stripe.PaymentIntent) provider.Payment {
+	p := provider.Payment{ID: pi.ID, OrderID: pi.Metadata[provider.MetadataOrderID], Amount: pi.Amount,
+		Currency: strings.ToUpper(string(pi.Currency)), Status: provider.Pending}
+	switch pi.Status {
+	case stripe.PaymentIntentStatusSucceeded:
+		p.Status = provider.Succeeded
+	case stripe.PaymentIntentStatusCanceled:
+		p.Status = provider.Canceled
+	}
+	return p
+}
+
+// classify wraps a failed call's error in the provider's words: 429 is
+// ErrRateLimited; a 5xx, a timeout or a connection error ErrUnavailable
+// (both retried by provider.Guard); 404 ErrNotFound; anything else, a
+// request Stripe refused, stays as it is (permanent).
+func classify(op string, err error) error {
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		switch {
+		case se.HTTPStatusCode == http.StatusTooManyRequests || se.Code == stripe.ErrorCodeRateLimit || se.Code == stripe.ErrorCodeLockTimeout:
+			return fmt.Errorf("stripe: %s: %w: %w", op, provider.ErrRateLimited, err)
+		case se.HTTPStatusCode >= 500, se.HTTPStatusCode == http.StatusConflict: // 409: the same key in flight
+			return fmt.Errorf("stripe: %s: %w: %w", op, provider.ErrUnavailable, err)
+		case se.HTTPStatusCode == http.StatusNotFound || se.Code == stripe.ErrorCodeResourceMissing:
+			return fmt.Errorf("stripe: %s: %w: %w", op, provider.ErrNotFound, err)
+		}
+		return fmt.Errorf("stripe: %s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("stripe: %s: %w", op, err) // the caller gave up: not for a retry
+	}
+	return fmt.Errorf("stripe: %s: %w: %w", op, provider.ErrUnavailable, err)
+}

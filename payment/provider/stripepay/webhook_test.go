@@ -1,0 +1,140 @@
+package stripepay_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/seckill/seckill/payment/provider"
+	"github.com/seckill/seckill/payment/provider/stripepay"
+	"github.com/seckill/seckill/payment/provider/testpay"
+)
+
+const secret = "whsec_seckill_test"
+
+var verifier = stripepay.New(stripepay.Config{Key: key, WebhookSecret: secret})
+
+func event(typ string, created time.Time) []byte {
+	return []byte(`{"id":"evt_1","object":"event","api_version":"2020-08-27","type":"` + typ + `","created":` +
+		strconv.FormatInt(created.Unix(), 10) + `,"data":{"object":{"id":"pi_1","object":"payment_intent",` +
+		`"amount":999,"currency":"eur","status":"succeeded","metadata":{"order_id":"01ORDER"}}}}`)
+}
+
+// signed is payload signed the way Stripe signs, by the library.
+func signed(payload []byte, secret string, at time.Time) string {
+	return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: at}).Header
+}
+
+// A notification signed by Stripe's library is read as the typed event.
+func TestVerifyGoodSignature(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	body := event("payment_intent.succeeded", now)
+	ev, err := verifier.Verify(body, signed(body, secret, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := provider.Event{ID: "evt_1", Type: provider.PaymentSucceeded, ProviderType: "payment_intent.succeeded",
+		PaymentID: "pi_1", OrderID: "01ORDER", Amount: 999, Currency: "EUR", At: now.UTC()}
+	if ev != want {
+		t.Fatalf("event %+v, want %+v", ev, want)
+	}
+	// The shared verifier (the test provider's) reads it the same.
+	if ev2, err := provider.VerifyNotification(body, signed(body, secret, now), secret, provider.DefaultTolerance, time.Now()); err != nil || ev2 != ev {
+		t.Fatalf("provider.VerifyNotification: %+v, %v", ev2, err)
+	}
+}
+
+// Another secret, a tampered body, no header: ErrBadSignature, from both
+// verifiers.
+func TestVerifyBadSignature(t *testing.T) {
+	now := time.Now()
+	body := event("payment_intent.succeeded", now)
+	cases := map[string]struct {
+		body   []byte
+		header string
+	}{
+		"other secret": {body, signed(body, "whsec_other", now)},
+		"tampered":     {[]byte(strings.Replace(string(body), "999", "1", 1)), signed(body, secret, now)},
+		"no header":    {body, ""},
+		"garbage":      {body, "t=x,v1=y"},
+	}
+	for name, c := range cases {
+		if _, err := verifier.Verify(c.body, c.header); !errors.Is(err, provider.ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+		if _, err := provider.VerifyNotification(c.body, c.header, secret, provider.DefaultTolerance, now); !errors.Is(err, provider.ErrBadSignature) {
+			t.Errorf("%s, shared verifier: %v, want ErrBadSignature", name, err)
+		}
+	}
+}
+
+// A genuine notification signed longer ago than the tolerance: ErrStale.
+func TestVerifyStaleTimestamp(t *testing.T) {
+	then := time.Now().Add(-provider.DefaultTolerance - time.Minute)
+	body := event("payment_intent.succeeded", then)
+	if _, err := verifier.Verify(body, signed(body, secret, then)); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("%v, want ErrStale", err)
+	}
+	if _, err := provider.VerifyNotification(body, signed(body, secret, then), secret, provider.DefaultTolerance, time.Now()); !errors.Is(err, provider.ErrStale) {
+		t.Fatalf("shared verifier: %v, want ErrStale", err)
+	}
+}
+
+// A type the shop does not act on is read as Unhandled, without an error.
+func TestVerifyUnknownEventType(t *testing.T) {
+	now := time.Now()
+	body := []byte(`{"id":"evt_9","object":"event","type":"customer.created","created":1,"data":{"object":{"id":"cus_1","object":"customer"}}}`)
+	ev, err := verifier.Verify(body, signed(body, secret, now))
+	if err != nil || ev.Type != provider.Unhandled || ev.ProviderType != "customer.created" || ev.ID != "evt_9" {
+		t.Fatalf("%+v, %v", ev, err)
+	}
+	// A known type without its payment is not believed.
+	body = []byte(`{"id":"evt_8","object":"event","type":"payment_intent.succeeded","created":1,"data":{"object":{"object":"payment_intent"}}}`)
+	if _, err := verifier.Verify(body, signed(body, secret, now)); !errors.Is(err, provider.ErrMalformed) {
+		t.Fatalf("%v, want ErrMalformed", err)
+	}
+}
+
+// capture is a notification endpoint that hands over what it receives.
+type capture chan [2]string
+
+func (c capture) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(r.Body)
+	c <- [2]string{string(b), r.Header.Get(provider.SignatureHeader)}
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+}
+
+// The test provider's notifications are Stripe's: Stripe's library verifies
+// and reads them as the test provider's own verifier does.
+func TestTestProviderNotificationsVerifyAsStripes(t *testing.T) {
+	got := make(capture, 1)
+	tp := testpay.New(testpay.Options{Secret: secret, NotifyURL: "http://shop.test/notify", Client: &http.Client{Transport: got}})
+	defer tp.Close()
+	ctx := context.Background()
+	pay, err := tp.Create(ctx, provider.Request{OrderID: "01ORDER", Amount: 999, Currency: "EUR", PayBy: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Pay(ctx, pay.ID); err != nil {
+		t.Fatal(err)
+	}
+	n := <-got
+	viaStripe, err := verifier.Verify([]byte(n[0]), n[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaTestpay, err := tp.Verify([]byte(n[0]), n[1])
+	if err != nil || viaStripe != viaTestpay {
+		t.Fatalf("stripe's library read %+v, the test provider %+v (%v)", viaStripe, viaTestpay, err)
+	}
+	if viaStripe.Type != provider.PaymentSucceeded || viaStripe.PaymentID != pay.ID || viaStripe.OrderID != "01ORDER" || viaStripe.Amount != 999 || viaStripe.Currency != "EUR" {
+		t.Fatalf("event %+v", viaStripe)
+	}
+}
