@@ -3,8 +3,12 @@
 // PostgreSQL over TLS), with certificates the test makes, and proves each
 // insecure connection is refused. The services are private instances on
 // free ports in temp dirs, so the tests disturb no one; they start several
-// servers, so they run only with SECKILL_SECURE=1 and never under -short:
+// servers, so they run only with SECKILL_SECURE=1 and never under -short.
+// What a sale needs besides the server under test comes from the stack the
+// environment points at: make test points it at the cluster profile's
+// services, because the failover tests stop the default stack's meanwhile:
 //
+//	eval "$(scripts/stack env --profile cluster)"   # or the default stack's
 //	SECKILL_SECURE=1 SECKILL_DEV=1 go test -count=1 ./test/secure/...
 package secure_test
 
