@@ -37,9 +37,8 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) 
 // Value returns the secret itself, for the one place that needs it.
 func (s Secret) Value() string { return string(s) }
 
-// Config is the whole configuration; each role uses the sections it needs.
-// README.md and docs/deploy.md (the relay's: docs/handoff.md) document each
-// setting; a comment here says why a value or rule is what it is.
+// Config is the whole configuration. README.md and docs/deploy.md document
+// each setting; a comment here says why a value or rule is what it is.
 type Config struct {
 	Log       Log       `envPrefix:"LOG_"`
 	Redis     Redis     `envPrefix:"REDIS_"`
@@ -54,16 +53,13 @@ type Config struct {
 	Dev       bool      `env:"DEV"`
 }
 
-// DevJWTSecret is the default JWT secret, published in this repository:
-// anyone can mint admin tokens with it.
+// DevJWTSecret is the published default JWT secret: anyone can mint admin tokens with it.
 const DevJWTSecret = "seckill-dev-secret-change-me"
 
-// MinJWTSecretBytes is the shortest secret or key accepted outside
-// development (HS256 wants at least the hash's 32 bytes).
+// MinJWTSecretBytes is the shortest secret or key accepted outside development (HS256's 32).
 const MinJWTSecretBytes = 32
 
-// CheckAPISecret refuses a JWT secret an attacker could know or guess,
-// unless the development switch is on.
+// CheckAPISecret refuses a guessable JWT secret unless the development switch is on.
 func (c Config) CheckAPISecret() error {
 	if c.Dev {
 		return nil
@@ -71,8 +67,7 @@ func (c Config) CheckAPISecret() error {
 	return checkKey("SECKILL_JWT_SECRET", c.JWTSecret.Value(), DevJWTSecret, "secret", "")
 }
 
-// checkKey refuses key (the variable name) when it is dev, the published
-// default, or shorter than MinJWTSecretBytes.
+// checkKey refuses the variable name's key when it is dev or too short.
 func checkKey(name, key, dev, what, same string) error {
 	switch {
 	case key == dev:
@@ -84,9 +79,8 @@ func checkKey(name, key, dev, what, same string) error {
 	return nil
 }
 
-// DevTokenSecret is the secret POST /api/v1/dev/token signs with, or nil
-// when the route must not exist: only with SECKILL_DEV=1 and the published
-// secret (next to a real secret it would mint admin tokens that one accepts).
+// DevTokenSecret is the secret POST /api/v1/dev/token signs with: only with
+// SECKILL_DEV=1 and the published secret, else nil (no such route).
 func (c Config) DevTokenSecret() []byte {
 	if !c.Dev || c.JWTSecret.Value() != DevJWTSecret {
 		return nil
@@ -126,8 +120,7 @@ type Redis struct {
 	DB               int      `env:"DB" envDefault:"0"`
 	PoolSize         int      `env:"POOL_SIZE" envDefault:"64" check:"positive"`
 	KeyPrefix        string   `env:"KEY_PREFIX" envDefault:"seckill"`
-	// Replication is asynchronous: a failover could lose reservations buyers
-	// were told about unless a batch waits for WaitReplicas (WAIT).
+	// Replication is asynchronous: a batch may wait for WaitReplicas (WAIT).
 	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0" check:"min=0"`
 	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
@@ -154,9 +147,8 @@ type MySQL struct {
 	TLSFiles     TLSFiles      `envPrefix:"TLS_"`
 }
 
-// DSN is the go-sql-driver/mysql data source name. TLS settings are
-// registered with the driver under a name derived from them, so two
-// configurations in one process do not overwrite each other's.
+// DSN is the go-sql-driver/mysql data source name; TLS settings are
+// registered under a name derived from them (one per configuration).
 func (m MySQL) DSN() (string, error) {
 	dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&interpolateParams=true&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27&timeout=5s",
 		m.User, m.Password.Value(), net.JoinHostPort(m.Host, strconv.Itoa(m.Port)), m.Database)
@@ -183,19 +175,16 @@ type RocketMQ struct {
 	// The ACL user creates the dead-letter topic: it needs Create besides Pub and Sub.
 	AccessKey string `env:"ACCESS_KEY"`
 	SecretKey Secret `env:"SECRET_KEY"`
-	// The ACL authenticates clients, not messages: the worker starts a saga
-	// only for a body signed with this key (queue.Signer); Previous is still
-	// accepted, so a key rotates without a stop. DevOrderSigningKey when unset.
+	// The worker starts a saga only for a body signed with this key (or
+	// Previous, for a rotation). DevOrderSigningKey when unset.
 	OrderSigningKey         Secret `env:"ORDER_SIGNING_KEY"`
 	OrderSigningKeyPrevious Secret `env:"ORDER_SIGNING_KEY_PREVIOUS"`
 }
 
-// DevOrderSigningKey is the default order signing key, published in this
-// repository: anyone who reaches the broker can sign an order with it.
+// DevOrderSigningKey is the published default order signing key.
 const DevOrderSigningKey = "seckill-dev-order-signing-key-change-me"
 
-// CheckOrderSigningKey refuses an order signing key (current or previous)
-// an attacker could know or guess, unless the development switch is on.
+// CheckOrderSigningKey refuses guessable signing keys unless the development switch is on.
 func (c Config) CheckOrderSigningKey() error {
 	if c.Dev {
 		return nil
@@ -234,8 +223,7 @@ type API struct {
 	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	GlobalRPS         float64       `env:"GLOBAL_RPS" envDefault:"20000" check:"positive"`
 	GlobalBurst       int           `env:"GLOBAL_BURST" envDefault:"5000"`
-	// Above the Redis failover time; with PurchaseHeadroom it must fit in
-	// WriteTimeout (Validate).
+	// Above the Redis failover time; with PurchaseHeadroom within WriteTimeout.
 	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s" check:"positive"`
 	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5" check:"positive"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
@@ -279,12 +267,10 @@ type Relay struct {
 	Discover    time.Duration `env:"DISCOVER" envDefault:"5s" check:"positive"`
 }
 
-// APIRedisTimeout bounds the API's Redis dial, read and write: buyers'
-// requests must not hang on a stalled Redis.
+// APIRedisTimeout bounds the API's Redis dial, read and write.
 const APIRedisTimeout = 2 * time.Second
 
-// PurchaseHeadroom is what SECKILL_API_WRITE_TIMEOUT must hold besides the
-// confirm window: the reservation's own round trip and the answer's write.
+// PurchaseHeadroom is the write timeout's share besides the confirm window.
 const PurchaseHeadroom = APIRedisTimeout + time.Second
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
@@ -293,8 +279,7 @@ type Worker struct {
 	Temporal                bool `env:"TEMPORAL" envDefault:"true"`
 	ConsumeWorkers          int  `env:"CONSUME_WORKERS" envDefault:"32" check:"positive"`
 	MaxConcurrentActivities int  `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64" check:"positive"`
-	// With every slot busy an eager start is refused (512 took stage 3b's p99
-	// from 48.7 s to 31.9 s). This and WorkflowPollers: the SDK's minimum is 2.
+	// With every slot busy an eager start is refused; the SDK's minimum is 2.
 	MaxConcurrentWorkflowTasks   int           `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512" check:"min=2"`
 	MaxConcurrentLocalActivities int           `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
 	MetricsAddr                  string        `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
@@ -321,8 +306,7 @@ type Payment struct {
 	Currency string `env:"CURRENCY" envDefault:"EUR"`
 }
 
-// Load parses the environment and validates it: a bad value, or a SECKILL_*
-// variable that is not a setting (a misspelling), stops the process at start.
+// Load parses and validates the environment, refusing unknown SECKILL_* variables.
 func Load() (Config, error) { return LoadFrom(env.ToMap(os.Environ())) }
 
 // LoadFrom is Load on the given variables (nil: none, every default).
@@ -344,8 +328,7 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	return c, nil
 }
 
-// normalize trims list entries (dropping empty ones) and sets the defaults a
-// struct tag cannot.
+// normalize trims list entries and sets the defaults a struct tag cannot.
 func (c *Config) normalize() {
 	for i, p := range c.API.TrustedProxies {
 		c.API.TrustedProxies[i] = strings.TrimSpace(p)
@@ -363,9 +346,8 @@ func (c *Config) normalize() {
 	}
 }
 
-// Validate checks every setting's check tag — positive (above 0), min=N,
-// oneof=a|b (any case), hostport (with optional: may be empty) — then the
-// rules that join fields, naming the variable of each bad value.
+// Validate checks every setting's check tag (positive, min=N, oneof=a|b,
+// hostport[,optional]) and the rules that join fields.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
@@ -431,8 +413,7 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// String prints the configuration as JSON in declaration order, every
-// secret masked and every duration as its variable takes it ("100ms").
+// String prints the configuration as JSON, secrets masked, durations as "100ms".
 func (c Config) String() string {
 	raw, err := printable(reflect.ValueOf(c))
 	if err == nil {
@@ -444,8 +425,7 @@ func (c Config) String() string {
 	return fmt.Sprintf("config: %v", err)
 }
 
-// printable is v as JSON: a struct its exported fields in declaration order,
-// a time.Duration its String form, any other value as encoding/json has it.
+// printable is v as JSON, structs' fields in declaration order.
 func printable(v reflect.Value) (json.RawMessage, error) {
 	if d, ok := v.Interface().(time.Duration); ok {
 		return json.Marshal(d.String())

@@ -7,9 +7,8 @@ import (
 	"os"
 )
 
-// TLSFiles are a client's TLS settings for one backend: CA replaces the
-// system roots, Cert and Key are mutual TLS's client certificate (PEM files);
-// ServerName overrides the name checked (default: the host dialled).
+// TLSFiles are a client's TLS settings for one backend (PEM files; the
+// ServerName checked defaults to the host dialled).
 type TLSFiles struct {
 	CA         string `env:"CA"`
 	Cert       string `env:"CERT"`
@@ -17,8 +16,7 @@ type TLSFiles struct {
 	ServerName string `env:"SERVER_NAME"`
 }
 
-// Client is the TLS config of the settings named prefix (SECKILL_REDIS_TLS),
-// nil for plaintext when on is false and no file is set.
+// Client is the TLS config of the settings named prefix, nil for plaintext.
 func (f TLSFiles) Client(on bool, prefix string) (*tls.Config, error) {
 	if !on && f.CA == "" && f.Cert == "" {
 		return nil, nil

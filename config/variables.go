@@ -29,8 +29,7 @@ func Variables() []Variable {
 	return vs
 }
 
-// eachSetting calls fn with the variable name (after prefix), the field and
-// the value of every setting in the struct v, nested sections included.
+// eachSetting calls fn with the name, field and value of every setting in v.
 func eachSetting(v reflect.Value, prefix string, fn func(name string, f reflect.StructField, v reflect.Value)) {
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
@@ -44,9 +43,8 @@ func eachSetting(v reflect.Value, prefix string, fn func(name string, f reflect.
 	}
 }
 
-// ToolingVariables are SECKILL_* variables of this repository's scripts and
-// tests, not the binary's; they may be set where seckill runs, so the
-// misspelling check lets them pass. A test keeps them in step with the scripts.
+// ToolingVariables are the SECKILL_* variables of this repository's scripts
+// and tests: the misspelling check lets them pass.
 var ToolingVariables = []string{
 	"SECKILL_CACHE_DIR", "SECKILL_STACK_DIR", "SECKILL_STACK_LOG_LINES", "SECKILL_STACK_PROFILE",
 	"SECKILL_REDIS_PORT", "SECKILL_ROCKETMQ_NAMESRV_PORT", "SECKILL_ROCKETMQ_BROKER_PORT",
@@ -59,14 +57,12 @@ var ToolingVariables = []string{
 	"SECKILL_STRIPE_MOCK_BIN", "SECKILL_REQUIRE_STRIPE_MOCK",
 }
 
-// IsTooling reports whether name is a variable of the scripts and tests,
-// SECKILL_CLUSTER_* (the cluster profile's) included.
+// IsTooling reports whether name is a variable of the scripts and tests.
 func IsTooling(name string) bool {
 	return slices.Contains(ToolingVariables, name) || strings.HasPrefix(name, "SECKILL_CLUSTER_")
 }
 
-// checkNames refuses SECKILL_* variables that are neither settings nor
-// tooling (a misspelling would silently keep the default), naming the nearest setting.
+// checkNames refuses SECKILL_* variables that are neither settings nor tooling.
 func checkNames(environ map[string]string) error {
 	var names, msgs []string
 	for _, v := range Variables() {
