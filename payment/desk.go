@@ -1,8 +1,5 @@
-// Package payment judges a buyer's pay or cancel at the door: one
-// conditional update of the order row checks the buyer and the deadline
-// against the moment the API received it. The row is the decision; the desk
-// publishes it and wakes the saga in the background, paced (a saga not woken
-// finds the row at its deadline).
+// Package payment judges a buyer's pay or cancel at the door, by a
+// conditional update of the order row; the saga follows the row.
 package payment
 
 import (
@@ -58,24 +55,18 @@ var (
 	_ Reservations = (*stock.Store)(nil)
 )
 
-// ErrNotRecorded: the pay or cancel could not be recorded within
-// order.DoorLimit of its arrival; whether it was is not known (HTTP 503).
+// ErrNotRecorded: not known to be recorded within order.DoorLimit (HTTP 503).
 var ErrNotRecorded = errors.New("not recorded in time")
 
 // Options tune the desk.
 type Options struct {
-	// WakeRate paces the wakes (signals per second): during a sale the
-	// Temporal server's capacity belongs to new orders. Required.
-	WakeRate float64
-	// MaxQueued bounds the wakes waiting (100,000 when 0); past it a wake is
-	// skipped and counted.
-	MaxQueued int
+	WakeRate  float64 // signals per second: during a sale Temporal's capacity is new orders'
+	MaxQueued int     // wakes waiting (100,000 when 0); past it a wake is skipped
 }
 
 const wakeTimeout = 10 * time.Second
 
-// Desk takes buyers' pays and cancels. Safe for concurrent use; Run sends
-// the wakes.
+// Desk takes buyers' pays and cancels; Run sends the wakes.
 type Desk struct {
 	orders   Orders
 	statuses Statuses
@@ -91,10 +82,7 @@ type Desk struct {
 
 type wake struct{ orderID, signal string }
 
-// New returns a desk. An order without a row yet is proven the caller's by
-// its live reservation in Redis (views, units). sagas returns the saga
-// client, or an error while Temporal is not reachable; skipped counts wakes
-// not sent.
+// New returns a desk; sagas errs while Temporal is not reachable.
 func New(orders Orders, statuses Statuses, views Views, units Reservations, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) (*Desk, error) {
 	if opts.WakeRate <= 0 {
 		return nil, fmt.Errorf("payment: wake rate %v: must be positive (SECKILL_API_WAKE_RATE)", opts.WakeRate)
@@ -136,16 +124,13 @@ func (d *Desk) send(ctx context.Context, w wake) {
 	}
 }
 
-// Pay records the buyer's payment received at receivedAt and answers with
-// the PAID order (paying again returns it). order.ErrNotFound: no such order
-// of the buyer; order.ErrNotPayable (with the order): not open and unpaid,
-// or past its deadline; ErrNotRecorded.
+// Pay records the buyer's payment received at receivedAt and answers with the
+// PAID order; order.ErrNotFound, order.ErrNotPayable (with the order) or ErrNotRecorded.
 func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
 	return d.decide(ctx, orderID, userID, receivedAt, true)
 }
 
-// Cancel records the buyer's cancel of an unpaid order and answers with the
-// CANCELLED order. Errors as for Pay; cancelling twice is order.ErrNotPayable.
+// Cancel records the buyer's cancel of an unpaid order; errors as for Pay.
 func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
 	return d.decide(ctx, orderID, userID, receivedAt, false)
 }

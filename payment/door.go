@@ -11,22 +11,18 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// maxBatch bounds one batch (one INSERT, one pipeline); maxBatches those in
-// flight (one at a time fell behind a sale's burst: a batch mostly waits).
+// maxBatch bounds one batch; maxBatches those in flight (one fell behind a sale's burst).
 const maxBatch, maxBatches = 64, 4
 
-// door gathers concurrent early pays and cancels into batches: one round
-// trip reads their views, one their reservations, one INSERT writes the
-// decisions proven, one publishes them. Whoever finds fewer than maxBatches
-// runners starts one, which runs until nothing waits (no timer).
+// door gathers concurrent early pays and cancels into batches of a few
+// round trips; a runner runs until nothing waits (no timer).
 type door struct {
 	mu      sync.Mutex
 	waiting []*ask
 	runners int
 }
 
-// ask is one early pay or cancel and what its batch found: decided (row
-// written and published), theirs (the row decides), or err.
+// ask is one early pay or cancel and what its batch found.
 type ask struct {
 	ctx             context.Context
 	orderID         string
@@ -160,8 +156,7 @@ func (d *Desk) runBatch(batch []*ask) {
 	}
 }
 
-// insert writes the proven decisions in one INSERT, or each alone when one
-// meets a row (the saga's, or the buyer's other order): left to that row.
+// insert writes the proven decisions in one INSERT, or each alone when one meets a row.
 func (d *Desk) insert(ctx context.Context, asks []*ask, ds []store.Early) error {
 	rows, err := d.orders.InsertEarly(ctx, ds)
 	switch {

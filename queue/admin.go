@@ -10,8 +10,7 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// EnsureTopic creates (or updates) a topic with queues read and write queues
-// on every broker of cfg.Brokers. Creating an existing topic is harmless.
+// EnsureTopic creates or updates a topic on every broker of cfg.Brokers.
 func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues int) error {
 	return onEveryBroker(ctx, cfg, "create topic "+topic, func(a admin.Admin, b string) error {
 		return a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
@@ -19,8 +18,7 @@ func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues 
 	})
 }
 
-// DeleteTopic removes a topic from every broker and the name servers
-// (deleting a missing topic is harmless).
+// DeleteTopic removes a topic from every broker and the name servers.
 func DeleteTopic(ctx context.Context, cfg config.RocketMQ, topic string) error {
 	return onEveryBroker(ctx, cfg, "delete topic "+topic, func(a admin.Admin, b string) error {
 		return a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(b),

@@ -12,9 +12,8 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// Handler processes one message. A nil error acknowledges it; an error asks
-// the broker to deliver it again later (and, after MaxReconsume attempts, to
-// move it to the group's dead-letter topic %DLQ%<group>).
+// Handler processes one message: an error asks for a redelivery (after
+// MaxReconsume, to the dead-letter topic).
 type Handler func(ctx context.Context, m *primitive.MessageExt) error
 
 // ConsumerOptions configure a push consumer; all but FromFirstOffset are required.

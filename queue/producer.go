@@ -13,8 +13,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Producer sends messages with SendSync, each signed with the order signing
-// key (Signer): a nil error means the broker stored the message.
+// Producer sends signed messages; a nil error means the broker stored them.
 type Producer struct {
 	p        rocketmq.Producer
 	topic    string
@@ -22,9 +21,8 @@ type Producer struct {
 	degraded func(status string)
 }
 
-// OnDegraded calls fn with the status of each send the broker stored without
-// its full durability (delivered; a resend would be a duplicate). Call it
-// before sends start.
+// OnDegraded calls fn with the status of each send stored without full
+// durability (delivered: not resent). Call it before sends start.
 func (p *Producer) OnDegraded(fn func(status string)) { p.degraded = fn }
 
 var degradedStatus = map[primitive.SendStatus]string{
@@ -73,13 +71,12 @@ func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 	return p.PublishOrders(ctx, []Encoded{{OrderID: m.OrderID, Body: m.Encode()}})
 }
 
-// PublishOrders sends order messages to the orders topic in one request
-// (stored together or not at all), each keyed by its order id.
+// PublishOrders sends order messages in one request, stored together or not at all.
 func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 	return p.send(ctx, p.topic, ms)
 }
 
-// Send sends one message to topic and waits until the broker has stored it.
+// Send sends one message to topic.
 func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
 	return p.send(ctx, topic, []Encoded{{OrderID: key, Body: body}})
 }

@@ -1,6 +1,4 @@
-// Package queue is the RocketMQ side of the pipeline: a producer that sends
-// order messages synchronously (key = order id), a push consumer, and topic
-// administration. Delivery is at least once; consumers must be idempotent.
+// Package queue is the RocketMQ side of the pipeline; delivery is at least once.
 package queue
 
 import (
@@ -18,8 +16,7 @@ func SetClientLogLevel(level string) { rlog.SetLogLevel(level) }
 
 var instanceSeq atomic.Int64
 
-// instanceName gives every producer, consumer and admin its own underlying
-// client: the library otherwise shares one per process.
+// instanceName gives every client its own: the library otherwise shares one per process.
 func instanceName(role string) string {
 	return fmt.Sprintf("seckill-%s-%d-%d", role, os.Getpid(), instanceSeq.Add(1))
 }

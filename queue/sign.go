@@ -21,9 +21,8 @@ var (
 	ErrBadSignature = errors.New("order message signature matches no order signing key")
 )
 
-// Signer signs order messages with the current order signing key and
-// accepts the current or the previous one (rotation: docs/deploy.md). It
-// authenticates the body only: a replay is harmless (one saga per order id).
+// Signer signs order messages with the current key and accepts the current
+// or the previous one; a replay is harmless (one saga per order id).
 type Signer struct {
 	keys [][]byte // keys[0] signs; each verifies
 }
@@ -47,8 +46,7 @@ func (s *Signer) SignMessage(m *primitive.Message) {
 	m.WithProperty(SignatureProperty, s.Sign(m.Body))
 }
 
-// Verify returns nil when m's signature is its body's under a key,
-// ErrUnsigned when it has none, ErrBadSignature otherwise.
+// Verify returns nil, ErrUnsigned or ErrBadSignature.
 func (s *Signer) Verify(m *primitive.Message) error {
 	sig := m.GetProperty(SignatureProperty)
 	if sig == "" {
