@@ -40,11 +40,8 @@ const (
 	DeadLetterForged  = "forged"  // not signed by the API; dropped (logged)
 )
 
-// Handler is the handler of both consumers: it starts the saga of each
-// message's order (an existing saga is success). A failed start returns the
-// error, so the message comes back (from the dead-letter topic too): an order
-// never fails because a dependency was down. A message not signed by the API
-// (a forged body would take a unit no buyer reserved) or not decodable is
+// Handler starts the saga of each message's order; a failed start returns
+// the error, so the message comes back. A forged or undecodable message is
 // logged, counted and acknowledged: redelivery could not fix it.
 func Handler(src Source, s Starter, v Verifier, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
 	what, started, failed, invalid, forged := "order message", m.SagaStarts, m.StartErrors, m.Invalid, m.Forged.WithLabelValues("orders")
@@ -86,12 +83,10 @@ func Handler(src Source, s Starter, v Verifier, m *Metrics, log *slog.Logger, ti
 // DeadLetterTopic is the broker's dead-letter topic of a consumer group.
 func DeadLetterTopic(group string) string { return "%DLQ%" + group }
 
-// deadLetterMaxReconsume: a dead letter is retried at the broker's longest
-// delay (2 h) for days rather than moved to a topic nobody reads.
+// deadLetterMaxReconsume: retried every 2 h for days, not moved to a topic nobody reads.
 const deadLetterMaxReconsume = 64
 
-// consumerOptions subscribe group to topic from the first offset (a new group
-// would skip every message sent before it); re-reading is harmless.
+// consumerOptions start a new group at the first offset, not after what was sent.
 func consumerOptions(cfg config.RocketMQ, group, topic string, maxReconsume int32, goroutines int, log *slog.Logger) queue.ConsumerOptions {
 	return queue.ConsumerOptions{NameServers: cfg.NameServers, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
 		Group: group, Topic: topic, FromFirstOffset: true, MaxReconsume: maxReconsume, Goroutines: goroutines, Log: log}
@@ -102,9 +97,8 @@ func StartOrderConsumer(cfg config.RocketMQ, goroutines int, log *slog.Logger, h
 	return queue.NewConsumer(consumerOptions(cfg, cfg.ConsumerGroup, cfg.Topic, cfg.MaxReconsume, goroutines, log), h)
 }
 
-// StartDeadLetterConsumer subscribes h to the order consumer group's
-// dead-letter topic, creating it first: the broker creates it only on the
-// first dead letter, write-only, and a consumer cannot start without routes.
+// StartDeadLetterConsumer subscribes h to the dead-letter topic, creating it
+// first (the broker's own is write-only, made at the first dead letter).
 func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
 	topic := DeadLetterTopic(cfg.ConsumerGroup)
 	// A broker just restarted may time out the first admin requests.

@@ -13,8 +13,7 @@ import (
 // ErrGateClosed is returned for a message held when the worker stops (it comes back).
 var ErrGateClosed = errors.New("worker stopping while the order consumer is held")
 
-// Gate holds the order consumer: while held, every handler waits before it
-// starts a saga (the rest of the messages wait in the broker).
+// Gate holds the order consumer: while held, every handler waits.
 type Gate struct {
 	mu     sync.Mutex
 	held   bool
@@ -51,8 +50,7 @@ func (g *Gate) Held() bool {
 // Close makes every waiting and later held handler fail with ErrGateClosed.
 func (g *Gate) Close() { g.once.Do(func() { close(g.closed) }) }
 
-// Handler wraps h so that it waits for an open gate (even after Close), and
-// fails when ctx ends or the gate closes while held.
+// Handler wraps h to wait for an open gate; it fails when ctx ends or the gate closes.
 func (g *Gate) Handler(h queue.Handler) queue.Handler {
 	return func(ctx context.Context, m *primitive.MessageExt) error {
 		g.mu.Lock()

@@ -12,12 +12,10 @@ import (
 	"github.com/seckill/seckill/auth"
 )
 
-// ConsumerPath is the order consumer's admin switch: GET answers {"held":
-// bool}; POST to /hold holds it, to /release lets it go on.
+// ConsumerPath is the order consumer's admin switch (GET; POST /hold, /release).
 const ConsumerPath = "/admin/consumer"
 
-// OpsHandler serves /metrics, /healthz and the admin switch (to an admin
-// token; 503 with a nil verifier or gate).
+// OpsHandler serves /metrics, /healthz and the admin switch (503 without verifier or gate).
 func OpsHandler(m *Metrics, gate *Gate, verifier *auth.Verifier, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
@@ -59,8 +57,7 @@ func opsError(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-// SwitchConsumer asks the worker at baseURL to "hold" or "release" its order
-// consumer, or for its "status"; it returns whether the consumer is held.
+// SwitchConsumer sends "hold", "release" or "status" and returns whether the consumer is held.
 func SwitchConsumer(ctx context.Context, baseURL, adminToken, action string) (held bool, err error) {
 	method, path := http.MethodPost, ConsumerPath+"/"+action
 	if action == "status" {

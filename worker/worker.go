@@ -1,6 +1,4 @@
-// Package worker holds the parts of the saga's worker process: the
-// consumers' handler, the gate that holds the order consumer, the Temporal
-// worker, the periodic reconcile and the ops listener.
+// Package worker holds the parts of the saga's worker process.
 package worker
 
 import (
@@ -14,8 +12,7 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// NewTemporalWorker returns a (not yet started) worker on taskQueue with the
-// saga and its activities registered under the names the workflow uses.
+// NewTemporalWorker returns a (not yet started) worker with the saga and its activities.
 func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *activities.Activities, comp *compensation.Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,

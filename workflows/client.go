@@ -28,16 +28,13 @@ func NewClient(c client.Client, taskQueue string) *Client {
 	return &Client{c: c, taskQueue: taskQueue}
 }
 
-// WithEagerStart asks for Temporal's eager workflow start: the saga's first
-// task comes straight back to a worker of c's client with a free slot.
+// WithEagerStart asks for Temporal's eager workflow start.
 func (c *Client) WithEagerStart(on bool) *Client {
 	c.eager = on
 	return c
 }
 
-// Start starts the order's saga with REJECT_DUPLICATE: a start that finds
-// the workflow running or closed is a success, so a redelivered message never
-// makes a second order.
+// Start starts the order's saga; one already started or closed is success.
 func (c *Client) Start(ctx context.Context, m order.Message) error {
 	opts := client.StartWorkflowOptions{
 		ID:                                       WorkflowID(m.OrderID),
@@ -59,8 +56,7 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 	return nil
 }
 
-// Woken reports whether the order's saga's history holds a SignalPay or
-// SignalCancel (it acts on the first only). order.ErrNotFound: no such saga.
+// Woken reports whether the saga's history holds a pay or cancel signal.
 func (c *Client) Woken(ctx context.Context, orderID string) (bool, error) {
 	it := c.c.GetWorkflowHistory(ctx, WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -75,8 +71,7 @@ func (c *Client) Woken(ctx context.Context, orderID string) (bool, error) {
 	return false, nil
 }
 
-// Signal wakes an order's saga with SignalPay or SignalCancel (no payload).
-// order.ErrNotFound when there is no such saga or it has closed.
+// Signal wakes an order's saga; order.ErrNotFound when it is gone.
 func (c *Client) Signal(ctx context.Context, orderID, name string) error {
 	if err := c.c.SignalWorkflow(ctx, WorkflowID(orderID), "", name, nil); err != nil {
 		return fmt.Errorf("signal %s to order %s: %w", name, orderID, notFound(err))

@@ -19,11 +19,9 @@ var (
 	comp *compensation.Activities
 )
 
-// Every step is a LOCAL activity first (inside the workflow task, one marker
-// event: two workflow tasks per healthy order). One still failing after
-// localBudget (an outage) continues as a REGULAR activity of the same name,
-// retried by the server without limit, visible in the UI as pending. Only
-// business outcomes (non-retryable application errors) end a step.
+// Every step is a local activity first (two workflow tasks per healthy
+// order); one still failing after localBudget continues as a regular
+// activity, retried without limit. Only business outcomes end a step.
 const localBudget = 30 * time.Second
 
 var (
@@ -56,10 +54,8 @@ type saga struct {
 	view order.View
 }
 
-// OrderSaga turns one reserved order into a PENDING_PAYMENT order, waits for
-// its payment and ends PAID, or CANCELLED or FAILED with its units given back.
-// The order row is the decision (the API records pays and cancels on it); the
-// saga's closes read it first, so a payment recorded in time always wins.
+// OrderSaga takes a reserved order to PENDING_PAYMENT, then PAID, or
+// CANCELLED or FAILED with its units given back. The order row decides.
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
 	s := &saga{
 		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, PayBy: in.PayBy},
@@ -107,9 +103,8 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	}
 }
 
-// await waits for a pay or cancel signal, the payment window (deadline plus
-// order.PayGrace) or the workflow's cancellation. The timer is left to expire
-// rather than cancelled: one event less per order.
+// await waits for a signal, the payment window or a cancellation (the timer
+// is left to expire: one event less).
 func (s *saga) await(ctx workflow.Context, windowSeconds int) decision {
 	wait := time.Duration(windowSeconds)*time.Second + order.PayGrace
 	if s.view.PayBy != nil {
@@ -183,9 +178,7 @@ func (s *saga) abort(ctx workflow.Context) (order.View, error) {
 	return v, err
 }
 
-// close compensates in a disconnected context: CloseOrder (a PAID row wins
-// and nothing is given back), then ReleaseUnit, or RetireUnit for a unit the
-// stock row never had (STOCK_EXHAUSTED). cause is the workflow's failure.
+// close compensates in a disconnected context; a PAID row wins. cause is the workflow's failure.
 func (s *saga) close(ctx workflow.Context, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var res compensation.CloseResult
@@ -221,8 +214,7 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	return s.view, cause
 }
 
-// settlePaid confirms the payment on the row; a row closed instead is
-// compensated with its status.
+// settlePaid confirms the payment; a row closed instead is compensated.
 func (s *saga) settlePaid(ctx workflow.Context) (order.View, error) {
 	var v order.View
 	err := s.step(ctx, acts.MarkPaid, s.ref, &v)
