@@ -29,8 +29,6 @@ type StatusPublisher interface {
 	PublishStatus(ctx context.Context, v order.View) error
 }
 
-var _ OrderStore = (*store.Store)(nil)
-
 // Observer is told how long each order took from its 202 to PENDING_PAYMENT.
 type Observer interface{ Observe(seconds float64) }
 

@@ -28,8 +28,6 @@ type Units interface {
 // Counter is a Prometheus counter.
 type Counter interface{ Inc() }
 
-var _ Store = (*store.Store)(nil)
-
 type Activities struct {
 	store    Store
 	units    Units

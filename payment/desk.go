@@ -12,8 +12,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/orderstatus"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -47,13 +45,6 @@ type Sagas interface {
 
 // Counter counts wakes that could not be sent (a Prometheus counter).
 type Counter interface{ Inc() }
-
-var (
-	_ Orders       = (*store.Store)(nil)
-	_ Sagas        = (*workflows.Client)(nil)
-	_ Views        = (*orderstatus.Board)(nil)
-	_ Reservations = (*stock.Store)(nil)
-)
 
 // ErrNotRecorded: not known to be recorded within order.DoorLimit (HTTP 503).
 var ErrNotRecorded = errors.New("not recorded in time")

@@ -7,8 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-var _ Metrics = (*Counters)(nil)
-
 // Counters are the relay's Prometheus series (its Metrics).
 type Counters struct {
 	backlog     *prometheus.GaugeVec

@@ -46,8 +46,6 @@ type Outbox interface {
 	Len(ctx context.Context, itemID int64) (int64, error)
 }
 
-var _ Outbox = (*outbox.Stream)(nil)
-
 // Relay publishes the outboxes of all known items, one goroutine per item.
 type Relay struct {
 	st       Outbox

@@ -23,8 +23,6 @@ type Verifier interface {
 	Verify(m *primitive.Message) error
 }
 
-var _ Verifier = (*queue.Signer)(nil)
-
 // Source is the topic a Handler consumes.
 type Source int
 

@@ -15,8 +15,6 @@ type Reconciler interface {
 	Run(ctx context.Context, items []int64, repair bool) (reconcile.Report, error)
 }
 
-var _ Reconciler = (*reconcile.Reconciler)(nil)
-
 // RunReconcile checks the active items every cfg.Interval until ctx ends.
 func RunReconcile(ctx context.Context, r Reconciler, cfg config.Reconcile, m *Metrics, log *slog.Logger) {
 	if cfg.Interval <= 0 {
