@@ -1,6 +1,5 @@
-// Package activities holds the saga's forward steps, each idempotent. Only
-// business outcomes are final: a non-retryable application error whose Type
-// is an order.Reason* code; anything else is retried.
+// Package activities holds the saga's forward steps, each idempotent; only
+// business outcomes (order.Reason* error types) are final.
 package activities
 
 import (
@@ -54,16 +53,14 @@ type PersistResult struct {
 	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
 }
 
-// closed is the permanent failure of a step that found the order row final
-// (the row travels in the details).
+// closed is the permanent failure of a step that found the order row final.
 func closed(row store.Order) error {
 	msg := fmt.Sprintf("order %s is already %s (%s)", row.OrderID, row.Status, row.Reason)
 	return temporal.NewNonRetryableApplicationError(msg, order.ReasonOrderClosed, nil, row.View())
 }
 
-// PersistOrder records the order QUEUED (idempotent on order_id) and returns
-// it with the item's payment window. A final row is ORDER_CLOSED, the buyer's
-// other order of the item DUPLICATE_ORDER, an unknown item ITEM_NOT_FOUND.
+// PersistOrder records the order QUEUED (idempotent) and returns it with the
+// item's payment window.
 func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistResult, error) {
 	item, err := a.orders.GetItem(ctx, ref.ItemID)
 	if errors.Is(err, order.ErrItemNotFound) {
@@ -90,9 +87,7 @@ type DeductInput struct {
 	PaymentTimeoutSeconds int `json:"payment_timeout_seconds"`
 }
 
-// DecrementStock takes the order's unit from the stock row (at most once)
-// and returns the order. A row at zero is STOCK_EXHAUSTED, an order closed
-// meanwhile ORDER_CLOSED.
+// DecrementStock takes the order's unit from the stock row (at most once).
 func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.View, error) {
 	window := time.Duration(in.PaymentTimeoutSeconds) * time.Second
 	row, deducted, err := a.orders.DeductStock(ctx, in.OrderID, in.ItemID, window)
@@ -122,8 +117,7 @@ func (a *Activities) Notify(ctx context.Context, v order.View) error {
 	return a.status.PublishStatus(ctx, v)
 }
 
-// MarkPaid moves the order to PAID (PAID already is success); any other
-// status is ORDER_NOT_PAYABLE, with the row in the details.
+// MarkPaid moves the order to PAID; any status but PAID is ORDER_NOT_PAYABLE.
 func (a *Activities) MarkPaid(ctx context.Context, ref OrderRef) (order.View, error) {
 	row, err := a.orders.SetOrderPaid(ctx, ref.OrderID)
 	if errors.Is(err, order.ErrNotPayable) || errors.Is(err, order.ErrNotFound) {

@@ -35,14 +35,12 @@ type Activities struct {
 	refunded Counter
 }
 
-// New returns the compensations; retired counts phantom units retired,
-// refunded the orders CloseOrder refunds.
+// New returns the compensations with their counters.
 func New(st Store, units Units, retired, refunded Counter) *Activities {
 	return &Activities{store: st, units: units, retired: retired, refunded: refunded}
 }
 
-// ErrTypeNotDue: a timeout close came before the deadline plus grace by the
-// database's clock (skew); retried.
+// ErrTypeNotDue: a timeout close came early by the database's clock (retried).
 const ErrTypeNotDue = "NOT_DUE"
 
 type CloseInput struct {
@@ -60,8 +58,7 @@ type CloseResult struct {
 	Recorded bool       `json:"recorded"`
 }
 
-// CloseOrder closes the order in one transaction (a PAID row wins, the
-// stock-row unit is restored once).
+// CloseOrder closes the order in one transaction; a PAID row wins.
 func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult, error) {
 	closing := store.Closing{Status: in.Status, Reason: in.Reason}
 	if in.Timeout {
@@ -109,8 +106,7 @@ func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, er
 	return released, nil
 }
 
-// RetireUnit ends a reservation whose unit the stock row never had
-// (STOCK_EXHAUSTED) without putting it on sale; counted and logged.
+// RetireUnit ends a reservation whose unit the stock row never had, off sale.
 func (c *Activities) RetireUnit(ctx context.Context, in ReleaseInput) (bool, error) {
 	retired, err := c.units.Retire(ctx, in.ItemID, in.OrderID)
 	if err != nil {

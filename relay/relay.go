@@ -1,6 +1,5 @@
-// Package relay moves reservations from the Redis outbox streams to RocketMQ:
-// each entry is acknowledged only once published; entries a dead instance left
-// are claimed after ClaimAfter. docs/handoff.md states the guarantees.
+// Package relay moves reservations from the Redis outbox streams to RocketMQ
+// (docs/handoff.md states the guarantees).
 package relay
 
 import (
@@ -17,8 +16,7 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Publisher sends order messages in one request stored together or not at
-// all (queue.Producer).
+// Publisher sends order messages in one request (queue.Producer).
 type Publisher interface {
 	PublishOrders(ctx context.Context, ms []queue.Encoded) error
 }
@@ -64,8 +62,7 @@ type Relay struct {
 	wake    chan int64
 }
 
-// New returns a relay for this instance's consumer name. Every argument and
-// setting but Linger is required.
+// New returns a relay; every argument and setting but Linger is required.
 func New(st Outbox, pub Publisher, items ItemLister, cfg config.Relay, consumer string, m Metrics, log *slog.Logger) (*Relay, error) {
 	if consumer == "" || m == nil || log == nil || cfg.Batch <= 0 || cfg.ClaimAfter <= 0 || cfg.Discover <= 0 ||
 		cfg.FlushTimeout <= 0 || cfg.Parallel <= 0 || cfg.SendBatch <= 0 || cfg.RetireAfter <= 0 {
@@ -256,9 +253,8 @@ func (r *Relay) deliver(ctx context.Context, itemID int64, entries []outbox.Entr
 	}
 }
 
-// sendAll sends entries in chunks of up to SendBatch, Parallel at once, each
-// acknowledged right after it succeeded (a failure elsewhere never resends
-// it), and returns the entries of the chunks that failed.
+// sendAll sends entries in chunks, each acknowledged right after it
+// succeeded, and returns the entries of the chunks that failed.
 func (r *Relay) sendAll(ctx context.Context, itemID int64, entries []outbox.Entry) []outbox.Entry {
 	var valid []outbox.Entry
 	for _, e := range entries {
@@ -308,8 +304,7 @@ func (r *Relay) sendAll(ctx context.Context, itemID int64, entries []outbox.Entr
 	return failed
 }
 
-// ackPublished acknowledges entries the broker stored, retrying on its own:
-// a failed ack would mean duplicates after a claim.
+// ackPublished acknowledges entries the broker stored, retrying: a failed ack means duplicates.
 func (r *Relay) ackPublished(ctx context.Context, itemID int64, ids []string, firstOrderID string) {
 	for i := 0; ; i++ {
 		if r.ack(ctx, itemID, ids...) {

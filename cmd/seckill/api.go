@@ -42,10 +42,8 @@ func newAPICmd(a *app) *cobra.Command {
 	}
 }
 
-// runAPI starts the API's parts, each pushing its stop onto the closers, and
-// serves until ctx ends. The closers run last first: the server drains, then
-// the relay flushes (seeing every reservation of the drained requests), then
-// the side listeners and the clients close.
+// runAPI starts the API's parts and serves until ctx ends. The closers run
+// last first: the server drains, then the relay flushes, then the rest close.
 func runAPI(ctx context.Context, a *app) (err error) {
 	cfg, log := a.cfg, a.log
 	if err := cfg.CheckAPISecret(); err != nil {

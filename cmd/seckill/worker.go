@@ -46,9 +46,7 @@ func newWorkerCmd(a *app) *cobra.Command {
 }
 
 // runWorker starts the parts cfg.Worker enables and blocks until ctx ends or
-// the ops listener fails. The closers then run last first: the consumers
-// (unacknowledged messages come back), the Temporal worker, the ops
-// listener, the connections.
+// the ops listener fails; the closers then run last first.
 func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")

@@ -1,6 +1,5 @@
-// Package keyspace is seckill's Redis key layout (docs/deploy.md, "Redis
-// Cluster", describes each key). Every key of one item shares the hash tag
-// {itemID}, so its scripts run in one slot on Redis Cluster.
+// Package keyspace is the Redis key layout (docs/deploy.md): every key of one
+// item shares the hash tag {itemID}, so its scripts run in one cluster slot.
 package keyspace
 
 import "strconv"

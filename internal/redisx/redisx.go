@@ -69,9 +69,8 @@ func Describe(cfg config.Redis) string {
 	return kind + " " + strings.Join(cfg.Addresses(), ",")
 }
 
-// Listen calls fn with the payload of every message on channel until ctx
-// ends. Messages published while disconnected are lost: pair it with a
-// periodic re-read.
+// Listen calls fn with every message's payload until ctx ends (messages
+// sent while disconnected are lost).
 func Listen(ctx context.Context, rdb redis.UniversalClient, channel string, fn func(payload string)) {
 	ps := rdb.Subscribe(ctx, channel)
 	defer func() { _ = ps.Close() }()
