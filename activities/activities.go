@@ -1,7 +1,5 @@
-// Package activities holds the saga's forward steps, each idempotent. A
-// transient failure is returned as it is and retried by the saga without
-// limit; only business outcomes are final: a non-retryable application error
-// whose Type is an order.Reason* code.
+// Package activities holds the saga's forward steps, each idempotent; only
+// business outcomes (order.Reason* error types) are final.
 package activities
 
 import (
@@ -30,10 +28,7 @@ type StatusPublisher interface {
 	PublishStatus(ctx context.Context, v order.View) error
 }
 
-var _ OrderStore = (*store.Store)(nil)
-
-// Observer is told how long each order took from its 202 (the order id's
-// timestamp) to PENDING_PAYMENT (a Prometheus histogram).
+// Observer is told how long each order took from its 202 to PENDING_PAYMENT.
 type Observer interface{ Observe(seconds float64) }
 
 type Activities struct {
@@ -58,19 +53,14 @@ type PersistResult struct {
 	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
 }
 
-// closed is the permanent failure of a step that found the order row final:
-// someone else decided it. The row travels in the details.
+// closed is the permanent failure of a step that found the order row final.
 func closed(row store.Order) error {
 	msg := fmt.Sprintf("order %s is already %s (%s)", row.OrderID, row.Status, row.Reason)
 	return temporal.NewNonRetryableApplicationError(msg, order.ReasonOrderClosed, nil, row.View())
 }
 
-// PersistOrder records the order QUEUED with the message's deadline and
-// returns it (PAID and settling when the buyer paid at the door meanwhile)
-// with the item's payment window. Idempotent on order_id: a row already there
-// and open (a retry after a lost reply) is success. A row already final is
-// ORDER_CLOSED, the buyer holding another order for the item DUPLICATE_ORDER,
-// an unknown item ITEM_NOT_FOUND; all permanent.
+// PersistOrder records the order QUEUED (idempotent) and returns it with the
+// item's payment window.
 func (a *Activities) PersistOrder(ctx context.Context, ref OrderRef) (PersistResult, error) {
 	item, err := a.orders.GetItem(ctx, ref.ItemID)
 	if errors.Is(err, order.ErrItemNotFound) {
@@ -97,10 +87,7 @@ type DeductInput struct {
 	PaymentTimeoutSeconds int `json:"payment_timeout_seconds"`
 }
 
-// DecrementStock takes the order's unit from the stock row (store.DeductStock:
-// at most once per order) and returns the order as it now is. A row at zero is
-// STOCK_EXHAUSTED and an order closed meanwhile ORDER_CLOSED, both permanent;
-// version conflicts and outages are retried.
+// DecrementStock takes the order's unit from the stock row (at most once).
 func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.View, error) {
 	window := time.Duration(in.PaymentTimeoutSeconds) * time.Second
 	row, deducted, err := a.orders.DeductStock(ctx, in.OrderID, in.ItemID, window)
@@ -125,15 +112,12 @@ func (a *Activities) DecrementStock(ctx context.Context, in DeductInput) (order.
 	return row.View(), nil
 }
 
-// Notify publishes the order view for the API; publishing it twice is
-// harmless. The saga never fails an order over it.
+// Notify publishes the order view for the API.
 func (a *Activities) Notify(ctx context.Context, v order.View) error {
 	return a.status.PublishStatus(ctx, v)
 }
 
-// MarkPaid moves the order to PAID (a no-op when the API already recorded the
-// payment at the door); paying a PAID order again is success. Any other
-// status is ORDER_NOT_PAYABLE (permanent), with the row in the details.
+// MarkPaid moves the order to PAID; any status but PAID is ORDER_NOT_PAYABLE.
 func (a *Activities) MarkPaid(ctx context.Context, ref OrderRef) (order.View, error) {
 	row, err := a.orders.SetOrderPaid(ctx, ref.OrderID)
 	if errors.Is(err, order.ErrNotPayable) || errors.Is(err, order.ErrNotFound) {

@@ -1,7 +1,5 @@
-// Package compensation undoes what an order's saga did (the saga's close
-// says in which order): CloseOrder, ReleaseUnit, RetireUnit. None gives back
-// the units of a PAID order; each is idempotent and says how, because each
-// is retried until it succeeds.
+// Package compensation undoes what an order's saga did. None gives back the
+// units of a PAID order; each is idempotent (retried until it succeeds).
 package compensation
 
 import (
@@ -27,10 +25,8 @@ type Units interface {
 	Retire(ctx context.Context, itemID int64, orderID string) (bool, error)
 }
 
-// Counter counts retired phantom units (a Prometheus counter).
+// Counter is a Prometheus counter.
 type Counter interface{ Inc() }
-
-var _ Store = (*store.Store)(nil)
 
 type Activities struct {
 	store    Store
@@ -39,15 +35,12 @@ type Activities struct {
 	refunded Counter
 }
 
-// New returns the compensations. retired counts the phantom units RetireUnit
-// takes out of Redis; refunded the orders CloseOrder refunds (paid while
-// QUEUED, then closed: a phantom unit, mostly).
+// New returns the compensations with their counters.
 func New(st Store, units Units, retired, refunded Counter) *Activities {
 	return &Activities{store: st, units: units, retired: retired, refunded: refunded}
 }
 
-// ErrTypeNotDue is the retryable error of a timeout close that came before the
-// order's deadline plus grace by the database's clock (clock skew).
+// ErrTypeNotDue: a timeout close came early by the database's clock (retried).
 const ErrTypeNotDue = "NOT_DUE"
 
 type CloseInput struct {
@@ -56,8 +49,7 @@ type CloseInput struct {
 	UserID  int64        `json:"user_id"`
 	Status  order.Status `json:"status"` // CANCELLED or FAILED
 	Reason  string       `json:"reason"`
-	// Timeout: close only once pay_by + order.PayGrace has passed.
-	Timeout bool `json:"timeout,omitempty"`
+	Timeout bool         `json:"timeout,omitempty"` // close only once pay_by + order.PayGrace has passed
 }
 
 type CloseResult struct {
@@ -66,9 +58,7 @@ type CloseResult struct {
 	Recorded bool       `json:"recorded"`
 }
 
-// CloseOrder closes the order on the database in one transaction
-// (store.CloseOrder: a PAID row wins, the stock-row unit is restored once).
-// The saga releases the Redis unit only if the answer is not PAID.
+// CloseOrder closes the order in one transaction; a PAID row wins.
 func (c *Activities) CloseOrder(ctx context.Context, in CloseInput) (CloseResult, error) {
 	closing := store.Closing{Status: in.Status, Reason: in.Reason}
 	if in.Timeout {
@@ -102,8 +92,7 @@ type ReleaseInput struct {
 	ItemID  int64  `json:"item_id"`
 }
 
-// ReleaseUnit gives the reserved unit back in Redis (stock.Store.Release: at
-// most once). A PAID order's unit is never released.
+// ReleaseUnit gives the reserved unit back in Redis (at most once; never a PAID order's).
 func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, error) {
 	row, err := c.store.FindOrder(ctx, in.OrderID)
 	if err != nil && !errors.Is(err, order.ErrNotFound) || row.Status == order.StatusPaid {
@@ -117,10 +106,7 @@ func (c *Activities) ReleaseUnit(ctx context.Context, in ReleaseInput) (bool, er
 	return released, nil
 }
 
-// RetireUnit ends a reservation whose unit the stock row never had
-// (STOCK_EXHAUSTED: Redis held more than MySQL, e.g. after a Redis failover
-// lost writes) without putting it on sale (stock.Store.Retire). Counted and
-// logged for support; repeating it changes nothing.
+// RetireUnit ends a reservation whose unit the stock row never had, off sale.
 func (c *Activities) RetireUnit(ctx context.Context, in ReleaseInput) (bool, error) {
 	retired, err := c.units.Retire(ctx, in.ItemID, in.OrderID)
 	if err != nil {

@@ -1,6 +1,5 @@
-// Package config holds the typed configuration of every seckill role. It is
-// parsed once in main from SECKILL_* environment variables and passed down;
-// no other package reads the environment.
+// Package config holds the typed configuration of every seckill role, parsed
+// once in main from SECKILL_* variables; no other package reads the environment.
 package config
 
 import (
@@ -38,10 +37,8 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) 
 // Value returns the secret itself, for the one place that needs it.
 func (s Secret) Value() string { return string(s) }
 
-// Config is the whole configuration; each role uses the sections it needs.
-// What each setting does is documented in README.md's settings table and
-// docs/deploy.md (the relay's in docs/handoff.md); a comment here says why a
-// value or rule is what it is.
+// Config is the whole configuration. README.md and docs/deploy.md document
+// each setting; a comment here says why a value or rule is what it is.
 type Config struct {
 	Log       Log       `envPrefix:"LOG_"`
 	Redis     Redis     `envPrefix:"REDIS_"`
@@ -56,34 +53,34 @@ type Config struct {
 	Dev       bool      `env:"DEV"`
 }
 
-// DevJWTSecret is the default JWT secret, published in this repository:
-// anyone can mint admin tokens with it.
+// DevJWTSecret is the published default JWT secret: anyone can mint admin tokens with it.
 const DevJWTSecret = "seckill-dev-secret-change-me"
 
-// MinJWTSecretBytes is the shortest JWT secret the API accepts outside
-// development (HS256 wants at least the hash's 32 bytes).
+// MinJWTSecretBytes is the shortest secret or key accepted outside development (HS256's 32).
 const MinJWTSecretBytes = 32
 
-// CheckAPISecret refuses a JWT secret an attacker could know or guess,
-// unless the development switch is on.
+// CheckAPISecret refuses a guessable JWT secret unless the development switch is on.
 func (c Config) CheckAPISecret() error {
 	if c.Dev {
 		return nil
 	}
-	switch secret := c.JWTSecret.Value(); {
-	case secret == DevJWTSecret:
-		return fmt.Errorf("SECKILL_JWT_SECRET is the published development secret: set a random secret of at least %d bytes "+
-			"(e.g. openssl rand -hex 32), or SECKILL_DEV=1 on a development machine", MinJWTSecretBytes)
-	case len(secret) < MinJWTSecretBytes:
-		return fmt.Errorf("SECKILL_JWT_SECRET is %d bytes: use at least %d (e.g. openssl rand -hex 32)", len(secret), MinJWTSecretBytes)
+	return checkKey("SECKILL_JWT_SECRET", c.JWTSecret.Value(), DevJWTSecret, "secret", "")
+}
+
+// checkKey refuses the variable name's key when it is dev or too short.
+func checkKey(name, key, dev, what, same string) error {
+	switch {
+	case key == dev:
+		return fmt.Errorf("%s is the published development %s: set a random %s of at least %d bytes%s "+
+			"(e.g. openssl rand -hex 32), or SECKILL_DEV=1 on a development machine", name, what, what, MinJWTSecretBytes, same)
+	case len(key) < MinJWTSecretBytes:
+		return fmt.Errorf("%s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", name, len(key), MinJWTSecretBytes)
 	}
 	return nil
 }
 
-// DevTokenSecret is the secret POST /api/v1/dev/token signs with, or nil
-// when the route must not exist: only with the development switch on and
-// the published development secret in use. SECKILL_DEV=1 next to a real
-// secret would let anyone mint admin tokens that secret makes valid.
+// DevTokenSecret is the secret POST /api/v1/dev/token signs with: only with
+// SECKILL_DEV=1 and the published secret, else nil (no such route).
 func (c Config) DevTokenSecret() []byte {
 	if !c.Dev || c.JWTSecret.Value() != DevJWTSecret {
 		return nil
@@ -97,8 +94,7 @@ type Log struct {
 	Format string `env:"FORMAT" envDefault:"text" check:"oneof=text|json"`
 }
 
-// Logger is the process's logger, writing to w: the binaries' one way to
-// read Level and Format.
+// Logger is the process's logger, writing to w.
 func (l Log) Logger(w io.Writer) *slog.Logger {
 	var level slog.Level // info unless Level names another (Validate)
 	_ = level.UnmarshalText([]byte(l.Level))
@@ -124,10 +120,7 @@ type Redis struct {
 	DB               int      `env:"DB" envDefault:"0"`
 	PoolSize         int      `env:"POOL_SIZE" envDefault:"64" check:"positive"`
 	KeyPrefix        string   `env:"KEY_PREFIX" envDefault:"seckill"`
-	// Replication is asynchronous: a failover could promote a replica
-	// without the reservations buyers were told about, unless a batch is
-	// answered only once WaitReplicas hold it (WAIT; past WaitTimeout the
-	// batch stands, counted).
+	// Replication is asynchronous: a batch may wait for WaitReplicas (WAIT).
 	WaitReplicas int           `env:"WAIT_REPLICAS" envDefault:"0" check:"min=0"`
 	WaitTimeout  time.Duration `env:"WAIT_TIMEOUT" envDefault:"100ms"`
 }
@@ -154,9 +147,8 @@ type MySQL struct {
 	TLSFiles     TLSFiles      `envPrefix:"TLS_"`
 }
 
-// DSN is the go-sql-driver/mysql data source name. With TLS it registers
-// the TLS settings with the driver, under a name derived from them so that
-// two configurations in one process do not overwrite each other's.
+// DSN is the go-sql-driver/mysql data source name; TLS settings are
+// registered under a name derived from them (one per configuration).
 func (m MySQL) DSN() (string, error) {
 	dsn := fmt.Sprintf("%s:%s@tcp(%s)/%s?charset=utf8mb4&interpolateParams=true&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27&timeout=5s",
 		m.User, m.Password.Value(), net.JoinHostPort(m.Host, strconv.Itoa(m.Port)), m.Database)
@@ -174,52 +166,35 @@ func (m MySQL) DSN() (string, error) {
 // RocketMQ is the order queue between the API and the saga.
 type RocketMQ struct {
 	NameServers []string `env:"NAMESRV" envDefault:"127.0.0.1:9876" envSeparator:"," check:"hostport"`
-	// Brokers serve topic creation (on each) and /readyz only: clients find
-	// brokers through the name servers.
+	// For topic creation and /readyz only: clients find brokers through the name servers.
 	Brokers       []string `env:"BROKER" envDefault:"127.0.0.1:10911" envSeparator:"," check:"hostport"`
 	Topic         string   `env:"TOPIC" envDefault:"seckill-orders"`
 	ProducerGroup string   `env:"PRODUCER_GROUP" envDefault:"seckill-api"`
 	ConsumerGroup string   `env:"CONSUMER_GROUP" envDefault:"seckill-order-consumer"`
 	MaxReconsume  int32    `env:"MAX_RECONSUME" envDefault:"16"`
-	// The ACL user creates the dead-letter topic: it needs Create besides
-	// Pub and Sub.
+	// The ACL user creates the dead-letter topic: it needs Create besides Pub and Sub.
 	AccessKey string `env:"ACCESS_KEY"`
 	SecretKey Secret `env:"SECRET_KEY"`
-	// The ACL is off by default and authenticates clients, not messages:
-	// the worker starts a saga only for a body signed with this key (the
-	// API's relay signs; queue.Signer). Previous is still accepted, so a
-	// key rotates without a stop. DevOrderSigningKey when unset (normalize).
+	// The worker starts a saga only for a body signed with this key (or
+	// Previous, for a rotation). DevOrderSigningKey when unset.
 	OrderSigningKey         Secret `env:"ORDER_SIGNING_KEY"`
 	OrderSigningKeyPrevious Secret `env:"ORDER_SIGNING_KEY_PREVIOUS"`
 }
 
-// DevOrderSigningKey is the default order signing key, published in this
-// repository: anyone who reaches the broker can sign an order with it.
+// DevOrderSigningKey is the published default order signing key.
 const DevOrderSigningKey = "seckill-dev-order-signing-key-change-me"
 
-// CheckOrderSigningKey refuses an order signing key (current or previous)
-// an attacker could know or guess, unless the development switch is on: the
-// API would sign with it and the worker accept what anyone signs with it.
+// CheckOrderSigningKey refuses guessable signing keys unless the development switch is on.
 func (c Config) CheckOrderSigningKey() error {
 	if c.Dev {
 		return nil
 	}
-	keys := []struct {
-		name, key string
-		optional  bool
-	}{
-		{"SECKILL_ROCKETMQ_ORDER_SIGNING_KEY", c.RocketMQ.OrderSigningKey.Value(), false},
-		{"SECKILL_ROCKETMQ_ORDER_SIGNING_KEY_PREVIOUS", c.RocketMQ.OrderSigningKeyPrevious.Value(), true},
+	const same = ", the same on every API and worker"
+	if err := checkKey("SECKILL_ROCKETMQ_ORDER_SIGNING_KEY", c.RocketMQ.OrderSigningKey.Value(), DevOrderSigningKey, "key", same); err != nil {
+		return err
 	}
-	for _, k := range keys {
-		switch {
-		case k.key == "" && k.optional:
-		case k.key == DevOrderSigningKey:
-			return fmt.Errorf("%s is the published development key: set a random key of at least %d bytes, the same on "+
-				"every API and worker (e.g. openssl rand -hex 32), or SECKILL_DEV=1 on a development machine", k.name, MinJWTSecretBytes)
-		case len(k.key) < MinJWTSecretBytes:
-			return fmt.Errorf("%s is %d bytes: use at least %d (e.g. openssl rand -hex 32)", k.name, len(k.key), MinJWTSecretBytes)
-		}
+	if prev := c.RocketMQ.OrderSigningKeyPrevious.Value(); prev != "" {
+		return checkKey("SECKILL_ROCKETMQ_ORDER_SIGNING_KEY_PREVIOUS", prev, DevOrderSigningKey, "key", same)
 	}
 	return nil
 }
@@ -248,22 +223,18 @@ type API struct {
 	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	GlobalRPS         float64       `env:"GLOBAL_RPS" envDefault:"20000" check:"positive"`
 	GlobalBurst       int           `env:"GLOBAL_BURST" envDefault:"5000"`
-	// Above the Redis failover time, a unit taken on the old master and
-	// replicated is answered 202 by the new one. With PurchaseHeadroom it
-	// must fit in WriteTimeout (Validate).
+	// Above the Redis failover time; with PurchaseHeadroom within WriteTimeout.
 	ConfirmTimeout time.Duration `env:"CONFIRM_TIMEOUT" envDefault:"10s" check:"positive"`
 	BuyerRPS       float64       `env:"BUYER_RPS" envDefault:"5" check:"positive"`
 	BuyerBurst     int           `env:"BUYER_BURST" envDefault:"10"`
-	// Each admin token's own limiter: a script that sets up a hundred sales
-	// back to back fits in the burst.
+	// Per admin token: a script setting up a hundred sales fits in the burst.
 	AdminRPS       float64       `env:"ADMIN_RPS" envDefault:"50" check:"positive"`
 	AdminBurst     int           `env:"ADMIN_BURST" envDefault:"300" check:"positive"`
 	IPRPS          float64       `env:"IP_RPS" envDefault:"50" check:"positive"`
 	IPBurst        int           `env:"IP_BURST" envDefault:"100"`
 	LimiterIdleTTL time.Duration `env:"LIMITER_IDLE_TTL" envDefault:"2m"` // an idle buyer's or IP's limiter is dropped
 	LimiterMaxKeys int           `env:"LIMITER_MAX_KEYS" envDefault:"1000000" check:"positive"`
-	// Bounds the per-IP limiters (IPv6 keyed by /64; a full shard evicts
-	// one): memory stays bounded whatever the addresses.
+	// IPv6 is keyed by /64 and a full shard evicts one: memory stays bounded.
 	IPLimiterMaxKeys int           `env:"IP_LIMITER_MAX_KEYS" envDefault:"100000" check:"positive"`
 	TrustedProxies   []string      `env:"TRUSTED_PROXIES" envSeparator:","`
 	StreamsPerBuyer  int           `env:"STREAMS_PER_BUYER" envDefault:"4" check:"positive"`
@@ -274,39 +245,32 @@ type API struct {
 	Relay            Relay         `envPrefix:"RELAY_"`
 	WakeRate         float64       `env:"WAKE_RATE" envDefault:"25" check:"positive"`
 	Instance         string        `env:"INSTANCE"` // hostname-pid when unset (normalize); unique among live instances
-	// The default fits a sale of 100,000 buyers (~36 MB live heap); under
-	// many more the collector would run all the time.
+	// Fits a sale of 100,000 buyers (~36 MB live heap).
 	MemoryLimitMB int    `env:"MEMORY_LIMIT_MB" envDefault:"112"`
 	MetricsAddr   string `env:"METRICS_ADDR" check:"hostport,optional"`
 	PprofAddr     string `env:"PPROF_ADDR"` // keep it on loopback
 }
 
-// Relay is the API's outbox relay (package relay; docs/handoff.md): every
-// field is required.
+// Relay is the API's outbox relay (package relay): every field is required.
 type Relay struct {
 	Batch      int           `env:"BATCH" envDefault:"1024" check:"positive"`
 	ClaimAfter time.Duration `env:"CLAIM_AFTER" envDefault:"10s" check:"positive"`
-	// Parallel sends of up to SendBatch entries each bound the duplicates a
-	// crash of this instance can cause (512).
+	// Parallel sends of up to SendBatch entries bound the duplicates a crash can cause.
 	Parallel  int `env:"PARALLEL" envDefault:"1" check:"positive"`
 	SendBatch int `env:"SEND_BATCH" envDefault:"512" check:"positive"`
-	// The broker's CPU goes per send, not per message: after a short read
-	// the relay waits up to Linger for a fuller batch (docs/performance.md).
+	// The broker's CPU goes per send: after a short read wait up to Linger for a fuller batch.
 	Linger       time.Duration `env:"LINGER" envDefault:"200ms"`
 	FlushTimeout time.Duration `env:"FLUSH_TIMEOUT" envDefault:"10s" check:"positive"`
-	// One blocking reader per item on sale plus its acks (per node on a
-	// cluster).
+	// One blocking reader per item on sale plus its acks (per node on a cluster).
 	PoolSize    int           `env:"POOL_SIZE" envDefault:"128" check:"positive"`
 	RetireAfter time.Duration `env:"RETIRE_AFTER" envDefault:"1m" check:"positive"`
 	Discover    time.Duration `env:"DISCOVER" envDefault:"5s" check:"positive"`
 }
 
-// APIRedisTimeout bounds the API's Redis dial, read and write: buyers'
-// requests must not hang on a stalled Redis.
+// APIRedisTimeout bounds the API's Redis dial, read and write.
 const APIRedisTimeout = 2 * time.Second
 
-// PurchaseHeadroom is what SECKILL_API_WRITE_TIMEOUT must hold besides the
-// confirm window: the reservation's own round trip and the answer's write.
+// PurchaseHeadroom is the write timeout's share besides the confirm window.
 const PurchaseHeadroom = APIRedisTimeout + time.Second
 
 // Worker runs the RocketMQ consumer and the Temporal worker.
@@ -315,9 +279,7 @@ type Worker struct {
 	Temporal                bool `env:"TEMPORAL" envDefault:"true"`
 	ConsumeWorkers          int  `env:"CONSUME_WORKERS" envDefault:"32" check:"positive"`
 	MaxConcurrentActivities int  `env:"MAX_CONCURRENT_ACTIVITIES" envDefault:"64" check:"positive"`
-	// With every workflow-task slot busy an eager start is refused: 512
-	// (with 8 pollers) took stage 3b's p99 202 -> PENDING_PAYMENT from 48.7 s
-	// to 31.9 s. It and WorkflowPollers are at least the SDK's minimum, 2.
+	// With every slot busy an eager start is refused; the SDK's minimum is 2.
 	MaxConcurrentWorkflowTasks   int           `env:"MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"512" check:"min=2"`
 	MaxConcurrentLocalActivities int           `env:"MAX_CONCURRENT_LOCAL_ACTIVITIES" envDefault:"512" check:"positive"`
 	MetricsAddr                  string        `env:"METRICS_ADDR" envDefault:"127.0.0.1:9091" check:"hostport"`
@@ -335,27 +297,19 @@ type Reconcile struct {
 	Interval time.Duration `env:"INTERVAL" envDefault:"1m"` // 0: off
 	Since    time.Duration `env:"SINCE" envDefault:"2h"`
 	Grace    time.Duration `env:"GRACE" envDefault:"2m"`
-	// Safe during a sale: each repair re-checks its premise as it writes.
-	Repair bool `env:"REPAIR" envDefault:"true"`
+	Repair   bool          `env:"REPAIR" envDefault:"true"` // safe during a sale: each repair re-checks its premise
 }
 
-// Payment is the money side of a sale (issue 29; the payment provider is
-// not wired in yet).
+// Payment is the money side of a sale.
 type Payment struct {
-	// Currency is an item's when it is created without one (ISO 4217, upper
-	// case). The item table's column defaults to EUR as well, for the rows
-	// that existed before it.
+	// An item's when created without one (ISO 4217); the item table's column defaults to EUR too.
 	Currency string `env:"CURRENCY" envDefault:"EUR"`
 }
 
-// Load parses the environment once and validates it: a bad value, or a
-// SECKILL_* variable that is not a setting (a misspelling), stops the process
-// at start, naming it. Unset settings keep their defaults.
+// Load parses and validates the environment, refusing unknown SECKILL_* variables.
 func Load() (Config, error) { return LoadFrom(env.ToMap(os.Environ())) }
 
-// LoadFrom is Load on the given variables instead of the process
-// environment (tests pass their own, so the machine's SECKILL_* cannot leak
-// in). A nil map is an empty environment: every field keeps its default.
+// LoadFrom is Load on the given variables (nil: none, every default).
 func LoadFrom(environ map[string]string) (Config, error) {
 	if environ == nil {
 		environ = map[string]string{} // nil would make env fall back to os.Environ
@@ -374,8 +328,7 @@ func LoadFrom(environ map[string]string) (Config, error) {
 	return c, nil
 }
 
-// normalize tidies list values as written by people ("a, b" is a and b, an
-// empty entry is nothing) and gives the defaults a struct tag cannot.
+// normalize trims list entries and sets the defaults a struct tag cannot.
 func (c *Config) normalize() {
 	for i, p := range c.API.TrustedProxies {
 		c.API.TrustedProxies[i] = strings.TrimSpace(p)
@@ -393,12 +346,8 @@ func (c *Config) normalize() {
 	}
 }
 
-// Validate checks the values every role relies on, naming the variable of
-// each bad one. A field's check tag states its rule: positive (a number or
-// duration above 0), min=N (an integer of at least N), oneof=a|b (one of the
-// words, in any case) or hostport (the address, or each of the list, is
-// host:port; with optional it may be empty). The rules that join fields
-// follow.
+// Validate checks every setting's check tag (positive, min=N, oneof=a|b,
+// hostport[,optional]) and the rules that join fields.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
@@ -453,8 +402,8 @@ func (c Config) Validate() error {
 			"(its reservation and the answer's write); lower it, or raise SECKILL_API_WRITE_TIMEOUT to at least %s",
 			c.API.ConfirmTimeout, c.API.WriteTimeout, PurchaseHeadroom, c.API.ConfirmTimeout+PurchaseHeadroom)
 	}
-	if !isCurrency(c.Payment.Currency) {
-		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", c.Payment.Currency)
+	if cur := c.Payment.Currency; len(cur) != 3 || strings.ContainsFunc(cur, func(r rune) bool { return r < 'A' || r > 'Z' }) {
+		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", cur)
 	}
 	for _, p := range c.API.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
@@ -464,72 +413,40 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// isCurrency: three upper-case ASCII letters, the shape of an ISO 4217 code.
-func isCurrency(s string) bool {
-	if len(s) != 3 {
-		return false
-	}
-	for _, r := range s {
-		if r < 'A' || r > 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
-// String prints the configuration as JSON with every secret masked and
-// every duration in the form its variable takes ("100ms", "2m0s"), not the
-// nanoseconds encoding/json would print.
+// String prints the configuration as JSON, secrets masked, durations as "100ms".
 func (c Config) String() string {
-	b, err := json.MarshalIndent(printable(reflect.ValueOf(c)), "", "  ")
-	if err != nil {
-		return fmt.Sprintf("config: %v", err)
-	}
-	return string(b)
-}
-
-// printable is v ready for encoding/json: a struct becomes its exported
-// fields in declaration order, a time.Duration its String form; a
-// json.Marshaler (Secret) and every other value marshal as they are.
-func printable(v reflect.Value) any {
-	switch x := v.Interface().(type) {
-	case time.Duration:
-		return x.String()
-	case json.Marshaler:
-		return x
-	}
-	if v.Kind() != reflect.Struct {
-		return v.Interface()
-	}
-	var o object
-	for i := range v.NumField() {
-		if f := v.Type().Field(i); f.IsExported() {
-			o = append(o, member{f.Name, printable(v.Field(i))})
+	raw, err := printable(reflect.ValueOf(c))
+	if err == nil {
+		var b []byte
+		if b, err = json.MarshalIndent(raw, "", "  "); err == nil {
+			return string(b)
 		}
 	}
-	return o
+	return fmt.Sprintf("config: %v", err)
 }
 
-// object is a JSON object whose members keep their order (a map's would be
-// sorted), so the printed config reads in the order the structs declare.
-type object []member
-
-type member struct {
-	name  string
-	value any
-}
-
-func (o object) MarshalJSON() ([]byte, error) {
+// printable is v as JSON, structs' fields in declaration order.
+func printable(v reflect.Value) (json.RawMessage, error) {
+	if d, ok := v.Interface().(time.Duration); ok {
+		return json.Marshal(d.String())
+	}
+	if _, ok := v.Interface().(json.Marshaler); ok || v.Kind() != reflect.Struct {
+		return json.Marshal(v.Interface())
+	}
 	b := []byte{'{'}
-	for i, m := range o {
-		if i > 0 {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		value, err := printable(v.Field(i))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		if len(b) > 1 {
 			b = append(b, ',')
 		}
-		name, _ := json.Marshal(m.name)
-		value, err := json.Marshal(m.value)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m.name, err)
-		}
+		name, _ := json.Marshal(f.Name)
 		b = append(append(append(b, name...), ':'), value...)
 	}
 	return append(b, '}'), nil

@@ -7,11 +7,8 @@ import (
 	"os"
 )
 
-// TLSFiles are a client's TLS settings for one backend: CA (a PEM file)
-// replaces the system roots; Cert and Key (PEM files) are the client
-// certificate of mutual TLS; ServerName overrides the name checked in the
-// server's certificate (default: the host dialled, so every node of a
-// cluster is checked against its own name).
+// TLSFiles are a client's TLS settings for one backend (PEM files; the
+// ServerName checked defaults to the host dialled).
 type TLSFiles struct {
 	CA         string `env:"CA"`
 	Cert       string `env:"CERT"`
@@ -19,9 +16,7 @@ type TLSFiles struct {
 	ServerName string `env:"SERVER_NAME"`
 }
 
-// Client is the TLS config of a client whose settings are named prefix
-// (e.g. SECKILL_REDIS_TLS), or nil for plaintext when on is false and no
-// file is set. The server's certificate is always verified.
+// Client is the TLS config of the settings named prefix, nil for plaintext.
 func (f TLSFiles) Client(on bool, prefix string) (*tls.Config, error) {
 	if !on && f.CA == "" && f.Cert == "" {
 		return nil, nil

@@ -1,10 +1,11 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -17,21 +18,18 @@ type Variable struct {
 	Secret bool   // a Secret field: never printed, kept out of config maps
 }
 
-// Variables lists every variable Config reads, derived from its struct tags,
-// so a field added to Config is known here (and to the misspelling check,
-// the Kubernetes manifests' test and the README's) without another list.
+// Variables lists every variable Config reads, derived from its struct tags.
 func Variables() []Variable {
 	var vs []Variable
 	secret := reflect.TypeFor[Secret]()
 	eachSetting(reflect.ValueOf(Config{}), Prefix, func(name string, f reflect.StructField, _ reflect.Value) {
 		vs = append(vs, Variable{Name: name, Secret: f.Type == secret})
 	})
-	sort.Slice(vs, func(i, j int) bool { return vs[i].Name < vs[j].Name })
+	slices.SortFunc(vs, func(a, b Variable) int { return strings.Compare(a.Name, b.Name) })
 	return vs
 }
 
-// eachSetting calls fn with the variable name (after prefix), the field and
-// the value of every setting in the struct v, nested sections included.
+// eachSetting calls fn with the name, field and value of every setting in v.
 func eachSetting(v reflect.Value, prefix string, fn func(name string, f reflect.StructField, v reflect.Value)) {
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
@@ -45,72 +43,42 @@ func eachSetting(v reflect.Value, prefix string, fn func(name string, f reflect.
 	}
 }
 
-// ToolingVariables are SECKILL_* variables read by the scripts and tests of
-// this repository, not by the seckill binary: they may be set in the
-// environment seckill runs in (make test exports some; `scripts/stack env`
-// prints some), so the misspelling check lets them pass. A test keeps this
-// list and the repository's scripts in step.
+// ToolingVariables are the SECKILL_* variables of this repository's scripts
+// and tests: the misspelling check lets them pass.
 var ToolingVariables = []string{
-	// scripts: where installed tools live; scripts/stack's state, logs and profile (default or cluster)
 	"SECKILL_CACHE_DIR", "SECKILL_STACK_DIR", "SECKILL_STACK_LOG_LINES", "SECKILL_STACK_PROFILE",
-	// scripts/stack: the default profile's ports; `scripts/stack env` prints the UI and CLI (tests run it)
 	"SECKILL_REDIS_PORT", "SECKILL_ROCKETMQ_NAMESRV_PORT", "SECKILL_ROCKETMQ_BROKER_PORT",
 	"SECKILL_TEMPORAL_PORT", "SECKILL_TEMPORAL_UI_PORT", "SECKILL_PROMETHEUS_PORT",
 	"SECKILL_TEMPORAL_UI", "SECKILL_TEMPORAL_CLI",
-	// scripts/run; scripts/test and scripts/lint (test/browser fails without chromium)
 	"SECKILL_API_URL", "SECKILL_REQUIRE_PROMTOOL", "SECKILL_REQUIRE_BROWSER",
-	// test/failover, test/cluster, test/secure, the saga bench and the replay histories' recorder
 	"SECKILL_FAILOVER", "SECKILL_FAILOVER_OUTAGE_SECONDS", "SECKILL_CLUSTER", "SECKILL_SECURE",
 	"SECKILL_SAGA_BENCH", "SECKILL_SAGA_BENCH_N", "SECKILL_RECORD_HISTORIES",
-	// test/browser: the browser to drive, where the screenshots go, copy the README's to docs/
 	"SECKILL_CHROMIUM", "SECKILL_BROWSER_OUT", "SECKILL_BROWSER_DOCS",
-	// payment/provider/stripepay's tests: the stripe-mock to start (scripts/stack stripe-mock), fail if missing
 	"SECKILL_STRIPE_MOCK_BIN", "SECKILL_REQUIRE_STRIPE_MOCK",
 }
 
-// IsTooling reports whether name is a variable of the scripts and tests,
-// SECKILL_CLUSTER_* included (the cluster profile's ports and sizes,
-// scripts/lib/stack-cluster.sh).
+// IsTooling reports whether name is a variable of the scripts and tests.
 func IsTooling(name string) bool {
 	return slices.Contains(ToolingVariables, name) || strings.HasPrefix(name, "SECKILL_CLUSTER_")
 }
 
-// checkNames refuses SECKILL_* variables that are neither settings nor
-// tooling: a misspelled setting would otherwise be ignored silently and its
-// default used. The error names the nearest known setting.
+// checkNames refuses SECKILL_* variables that are neither settings nor tooling.
 func checkNames(environ map[string]string) error {
-	known := map[string]bool{}
-	var names []string
+	var names, msgs []string
 	for _, v := range Variables() {
-		known[v.Name] = true
 		names = append(names, v.Name)
 	}
-	var unknown []string
-	for k := range environ {
-		if strings.HasPrefix(k, Prefix) && !known[k] && !IsTooling(k) {
-			unknown = append(unknown, k)
+	for _, k := range slices.Sorted(maps.Keys(environ)) {
+		if strings.HasPrefix(k, Prefix) && !slices.Contains(names, k) && !IsTooling(k) {
+			// the nearest by edit distance, the first of equals
+			near := slices.MinFunc(names, func(a, b string) int { return cmp.Compare(editDistance(k, a), editDistance(k, b)) })
+			msgs = append(msgs, fmt.Sprintf("%s is not a setting (did you mean %s?)", k, near))
 		}
 	}
-	if len(unknown) == 0 {
+	if len(msgs) == 0 {
 		return nil
 	}
-	sort.Strings(unknown)
-	var msgs []string
-	for _, k := range unknown {
-		msgs = append(msgs, fmt.Sprintf("%s is not a setting (did you mean %s?)", k, nearest(k, names)))
-	}
 	return fmt.Errorf("unknown SECKILL_* variable: %s; `seckill config` lists the settings", strings.Join(msgs, "; "))
-}
-
-// nearest is the name closest to s by edit distance (the first of equals).
-func nearest(s string, names []string) string {
-	best, bestD := "", -1
-	for _, n := range names {
-		if d := editDistance(s, n); bestD < 0 || d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
 }
 
 // editDistance is the Levenshtein distance between a and b (bytes).

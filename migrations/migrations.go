@@ -1,5 +1,4 @@
-// Package migrations embeds the SQL schema and applies it with
-// golang-migrate. `seckill migrate up|down|version` drives it.
+// Package migrations embeds the SQL schema and applies it with golang-migrate.
 package migrations
 
 import (

@@ -1,12 +1,5 @@
-// Package payment judges a buyer's pay or cancel at the door, where it is
-// received, instead of by the saga's backlog: the order row in MySQL is moved
-// from PENDING_PAYMENT by one conditional update that also checks the buyer
-// and the deadline (pay_by) against the moment the API received the request.
-// The row is the decision; the saga follows it. The desk then publishes the
-// new status for GET and the event stream, and wakes the saga in the
-// background (a signal, paced so that wakes never crowd out new orders on the
-// Temporal server), so a slow or unreachable Temporal server never makes a
-// buyer wait; a saga that is not woken finds the row at its deadline.
+// Package payment judges a buyer's pay or cancel at the door, by a
+// conditional update of the order row; the saga follows the row.
 package payment
 
 import (
@@ -19,8 +12,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/orderstatus"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -32,14 +23,12 @@ type Orders interface {
 	InsertEarly(ctx context.Context, ds []store.Early) ([]store.Order, error)
 }
 
-// Views reads orders' latest views in Redis (orderstatus.Board): the
-// QUEUED view the purchase stored names the order's item.
+// Views reads orders' latest views in Redis (orderstatus.Board).
 type Views interface {
 	Statuses(ctx context.Context, orderIDs []string) ([]order.View, error)
 }
 
-// Reservations reads orders' live reservations in Redis (stock.Store): the
-// message the API reserved the unit with, its deadline included.
+// Reservations reads orders' live reservations in Redis (stock.Store).
 type Reservations interface {
 	Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error)
 }
@@ -57,36 +46,18 @@ type Sagas interface {
 // Counter counts wakes that could not be sent (a Prometheus counter).
 type Counter interface{ Inc() }
 
-var (
-	_ Orders       = (*store.Store)(nil)
-	_ Sagas        = (*workflows.Client)(nil)
-	_ Views        = (*orderstatus.Board)(nil)
-	_ Reservations = (*stock.Store)(nil)
-)
-
-// ErrNotRecorded: the pay or cancel could not be recorded within
-// order.DoorLimit of its arrival (MySQL slow or the row locked); whether it
-// was is not known (HTTP 503). Answered in time for the buyer to learn it
-// before the saga may close the order.
+// ErrNotRecorded: not known to be recorded within order.DoorLimit (HTTP 503).
 var ErrNotRecorded = errors.New("not recorded in time")
 
 // Options tune the desk.
 type Options struct {
-	// WakeRate paces the wakes (signals per second): a woken saga costs the
-	// Temporal server a workflow task, and during a sale that capacity
-	// belongs to new orders' first tasks. The payment is already recorded,
-	// so a wake is never urgent. Required (SECKILL_API_WAKE_RATE).
-	WakeRate float64
-	// MaxQueued bounds the wakes waiting for their turn (100,000 when 0, no
-	// setting); past it a wake is skipped (the saga finds the order row at
-	// its deadline) and counted.
-	MaxQueued int
+	WakeRate  float64 // signals per second: during a sale Temporal's capacity is new orders'
+	MaxQueued int     // wakes waiting (100,000 when 0); past it a wake is skipped
 }
 
 const wakeTimeout = 10 * time.Second
 
-// Desk takes buyers' pays and cancels. Safe for concurrent use; Run sends
-// the wakes.
+// Desk takes buyers' pays and cancels; Run sends the wakes.
 type Desk struct {
 	orders   Orders
 	statuses Statuses
@@ -102,12 +73,7 @@ type Desk struct {
 
 type wake struct{ orderID, signal string }
 
-// New returns a desk. A QUEUED order is payable and cancellable from its 202
-// on: one that has no row yet is proven the caller's by its live reservation
-// in Redis (views names its item, units holds the reservation) before
-// anything is written. sagas returns the saga client, or an error while
-// Temporal is not reachable (wakes are then skipped). skipped counts wakes
-// that were not sent.
+// New returns a desk; sagas errs while Temporal is not reachable.
 func New(orders Orders, statuses Statuses, views Views, units Reservations, sagas func() (Sagas, error), skipped Counter, opts Options, log *slog.Logger) (*Desk, error) {
 	if opts.WakeRate <= 0 {
 		return nil, fmt.Errorf("payment: wake rate %v: must be positive (SECKILL_API_WAKE_RATE)", opts.WakeRate)
@@ -119,8 +85,7 @@ func New(orders Orders, statuses Statuses, views Views, units Reservations, saga
 		log: log.With("component", "payment"), wakes: make(chan wake, opts.MaxQueued)}, nil
 }
 
-// Run sends the queued wakes at Options.WakeRate until ctx ends; what is
-// still queued then is left to the sagas' deadlines.
+// Run sends the queued wakes at Options.WakeRate until ctx ends.
 func (d *Desk) Run(ctx context.Context) {
 	lim := rate.NewLimiter(rate.Limit(d.opts.WakeRate), max(1, int(d.opts.WakeRate)))
 	for {
@@ -150,36 +115,27 @@ func (d *Desk) send(ctx context.Context, w wake) {
 	}
 }
 
-// Pay records the buyer's payment of an order received at receivedAt and
-// answers with the PAID order (still settling when the order was QUEUED).
-// Paying a paid order again returns it. order.ErrNotFound when the buyer has
-// no such order; order.ErrNotPayable (with the order as it is) when it is
-// not open and unpaid or its deadline had passed. ErrNotRecorded when it
-// could not be recorded within order.DoorLimit of receivedAt.
+// Pay records the buyer's payment received at receivedAt and answers with the
+// PAID order; order.ErrNotFound, order.ErrNotPayable (with the order) or ErrNotRecorded.
 func (d *Desk) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
 	return d.decide(ctx, orderID, userID, receivedAt, true)
 }
 
-// Cancel records the buyer's cancel of an unpaid order received in time and
-// answers with the CANCELLED order; the saga gives the units back. Errors as
-// for Pay; cancelling twice is order.ErrNotPayable.
+// Cancel records the buyer's cancel of an unpaid order; errors as for Pay.
 func (d *Desk) Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
 	return d.decide(ctx, orderID, userID, receivedAt, false)
 }
 
 func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receivedAt time.Time, pay bool) (order.View, error) {
-	// The row decides: a write still waiting when the saga's close is due
-	// (pay_by + order.PayGrace) would be refused though received in time, so
-	// the desk gives up well before.
+	// A write still waiting when the saga's close is due would be refused
+	// though received in time: give up well before.
 	ctx, cancel := context.WithDeadline(ctx, receivedAt.Add(order.DoorLimit))
 	defer cancel()
 	signal, update := workflows.SignalPay, d.orders.RecordPayment
 	if !pay {
 		signal, update = workflows.SignalCancel, d.orders.RecordCancel
 	}
-	// An order whose view is QUEUED (buyers pay at the 202, the saga lags)
-	// is proven the caller's from its live reservation and decided in the
-	// door's next batch (door.go); what the batch leaves, the row decides.
+	// A QUEUED order is decided in the door's next batch (door.go); what it leaves, the row decides.
 	a := &ask{ctx: ctx, orderID: orderID, userID: userID, receivedAt: receivedAt, pay: pay}
 	if err := d.ask(a); err != nil {
 		return d.after(ctx, store.Order{}, false, err, signal, false)
@@ -191,16 +147,14 @@ func (d *Desk) decide(ctx context.Context, orderID string, userID int64, receive
 	if a.theirs && errors.Is(err, order.ErrNotFound) {
 		err = fmt.Errorf("order %s holds no unit, or its buyer another order of the item: %w", orderID, order.ErrNotPayable)
 	}
-	// A paid QUEUED row needs no wake: the saga makes it PAID when it takes
-	// the unit.
+	// A paid QUEUED row needs no wake: the saga makes it PAID with its unit.
 	return d.after(ctx, row, changed, err, signal, !row.PaidQueued())
 }
 
 func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err error, signal string, wake bool) (order.View, error) {
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// Whether the UPDATE landed is not known (the driver dropped its
-		// connection; the statement may still commit): GET answers.
+		// Whether the UPDATE landed is not known: GET answers.
 		return order.View{}, fmt.Errorf("%s: %w: %w", signal, ErrNotRecorded, err)
 	case err != nil:
 		return row.View(), err
@@ -209,8 +163,7 @@ func (d *Desk) after(ctx context.Context, row store.Order, changed bool, err err
 	if !changed {
 		return v, nil // a repeated pay: already published, the saga already woken
 	}
-	// GET and the event streams see the decision at once; a failure leaves
-	// them on the database (GET falls back to it for stale views).
+	// A failure leaves GET on the database (its fallback for stale views).
 	if _, perr := d.statuses.PublishAll(ctx, []order.View{v}); perr != nil {
 		d.log.Warn("publish status", "order_id", v.OrderID, "status", v.Status, "err", perr)
 	}

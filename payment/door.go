@@ -11,27 +11,18 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// maxBatch bounds one batch: one INSERT's rows, one pipeline's commands;
-// maxBatches the batches in flight (one batch at a time fell behind a sale's
-// burst of pays on a busy box: a batch mostly waits on its round trips).
+// maxBatch bounds one batch; maxBatches those in flight (one fell behind a sale's burst).
 const maxBatch, maxBatches = 64, 4
 
-// door gathers concurrent early pays and cancels (a sale's winners pay all
-// at once) into batches: one round trip reads their views, one their
-// reservations, one INSERT writes every decision proven, one round trip
-// publishes them. Whoever finds fewer than maxBatches runners starts one,
-// which takes whatever waits until nothing does: nothing waits for a timer.
-// Two batches in flight may hold the same order (a double pay): the later
-// INSERT meets the earlier's row and leaves the ask to it.
+// door gathers concurrent early pays and cancels into batches of a few
+// round trips; a runner runs until nothing waits (no timer).
 type door struct {
 	mu      sync.Mutex
 	waiting []*ask
 	runners int
 }
 
-// ask is one early pay or cancel and what its batch found: decided (row
-// written and published), theirs (the view names the caller: the row
-// decides, as for an order without a view), or err.
+// ask is one early pay or cancel and what its batch found.
 type ask struct {
 	ctx             context.Context
 	orderID         string
@@ -85,8 +76,7 @@ func (d *Desk) runBatches() {
 }
 
 func (d *Desk) runBatch(batch []*ask) {
-	// Each ask's limit is order.DoorLimit after its arrival: the batch ends
-	// at the first (they arrived within moments of each other).
+	// The batch ends at the first ask's limit (they arrived moments apart).
 	first := batch[0].receivedAt
 	ids := make([]string, len(batch))
 	for i, a := range batch {
@@ -138,9 +128,7 @@ func (d *Desk) runBatch(batch []*ask) {
 		case m.OrderID != "" && m.UserID != a.userID:
 			a.err = fmt.Errorf("order %s: %w", a.orderID, order.ErrNotFound)
 		case m.OrderID == "" || m.PayBy == nil || !a.receivedAt.Before(*m.PayBy):
-			// Released (the row says why), late, or reserved without a
-			// deadline: the row decides.
-			a.theirs = true
+			a.theirs = true // released, late, or without a deadline: the row decides
 		case seen[a.orderID]:
 			a.theirs = true // a second pay of the order: the row the first writes decides
 		default:
@@ -160,8 +148,6 @@ func (d *Desk) runBatch(batch []*ask) {
 			views = append(views, a.row.View())
 		}
 	}
-	// GET and the event streams see the decisions at once; a failure leaves
-	// them on the database (GET falls back to it for stale views).
 	if len(views) == 0 {
 		return
 	}
@@ -170,9 +156,7 @@ func (d *Desk) runBatch(batch []*ask) {
 	}
 }
 
-// insert writes the proven decisions in one INSERT, or each alone when one
-// of them meets a row: the order's own (the saga's, written meanwhile) or
-// the buyer's other order of the item. Such a one is left to its row.
+// insert writes the proven decisions in one INSERT, or each alone when one meets a row.
 func (d *Desk) insert(ctx context.Context, asks []*ask, ds []store.Early) error {
 	rows, err := d.orders.InsertEarly(ctx, ds)
 	switch {

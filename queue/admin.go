@@ -10,8 +10,7 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// EnsureTopic creates (or updates) a topic with queues read and write queues
-// on every broker of cfg.Brokers. Creating an existing topic is harmless.
+// EnsureTopic creates or updates a topic on every broker of cfg.Brokers.
 func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues int) error {
 	return onEveryBroker(ctx, cfg, "create topic "+topic, func(a admin.Admin, b string) error {
 		return a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(b),
@@ -19,9 +18,7 @@ func EnsureTopic(ctx context.Context, cfg config.RocketMQ, topic string, queues 
 	})
 }
 
-// DeleteTopic removes a topic from every broker of cfg.Brokers and from the
-// name servers (its queues and the consumer offsets on it go with it).
-// Deleting a missing topic is harmless.
+// DeleteTopic removes a topic from every broker and the name servers.
 func DeleteTopic(ctx context.Context, cfg config.RocketMQ, topic string) error {
 	return onEveryBroker(ctx, cfg, "delete topic "+topic, func(a admin.Admin, b string) error {
 		return a.DeleteTopic(ctx, admin.WithTopicDelete(topic), admin.WithBrokerAddrDelete(b),
@@ -29,8 +26,7 @@ func DeleteTopic(ctx context.Context, cfg config.RocketMQ, topic string) error {
 	})
 }
 
-// onEveryBroker runs f for each of cfg.Brokers with an admin client on cfg's
-// name servers, closed after.
+// onEveryBroker runs f for each of cfg.Brokers with an admin client.
 func onEveryBroker(ctx context.Context, cfg config.RocketMQ, what string, f func(a admin.Admin, broker string) error) error {
 	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(cfg.NameServers)), admin.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)))
 	if err != nil {
@@ -38,9 +34,8 @@ func onEveryBroker(ctx context.Context, cfg config.RocketMQ, what string, f func
 	}
 	defer func() { _ = a.Close() }()
 	if cfg.AccessKey != "" && len(cfg.Brokers) > 0 {
-		// The library's admin signs its requests only from its first
-		// GetAllSubscriptionGroup on (CreateTopic and DeleteTopic do not
-		// install the signing): without this call an ACL broker refuses them.
+		// The library's admin signs requests only from its first
+		// GetAllSubscriptionGroup on: an ACL broker refuses them before.
 		if _, err := a.GetAllSubscriptionGroup(ctx, cfg.Brokers[0], 5*time.Second); err != nil {
 			return fmt.Errorf("rocketmq admin on %s: %w", cfg.Brokers[0], err)
 		}

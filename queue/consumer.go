@@ -12,13 +12,11 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// Handler processes one message. A nil error acknowledges it; an error asks
-// the broker to deliver it again later (and, after MaxReconsume attempts, to
-// move it to the group's dead-letter topic %DLQ%<group>).
+// Handler processes one message: an error asks for a redelivery (after
+// MaxReconsume, to the dead-letter topic).
 type Handler func(ctx context.Context, m *primitive.MessageExt) error
 
-// ConsumerOptions configure a push consumer; all but FromFirstOffset (a new
-// group starts at the oldest message) are required.
+// ConsumerOptions configure a push consumer; all but FromFirstOffset are required.
 type ConsumerOptions struct {
 	NameServers     []string
 	AccessKey       string
@@ -36,14 +34,11 @@ type Consumer struct {
 	started time.Time
 }
 
-// settleAfterStart is how long Close lets a just-started consumer live:
-// Start spawns a rebalance goroutine that reads the client's state without a
-// lock while Shutdown writes it (a data race inside rocketmq-client-go, seen
-// under -race); only very short-lived consumers (tests) ever wait here.
+// settleAfterStart is how long Close lets a just-started consumer live: an
+// early Shutdown races Start's rebalance goroutine (in rocketmq-client-go).
 const settleAfterStart = time.Second
 
-// pullBatch is how many messages one pull asks for: fewer, fuller pulls (the
-// broker answers at most its maxTransferCountOnMessageInMemory, 256 here).
+// pullBatch: fewer, fuller pulls (the broker answers at most 256 here).
 const pullBatch = 256
 
 // NewConsumer subscribes h to opts.Topic, which must exist, and starts consuming.

@@ -13,8 +13,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Producer sends messages with SendSync, each signed with the order signing
-// key (Signer): a nil error means the broker stored the message.
+// Producer sends signed messages; a nil error means the broker stored them.
 type Producer struct {
 	p        rocketmq.Producer
 	topic    string
@@ -22,10 +21,8 @@ type Producer struct {
 	degraded func(status string)
 }
 
-// OnDegraded calls fn (before the send returns nil) with the status of each
-// send the broker stored without its full durability (a late flush, a late or
-// missing slave): the message is in the master's commit log and will be
-// delivered; a resend would be a duplicate. Call it before sends start.
+// OnDegraded calls fn with the status of each send stored without full
+// durability (delivered: not resent). Call it before sends start.
 func (p *Producer) OnDegraded(fn func(status string)) { p.degraded = fn }
 
 var degradedStatus = map[primitive.SendStatus]string{
@@ -63,8 +60,7 @@ func NewProducer(cfg config.RocketMQ) (*Producer, error) {
 	return &Producer{p: p, topic: cfg.Topic, signer: NewSigner(cfg)}, nil
 }
 
-// Encoded is an order message in its wire form (order.Message.Encode), as
-// the outbox holds it: the relay sends it without decoding it again.
+// Encoded is an order message in its wire form (order.Message.Encode).
 type Encoded struct {
 	OrderID string
 	Body    []byte
@@ -75,14 +71,12 @@ func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 	return p.PublishOrders(ctx, []Encoded{{OrderID: m.OrderID, Body: m.Encode()}})
 }
 
-// PublishOrders sends encoded order messages to the orders topic in one
-// request (a batch when more than one: stored together or not at all), each
-// keyed by its order id, and waits until the broker has stored them.
+// PublishOrders sends order messages in one request, stored together or not at all.
 func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 	return p.send(ctx, p.topic, ms)
 }
 
-// Send sends one message to topic and waits until the broker has stored it.
+// Send sends one message to topic.
 func (p *Producer) Send(ctx context.Context, topic, key string, body []byte) error {
 	return p.send(ctx, topic, []Encoded{{OrderID: key, Body: body}})
 }
@@ -95,17 +89,9 @@ func (p *Producer) send(ctx context.Context, topic string, ms []Encoded) error {
 	for i, m := range ms {
 		msgs[i] = primitive.NewMessage(topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
-		// Signed here, just before the send, rather than in the
-		// reservation script or in Go before it: the relay runs inside the
-		// API process that made the body, and the outbox is in the same
-		// trusted Redis as the reservation itself (whoever can write it can
-		// reserve), so a signature stored with the entry would prove no
-		// more. It keeps the buyers' hot path free of the HMAC (~1 µs per
-		// message here, in the relay's batches), leaves the outbox entries
-		// as they are (entries written before an upgrade are signed too),
-		// and signs with the key current at the send, not at the
-		// reservation, so a rotation never meets an entry signed with a key
-		// already dropped.
+		// Signed at the send, not at the reservation: the outbox is as trusted
+		// as the reservation, the buyers' hot path skips the HMAC, and a key
+		// rotation never meets an entry signed with a dropped key.
 		p.signer.SignMessage(msgs[i])
 	}
 	res, err := p.p.SendSync(ctx, msgs...)

@@ -1,6 +1,4 @@
-// Package queue is the RocketMQ side of the pipeline: a producer that sends
-// order messages synchronously (key = order id), a push consumer, and topic
-// administration. Delivery is at least once; consumers must be idempotent.
+// Package queue is the RocketMQ side of the pipeline; delivery is at least once.
 package queue
 
 import (
@@ -18,15 +16,12 @@ func SetClientLogLevel(level string) { rlog.SetLogLevel(level) }
 
 var instanceSeq atomic.Int64
 
-// instanceName gives every producer, consumer and admin its own underlying
-// client: the library otherwise shares one per process and routes replies
-// (and transaction check-backs) to whichever object created it first.
+// instanceName gives every client its own: the library otherwise shares one per process.
 func instanceName(role string) string {
 	return fmt.Sprintf("seckill-%s-%d-%d", role, os.Getpid(), instanceSeq.Add(1))
 }
 
-// credentials sign every request for a broker with ACL on; empty ones leave
-// requests unsigned.
+// credentials sign requests for a broker with ACL on (empty: unsigned).
 func credentials(accessKey string, secretKey config.Secret) primitive.Credentials {
 	return primitive.Credentials{AccessKey: accessKey, SecretKey: secretKey.Value()}
 }

@@ -11,11 +11,8 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// SignatureProperty is the message property that carries the HMAC-SHA256 of
-// the body (unpadded base64url). A property, not part of the body: the
-// outbox entry, the body and its decoder stay as they are, and the broker
-// keeps a message's properties when it moves it to the retry and
-// dead-letter topics.
+// SignatureProperty carries the HMAC-SHA256 of the body (unpadded
+// base64url); the broker keeps it on the retry and dead-letter topics.
 const SignatureProperty = "seckill-signature"
 
 // Why a message is refused (Signer.Verify).
@@ -24,16 +21,8 @@ var (
 	ErrBadSignature = errors.New("order message signature matches no order signing key")
 )
 
-// Signer signs order messages with the current order signing key and
-// accepts a signature by the current or the previous one: a rotation puts
-// the new key in as current with the old one as previous on every worker,
-// then on every API, and drops the previous once the messages signed with
-// it are consumed (docs/deploy.md).
-//
-// The signature authenticates the body only. A replay of a genuine message
-// (to the orders or the dead-letter topic) is harmless: the saga's workflow
-// id is its order id, so the start of an existing saga is a no-op, and a
-// late saga stands down.
+// Signer signs order messages with the current key and accepts the current
+// or the previous one; a replay is harmless (one saga per order id).
 type Signer struct {
 	keys [][]byte // keys[0] signs; each verifies
 }
@@ -57,9 +46,7 @@ func (s *Signer) SignMessage(m *primitive.Message) {
 	m.WithProperty(SignatureProperty, s.Sign(m.Body))
 }
 
-// Verify returns nil when m's signature is its body's under the current or
-// the previous key, ErrUnsigned when it has none, ErrBadSignature otherwise
-// (a wrong key, or a body or signature altered on the way).
+// Verify returns nil, ErrUnsigned or ErrBadSignature.
 func (s *Signer) Verify(m *primitive.Message) error {
 	sig := m.GetProperty(SignatureProperty)
 	if sig == "" {

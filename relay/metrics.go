@@ -7,10 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-var _ Metrics = (*Counters)(nil)
-
-// Counters are the relay's Prometheus series (its Metrics), on the registry
-// of the API instance that runs it.
+// Counters are the relay's Prometheus series (its Metrics).
 type Counters struct {
 	backlog     *prometheus.GaugeVec
 	published   prometheus.Counter
@@ -35,16 +32,13 @@ func NewMetrics(reg prometheus.Registerer) *Counters {
 	}
 }
 
-// Published counts relayed messages.
 func (m *Counters) Published(n int) { m.published.Add(float64(n)) }
 
-// PublishFailed counts a failed send.
 func (m *Counters) PublishFailed() { m.pubFailures.Inc() }
 
-// PublishDegraded counts a send stored with a degraded status (queue.Producer.OnDegraded).
+// PublishDegraded counts a send stored with a degraded status.
 func (m *Counters) PublishDegraded(status string) { m.pubDegraded.WithLabelValues(status).Inc() }
 
-// Backlog records an item's outbox length.
 func (m *Counters) Backlog(itemID int64, n int64) {
 	m.backlog.WithLabelValues(strconv.FormatInt(itemID, 10)).Set(float64(n))
 }

@@ -1,7 +1,5 @@
-// Package relay moves reservations from the Redis outbox streams to RocketMQ:
-// each entry is published with SendSync (key = order id) and only then
-// acknowledged and deleted; entries a dead instance left unacknowledged are
-// claimed after ClaimAfter. docs/handoff.md states the guarantees.
+// Package relay moves reservations from the Redis outbox streams to RocketMQ
+// (docs/handoff.md states the guarantees).
 package relay
 
 import (
@@ -18,8 +16,7 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Publisher sends encoded order messages in one request that the broker
-// stores together or not at all, and returns once it did (queue.Producer).
+// Publisher sends order messages in one request (queue.Producer).
 type Publisher interface {
 	PublishOrders(ctx context.Context, ms []queue.Encoded) error
 }
@@ -47,19 +44,16 @@ type Outbox interface {
 	Len(ctx context.Context, itemID int64) (int64, error)
 }
 
-var _ Outbox = (*outbox.Stream)(nil)
-
 // Relay publishes the outboxes of all known items, one goroutine per item.
 type Relay struct {
 	st       Outbox
 	pub      Publisher
 	items    ItemLister
 	cfg      config.Relay
-	consumer string // this instance's consumer name; unique per live instance
+	consumer string // unique per live instance
 	m        Metrics
 	log      *slog.Logger
-	// block is how long one read waits for new entries; maxBackoff caps
-	// the wait between failed sends. No settings: tests shorten them.
+	// a read's wait for new entries; the cap of the wait between failed sends
 	block, maxBackoff time.Duration
 
 	mu      sync.Mutex
@@ -68,8 +62,7 @@ type Relay struct {
 	wake    chan int64
 }
 
-// New returns a relay for this instance's consumer name; call Run to start
-// it. Every argument and every setting of cfg but Linger is required.
+// New returns a relay; every argument and setting but Linger is required.
 func New(st Outbox, pub Publisher, items ItemLister, cfg config.Relay, consumer string, m Metrics, log *slog.Logger) (*Relay, error) {
 	if consumer == "" || m == nil || log == nil || cfg.Batch <= 0 || cfg.ClaimAfter <= 0 || cfg.Discover <= 0 ||
 		cfg.FlushTimeout <= 0 || cfg.Parallel <= 0 || cfg.SendBatch <= 0 || cfg.RetireAfter <= 0 {
@@ -80,8 +73,7 @@ func New(st Outbox, pub Publisher, items ItemLister, cfg config.Relay, consumer 
 		watched: make(map[int64]bool), ends: make(map[int64]time.Time), wake: make(chan int64, 64)}, nil
 }
 
-// Watch makes the relay watch an item's outbox now rather than at the next
-// discovery (the API calls it when it creates or first sees an item).
+// Watch makes the relay watch an item's outbox now rather than at the next discovery.
 func (r *Relay) Watch(itemID int64) {
 	if r.isWatched(itemID) {
 		return
@@ -92,8 +84,7 @@ func (r *Relay) Watch(itemID int64) {
 	}
 }
 
-// Run relays until ctx ends, then flushes what it can within FlushTimeout and
-// returns once every item goroutine has stopped.
+// Run relays until ctx ends, then flushes what it can within FlushTimeout.
 func (r *Relay) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	start := func(id int64) {
@@ -120,18 +111,10 @@ func (r *Relay) Run(ctx context.Context) {
 		}
 		r.mu.Unlock()
 		for _, it := range items {
-			id := it.ID
-			if !r.closed(id) {
-				start(id)
-				continue
+			if r.closed(it.ID) && (r.isWatched(it.ID) || !r.hasBacklog(ctx, it.ID)) {
+				continue // a closed item gets a reader only for a backlog left behind
 			}
-			// A closed item gets a reader only for a backlog left behind.
-			if r.isWatched(id) {
-				continue
-			}
-			if n, err := r.st.Len(ctx, id); err == nil && n > 0 {
-				start(id)
-			}
+			start(it.ID)
 		}
 	}
 	discover()
@@ -208,10 +191,7 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 			if ctx.Err() != nil {
 				break
 			}
-			if outbox.IsNoGroup(err) {
-				// The stream was re-created without the group (Redis lost
-				// it): make the group again, from the first entry, or every
-				// later order would wait here until a restart.
+			if outbox.IsNoGroup(err) { // the stream was re-created without it (Redis lost it)
 				log.Warn("outbox group missing; creating it again", "err", err)
 				ensureGroup()
 				pendingFirst = true
@@ -242,14 +222,18 @@ func (r *Relay) runItem(ctx context.Context, itemID int64) {
 	r.flush(itemID)
 }
 
+func (r *Relay) hasBacklog(ctx context.Context, itemID int64) bool {
+	n, err := r.st.Len(ctx, itemID)
+	return err == nil && n > 0
+}
+
 func (r *Relay) reportBacklog(ctx context.Context, itemID int64) {
 	if n, err := r.st.Len(ctx, itemID); err == nil {
 		r.m.Backlog(itemID, n)
 	}
 }
 
-// deliver publishes entries until each is sent and acknowledged, or ctx
-// ends (they then stay pending for the flush, a restart or another instance).
+// deliver publishes entries until each is sent and acknowledged, or ctx ends.
 func (r *Relay) deliver(ctx context.Context, itemID int64, entries []outbox.Entry) {
 	backoff := &backoff{max: r.maxBackoff}
 	lastTouch := time.Now()
@@ -260,8 +244,7 @@ func (r *Relay) deliver(ctx context.Context, itemID int64, entries []outbox.Entr
 		}
 		r.reportBacklog(ctx, itemID)
 		backoff.wait(ctx)
-		// Keep entries we are still retrying from looking abandoned.
-		if time.Since(lastTouch) >= r.cfg.ClaimAfter/3 {
+		if time.Since(lastTouch) >= r.cfg.ClaimAfter/3 { // keep entries still retried from looking abandoned
 			if err := r.st.Touch(ctx, itemID, group, r.consumer, entryIDs(entries)...); err != nil {
 				r.log.Warn("touch outbox entries", "item_id", itemID, "err", err)
 			}
@@ -270,17 +253,12 @@ func (r *Relay) deliver(ctx context.Context, itemID int64, entries []outbox.Entr
 	}
 }
 
-// sendAll sends entries in chunks of up to SendBatch, up to Parallel chunks
-// at once; each chunk is one request to the broker and one acknowledgement
-// in Redis, right after it succeeded, so a failure elsewhere never causes a
-// resend of a delivered message. It returns the entries of the chunks that
-// failed. Few big chunks: the broker's cost is mostly per request.
+// sendAll sends entries in chunks, each acknowledged right after it
+// succeeded, and returns the entries of the chunks that failed.
 func (r *Relay) sendAll(ctx context.Context, itemID int64, entries []outbox.Entry) []outbox.Entry {
 	var valid []outbox.Entry
 	for _, e := range entries {
-		if e.OrderID == "" || len(e.Body) == 0 {
-			// Cannot happen for entries the reserve script wrote; keeping it
-			// would be retried forever.
+		if e.OrderID == "" || len(e.Body) == 0 { // kept, it would be retried forever
 			r.log.Error("dropping malformed outbox entry", "item_id", itemID, "entry", e.ID, "order_id", e.OrderID)
 			r.ack(ctx, itemID, e.ID)
 			continue
@@ -326,9 +304,7 @@ func (r *Relay) sendAll(ctx context.Context, itemID int64, entries []outbox.Entr
 	return failed
 }
 
-// ackPublished acknowledges entries whose messages the broker stored: from
-// here on they must never be sent again, so the ack is retried on its own (a
-// failed ack would mean duplicates after a claim).
+// ackPublished acknowledges entries the broker stored, retrying: a failed ack means duplicates.
 func (r *Relay) ackPublished(ctx context.Context, itemID int64, ids []string, firstOrderID string) {
 	for i := 0; ; i++ {
 		if r.ack(ctx, itemID, ids...) {
@@ -353,8 +329,7 @@ func (r *Relay) ack(ctx context.Context, itemID int64, ids ...string) bool {
 	return true
 }
 
-// flush publishes, within FlushTimeout, what this consumer holds and what is
-// still unread, then returns. What it cannot send stays in the stream.
+// flush publishes, within FlushTimeout, what this consumer holds and what is unread.
 func (r *Relay) flush(itemID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.FlushTimeout)
 	defer cancel()

@@ -13,22 +13,17 @@ import (
 	"github.com/seckill/seckill/queue"
 )
 
-// Starter starts an order's saga; already started counts as success
-// (workflows.Client).
+// Starter starts an order's saga; already started is success (workflows.Client).
 type Starter interface {
 	Start(ctx context.Context, m order.Message) error
 }
 
-// Verifier tells the order messages the API signed from any other
-// (queue.Signer).
+// Verifier tells the order messages the API signed from any other (queue.Signer).
 type Verifier interface {
 	Verify(m *primitive.Message) error
 }
 
-var _ Verifier = (*queue.Signer)(nil)
-
-// Source is the topic a Handler consumes: it picks the counters and whether
-// each start is logged.
+// Source is the topic a Handler consumes.
 type Source int
 
 const (
@@ -43,23 +38,9 @@ const (
 	DeadLetterForged  = "forged"  // not signed by the API; dropped (logged)
 )
 
-// Handler is the handler of both consumers: it starts the saga of each
-// message's order, and the workflow ID makes a start of an existing saga a
-// success. A start that fails (Temporal unreachable, timeout) returns the
-// error, so the message is not acknowledged and comes back later; after
-// MaxReconsume deliveries the broker moves an order message to the
-// dead-letter topic, where the same start is retried: an order is never
-// failed because a dependency was down. A body that cannot be decoded names
-// no order to act on: it is logged and acknowledged.
-//
-// Before anything else the message's signature is checked (v): the broker
-// takes a message from anyone who reaches it (its ACL is off by default),
-// and a saga started from a forged or altered body would deduct a unit no
-// buyer reserved. Such a message is logged, counted
-// (seckill_worker_forged_messages_total, alert SeckillForgedOrderMessages) and
-// acknowledged, like an undecodable one: redelivering it could never make it
-// genuine. It stays in the broker's commit log for its retention, findable
-// by the msg_id logged.
+// Handler starts the saga of each message's order; a failed start returns
+// the error, so the message comes back. A forged or undecodable message is
+// logged, counted and acknowledged: redelivery could not fix it.
 func Handler(src Source, s Starter, v Verifier, m *Metrics, log *slog.Logger, timeout time.Duration) queue.Handler {
 	what, started, failed, invalid, forged := "order message", m.SagaStarts, m.StartErrors, m.Invalid, m.Forged.WithLabelValues("orders")
 	if src == DeadLetters {
@@ -100,16 +81,10 @@ func Handler(src Source, s Starter, v Verifier, m *Metrics, log *slog.Logger, ti
 // DeadLetterTopic is the broker's dead-letter topic of a consumer group.
 func DeadLetterTopic(group string) string { return "%DLQ%" + group }
 
-// deadLetterMaxReconsume: a dead letter whose saga cannot be started yet
-// (Temporal still down) is retried at the broker's longest delay (2 h) for
-// days rather than moved to a second dead-letter topic nobody reads.
+// deadLetterMaxReconsume: retried every 2 h for days, not moved to a topic nobody reads.
 const deadLetterMaxReconsume = 64
 
-// consumerOptions subscribe group to topic from the first offset: a group's
-// very first start would otherwise begin at the end of the topic and skip
-// every message sent before it. Re-reading retained messages is harmless: a
-// start of an existing saga is a success, and a late saga stands down
-// (ORDER_CLOSED).
+// consumerOptions start a new group at the first offset, not after what was sent.
 func consumerOptions(cfg config.RocketMQ, group, topic string, maxReconsume int32, goroutines int, log *slog.Logger) queue.ConsumerOptions {
 	return queue.ConsumerOptions{NameServers: cfg.NameServers, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
 		Group: group, Topic: topic, FromFirstOffset: true, MaxReconsume: maxReconsume, Goroutines: goroutines, Log: log}
@@ -120,16 +95,11 @@ func StartOrderConsumer(cfg config.RocketMQ, goroutines int, log *slog.Logger, h
 	return queue.NewConsumer(consumerOptions(cfg, cfg.ConsumerGroup, cfg.Topic, cfg.MaxReconsume, goroutines, log), h)
 }
 
-// StartDeadLetterConsumer subscribes h to the order consumer group's
-// dead-letter topic. The broker creates that topic lazily, on the first dead
-// letter, with perm 2 (write only), and a push consumer cannot start on a
-// topic without routes: so it is created here first, readable and writable
-// (perm 6; creating an existing topic updates it), with the one queue the
-// broker uses for dead letters.
+// StartDeadLetterConsumer subscribes h to the dead-letter topic, creating it
+// first (the broker's own is write-only, made at the first dead letter).
 func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group string, log *slog.Logger, h queue.Handler) (*queue.Consumer, error) {
 	topic := DeadLetterTopic(cfg.ConsumerGroup)
-	// A broker just restarted may time out the first admin requests: try
-	// for a while before the worker gives up starting.
+	// A broker just restarted may time out the first admin requests.
 	if err := retry(ctx, 10, 2*time.Second, func() error {
 		return queue.EnsureTopic(ctx, cfg, topic, 1)
 	}); err != nil {
@@ -137,8 +107,7 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	}
 	o := consumerOptions(cfg, group, topic, deadLetterMaxReconsume, 4, log)
 	var c *queue.Consumer
-	// The name server learns of the new topic with the broker's next
-	// registration; until then the consumer fails with "route info not found".
+	// The name server learns of the topic at the broker's next registration.
 	err := retry(ctx, 30, time.Second, func() (err error) {
 		c, err = queue.NewConsumer(o, h)
 		return err
@@ -146,8 +115,7 @@ func StartDeadLetterConsumer(ctx context.Context, cfg config.RocketMQ, group str
 	return c, err // nil unless err is
 }
 
-// retry calls f until it succeeds, at most attempts times, pausing after
-// each failure; it returns f's last error, or ctx's if ctx ends first.
+// retry calls f until it succeeds, at most attempts times, pausing after each failure.
 func retry(ctx context.Context, attempts int, pause time.Duration, f func() error) error {
 	var err error
 	for range attempts {

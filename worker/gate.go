@@ -10,14 +10,10 @@ import (
 	"github.com/seckill/seckill/queue"
 )
 
-// ErrGateClosed is returned for a message held when the worker stops; the
-// message is not acknowledged and comes back.
+// ErrGateClosed is returned for a message held when the worker stops (it comes back).
 var ErrGateClosed = errors.New("worker stopping while the order consumer is held")
 
-// Gate holds the order consumer: while held, every handler waits before it
-// starts a saga. The consumer keeps pulling until its per-queue buffer is
-// full (the client's flow control), so the rest of the messages wait in the
-// broker. Nothing is acknowledged until it has been handled.
+// Gate holds the order consumer: while held, every handler waits.
 type Gate struct {
 	mu     sync.Mutex
 	held   bool
@@ -33,8 +29,7 @@ func NewGate() *Gate {
 	return g
 }
 
-// Set(true) makes handlers wait; Set(false) lets the waiting ones and every
-// later one through.
+// Set(true) makes handlers wait; Set(false) lets them through.
 func (g *Gate) Set(held bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -46,7 +41,6 @@ func (g *Gate) Set(held bool) {
 	g.held = held
 }
 
-// Held reports whether the gate holds handlers.
 func (g *Gate) Held() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -56,8 +50,7 @@ func (g *Gate) Held() bool {
 // Close makes every waiting and later held handler fail with ErrGateClosed.
 func (g *Gate) Close() { g.once.Do(func() { close(g.closed) }) }
 
-// Handler wraps h so that it waits for the gate: it passes an open gate
-// (even after Close), and fails when ctx ends or the gate closes while held.
+// Handler wraps h to wait for an open gate; it fails when ctx ends or the gate closes.
 func (g *Gate) Handler(h queue.Handler) queue.Handler {
 	return func(ctx context.Context, m *primitive.MessageExt) error {
 		g.mu.Lock()

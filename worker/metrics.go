@@ -9,8 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the worker's Prometheus metrics, on a registry of their own;
-// each one's help text says what it counts.
+// Metrics are the worker's Prometheus metrics, on a registry of their own.
 type Metrics struct {
 	reg                                            *prometheus.Registry
 	SagaStarts, StartErrors, Invalid, DeadLetterEr prometheus.Counter
@@ -20,8 +19,7 @@ type Metrics struct {
 	Payable                                        prometheus.Histogram
 }
 
-// NewMetrics creates and registers the worker's metrics; with a gate, also
-// whether it holds the order consumer, read from the gate at each scrape.
+// NewMetrics creates and registers the worker's metrics (with a gate, whether it holds).
 func NewMetrics(gate *Gate) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -68,7 +66,6 @@ func NewMetrics(gate *Gate) *Metrics {
 	}
 }
 
-// Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }

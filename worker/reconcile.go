@@ -9,17 +9,13 @@ import (
 	"github.com/seckill/seckill/reconcile"
 )
 
-// Reconciler is the drift check the worker runs periodically
-// (reconcile.Reconciler).
+// Reconciler is the drift check the worker runs periodically (reconcile.Reconciler).
 type Reconciler interface {
 	ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error)
 	Run(ctx context.Context, items []int64, repair bool) (reconcile.Report, error)
 }
 
-var _ Reconciler = (*reconcile.Reconciler)(nil)
-
-// RunReconcile checks the active items every cfg.Interval until ctx ends and
-// exports what it found (seckill_reconcile_drift, _repairs_total).
+// RunReconcile checks the active items every cfg.Interval until ctx ends.
 func RunReconcile(ctx context.Context, r Reconciler, cfg config.Reconcile, m *Metrics, log *slog.Logger) {
 	if cfg.Interval <= 0 {
 		return

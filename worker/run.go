@@ -12,15 +12,10 @@ import (
 	"github.com/seckill/seckill/auth"
 )
 
-// ConsumerPath is the order consumer's admin switch on the worker's ops
-// listener: GET answers its state, {"held": bool}; POST to /hold holds it (no
-// saga starts, nothing is acknowledged), POST to /release lets it go on.
+// ConsumerPath is the order consumer's admin switch (GET; POST /hold, /release).
 const ConsumerPath = "/admin/consumer"
 
-// OpsHandler serves the worker's /metrics and /healthz, and the admin switch
-// of the order consumer to a bearer token of role admin. A nil verifier (the
-// process has no usable JWT secret) or a nil gate (no consumer in this
-// process) answers the switch with 503.
+// OpsHandler serves /metrics, /healthz and the admin switch (503 without verifier or gate).
 func OpsHandler(m *Metrics, gate *Gate, verifier *auth.Verifier, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
@@ -62,10 +57,7 @@ func opsError(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-// SwitchConsumer asks the worker whose ops listener is at baseURL
-// (http://host:port) to "hold" or "release" its order consumer, or for its
-// "status", with an admin token; it returns whether the consumer is held
-// afterwards.
+// SwitchConsumer sends "hold", "release" or "status" and returns whether the consumer is held.
 func SwitchConsumer(ctx context.Context, baseURL, adminToken, action string) (held bool, err error) {
 	method, path := http.MethodPost, ConsumerPath+"/"+action
 	if action == "status" {

@@ -1,7 +1,4 @@
-// Package worker holds the parts of the saga's worker process, which
-// cmd/seckill starts and stops: the consumers' handler (an order message or
-// dead letter starts its OrderSaga), the gate that holds the order consumer,
-// the Temporal worker, the periodic reconcile and the ops listener.
+// Package worker holds the parts of the saga's worker process.
 package worker
 
 import (
@@ -15,10 +12,7 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// NewTemporalWorker returns a (not yet started) worker on taskQueue sized by
-// cfg (config.Validate holds the SDK's minimums), with the saga and its
-// activities (forward steps and compensations) registered under the names
-// the workflow uses.
+// NewTemporalWorker returns a (not yet started) worker with the saga and its activities.
 func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *activities.Activities, comp *compensation.Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,

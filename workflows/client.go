@@ -13,17 +13,14 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Client starts order sagas (the consumer's Starter) and wakes them after a
-// pay or cancel was recorded at the door (payment.Desk). Safe for concurrent
-// use.
+// Client starts order sagas and wakes them. Safe for concurrent use.
 type Client struct {
 	c         client.Client
 	taskQueue string
 	eager     bool
 }
 
-// NewClient returns a Client on the saga's task queue
-// (config.Temporal.TaskQueue, where its default lives).
+// NewClient returns a Client on the saga's task queue.
 func NewClient(c client.Client, taskQueue string) *Client {
 	if taskQueue == "" {
 		panic("workflows.NewClient: empty task queue")
@@ -31,19 +28,13 @@ func NewClient(c client.Client, taskQueue string) *Client {
 	return &Client{c: c, taskQueue: taskQueue}
 }
 
-// WithEagerStart asks for Temporal's eager workflow start: when c's client
-// also runs a worker on the task queue with a free slot, the saga's first
-// task comes straight back to it, saving the matching round trip.
+// WithEagerStart asks for Temporal's eager workflow start.
 func (c *Client) WithEagerStart(on bool) *Client {
 	c.eager = on
 	return c
 }
 
-// Start starts the order's saga, workflow ID order-<order_id>, with
-// REJECT_DUPLICATE: a start that finds the workflow running or closed is a
-// success, so a redelivered or duplicated message never makes a second order.
-// The search attributes are set at start so support staff find the order
-// before its first step runs.
+// Start starts the order's saga; one already started or closed is success.
 func (c *Client) Start(ctx context.Context, m order.Message) error {
 	opts := client.StartWorkflowOptions{
 		ID:                                       WorkflowID(m.OrderID),
@@ -65,19 +56,13 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 	return nil
 }
 
-// Woken reports whether the order's saga has already been sent SignalPay or
-// SignalCancel (its history holds one): it acts on the first only, so waking
-// it again would change nothing. order.ErrNotFound when there is no such saga.
+// Woken reports whether the saga's history holds a pay or cancel signal.
 func (c *Client) Woken(ctx context.Context, orderID string) (bool, error) {
 	it := c.c.GetWorkflowHistory(ctx, WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return false, fmt.Errorf("history of order %s: %w", orderID, order.ErrNotFound)
-		}
 		if err != nil {
-			return false, fmt.Errorf("history of order %s: %w", orderID, err)
+			return false, fmt.Errorf("history of order %s: %w", orderID, notFound(err))
 		}
 		if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && (a.SignalName == SignalPay || a.SignalName == SignalCancel) {
 			return true, nil
@@ -86,16 +71,18 @@ func (c *Client) Woken(ctx context.Context, orderID string) (bool, error) {
 	return false, nil
 }
 
-// Signal wakes an order's saga with SignalPay or SignalCancel (no payload).
-// order.ErrNotFound when there is no such saga or it has closed.
+// Signal wakes an order's saga; order.ErrNotFound when it is gone.
 func (c *Client) Signal(ctx context.Context, orderID, name string) error {
-	err := c.c.SignalWorkflow(ctx, WorkflowID(orderID), "", name, nil)
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return fmt.Errorf("signal %s to order %s: %w", name, orderID, order.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("signal %s to order %s: %w", name, orderID, err)
+	if err := c.c.SignalWorkflow(ctx, WorkflowID(orderID), "", name, nil); err != nil {
+		return fmt.Errorf("signal %s to order %s: %w", name, orderID, notFound(err))
 	}
 	return nil
+}
+
+// notFound is order.ErrNotFound for the server's NotFound, else err.
+func notFound(err error) error {
+	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+		return order.ErrNotFound
+	}
+	return err
 }

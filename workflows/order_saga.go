@@ -13,54 +13,29 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// The workflow refers to activities through typed nil pointers; the worker
-// registers real ones under the same method names, which are the step names
-// support staff read in the UI.
+// Typed nil pointers: the worker registers real ones under the same method names.
 var (
 	acts *activities.Activities
 	comp *compensation.Activities
 )
 
-// Every step is a LOCAL activity first: one short MySQL or Redis call that
-// runs inside the workflow task, with no task-queue round trip and one marker
-// event. That keeps an order at two workflow tasks and at most 20 history
-// events on every healthy path. A step that is still failing after
-// localBudget (an outage) continues as a REGULAR activity of the same name,
-// retried by the server without limit with capped backoff: it shows in the UI
-// as a pending activity with its last error, and the worker does not keep the
-// workflow task open meanwhile. Only business outcomes (non-retryable
-// application errors) end a step.
+// Every step is a local activity first (two workflow tasks per healthy
+// order); one still failing after localBudget continues as a regular
+// activity, retried without limit. Only business outcomes end a step.
 const localBudget = 30 * time.Second
 
-var localOptions = workflow.LocalActivityOptions{
-	ScheduleToCloseTimeout: localBudget,
-	StartToCloseTimeout:    10 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    100 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    5 * time.Second,
-	},
-}
+var (
+	localOptions = workflow.LocalActivityOptions{ScheduleToCloseTimeout: localBudget, StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: doubling(100*time.Millisecond, 5*time.Second)}
+	slowOptions = workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: doubling(time.Second, 10*time.Second)}
+	// A status the API cannot see yet is a nuisance (GET falls back to the
+	// database), never a reason to hold or fail an order.
+	notifyOptions = workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second, StartToCloseTimeout: 3 * time.Second,
+		RetryPolicy: doubling(200*time.Millisecond, 2*time.Second)}
+)
 
-var slowOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 10 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    time.Second,
-		BackoffCoefficient: 2,
-		MaximumInterval:    10 * time.Second,
-	},
-}
-
-// notifyOptions bound Notify: a status the API cannot see yet is a nuisance
-// (GET falls back to the database), never a reason to hold or fail an order.
-var notifyOptions = workflow.LocalActivityOptions{
-	ScheduleToCloseTimeout: 10 * time.Second,
-	StartToCloseTimeout:    3 * time.Second,
-	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    200 * time.Millisecond,
-		BackoffCoefficient: 2,
-		MaximumInterval:    2 * time.Second,
-	},
+func doubling(initial, maximum time.Duration) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{InitialInterval: initial, BackoffCoefficient: 2, MaximumInterval: maximum}
 }
 
 type decision int
@@ -73,20 +48,14 @@ const (
 	decidedAbort   // workflow cancelled by an operator
 )
 
-// saga is the state of one order's workflow. Only the workflow's own
-// coroutines touch it, one at a time.
+// saga is the state of one order's workflow.
 type saga struct {
 	ref  activities.OrderRef
 	view order.View
 }
 
-// OrderSaga turns one reserved order into a PENDING_PAYMENT order, waits for
-// its payment and ends PAID, or CANCELLED or FAILED with its units given back.
-//
-// The order row in MySQL is the decision: the API records a buyer's pay or
-// cancel on it at the door (before the deadline, by a conditional update) and
-// signals the saga; the saga's own closes read the row first, so a payment
-// recorded in time always wins over the timer, whatever the saga's backlog.
+// OrderSaga takes a reserved order to PENDING_PAYMENT, then PAID, or
+// CANCELLED or FAILED with its units given back. The order row decides.
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
 	s := &saga{
 		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, PayBy: in.PayBy},
@@ -100,17 +69,12 @@ func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
 }
 
 func (s *saga) run(ctx workflow.Context) (order.View, error) {
-	// The Redis reservation exists before the saga starts, so the undo of
-	// every step (CloseOrder: row closed, stock-row unit restored if one was
-	// taken; then the Redis unit) applies from here on, including after a
-	// DecrementStock whose commit landed but whose reply was lost.
+	// The Redis reservation exists already: every failure from here on is undone by close.
 	var persisted activities.PersistResult
 	if err := s.step(ctx, acts.PersistOrder, s.ref, &persisted); err != nil {
 		return s.fail(ctx, "PersistOrder", err)
 	}
-	// The order was payable from its 202 until pay_by. If that (plus the
-	// grace for pays in flight) passed while it was QUEUED and unpaid, it is
-	// closed now, its unit given back, no stock-row unit taken.
+	// Past pay_by (plus grace) while QUEUED and unpaid: closed, no stock-row unit taken.
 	if p := persisted.Order; p.Status == order.StatusQueued && p.PayBy != nil &&
 		!workflow.Now(ctx).Before(p.PayBy.Add(order.PayGrace)) {
 		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
@@ -122,9 +86,7 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	}
 	s.view = pending
 	if pending.Status == order.StatusPaid {
-		// Paid at the door while QUEUED: the deduction made it PAID with
-		// its unit. Done in this workflow task, no wake needed.
-		return s.finishPaid(ctx)
+		return s.finishPaid(ctx) // paid at the door while QUEUED: the deduction made it PAID
 	}
 	s.upsertStatus(ctx, order.StatusPendingPayment)
 	s.notify(ctx)
@@ -141,10 +103,8 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	}
 }
 
-// await waits for the first of: a pay or cancel signal, the payment window
-// (the row's deadline plus order.PayGrace, so a pay the API received in time
-// lands first), or the workflow's cancellation. The timer is left to expire
-// with the workflow rather than cancelled: one event less per order.
+// await waits for a signal, the payment window or a cancellation (the timer
+// is left to expire: one event less).
 func (s *saga) await(ctx workflow.Context, windowSeconds int) decision {
 	wait := time.Duration(windowSeconds)*time.Second + order.PayGrace
 	if s.view.PayBy != nil {
@@ -173,8 +133,7 @@ func (s *saga) await(ctx workflow.Context, windowSeconds int) decision {
 	return d
 }
 
-// step runs one idempotent activity: locally, then as a regular activity
-// (see localBudget).
+// step runs one idempotent activity: locally, then as a regular activity.
 func (s *saga) step(ctx workflow.Context, activity, in, out any) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, localOptions)
 	err := workflow.ExecuteLocalActivity(lctx, activity, in).Get(lctx, out)
@@ -192,8 +151,7 @@ func final(err error) bool {
 	return errors.As(err, &appErr) && appErr.NonRetryable() || temporal.IsCanceledError(err)
 }
 
-// fail compensates after a forward step ended with a business outcome (or the
-// workflow was cancelled during it) and records why.
+// fail compensates after a forward step ended with a business outcome or a cancellation.
 func (s *saga) fail(ctx workflow.Context, step string, err error) (order.View, error) {
 	if temporal.IsCanceledError(err) {
 		return s.abort(ctx)
@@ -220,12 +178,7 @@ func (s *saga) abort(ctx workflow.Context) (order.View, error) {
 	return v, err
 }
 
-// close runs the compensations in a disconnected context (a cancelled
-// workflow still compensates): CloseOrder reads the row first and restores
-// the stock-row unit; a PAID row means the payment won and nothing is given
-// back. Otherwise the Redis unit goes back on sale (ReleaseUnit), or, when
-// the stock row never had it (STOCK_EXHAUSTED), it is retired (RetireUnit).
-// cause, when set, is returned as the workflow's failure.
+// close compensates in a disconnected context; a PAID row wins. cause is the workflow's failure.
 func (s *saga) close(ctx workflow.Context, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var res compensation.CloseResult
@@ -240,9 +193,8 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	var appErr *temporal.ApplicationError
 	phantom := errors.As(cause, &appErr) && appErr.Type() == order.ReasonStockExhausted
 	if status == order.StatusFailed && s.view.Status != order.StatusFailed && s.view.Status != order.StatusRefunded {
-		// The row was decided elsewhere first (ORDER_CLOSED): its status
-		// stands and the saga has not failed. (REFUNDED: the order was
-		// paid while QUEUED and failed all the same; the saga fails.)
+		// Decided elsewhere first (ORDER_CLOSED): the saga has not failed.
+		// REFUNDED (paid while QUEUED) fails all the same.
 		cause = nil
 	}
 	if s.view.Status == order.StatusPaid {
@@ -262,9 +214,7 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	return s.view, cause
 }
 
-// settlePaid confirms the payment on the row (a no-op when the API recorded
-// it at the door). If the row was closed instead, the order is compensated
-// with the row's status.
+// settlePaid confirms the payment; a row closed instead is compensated.
 func (s *saga) settlePaid(ctx workflow.Context) (order.View, error) {
 	var v order.View
 	err := s.step(ctx, acts.MarkPaid, s.ref, &v)
@@ -289,8 +239,7 @@ func (s *saga) finishPaid(ctx workflow.Context) (order.View, error) {
 	return s.view, nil
 }
 
-// notify publishes the saga's view for the API; a failure is logged and
-// otherwise ignored (see notifyOptions).
+// notify publishes the saga's view for the API; a failure is only logged.
 func (s *saga) notify(ctx workflow.Context) {
 	nctx := workflow.WithLocalActivityOptions(ctx, notifyOptions)
 	if err := workflow.ExecuteLocalActivity(nctx, acts.Notify, s.view).Get(nctx, nil); err != nil {

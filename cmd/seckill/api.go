@@ -42,13 +42,8 @@ func newAPICmd(a *app) *cobra.Command {
 	}
 }
 
-// runAPI starts the API instance's parts, each pushing its stop onto the
-// closers, and serves until ctx ends. The closers then run last first: the
-// HTTP server stops accepting and drains its requests, the background loops
-// stop and the relay flushes the outbox (after the drain, so that its flush
-// sees every reservation made by in-flight requests), the side listeners
-// close, then the clients. A stop asked for while the parts are still
-// starting is a clean stop too.
+// runAPI starts the API's parts and serves until ctx ends. The closers run
+// last first: the server drains, then the relay flushes, then the rest close.
 func runAPI(ctx context.Context, a *app) (err error) {
 	cfg, log := a.cfg, a.log
 	if err := cfg.CheckAPISecret(); err != nil {
@@ -71,8 +66,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 		return err
 	}
 
-	// Temporal is only needed for pay and cancel: the API serves purchases
-	// while it is down and keeps dialling in the background.
+	// Only wakes need Temporal: the API serves while it dials in the background.
 	tc := &temporalConn{}
 	bgCtx, stopBg := context.WithCancel(ctx)
 	go tc.dialLoop(bgCtx, a)
@@ -114,8 +108,6 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	}
 }
 
-// apiStores are the API's MySQL and Redis clients and what it reads and
-// writes through them.
 type apiStores struct {
 	db      *store.Store
 	rdb     redis.UniversalClient
@@ -131,7 +123,7 @@ func openAPIStores(ctx context.Context, d *deps) (apiStores, error) {
 	if err != nil {
 		return apiStores{}, err
 	}
-	// Not pinged: the API starts (and answers what it can) while Redis is down.
+	// Not pinged: the API answers what it can while Redis is down.
 	rdb, err := d.redis(ctx, redisx.Options{Timeout: config.APIRedisTimeout, Name: "seckill-api"}, false)
 	if err != nil {
 		return apiStores{}, err
@@ -144,10 +136,8 @@ func openAPIStores(ctx context.Context, d *deps) (apiStores, error) {
 	return apiStores{db: db, rdb: rdb, units: units, views: orderstatus.New(rdb, cfg.Redis.KeyPrefix), metrics: metrics}, nil
 }
 
-// newRelay opens the relay's own Redis client and its producer, and builds
-// the relay over them. The relay has its own client: one blocking reader
-// per watched item must not take the connections GET order and purchases
-// wait for.
+// newRelay builds the relay on its own producer and Redis client: its
+// blocking readers must not take the connections purchases wait for.
 func newRelay(ctx context.Context, d *deps, db *store.Store, metrics *api.Metrics) (*relay.Relay, error) {
 	cfg, log, counters := d.cfg, d.log, relay.NewMetrics(metrics.Registry())
 	relayRDB, err := d.redis(ctx, redisx.Options{PoolSize: cfg.API.Relay.PoolSize, Name: "seckill-relay"}, false)
@@ -166,11 +156,9 @@ func newRelay(ctx context.Context, d *deps, db *store.Store, metrics *api.Metric
 	return relay.New(outbox.New(relayRDB, cfg.Redis.KeyPrefix), producer, db, cfg.API.Relay, cfg.API.Instance, counters, log)
 }
 
-// apiDeps wires the API's handlers to the stores, the payment desk, the
-// relay and the readiness checks.
 func (p apiStores) apiDeps(cfg config.Config, log *slog.Logger, desk *payment.Desk, rel *relay.Relay, tc *temporalConn) api.Deps {
 	db, rdb := p.db, p.rdb
-	deps := api.Deps{
+	return api.Deps{
 		Items: db, Orders: db, Units: p.units, Views: p.views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: p.metrics,
 		Relay: rel, Log: log, Temporal: cfg.Temporal,
@@ -180,15 +168,11 @@ func (p apiStores) apiDeps(cfg config.Config, log *slog.Logger, desk *payment.De
 			"rocketmq": api.TCPCheck(append(append([]string{}, cfg.RocketMQ.NameServers...), cfg.RocketMQ.Brokers...)...),
 			"temporal": tc.check,
 		},
+		DevSecret: cfg.DevTokenSecret(),
 	}
-	// The pages' "sign in as buyer N": development machines, on the
-	// published secret, only.
-	deps.DevSecret = cfg.DevTokenSecret()
-	return deps
 }
 
-// serveAside starts the side listeners (pprof, when configured, and the
-// API's metrics), each closed by d.
+// serveAside starts the side listeners: pprof when configured, the API's metrics.
 func serveAside(d *deps, srv *api.Server) error {
 	for what, aside := range map[string]*http.Server{"pprof": pprofServer(d.cfg.API.PprofAddr), "api metrics": srv.MetricsServer()} {
 		if aside == nil {
@@ -203,8 +187,7 @@ func serveAside(d *deps, srv *api.Server) error {
 	return nil
 }
 
-// pprofServer serves net/http/pprof on addr (its own mux, not the API's);
-// nil when addr is empty.
+// pprofServer serves net/http/pprof on addr (nil when empty).
 func pprofServer(addr string) *http.Server {
 	if addr == "" {
 		return nil
@@ -254,8 +237,7 @@ func (t *temporalConn) close() {
 	}
 }
 
-// sagas is the saga client once Temporal is connected; before that the
-// payment desk skips its wakes (sagas find the order row at their deadline).
+// sagas is the saga client once Temporal is connected (until then wakes are skipped).
 func (t *temporalConn) sagas(taskQueue string) func() (payment.Sagas, error) {
 	return func() (payment.Sagas, error) {
 		c := t.Load()

@@ -18,10 +18,7 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// deps opens the connections of one role, the one place every role does
-// it, and keeps the role's closers: the close of each connection and the
-// stop of each part the role started, pushed as they open or start and run
-// last first.
+// deps opens a role's connections and keeps its closers, which run last first.
 type deps struct {
 	cfg     config.Config
 	log     *slog.Logger
@@ -30,8 +27,6 @@ type deps struct {
 
 func (d *deps) onClose(stop func() error) { d.closers = append(d.closers, stop) }
 
-// onStop pushes a stop that reports no error (a connection failing to close
-// at exit leaves nothing to do).
 func (d *deps) onStop(stop func()) { d.onClose(func() error { stop(); return nil }) }
 
 func (d *deps) close() error {
@@ -43,10 +38,8 @@ func (d *deps) close() error {
 	return errors.Join(errs...)
 }
 
-// stoppedWhileStarting turns a start that failed because the role was told
-// to stop (SIGTERM or SIGINT while it was still connecting or creating
-// topics) into a clean stop: the stop was asked for, and a supervisor must
-// not read it as a crash. Any other failure is returned as it is.
+// stoppedWhileStarting makes a start that failed because the role was told
+// to stop a clean stop: a supervisor must not read it as a crash.
 func (d *deps) stoppedWhileStarting(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
@@ -64,9 +57,7 @@ func (d *deps) mysql(ctx context.Context) (*store.Store, error) {
 	return st, nil
 }
 
-// redis opens a Redis client (plain, cluster or sentinel per config). With
-// ping it fails when Redis does not answer now; without, commands fail
-// until it does (the API serves its cheap answers meanwhile).
+// redis opens a Redis client; with ping it fails when Redis does not answer now.
 func (d *deps) redis(ctx context.Context, o redisx.Options, ping bool) (redis.UniversalClient, error) {
 	rdb, err := redisx.Open(d.cfg.Redis, o)
 	if err != nil {
@@ -91,10 +82,8 @@ func (d *deps) temporal(ctx context.Context) (client.Client, error) {
 	return tc, nil
 }
 
-// listen binds srv.Addr and pushes srv's stop onto the closers: it takes no
-// more requests and gives those in flight up to drain. serve starts
-// answering (the worker's /healthz is its readiness: it waits for the
-// worker's parts) and reports the server failing.
+// listen binds srv.Addr and pushes srv's stop (drain at most drain) onto the
+// closers; serve starts answering and reports the server failing.
 func (d *deps) listen(what string, srv *http.Server, drain time.Duration) (serve func() <-chan error, err error) {
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {

@@ -1,7 +1,5 @@
-// Command seckill is the one binary of the flash-sale pipeline. Each role is
-// a subcommand: api, worker, migrate, reconcile, and the operator's tools
-// token, consumer (hold or release a worker's order consumer) and config.
-// The bench is a binary of its own, cmd/seckill-bench.
+// Command seckill is the one binary of the flash-sale pipeline: each role
+// and operator tool is a subcommand.
 package main
 
 import (
@@ -48,9 +46,7 @@ func newRoot() *cobra.Command {
 				return err
 			}
 			a.cfg, a.log = cfg, cfg.Log.Logger(cmd.ErrOrStderr())
-			// Process-wide settings of libraries, here and nowhere else:
-			// third-party code logging through slog's default, gin's mode,
-			// the RocketMQ client's own (chatty) logger.
+			// Process-wide library settings, here and nowhere else.
 			slog.SetDefault(a.log)
 			gin.SetMode(gin.ReleaseMode)
 			queue.SetClientLogLevel("warn")
@@ -61,8 +57,7 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// orSetting is a flag's value when the command line sets it, else the
-// setting's: the flags of worker and reconcile override their settings.
+// orSetting is a flag's value when the command line sets it, else the setting's.
 func orSetting[T any](cmd *cobra.Command, flag string, value, setting T) T {
 	if cmd.Flags().Changed(flag) {
 		return value
@@ -70,11 +65,8 @@ func orSetting[T any](cmd *cobra.Command, flag string, value, setting T) T {
 	return setting
 }
 
-// setMemoryLimit gives the process a soft memory limit of mb MiB unless the
-// environment's GOMEMLIMIT (already applied by the runtime) sets one, or mb
-// is 0. Under it the collector works harder rather than let the heap double
-// (GOGC) during a stampede; it is a target, not a cap: the process never
-// fails for crossing it.
+// setMemoryLimit sets a soft memory limit of mb MiB (none when 0) unless
+// GOMEMLIMIT, already applied by the runtime, sets one.
 func setMemoryLimit(role string, mb int, log *slog.Logger) {
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
 		log.Info("soft memory limit from GOMEMLIMIT", "role", role, "limit", v)

@@ -87,8 +87,6 @@ func newReconcileCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// newReconciler is the reconciler of the `reconcile` command and of the
-// worker's periodic run.
 func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient, tc client.Client, grace time.Duration, log *slog.Logger) *reconcile.Reconciler {
 	return reconcile.New(reconcile.Deps{
 		MySQL:     st,

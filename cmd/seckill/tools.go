@@ -47,7 +47,6 @@ func newTokenCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// newConsumerCmd is the operator's lever during Temporal maintenance.
 func newConsumerCmd(a *app) *cobra.Command {
 	var url string
 	cmd := &cobra.Command{

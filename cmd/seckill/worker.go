@@ -45,20 +45,12 @@ func newWorkerCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// runWorker starts the parts cfg.Worker enables, each pushing its stop onto
-// the closers, and blocks until ctx ends (main's SIGINT or SIGTERM) or the
-// ops listener fails. The closers then run last first: the consumers take no
-// more messages (held ones are not acknowledged and come back; a start in
-// flight finishes or its message is redelivered, a no-op by workflow ID),
-// the Temporal worker finishes its tasks, the ops listener stops (it reports
-// until the end), the connections close. A stop asked for while the parts
-// are still starting is a clean stop too.
+// runWorker starts the parts cfg.Worker enables and blocks until ctx ends or
+// the ops listener fails; the closers then run last first.
 func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err error) {
 	if !cfg.Worker.Consumer && !cfg.Worker.Temporal {
 		return errors.New("worker: nothing to run (both --consumer and --temporal are off)")
 	}
-	// A consumer that accepts what the published key signs starts a saga
-	// for anyone who reaches the broker.
 	if cfg.Worker.Consumer {
 		if err := cfg.CheckOrderSigningKey(); err != nil {
 			return err
@@ -104,9 +96,7 @@ type workerParts struct {
 	gate    *worker.Gate // the admin switch's hold on the order consumer
 }
 
-// listenOps binds the ops listener (/metrics, /healthz, the consumer's admin
-// switch) first, so that its stop runs after every other part's; serve
-// starts answering once they have started.
+// listenOps binds the ops listener first, so that its stop runs last.
 func (w *workerParts) listenOps() (serve func() <-chan error, err error) {
 	var verifier *auth.Verifier
 	if err := w.cfg.CheckAPISecret(); err != nil {
@@ -129,8 +119,7 @@ func (w *workerParts) startTemporal(context.Context) error {
 		return nil
 	}
 	if cfg.Worker.StickyCacheSize > 0 {
-		// Process-wide; must precede the first worker.
-		sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize)
+		sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize) // process-wide: before the first worker
 	}
 	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)
 	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable),

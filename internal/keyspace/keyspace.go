@@ -1,29 +1,5 @@
-// Package keyspace is seckill's Redis key layout, written once for stock,
-// outbox and orderstatus. P is the configured key prefix ("seckill").
-//
-// Every key of one item shares the hash tag {itemID}, so one item's keys live
-// in one cluster slot and its scripts run unchanged on Redis Cluster:
-//
-//	P:{42}:stock    string  units not reserved (stock_left)
-//	P:{42}:buyers   hash    user id -> order id; the buyer's mark, never removed
-//	P:{42}:orders   hash    order id -> reservation JSON; removed on release
-//	P:{42}:outbox   stream  reservations waiting to be published
-//	P:{42}:released set     order ids whose unit was released or retired; never restored
-//	P:{42}:adds     hash    add id -> units, one entry per stock add applied
-//	P:{42}:rev      string  revision of the item's sale data (end, stock_total)
-//	P:{42}:endkey   string  the Idempotency-Key of the request that ended the sale
-//	P:{42}:short    string  reservations not deducted yet beyond the stock row's units, as
-//	                        the last recount found them (absent: none); releases cover them
-//
-// An order's view is one key of its own (its slot is the order's):
-//
-//	P:order:<id>    string  latest order view JSON (TTL)
-//
-// Channels (PUBLISH needs no key; on a cluster it reaches every node):
-//
-//	P:events:stock  the id of an item whenever a unit comes back
-//	P:events:items  the id of an item whose sale data changed
-//	P:events:order  every published order view
+// Package keyspace is the Redis key layout (docs/deploy.md): every key of one
+// item shares the hash tag {itemID}, so its scripts run in one cluster slot.
 package keyspace
 
 import "strconv"
@@ -38,10 +14,10 @@ func ItemKeys(prefix string, itemID int64) Item {
 		Released: tag + "released", Adds: tag + "adds", Rev: tag + "rev", Short: tag + "short"}
 }
 
-// Order is the key of an order's view.
+// Order is the key of an order's view (a slot of its own).
 func Order(prefix, orderID string) string { return prefix + ":order:" + orderID }
 
-// The channels.
+// The channels (PUBLISH reaches every node of a cluster).
 func StockEvents(prefix string) string { return prefix + ":events:stock" }
 func ItemEvents(prefix string) string  { return prefix + ":events:items" }
 func OrderEvents(prefix string) string { return prefix + ":events:order" }

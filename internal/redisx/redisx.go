@@ -1,8 +1,5 @@
-// Package redisx opens the Redis client every role uses, from config: a plain
-// client for one address, a cluster client for a Redis Cluster's seed nodes,
-// a failover client behind Sentinel. The rest of the code sees
-// redis.UniversalClient and works on each (keys of one item share a hash
-// tag; nothing spans slots in one script or transaction).
+// Package redisx opens the Redis client every role uses: plain, cluster or
+// behind Sentinel, all seen as redis.UniversalClient.
 package redisx
 
 import (
@@ -18,13 +15,9 @@ import (
 
 // Options are what differs between the roles' clients.
 type Options struct {
-	// PoolSize overrides config's pool size (per node on a cluster) when > 0.
-	PoolSize int
-	// Timeout bounds dial, read and write when > 0 (config.APIRedisTimeout);
-	// 0 keeps go-redis's defaults.
-	Timeout time.Duration
-	// Name is sent with CLIENT SETNAME, so CLIENT LIST shows who is who.
-	Name string
+	PoolSize int           // overrides config's pool size (per node) when > 0
+	Timeout  time.Duration // bounds dial, read and write when > 0
+	Name     string        // CLIENT SETNAME, so CLIENT LIST shows who is who
 }
 
 // Open returns the client for cfg.
@@ -76,10 +69,8 @@ func Describe(cfg config.Redis) string {
 	return kind + " " + strings.Join(cfg.Addresses(), ",")
 }
 
-// Listen calls fn with the payload of every message on channel until ctx
-// ends. go-redis subscribes again after a reconnect; messages published
-// while disconnected are lost, so listeners pair this with a periodic
-// re-read. On a cluster a PUBLISH reaches every node's subscribers.
+// Listen calls fn with every message's payload until ctx ends (messages
+// sent while disconnected are lost).
 func Listen(ctx context.Context, rdb redis.UniversalClient, channel string, fn func(payload string)) {
 	ps := rdb.Subscribe(ctx, channel)
 	defer func() { _ = ps.Close() }()

@@ -21,10 +21,9 @@ func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger) (client
 		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
 	}
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
-	if strings.EqualFold(cfg.Compression, "gzip") { // or none: config.Validate allows nothing else
+	if strings.EqualFold(cfg.Compression, "gzip") {
 		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionGzip{}
 	}
-	// An API key implies TLS (Temporal Cloud).
 	tlsCfg, err := cfg.TLSFiles.Client(cfg.TLS || cfg.APIKey.Value() != "", "SECKILL_TEMPORAL_TLS")
 	if err != nil {
 		return nil, err
