@@ -12,8 +12,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// ItemState is everything MySQL holds about one item's sale, read in one
-// consistent snapshot: no DeductStock or close falls between two of its reads.
+// ItemState is what MySQL holds about one item's sale, read in one snapshot.
 type ItemState struct {
 	Item       Item
 	Stock      Stock
@@ -32,9 +31,8 @@ func (s ItemState) Unrestored() []string {
 	return ids
 }
 
-// ReadItemState reads an item's ItemState in one read-only REPEATABLE READ
-// transaction: InnoDB serves every read of it from the snapshot the first
-// one takes.
+// ReadItemState reads in one read-only REPEATABLE READ transaction: every
+// read comes from the snapshot the first one takes.
 func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
 	var st ItemState
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -56,8 +54,8 @@ func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, err
 	return st, err
 }
 
-// ActiveItems lists the ids of the items whose sale has started and ends no
-// earlier than since before now (live, or ended within since).
+// ActiveItems lists the items whose sale has started and is live or ended
+// within since.
 func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error) {
 	var ids []int64
 	err := s.db.WithContext(ctx).Model(&Item{}).Where("start_at <= ? AND end_at >= ?", now.UTC(), now.Add(-since).UTC()).
@@ -68,9 +66,8 @@ func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Durat
 	return ids, nil
 }
 
-// WithHeldOrder runs fn while the order's row is locked (SELECT ... FOR
-// UPDATE) and holds a unit (order.Status.Holds: QUEUED, PENDING_PAYMENT or
-// PAID): no close commits until fn returns, so a repair fn makes on that
+// WithHeldOrder runs fn while the order's row is locked (FOR UPDATE) and
+// holds a unit: no close commits until fn returns, so a repair on that
 // premise cannot race the saga's compensation. ran is false when the row is
 // missing or holds no unit.
 func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
@@ -91,9 +88,8 @@ func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order
 	return ran, err
 }
 
-// HeldOrders returns the item's orders that hold a unit (QUEUED,
-// PENDING_PAYMENT, PAID), as committed now: what a Redis that lost the item
-// must hold a reservation for.
+// HeldOrders returns the item's orders that hold a unit: what a Redis that
+// lost the item must hold a reservation for.
 func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
 	var rows []Order
 	err := s.db.WithContext(ctx).Where("item_id = ? AND status IN ?", itemID,
@@ -104,12 +100,11 @@ func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
 	return rows, nil
 }
 
-// FenceStock runs fn while the item's stock row is locked (SELECT ... FOR
-// UPDATE), with the row and the order ids whose deduction is unrestored as
-// they are under the lock: every change of either writes the row, so none
-// commits until fn returns. seen is the caller's snapshot: while the row has
-// seen's version, deducted (read in it) is passed on; when the version moved,
-// the deductions are read again under the lock and moved is true.
+// FenceStock runs fn while the item's stock row is locked (FOR UPDATE), with
+// the row and the unrestored deductions as they are under the lock: every
+// change of either writes the row. If the row's version is still seen's,
+// deducted (read with seen) is passed on; else the deductions are read again
+// and moved is true.
 func (s *Store) FenceStock(ctx context.Context, itemID int64, seen Stock, deducted []string,
 	fn func(row Stock, deducted []string) error) (moved bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -13,17 +13,18 @@ import (
 )
 
 // The sale controls' refusals. ErrSaleEnded: end_at has passed by the
-// database's clock; the sale cannot be ended again or get more units.
+// database's clock. ErrAddKeyReused: an add's Idempotency-Key was already
+// applied with another number of units.
 var (
 	ErrSaleEnded     = errors.New("sale already ended")
 	ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
+	ErrAddKeyReused  = errors.New("idempotency key already used for an add of another number of units")
 )
 
 // MaxStockTotal is the most units an item may ever have (INT columns).
 const MaxStockTotal = 2_000_000_000
 
-// CreateItem inserts the item and its stock row in one transaction. An item
-// without a currency takes the column's default.
+// CreateItem inserts the item and its stock row in one transaction.
 func (s *Store) CreateItem(ctx context.Context, it Item) (Item, error) {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		omit := []string{"id", "created_at"}
@@ -57,8 +58,7 @@ func stockRow(db *gorm.DB, itemID int64) (Stock, error) {
 	return take[Stock](db, order.ErrItemNotFound, "stock row of item "+strconv.FormatInt(itemID, 10), "item_id = ?", itemID)
 }
 
-// ListItems returns every item, newest first (the API's cache, the relay's
-// discovery).
+// ListItems returns every item, newest first.
 func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	var items []Item
 	if err := s.db.WithContext(ctx).Order("id DESC").Find(&items).Error; err != nil {
@@ -67,13 +67,11 @@ func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	return items, nil
 }
 
-// EndSale ends the item's sale now, by the database's clock: end_at becomes
-// NOW(3) (a start_at still ahead one millisecond before it, so the item reads
-// ENDED, never UPCOMING) and end_key the request's Idempotency-Key (key, ""
-// when none). One conditional UPDATE, which takes the item's row lock: an
-// AddStock in flight finishes first or sees the sale ended. An item already
-// ended is returned as it is with ErrSaleEnded: the first end stands, and its
-// EndKey says which request made it.
+// EndSale ends the item's sale now by the database's clock (a start_at still
+// ahead moves before it: the item reads ENDED, never UPCOMING), recording key.
+// The UPDATE takes the item's row lock, so an AddStock in flight finishes
+// first or sees the sale ended. An item already ended is returned with
+// ErrSaleEnded: the first end stands.
 func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3), end_key = NULLIF(?, ''),
 		start_at = LEAST(start_at, NOW(3) - INTERVAL 1000 MICROSECOND)
@@ -91,21 +89,13 @@ func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, er
 	return it, nil
 }
 
-// ErrAddKeyReused: an add's Idempotency-Key was already applied with another
-// number of units.
-var ErrAddKeyReused = errors.New("idempotency key already used for an add of another number of units")
-
-// AddStock adds n units to an item for sale: stock_total and the stock row
-// (version + 1, so optimistic deductions in flight re-read it) and its
-// stock_add row (addID, key) in one transaction that locks the item row, then
-// the stock row. inRedis (the Redis side, stock.Store.AddUnits with addID)
-// runs while both locks are held, and the transaction commits only if it
-// succeeds: a stock-row writer that locks the row (deductions, restores, a
-// fenced recount) sees neither side of the add or both.
-//
-// Idempotent by key (when not ""): an add already applied with it is not
-// applied again; the item is returned with the stock_total that add left
-// and replayed true (ErrAddKeyReused when its units differ from n).
+// AddStock adds n units to stock_total and the stock row (version + 1) and
+// records the stock_add row, in one transaction that locks the item row, then
+// the stock row. inRedis (stock.Store.AddUnits) runs under both locks and the
+// transaction commits only if it succeeds: a writer that locks the stock row
+// sees neither side of the add or both. Idempotent by key (when not ""): a
+// replay returns the stock_total that add left (ErrAddKeyReused when its
+// units differ from n).
 func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string,
 	inRedis func(ctx context.Context, it Item) error) (out Item, replayed bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -163,9 +153,8 @@ func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string
 	return out, replayed, err
 }
 
-// AddApplied reports whether the add addID committed. Asked after an add
-// whose outcome is unknown, once the item's stock row lock is held
-// (FenceStock): the add's transaction has then ended one way or the other.
+// AddApplied reports whether the add addID committed. Asked under the stock
+// row lock (FenceStock), when that add's transaction has ended either way.
 func (s *Store) AddApplied(ctx context.Context, addID string) (bool, error) {
 	var n int64
 	if err := s.db.WithContext(ctx).Model(&StockAdd{}).Where("add_id = ?", addID).Count(&n).Error; err != nil {

@@ -6,15 +6,12 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Item is a row of `item`: what is on sale, how many, and when. Its JSON is
-// the API's (sale.ItemView).
+// Item is a row of `item`. Its JSON is the API's (sale.ItemView).
 type Item struct {
-	ID         int64  `gorm:"column:id;primaryKey" json:"id"`
-	Name       string `gorm:"column:name" json:"name"`
-	PriceCents int64  `gorm:"column:price_cents" json:"price_cents"`
-	// Currency is the price's (ISO 4217): CreateItem leaves an empty one to
-	// the column's default, EUR. Not in the API's views yet (issue 29).
-	Currency   string    `gorm:"column:currency" json:"-"`
+	ID         int64     `gorm:"column:id;primaryKey" json:"id"`
+	Name       string    `gorm:"column:name" json:"name"`
+	PriceCents int64     `gorm:"column:price_cents" json:"price_cents"`
+	Currency   string    `gorm:"column:currency" json:"-"` // ISO 4217; empty: the column's default
 	StockTotal int64     `gorm:"column:stock_total" json:"stock_total"`
 	StartAt    time.Time `gorm:"column:start_at" json:"start_at"`
 	EndAt      time.Time `gorm:"column:end_at" json:"end_at"`
@@ -26,7 +23,6 @@ type Item struct {
 
 func (Item) TableName() string { return "item" }
 
-// Stock is the optimistic-lock row of an item.
 type Stock struct {
 	ID      int64 `gorm:"column:id;primaryKey"`
 	ItemID  int64 `gorm:"column:item_id"`
@@ -36,9 +32,8 @@ type Stock struct {
 
 func (Stock) TableName() string { return "stock" }
 
-// StockAdd is an applied add of units (POST /api/v1/items/:id/stock):
-// AddID is the Redis add's id, Key the request's Idempotency-Key (nil when
-// none was given), StockTotal the item's stock_total right after it.
+// StockAdd is an applied add of units: AddID is the Redis add's id, Key the
+// request's Idempotency-Key, StockTotal the item's stock_total after it.
 type StockAdd struct {
 	AddID      string    `gorm:"column:add_id;primaryKey"`
 	ItemID     int64     `gorm:"column:item_id"`
@@ -57,11 +52,9 @@ type Order struct {
 	ItemID  int64        `gorm:"column:item_id"`
 	Status  order.Status `gorm:"column:status"`
 	Reason  string       `gorm:"column:reason"`
-	// PayBy is the payment deadline (order.Message.PayBy), or, when the
-	// message had none, set when the order becomes PENDING_PAYMENT.
-	PayBy *time.Time `gorm:"column:pay_by"`
-	// PaidAt is when the API received the buyer's payment. A QUEUED row with
-	// it holds no unit yet: the deduction makes it PAID (or the saga REFUNDED).
+	PayBy   *time.Time   `gorm:"column:pay_by"`
+	// PaidAt is when the API received the payment. A QUEUED row with it holds
+	// no unit yet: the deduction makes it PAID (or the saga REFUNDED).
 	PaidAt    *time.Time `gorm:"column:paid_at"`
 	CreatedAt time.Time  `gorm:"column:created_at"`
 	UpdatedAt time.Time  `gorm:"column:updated_at"`
@@ -69,8 +62,8 @@ type Order struct {
 
 func (Order) TableName() string { return "seckill_order" }
 
-// View converts the row to the shared order view. A QUEUED row paid at the
-// door shows as PAID, still settling: the buyer's payment is the decision.
+// View is the row's order view: a QUEUED row paid at the door shows as PAID,
+// still settling.
 func (o Order) View() order.View {
 	v := order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
 		Reason: o.Reason, PayBy: o.PayBy, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
@@ -81,8 +74,7 @@ func (o Order) View() order.View {
 }
 
 // Reservation is the Redis reservation the order was made with, as far as
-// the row knows it (the repairs put it back from here): reserved when its id
-// was made, with its deadline.
+// the row knows it (the repairs put it back from here).
 func (o Order) Reservation() order.Message {
 	m := order.Message{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: order.IDTime(o.OrderID, o.CreatedAt).UTC()}
 	if o.PayBy != nil {

@@ -9,8 +9,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// FindOrder reads an order by its public order id (order.ErrNotFound when
-// there is none): the one read of an order row, for the API and the saga.
+// FindOrder reads an order by its order id (order.ErrNotFound when none).
 func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
 	return orderRow(s.db.WithContext(ctx), orderID)
 }
@@ -19,9 +18,8 @@ func orderRow(db *gorm.DB, orderID string) (Order, error) {
 	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
 }
 
-// ListUserOrders returns a buyer's orders, newest first (order ids are ULIDs:
-// ordered by creation time), those with an order id below before when it is
-// not empty, at most limit.
+// ListUserOrders returns up to limit of a buyer's orders, newest first (ULID
+// order), those with an order id below before when it is not empty.
 func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]Order, error) {
 	q := s.db.WithContext(ctx).Where("user_id = ?", userID)
 	if before != "" {
@@ -34,9 +32,8 @@ func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string,
 	return rows, nil
 }
 
-// CountOrders counts the orders of each item by status, in one query over
-// the (item_id, status) index: no row is read. Items without orders are
-// absent from the map.
+// CountOrders counts the orders of each item by status (an index-only
+// query). Items without orders are absent.
 func (s *Store) CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error) {
 	out := make(map[int64]map[order.Status]int64, len(itemIDs))
 	if len(itemIDs) == 0 {

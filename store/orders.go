@@ -13,14 +13,12 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// The saga's writes to seckill_order. Each is idempotent on order_id (the
-// unique key uk_order_order_id) and moves a row only forward: QUEUED or
-// PENDING_PAYMENT to a final status, never out of one.
+// The writes to seckill_order are idempotent on order_id and move a row only
+// forward, never out of a final status.
 
-// CreateQueuedOrder inserts o as QUEUED with o.PayBy. A row with the same
-// order_id already there (a retry after a lost reply, a row the door wrote
-// for an early pay or cancel) is returned unchanged; the buyer holding
-// another order for the item (uk_order_user_item) is ErrDuplicate.
+// CreateQueuedOrder inserts o as QUEUED. A row with its order_id already there
+// (a retry, a row the door wrote) is returned unchanged; the buyer holding
+// another order for the item is ErrDuplicate.
 func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	o.ID, o.Status, o.Reason, o.PaidAt, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
@@ -38,9 +36,9 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	return existing, err
 }
 
-// SetOrderPaid moves a PENDING_PAYMENT order to PAID, whatever its deadline
-// (the saga's MarkPaid: the door already judged it). Paying a PAID order
-// again succeeds; any other status is order.ErrNotPayable, with the row.
+// SetOrderPaid moves a PENDING_PAYMENT order to PAID whatever its deadline
+// (the door judged it). A PAID order succeeds again; any other status is
+// order.ErrNotPayable, with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
 	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
@@ -59,23 +57,18 @@ func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error)
 }
 
 // RecordPayment is the buyer's payment judged at the door, one conditional
-// update of the order row: it is taken only if the order belongs to userID,
-// is unpaid and open, and receivedAt (when the API received the request) is
-// before its deadline. A PENDING_PAYMENT order (it holds its stock-row unit)
-// becomes PAID. With early, a QUEUED order (no unit taken from the stock row
-// yet) keeps its status and records paid_at: the deduction's transaction
-// makes it PAID, so no row ever claims a unit it does not hold. The row is
-// the decision; the saga follows it. Paying a paid order again returns it
-// with changed false; any other outcome is order.ErrNotPayable with the row,
-// or order.ErrNotFound when there is no row (yet).
+// update: taken only if the order is userID's, unpaid, open and receivedAt is
+// before its deadline. PENDING_PAYMENT becomes PAID; with early, a QUEUED
+// order only records paid_at (the deduction makes it PAID: no row claims a
+// unit it does not hold). A paid order returns with changed false; otherwise
+// order.ErrNotPayable with the row, or order.ErrNotFound.
 func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, true)
 }
 
-// RecordCancel is the buyer's cancel judged at the door, like RecordPayment:
-// an unpaid PENDING_PAYMENT order (or, with early, a QUEUED one) received
-// in time becomes CANCELLED (BUYER_CANCELLED). The saga gives the units
-// back. Cancelling twice, or cancelling a paid order, is order.ErrNotPayable.
+// RecordCancel is the buyer's cancel judged at the door like RecordPayment:
+// the order becomes CANCELLED (BUYER_CANCELLED); cancelling twice or a paid
+// order is order.ErrNotPayable.
 func (s *Store) RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, false)
 }
@@ -117,24 +110,19 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.View().Status, order.ErrNotPayable)
 }
 
-// Early is the door's pay (Pay) or cancel of an order that has no row yet,
-// received at ReceivedAt: the caller has proven from the live Redis
-// reservation that M is the buyer's order, reserved with deadline M.PayBy.
+// Early is the door's pay (Pay) or cancel of an order with no row yet; M is
+// the buyer's live Redis reservation.
 type Early struct {
 	M          order.Message
 	ReceivedAt time.Time
 	Pay        bool
 }
 
-// InsertEarly inserts the rows the sagas will find for door decisions on
-// orders that have no row yet, in one statement, all or none: QUEUED with
-// paid_at for a pay (the saga takes the unit and makes it PAID), CANCELLED
-// for a cancel (the saga gives the unit back). A plain INSERT, never an
-// upsert: if a row with one of the order ids appeared meanwhile (the saga's
-// PersistOrder), or a buyer's (user_id, item_id) is held by another order,
-// nothing is written and the error is ErrDuplicate (RecordPayment or
-// RecordCancel then decides on the row, if any). A decision received after
-// its deadline writes nothing (order.ErrNotPayable).
+// InsertEarly inserts, all or none, the rows of door decisions on orders
+// with no row yet: QUEUED with paid_at for a pay, CANCELLED for a cancel. A
+// plain INSERT: a row that appeared meanwhile makes it ErrDuplicate (the
+// caller then decides on that row). A decision after its deadline writes
+// nothing (order.ErrNotPayable).
 func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rows := make([]Order, len(ds))
@@ -161,9 +149,8 @@ func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	return rows, nil
 }
 
-// retryDeadlock runs one write again when InnoDB chose it as a deadlock
-// victim (error 1213: the statement was rolled back, so running it again is
-// safe), a few times with a short pause.
+// retryDeadlock runs a write again, a few times, when InnoDB rolled it back
+// as a deadlock victim (error 1213).
 func retryDeadlock(ctx context.Context, write func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := write()
@@ -181,9 +168,8 @@ func retryDeadlock(ctx context.Context, write func() error) error {
 type Closing struct {
 	Status order.Status // CANCELLED or FAILED
 	Reason string
-	// AfterDeadline closes an open order only once its deadline plus this
-	// grace has passed by the database's clock (a payment timeout); an order
-	// not yet due is ErrNotDue. Zero closes at once.
+	// AfterDeadline: close an open order only once its deadline plus this has
+	// passed by the database's clock (else ErrNotDue). Zero closes at once.
 	AfterDeadline time.Duration
 }
 
@@ -197,15 +183,11 @@ type CloseResult struct {
 	Refunded bool  // this call closed an order paid while QUEUED
 }
 
-// CloseOrder is the saga's compensation on the database, one transaction that
-// reads the order row first (FOR UPDATE, so a pay at the door and the close
-// serialize):
-//   - a PAID row is left alone and nothing is given back: the payment won;
-//   - an open row is closed with c's status and reason (a final row keeps its
-//     own), except a QUEUED row paid at the door: REFUNDED (it held no unit);
-//   - a missing row is inserted closed, so the order is on record;
-//   - an unrestored stock_deduction marker is flipped and the stock row goes
-//     up by one (version+1): repeating it gives nothing back twice.
+// CloseOrder is the saga's compensation, one transaction that locks the
+// order row first (a pay at the door and the close serialize): a PAID row is
+// left alone; an open row is closed with c (a QUEUED row paid at the door:
+// REFUNDED); a missing row is inserted closed; an unrestored deduction gives
+// its unit back to the stock row, once.
 func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult, error) {
 	if c.Status != order.StatusCancelled && c.Status != order.StatusFailed {
 		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
@@ -213,10 +195,8 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	c.Reason = clip(c.Reason, 512) // VARCHAR(512)
 	closed := Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	var out CloseResult
-	// READ COMMITTED: a locking read of a missing row takes no gap lock, so
-	// concurrent closes and inserts of neighbouring order ids cannot wait on
-	// each other's gaps (under REPEATABLE READ they did, up to the lock wait
-	// timeout). The row lock on an existing row is the same.
+	// READ COMMITTED: a locking read of a missing row takes no gap lock that
+	// closes and inserts of neighbouring order ids would wait on.
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = CloseResult{Order: closed}
 		restore := func() (err error) {
@@ -236,10 +216,8 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			case !isDuplicate(ierr):
 				return fmt.Errorf("insert closed order %s: %w", o.OrderID, ierr)
 			}
-			// Either this order's own row was committed meanwhile (a
-			// PersistOrder whose insert landed late: close that row), or
-			// another order id holds the buyer's (user_id, item_id). An
-			// insert failure does not abort a MySQL transaction.
+			// This order's row was committed meanwhile (close it), or another
+			// order holds the buyer's (user_id, item_id). The transaction goes on.
 			if row, err = orderRow(forUpdate(tx), o.OrderID); errors.Is(err, order.ErrNotFound) {
 				return restore()
 			}
@@ -265,8 +243,7 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			}
 			status := c.Status
 			if row.PaidAt != nil {
-				// Paid while QUEUED, and the saga cannot take its unit:
-				// the payment goes back (the row never held a unit).
+				// Paid while QUEUED, never held a unit: the payment goes back.
 				status, out.Refunded = order.StatusRefunded, true
 			}
 			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", status, c.Reason, row.ID).Error; err != nil {

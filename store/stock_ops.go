@@ -13,9 +13,8 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// DeductStock's outcomes other than success. ErrVersionConflict: every
-// optimistic attempt lost to a concurrent writer (a retry later may succeed);
-// ErrOrderClosed: the order row is final or missing (someone else decided).
+// DeductStock's refusals. ErrVersionConflict: every optimistic attempt lost
+// (a later retry may succeed); ErrOrderClosed: the order row is final or missing.
 var (
 	ErrStockExhausted  = errors.New("stock row exhausted")
 	ErrVersionConflict = errors.New("stock version conflict")
@@ -27,19 +26,13 @@ var (
 
 const deductAttempts = 50
 
-// DeductStock takes one unit from the item's stock row for the order and
-// makes the order PENDING_PAYMENT (or PAID, when paid while QUEUED) with its
-// deadline (the row's, else now + window by the database's clock), at most
-// once per order: the conditional decrement, the order's stock_deduction
-// marker (primary key order_id) and the order's move are one transaction, so
-// a retry changes nothing and PENDING_PAYMENT always means "holds a stock-row
-// unit". deducted is false when the order had already deducted.
+// DeductStock takes one unit from the stock row for the order and makes it
+// PENDING_PAYMENT (PAID when paid while QUEUED) with its deadline (else now +
+// window), at most once: the decrement, the stock_deduction marker and the
+// order's move are one transaction. deducted is false when it had already.
 func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (_ Order, deducted bool, err error) {
-	// Every order of a sale decrements the same row. Concurrent optimistic
-	// writers from one process would mostly lose to each other (N writers:
-	// ~1/N succeed per round, the rest re-read and pause); taking turns in
-	// the process keeps the optimistic check for writers of other processes
-	// and makes a version miss the exception here.
+	// Optimistic writers of one row in one process would mostly lose to each
+	// other: they take turns; the version check guards against other processes.
 	unlock, err := s.rows.lock(ctx, itemID)
 	if err != nil {
 		return Order{}, false, err
@@ -51,9 +44,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 		return row, false, err
 	}
 	for attempt := 1; ; attempt++ {
-		// Read outside the transaction: the version check in the UPDATE is
-		// what makes the write safe, and the row lock is held only for the
-		// UPDATE and the two writes after it.
+		// Read outside the transaction: the UPDATE's version check makes it safe.
 		st, err := stockRow(db.Select("stock", "version"), itemID)
 		if err != nil {
 			return Order{}, false, err
@@ -85,8 +76,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			if err != nil {
 				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
 			}
-			// An order paid at the door while QUEUED (paid_at) becomes PAID
-			// here, with its unit: no row claims a unit it does not hold.
+			// Paid at the door while QUEUED: PAID here, with its unit.
 			res = tx.Exec(`UPDATE seckill_order SET status = IF(paid_at IS NULL, ?, ?),
 				pay_by = COALESCE(pay_by, NOW(3) + INTERVAL ? MICROSECOND)
 				WHERE order_id = ? AND status IN (?, ?)`,
@@ -141,7 +131,7 @@ func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
 }
 
 // restoreDeduction flips the order's deduction marker and gives its unit back
-// to the stock row, inside tx; false when there is no unrestored marker.
+// to the stock row; false when there is no unrestored marker.
 func restoreDeduction(tx *gorm.DB, orderID string) (bool, error) {
 	res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
 	if res.Error != nil {

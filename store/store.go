@@ -18,11 +18,10 @@ import (
 	"github.com/seckill/seckill/config"
 )
 
-// ErrDuplicate: the buyer already holds another order for the item, or
-// (InsertEarly) a row holds one of its order ids.
+// ErrDuplicate: the buyer holds another order for the item, or (InsertEarly)
+// a row holds one of its order ids.
 var ErrDuplicate = errors.New("duplicate")
 
-// Store wraps a gorm connection pool.
 type Store struct {
 	db   *gorm.DB
 	pool *sql.DB
@@ -38,10 +37,8 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
-		// No prepared-statement cache: gorm prepares on a pool connection, also
-		// inside a transaction, so transactions holding row locks could wait for
-		// a connection held by statements waiting on those locks (seen as 50 s
-		// lock wait timeouts in the racing-close test under -race).
+		// No statement cache: gorm prepares on a pool connection even inside a
+		// transaction, so row-locking transactions could wait on each other.
 		PrepareStmt: false,
 		NowFunc:     func() time.Time { return time.Now().UTC() },
 	})
@@ -62,17 +59,14 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	return &Store{db: db, pool: sqlDB}, nil
 }
 
-// DB exposes the gorm handle to tests and tools that need raw queries.
+// DB is the gorm handle, for tests and tools.
 func (s *Store) DB() *gorm.DB { return s.db }
 
-// Ping checks the connection (readiness probes).
 func (s *Store) Ping(ctx context.Context) error { return s.pool.PingContext(ctx) }
 
-// Close closes the pool.
 func (s *Store) Close() error { return s.pool.Close() }
 
-// take reads the one row of T matching query with db (a pool, a transaction,
-// forUpdate); notFound, wrapped with what, when there is none.
+// take reads the one row of T matching query; notFound when there is none.
 func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (T, error) {
 	var row T
 	err := db.Where(query, args...).Take(&row).Error
@@ -87,7 +81,7 @@ func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (
 
 func forUpdate(db *gorm.DB) *gorm.DB { return db.Clauses(clause.Locking{Strength: "UPDATE"}) }
 
-// isDuplicate reports a unique-key violation (MySQL error 1062).
+// isDuplicate: a unique-key violation (MySQL error 1062).
 func isDuplicate(err error) bool {
 	return errors.Is(err, gorm.ErrDuplicatedKey) || mysqlErrNumber(err) == 1062
 }
