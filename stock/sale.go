@@ -10,12 +10,10 @@ import (
 	"github.com/seckill/seckill/internal/keyspace"
 )
 
-// AddUnits puts n more units of an item on sale in Redis, at most once per
-// addID. It reports whether the stock is loaded (when not, nothing is
-// written). Callers run it inside store.Store.AddStock's transaction and, if
-// that transaction did not commit, call UndoAdd with the same id while they
-// hold the stock row (a fenced Recount forgets every recorded add: see
-// count.lua).
+// AddUnits puts n more units on sale, at most once per addID, reporting
+// whether the stock is loaded (when not, nothing is written). Callers run it
+// inside store.Store.AddStock and, if that did not commit, call UndoAdd while
+// they hold the stock row (a fenced Recount forgets recorded adds).
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
 	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds, k.Short}, addID, n).Int64()
@@ -35,10 +33,8 @@ func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, 
 	return v == 1, nil
 }
 
-// AnnounceItem tells every API instance that an item's sale data changed:
-// its revision moves (an instance that missed the message sees it at its next
-// refresh); unitsBack clears the sold-out flags at once. It returns the new
-// revision.
+// AnnounceItem tells every API instance that an item's sale data changed and
+// returns its new revision; unitsBack clears the sold-out flags too.
 func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (int64, error) {
 	k := s.ItemKeys(itemID)
 	var rev *redis.IntCmd
@@ -57,14 +53,12 @@ func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) 
 }
 
 // WatchItems calls fn with the id of every item whose sale data changed,
-// until ctx ends. Messages lost during a reconnect are caught up by the
-// revisions read with Pulses.
+// until ctx ends (Pulses' revisions catch up what a reconnect loses).
 func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.ItemEvents(s.prefix), fn)
 }
 
-// Pulse is an item's live figures in Redis: what an API instance re-reads
-// every second, and the control room's figures.
+// Pulse is an item's live figures in Redis.
 type Pulse struct {
 	Left   int64 // stock_left
 	Loaded bool  // false when the stock key is missing
@@ -97,9 +91,8 @@ func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, e
 	return out, nil
 }
 
-// MarkedBuyers returns the user ids of every buyer holding a mark for the
-// item, or ok false when there are more than max. It scans in chunks (HSCAN),
-// never blocking Redis: a mark made during the scan may be missing.
+// MarkedBuyers returns the buyers holding a mark for the item, or ok false
+// when there are more than max. HSCAN: a mark made meanwhile may be missing.
 func (s *Store) MarkedBuyers(ctx context.Context, itemID int64, max int64) (users map[int64]struct{}, ok bool, err error) {
 	key := s.ItemKeys(itemID).Buyers
 	n, err := s.rdb.HLen(ctx, key).Result()
@@ -128,8 +121,7 @@ func (s *Store) MarkedBuyers(ctx context.Context, itemID int64, max int64) (user
 	}
 }
 
-// BuyerOrders returns the order id the buyer holds for each of the items
-// that has one, in one pipeline.
+// BuyerOrders returns the order id the buyer holds for each item that has one.
 func (s *Store) BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error) {
 	u := strconv.FormatInt(userID, 10)
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {

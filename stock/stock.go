@@ -1,6 +1,6 @@
-// Package stock keeps the live flash-sale stock in Redis (keys: package
-// keyspace): the atomic reservation (reserve_batch.lua states the rule), its
-// release, and the reads and repairs the reconciler and the checker need.
+// Package stock keeps the live flash-sale stock in Redis: the atomic
+// reservation (reserve_batch.lua states the rule), its release, and the reads
+// and repairs the reconciler needs.
 package stock
 
 import (
@@ -41,6 +41,7 @@ func script(name string) *redis.Script {
 }
 
 var (
+	reserveScript = script("reserve_batch.lua")
 	releaseScript = script("release.lua")
 	restoreScript = script("restore.lua")
 	countScript   = script("count.lua")
@@ -62,9 +63,8 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(s.prefix, itemID) }
 
 // WatchUnitsBack calls fn with the item id of every unit that comes back
-// (released, or stock_left raised by a repair) until ctx ends: each API
-// instance clears its sold-out flag. Messages lost during a reconnect are
-// caught up by the API's periodic stock refresh.
+// (released, or raised by a repair) until ctx ends; what a reconnect loses
+// the API's periodic refresh catches up.
 func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.StockEvents(s.prefix), fn)
 }
@@ -77,8 +77,7 @@ func watchIDs(ctx context.Context, rdb redis.UniversalClient, channel string, fn
 	})
 }
 
-// Load sets an item's stock to units unless it is already there: warm-up never
-// overwrites live stock. It reports whether it set the value.
+// Load sets an item's stock unless it is already there, reporting whether it did.
 func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	ok, err := s.rdb.SetNX(ctx, s.ItemKeys(itemID).Stock, units, 0).Result()
 	if err != nil {
@@ -87,7 +86,6 @@ func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	return ok, nil
 }
 
-// CountMode is what Recount does with the count.
 type CountMode string
 
 const (
@@ -96,18 +94,13 @@ const (
 	Set   CountMode = "set"   // set stock_left to the count
 )
 
-// Recount counts what stock_left should be: the stock row (stockRow units,
-// the order ids in deducted holding a deduction) minus the live reservations
-// not deducted yet, in one script (count.lua); the caller holds the row still
-// (store.FenceStock) meanwhile. It returns the old value (-1 when not loaded;
-// with Warm, want is old when loaded) and the wanted one, at least 0: more
-// reservations than units (a phantom unit) leave their shortfall for the
-// next releases to cover (count.lua). Units that come back are announced,
-// as by Release.
+// Recount counts what stock_left should be (count.lua): the stock row's units
+// minus the live reservations not in deducted; the caller holds the row still
+// (store.FenceStock). It returns the old value (-1 when not loaded) and the
+// wanted one, at least 0 (a shortfall is left for the next releases).
 func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode CountMode) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
-	args := make([]any, 0, 4+len(deducted))
-	args = append(args, string(mode), stockRow, keyspace.StockEvents(s.prefix), itemID)
+	args := []any{string(mode), stockRow, keyspace.StockEvents(s.prefix), itemID}
 	for _, id := range deducted {
 		args = append(args, id)
 	}
@@ -133,8 +126,7 @@ func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 	return n, nil
 }
 
-// LeftMany is Left of several items in one round trip; an item not loaded
-// is absent from the map.
+// LeftMany is Left of several items in one round trip; an item not loaded is absent.
 func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error) {
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
 		return p.Get(ctx, k.Stock)
@@ -151,9 +143,8 @@ func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64,
 	return out, nil
 }
 
-// perItem queues read's commands for every item in one pipeline (items live
-// in different cluster slots: a cluster MGET would refuse them). A missing
-// key is not an error; each command holds its own answer.
+// perItem queues read's commands for every item in one pipeline (not MGET:
+// items live in different cluster slots). A missing key is not an error.
 func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p redis.Pipeliner, k keyspace.Item) T) ([]T, error) {
 	cmds := make([]T, len(itemIDs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -169,17 +160,13 @@ func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p 
 }
 
 // Release gives an order's unit back, at most once, and marks the order
-// released so no repair puts its reservation back (release.lua); every API
-// instance hears of the unit. While the last recount's shortfall (more
-// reservations than the stock row's units) is not covered, the unit covers
-// it instead of going on sale. It reports whether this call removed the
-// reservation.
+// released so no repair puts it back (release.lua). It reports whether this
+// call removed the reservation.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
 }
 
-// Retire is Release without the unit: the stock row (the ground truth) never
-// had it, so putting it on sale would only fail the next buyer the same way.
+// Retire is Release without the unit: the stock row never had it.
 func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "retire")
 }
@@ -199,8 +186,8 @@ func (s *Store) Reservation(ctx context.Context, itemID int64, orderID string) (
 	return decodeReservation(orderID, s.rdb.HGet(ctx, s.ItemKeys(itemID).Orders, orderID))
 }
 
-// Reservations is Reservation of orderIDs[i] of itemIDs[i], in one round
-// trip (the zero Message where there is none).
+// Reservations is Reservation of orderIDs[i] of itemIDs[i] in one round trip
+// (the zero Message where there is none).
 func (s *Store) Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error) {
 	i := 0
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
@@ -241,17 +228,15 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 		return "", false, nil
 	}
 	if err != nil {
-		s.reloadOnMoved(ctx, err) // the next look goes to a promoted master
+		s.reloadOnMoved(ctx, err)
 		return "", false, fmt.Errorf("read buyer mark: %w", err)
 	}
 	return id, true, nil
 }
 
-// Restore puts back the reservation and the buyer mark of an order MySQL
-// holds a unit for (a Redis that lost them), refusing an order whose unit was
-// released or retired (restore.lua): a repair working from an older picture
-// cannot resurrect a unit the saga gave back. restored is false when it was
-// there or refused; the caller recounts stock_left afterwards.
+// Restore puts back the reservation and buyer mark of an order MySQL holds a
+// unit for, refusing one released or retired (restore.lua). restored is false
+// when it was there or refused; the caller recounts stock_left afterwards.
 func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
 	n, err := s.RestoreAll(ctx, m.ItemID, []order.Message{m})
 	return n == 1, err
@@ -260,9 +245,8 @@ func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, er
 // restoreChunk bounds one restore script: Redis runs nothing else meanwhile.
 const restoreChunk = 500
 
-// RestoreAll is Restore of every message of one item (the warm-up after
-// Redis lost the item: every order MySQL says holds a unit), a chunk per
-// script. It returns how many it put back.
+// RestoreAll is Restore of messages of one item, a chunk per script,
+// returning how many it put back.
 func (s *Store) RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error) {
 	k := s.ItemKeys(itemID)
 	for len(ms) > 0 {
@@ -288,8 +272,7 @@ func (s *Store) RestoreAll(ctx context.Context, itemID int64, ms []order.Message
 	return restored, nil
 }
 
-// ItemState is what Redis holds for one item, read in one MULTI/EXEC (one
-// slot, one moment).
+// ItemState is what Redis holds for one item, read in one MULTI/EXEC.
 type ItemState struct {
 	Left         int64 // stock_left; -1 when the stock key is missing
 	Reservations map[string]order.Message
