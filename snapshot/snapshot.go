@@ -1,12 +1,7 @@
 // Package snapshot reads one item's world (MySQL, Redis, its outbox, its
-// Temporal sagas) into one value, Item, that the invariant checker and the
-// reconciler judge with small rule functions of their own.
-//
-// Each system is read in one consistent step; between the systems time
-// passes, so the reads go the pipeline backwards (MySQL, Redis, the outbox,
-// Temporal) and a cross-system rule errs on the side of "not yet": a
-// reservation made after the MySQL read is young, and an order persisted
-// after it has its saga in the later Temporal read.
+// sagas) into one Item for the invariant checker and the reconciler. Each
+// system is read in one consistent step, going the pipeline backwards, so a
+// cross-system rule errs on the side of "not yet".
 package snapshot
 
 import (
@@ -14,38 +9,28 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
-// MySQL reads an item's rows in one consistent snapshot (store.Store).
+// MySQL is store.Store.
 type MySQL interface {
 	ReadItemState(ctx context.Context, itemID int64) (store.ItemState, error)
 }
 
-// Redis reads an item's keys atomically (stock.Store).
+// Redis is stock.Store.
 type Redis interface {
 	ReadItemState(ctx context.Context, itemID int64) (stock.ItemState, error)
 }
 
-// Outbox lists the order ids waiting in an item's outbox (outbox.Stream).
+// Outbox is outbox.Stream.
 type Outbox interface {
 	OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error)
 }
 
-// WorkflowLister lists the order workflows of an item (TemporalLister). Its
-// error names the read that failed, the item's included.
 type WorkflowLister interface {
 	ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error)
 }
-
-var (
-	_ MySQL          = (*store.Store)(nil)
-	_ Redis          = (*stock.Store)(nil)
-	_ Outbox         = (*outbox.Stream)(nil)
-	_ WorkflowLister = TemporalLister{}
-)
 
 // Sources are the systems a snapshot reads; Outbox and Workflows may be nil.
 type Sources struct {
@@ -56,15 +41,13 @@ type Sources struct {
 }
 
 type Item struct {
-	ID    int64
-	At    time.Time // when the MySQL read began
-	MySQL store.ItemState
-	Redis stock.ItemState
-	// Outbox holds the order ids waiting in the outbox; nil when not read.
-	Outbox map[string]bool
-	// Workflows are the item's sagas; WorkflowsRead says they were listed,
-	// WorkflowsErr why not when they could not be.
-	Workflows     []Workflow
+	ID        int64
+	At        time.Time // when the MySQL read began
+	MySQL     store.ItemState
+	Redis     stock.ItemState
+	Outbox    map[string]bool // nil when not read
+	Workflows []Workflow
+	// WorkflowsRead says the sagas were listed, WorkflowsErr why not.
 	WorkflowsRead bool
 	WorkflowsErr  error
 
@@ -92,9 +75,7 @@ func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
 	var wfs []Workflow
 	var wfErr error
 	if src.Workflows != nil {
-		// Temporal's visibility is the part most often slow or away; the
-		// MySQL and Redis parts stand without it, and each user decides
-		// whether it can judge without the sagas.
+		// The rest stands without the sagas; each user decides what it can judge.
 		wfs, wfErr = src.Workflows.ListOrderWorkflows(ctx, itemID)
 	}
 	it := New(itemID, at, db, rd, ob, wfs, src.Workflows != nil && wfErr == nil)
@@ -125,16 +106,14 @@ func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob 
 func Live(s order.Status) bool { return s == order.StatusPendingPayment || s == order.StatusPaid }
 
 // Released reports whether an order status gave its unit back (CANCELLED,
-// FAILED) or never held a stock-row unit (REFUNDED: paid while QUEUED, the
-// stock row had none; its phantom reservation is retired).
+// FAILED) or never held a stock-row unit (REFUNDED).
 func Released(s order.Status) bool {
 	return s == order.StatusCancelled || s == order.StatusFailed || s == order.StatusRefunded
 }
 
 // WakesBy is when a running saga of a final order wakes on its own at the
-// latest: its payment timer fires at pay_by + order.PayGrace. An order closed
-// without a deadline was closed by its own saga, which is finishing: then its
-// row's last update.
+// latest: pay_by + order.PayGrace, or, without a deadline (its own saga
+// closed it), the row's last update.
 func WakesBy(o store.Order) time.Time {
 	if o.PayBy != nil {
 		return o.PayBy.Add(order.PayGrace)
@@ -142,8 +121,7 @@ func WakesBy(o store.Order) time.Time {
 	return o.UpdatedAt
 }
 
-// Age is how old an order is at the snapshot: from the time in its ULID, or
-// else from created.
+// Age is how old an order is at the snapshot, from its ULID's time or created.
 func (it *Item) Age(orderID string, created time.Time) time.Duration {
 	return it.At.Sub(order.IDTime(orderID, created))
 }

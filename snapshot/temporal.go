@@ -27,8 +27,6 @@ type Temporal interface {
 	WorkflowService() workflowservice.WorkflowServiceClient
 }
 
-var _ Temporal = client.Client(nil)
-
 // The lister's bounds when its fields are zero.
 const (
 	DefaultPageSize    = 1000
@@ -38,13 +36,8 @@ const (
 )
 
 // TemporalLister lists an item's order workflows through the visibility API
-// (`SeckillItemId = N`), the way support staff find them.
-//
-// A sale's sagas take many pages (10,000 at 1,000 a page), read on a server
-// that may still be busy with them: each page call has its own timeout and
-// is retried with backoff a bounded number of times, from its own page
-// token (the pages already read stay read). The zero bounds take the
-// defaults above.
+// (`SeckillItemId = N`). Each page call has its own timeout and is retried
+// with backoff from its own page token.
 type TemporalLister struct {
 	Client      Temporal
 	Namespace   string
@@ -54,8 +47,7 @@ type TemporalLister struct {
 	Backoff     time.Duration // before the second try; doubled before each next one
 }
 
-// ListOrderWorkflows lists every saga of the item. Its error names the read
-// that failed: the item, the page and how many sagas came before it.
+// ListOrderWorkflows lists every saga of the item; its error names the page.
 func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error) {
 	var out []Workflow
 	var token []byte
@@ -67,11 +59,7 @@ func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([
 		}
 		for _, e := range resp.GetExecutions() {
 			id := e.GetExecution().GetWorkflowId()
-			out = append(out, Workflow{
-				WorkflowID: id,
-				OrderID:    strings.TrimPrefix(id, "order-"),
-				Status:     e.GetStatus().String(),
-			})
+			out = append(out, Workflow{WorkflowID: id, OrderID: strings.TrimPrefix(id, "order-"), Status: e.GetStatus().String()})
 		}
 		token = resp.GetNextPageToken()
 		if len(token) == 0 {
@@ -80,8 +68,6 @@ func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([
 	}
 }
 
-// page reads one page, trying again while the failure may pass and the
-// caller still waits.
 func (l TemporalLister) page(ctx context.Context, itemID int64, token []byte) (*workflowservice.ListWorkflowExecutionsResponse, int, error) {
 	req := &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     cmp.Or(l.Namespace, client.DefaultNamespace),
@@ -91,9 +77,7 @@ func (l TemporalLister) page(ctx context.Context, itemID int64, token []byte) (*
 	}
 	attempts, backoff := cmp.Or(l.Attempts, DefaultAttempts), cmp.Or(l.Backoff, DefaultBackoff)
 	for try := 1; ; try++ {
-		// The service is called directly, not through client.ListWorkflow,
-		// which caps every call at the client's RPC timeout (10 s): a page
-		// of a busy server's index may need longer, and this loop retries.
+		// Not client.ListWorkflow: it caps a call at the RPC timeout (10 s).
 		pctx, cancel := context.WithTimeout(ctx, cmp.Or(l.PageTimeout, DefaultPageTimeout))
 		resp, err := l.Client.WorkflowService().ListWorkflowExecutions(pctx, req)
 		cancel()
@@ -112,10 +96,8 @@ func (l TemporalLister) page(ctx context.Context, itemID int64, token []byte) (*
 	}
 }
 
-// transient says whether a failed page call may succeed when tried again:
-// not a query or namespace the server refuses. A stream the server reset
-// (RST_STREAM CANCEL arrives as Canceled), a timeout or an overloaded
-// server may pass.
+// transient: a failed page call may succeed when tried again (a reset
+// stream arrives as Canceled); a refused query or namespace will not.
 func transient(err error) bool {
 	switch serviceerror.ToStatus(err).Code() {
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
