@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -265,4 +267,191 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n])
+}
+
+// FindOrder reads an order by its order id (order.ErrNotFound when none).
+func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
+	return orderRow(s.db.WithContext(ctx), orderID)
+}
+
+func orderRow(db *gorm.DB, orderID string) (Order, error) {
+	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
+}
+
+// ListUserOrders returns up to limit of a buyer's orders, newest first (ULID
+// order), those with an order id below before when it is not empty.
+func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]Order, error) {
+	q := s.db.WithContext(ctx).Where("user_id = ?", userID)
+	if before != "" {
+		q = q.Where("order_id < ?", before)
+	}
+	var rows []Order
+	if err := q.Order("order_id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list orders of buyer %d: %w", userID, err)
+	}
+	return rows, nil
+}
+
+// CountOrders counts the orders of each item by status (an index-only
+// query). Items without orders are absent.
+func (s *Store) CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error) {
+	out := make(map[int64]map[order.Status]int64, len(itemIDs))
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ItemID int64
+		Status order.Status
+		N      int64
+	}
+	err := s.db.WithContext(ctx).Raw("SELECT item_id, status, COUNT(*) AS n FROM seckill_order WHERE item_id IN ? GROUP BY item_id, status",
+		itemIDs).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count orders of %d items: %w", len(itemIDs), err)
+	}
+	for _, r := range rows {
+		if out[r.ItemID] == nil {
+			out[r.ItemID] = make(map[order.Status]int64)
+		}
+		out[r.ItemID][r.Status] = r.N
+	}
+	return out, nil
+}
+
+// DeductStock's refusals. ErrVersionConflict: every optimistic attempt lost
+// (a later retry may succeed); ErrOrderClosed: the order row is final or missing.
+var (
+	ErrStockExhausted  = errors.New("stock row exhausted")
+	ErrVersionConflict = errors.New("stock version conflict")
+	ErrOrderClosed     = errors.New("order already closed")
+
+	errVersionMiss     = errors.New("version miss")
+	errAlreadyDeducted = errors.New("already deducted")
+)
+
+const deductAttempts = 50
+
+// DeductStock takes one unit from the stock row for the order and makes it
+// PENDING_PAYMENT (PAID when paid while QUEUED) with its deadline (else now +
+// window), at most once: the decrement, the stock_deduction marker and the
+// order's move are one transaction. deducted is false when it had already.
+func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (_ Order, deducted bool, err error) {
+	// Optimistic writers of one row in one process would mostly lose to each
+	// other: they take turns; the version check guards against other processes.
+	unlock, err := s.rows.lock(ctx, itemID)
+	if err != nil {
+		return Order{}, false, err
+	}
+	defer unlock()
+	db := s.db.WithContext(ctx)
+	already := func() (Order, bool, error) {
+		row, err := orderRow(db, orderID)
+		return row, false, err
+	}
+	for attempt := 1; ; attempt++ {
+		// Read outside the transaction: the UPDATE's version check makes it safe.
+		st, err := stockRow(db.Select("stock", "version"), itemID)
+		if err != nil {
+			return Order{}, false, err
+		}
+		if st.Stock <= 0 {
+			// A retry of an order that did deduct must not read as exhausted.
+			var n int64
+			if err := db.Model(&StockDeduction{}).Where("order_id = ?", orderID).Count(&n).Error; err != nil {
+				return Order{}, false, fmt.Errorf("read deduction of order %s: %w", orderID, err)
+			}
+			if n > 0 {
+				return already()
+			}
+			return Order{}, false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
+		}
+		err = db.Transaction(func(tx *gorm.DB) error {
+			res := tx.Exec("UPDATE stock SET stock = stock - 1, version = version + 1 WHERE item_id = ? AND version = ? AND stock > 0",
+				itemID, st.Version)
+			if res.Error != nil {
+				return fmt.Errorf("decrement stock of item %d: %w", itemID, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return errVersionMiss
+			}
+			err := tx.Exec("INSERT INTO stock_deduction (order_id, item_id) VALUES (?, ?)", orderID, itemID).Error
+			if isDuplicate(err) {
+				return errAlreadyDeducted // rolls the decrement back
+			}
+			if err != nil {
+				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
+			}
+			// Paid at the door while QUEUED: PAID here, with its unit.
+			res = tx.Exec(`UPDATE seckill_order SET status = IF(paid_at IS NULL, ?, ?),
+				pay_by = COALESCE(pay_by, NOW(3) + INTERVAL ? MICROSECOND)
+				WHERE order_id = ? AND status IN (?, ?)`,
+				order.StatusPendingPayment, order.StatusPaid, window.Microseconds(), orderID,
+				order.StatusQueued, order.StatusPendingPayment)
+			if res.Error != nil {
+				return fmt.Errorf("order %s to %s: %w", orderID, order.StatusPendingPayment, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return ErrOrderClosed // rolls the decrement and the marker back
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			row, err := orderRow(db, orderID)
+			return row, true, err
+		case errors.Is(err, errAlreadyDeducted):
+			return already()
+		case errors.Is(err, ErrOrderClosed):
+			row, rerr := orderRow(db, orderID)
+			if rerr != nil && !errors.Is(rerr, order.ErrNotFound) {
+				return Order{}, false, rerr
+			}
+			return row, false, fmt.Errorf("order %s is %s: %w", orderID, row.Status, ErrOrderClosed)
+		case !errors.Is(err, errVersionMiss):
+			return Order{}, false, err
+		case attempt >= deductAttempts:
+			return Order{}, false, fmt.Errorf("item %d after %d attempts: %w", itemID, attempt, ErrVersionConflict)
+		}
+		pause := time.Duration(1+rand.IntN(4*min(attempt, 10))) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return Order{}, false, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// rowLocks serializes this process's writers of one stock row.
+type rowLocks struct{ items sync.Map } // item id -> chan struct{} (capacity 1)
+
+func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
+	v, _ := l.items.LoadOrStore(itemID, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// restoreDeduction flips the order's deduction marker and gives its unit back
+// to the stock row; false when there is no unrestored marker.
+func restoreDeduction(tx *gorm.DB, orderID string) (bool, error) {
+	res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
+	if res.Error != nil {
+		return false, fmt.Errorf("mark deduction of order %s restored: %w", orderID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return false, nil // never deducted, or already restored
+	}
+	res = tx.Exec(`UPDATE stock s JOIN stock_deduction d ON s.item_id = d.item_id
+		SET s.stock = s.stock + 1, s.version = s.version + 1 WHERE d.order_id = ?`, orderID)
+	if res.Error != nil {
+		return false, fmt.Errorf("restore stock for order %s: %w", orderID, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return false, fmt.Errorf("restore stock for order %s: stock row missing", orderID)
+	}
+	return true, nil
 }

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
 )
 
 // ErrDuplicate: the buyer holds another order for the item, or (InsertEarly)
@@ -93,3 +94,95 @@ func mysqlErrNumber(err error) uint16 {
 	}
 	return 0
 }
+
+// Item is a row of `item`. Its JSON is the API's (sale.ItemView).
+type Item struct {
+	ID         int64     `gorm:"column:id;primaryKey" json:"id"`
+	Name       string    `gorm:"column:name" json:"name"`
+	PriceCents int64     `gorm:"column:price_cents" json:"price_cents"`
+	Currency   string    `gorm:"column:currency" json:"-"` // ISO 4217; empty: the column's default
+	StockTotal int64     `gorm:"column:stock_total" json:"stock_total"`
+	StartAt    time.Time `gorm:"column:start_at" json:"start_at"`
+	EndAt      time.Time `gorm:"column:end_at" json:"end_at"`
+	// EndKey is the Idempotency-Key of the request that ended the sale.
+	EndKey                *string   `gorm:"column:end_key" json:"-"`
+	PaymentTimeoutSeconds int       `gorm:"column:payment_timeout_seconds" json:"payment_timeout_seconds"`
+	CreatedAt             time.Time `gorm:"column:created_at" json:"-"`
+}
+
+func (Item) TableName() string { return "item" }
+
+type Stock struct {
+	ID      int64 `gorm:"column:id;primaryKey"`
+	ItemID  int64 `gorm:"column:item_id"`
+	Stock   int64 `gorm:"column:stock"`
+	Version int64 `gorm:"column:version"`
+}
+
+func (Stock) TableName() string { return "stock" }
+
+// StockAdd is an applied add of units: AddID is the Redis add's id, Key the
+// request's Idempotency-Key, StockTotal the item's stock_total after it.
+type StockAdd struct {
+	AddID      string    `gorm:"column:add_id;primaryKey"`
+	ItemID     int64     `gorm:"column:item_id"`
+	Key        *string   `gorm:"column:idempotency_key"`
+	Units      int64     `gorm:"column:units"`
+	StockTotal int64     `gorm:"column:stock_total"`
+	CreatedAt  time.Time `gorm:"column:created_at;->"`
+}
+
+func (StockAdd) TableName() string { return "stock_add" }
+
+type Order struct {
+	ID      int64        `gorm:"column:id;primaryKey"`
+	OrderID string       `gorm:"column:order_id"`
+	UserID  int64        `gorm:"column:user_id"`
+	ItemID  int64        `gorm:"column:item_id"`
+	Status  order.Status `gorm:"column:status"`
+	Reason  string       `gorm:"column:reason"`
+	PayBy   *time.Time   `gorm:"column:pay_by"`
+	// PaidAt is when the API received the payment. A QUEUED row with it holds
+	// no unit yet: the deduction makes it PAID (or the saga REFUNDED).
+	PaidAt    *time.Time `gorm:"column:paid_at"`
+	CreatedAt time.Time  `gorm:"column:created_at"`
+	UpdatedAt time.Time  `gorm:"column:updated_at"`
+}
+
+func (Order) TableName() string { return "seckill_order" }
+
+// View is the row's order view: a QUEUED row paid at the door shows as PAID,
+// still settling.
+func (o Order) View() order.View {
+	v := order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
+		Reason: o.Reason, PayBy: o.PayBy, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
+	if o.PaidQueued() {
+		v.Status, v.Settling = order.StatusPaid, true
+	}
+	return v
+}
+
+// Reservation is the Redis reservation the order was made with, as far as
+// the row knows it (the repairs put it back from here).
+func (o Order) Reservation() order.Message {
+	m := order.Message{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: order.IDTime(o.OrderID, o.CreatedAt).UTC()}
+	if o.PayBy != nil {
+		payBy := o.PayBy.UTC()
+		m.PayBy = &payBy
+	}
+	return m
+}
+
+// PaidQueued: paid while QUEUED, holding no stock-row unit yet.
+func (o Order) PaidQueued() bool { return o.Status == order.StatusQueued && o.PaidAt != nil }
+
+// StockDeduction marks that an order took a unit from the stock row.
+type StockDeduction struct {
+	OrderID   string    `gorm:"column:order_id;primaryKey"`
+	ItemID    int64     `gorm:"column:item_id"`
+	Restored  bool      `gorm:"column:restored"`
+	CreatedAt time.Time `gorm:"column:created_at"`
+	UpdatedAt time.Time `gorm:"column:updated_at"`
+}
+
+func (StockDeduction) TableName() string { return "stock_deduction" }
