@@ -21,9 +21,8 @@ import (
 // maxBatch bounds one script call (Redis runs nothing else meanwhile).
 const maxBatch = 64
 
-// batcher gathers the concurrent reservations of one item into one script
-// call: a purchase that finds no call in flight runs one with whatever
-// arrived meanwhile; the others wait for the batch that carries them.
+// batcher gathers the concurrent reservations of an item into one script
+// call, run by a purchase that finds none in flight.
 type batcher struct {
 	mu      sync.Mutex
 	pending map[int64][]*batchReq
@@ -46,19 +45,17 @@ type replicaWait struct {
 	short    func() // called when fewer replicas acknowledged in time
 }
 
-// UseReplicaWait makes a batch wait, before its buyers are answered, until
-// replicas replicas hold it (WAIT), at most timeout: a failover cannot then
-// lose acknowledged reservations. short, when not nil, is called for each
-// batch that timed out with fewer (the reservations stand).
+// UseReplicaWait makes a batch wait until replicas replicas hold it (WAIT, at
+// most timeout) before its buyers are answered; short, when not nil, is
+// called for each batch that timed out with fewer (the reservations stand).
 func (s *Store) UseReplicaWait(replicas int, timeout time.Duration, short func()) {
 	s.wait = replicaWait{replicas: replicas, timeout: timeout, short: short}
 }
 
-// Reserve takes one unit for the buyer in the item's next batch (which also
-// appends it to the outbox) and stores the order's QUEUED view before
-// answering. It returns the units left. Refusals: ErrSoldOut, ErrNotLoaded,
-// *AlreadyReservedError; after any other error the caller must find out
-// (BuyerOrder).
+// Reserve takes a unit for the buyer in the item's next batch (and appends it
+// to the outbox), storing its QUEUED view, and returns the units left.
+// Refusals: ErrSoldOut, ErrNotLoaded, *AlreadyReservedError; after any other
+// error the caller must find out (BuyerOrder).
 func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	body, view := queuedJSON(r)
 	req := &batchReq{ctx: ctx, msg: r, body: body, view: view, done: make(chan struct{})}
@@ -171,10 +168,8 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	}
 }
 
-// queuedJSON is m's encoding and its QUEUED view's, byte for byte what
-// json.Marshal writes (a test holds them to it), by hand: reflection cost
-// more than the rest of Reserve. An id that might need escaping goes
-// through json.Marshal.
+// queuedJSON is m's encoding and its QUEUED view's, byte for byte json.Marshal's
+// (a test holds it) but cheaper; an id that might need escaping goes through it.
 func queuedJSON(m order.Message) (body, view []byte) {
 	if strings.Trim(m.OrderID, "0123456789ABCDEFGHJKMNPQRSTVWXYZ") != "" {
 		view, _ = json.Marshal(m.QueuedView()) // plain fields: cannot fail
@@ -211,24 +206,20 @@ func (s *Store) runScript(ctx context.Context, key string, keys []string, args [
 		s.reloadOnMoved(ctx, err)
 		return nil, err
 	}
-	run := func(eval bool) (*redis.Cmd, *redis.IntCmd, error) {
+	run := func(eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) (*redis.Cmd, *redis.IntCmd, error) {
 		var res *redis.Cmd
 		var acks *redis.IntCmd
 		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if eval {
-				res = reserveScript.Eval(ctx, p, keys, args...)
-			} else {
-				res = reserveScript.EvalSha(ctx, p, keys, args...)
-			}
+			res = eval(ctx, p, keys, args...)
 			acks = redis.NewIntCmd(ctx, "wait", s.wait.replicas, s.wait.timeout.Milliseconds())
 			_ = p.Process(ctx, acks)
 			return nil
 		})
 		return res, acks, err
 	}
-	res, acks, err := run(false)
+	res, acks, err := run(reserveScript.EvalSha)
 	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
-		res, acks, err = run(true)
+		res, acks, err = run(reserveScript.Eval)
 	}
 	if err := res.Err(); err != nil {
 		s.reloadOnMoved(ctx, err)
@@ -254,8 +245,7 @@ func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error
 }
 
 // reloadOnMoved asks for a fresh slot map after a command failed (MOVED, a
-// node unreachable or demoted in a failover): the retries then go to the
-// promoted master at once. go-redis reloads lazily, one at a time.
+// failover), so the retries go to the promoted master at once.
 func (s *Store) reloadOnMoved(ctx context.Context, err error) {
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
 		cc.ReloadState(ctx)

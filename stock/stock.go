@@ -1,6 +1,5 @@
-// Package stock keeps the live flash-sale stock in Redis: the atomic
-// reservation (reserve_batch.lua states the rule), its release, and the reads
-// and repairs the reconciler needs.
+// Package stock keeps the live sale stock in Redis: the atomic reservation
+// (reserve_batch.lua states the rule), its release, reads and repairs.
 package stock
 
 import (
@@ -62,9 +61,8 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 
 func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(s.prefix, itemID) }
 
-// WatchUnitsBack calls fn with the item id of every unit that comes back
-// (released, or raised by a repair) until ctx ends; what a reconnect loses
-// the API's periodic refresh catches up.
+// WatchUnitsBack calls fn with the item id of every unit that comes back,
+// until ctx ends.
 func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.StockEvents(s.prefix), fn)
 }
@@ -94,10 +92,9 @@ const (
 	Set   CountMode = "set"   // set stock_left to the count
 )
 
-// Recount counts what stock_left should be (count.lua): the stock row's units
-// minus the live reservations not in deducted; the caller holds the row still
-// (store.FenceStock). It returns the old value (-1 when not loaded) and the
-// wanted one, at least 0 (a shortfall is left for the next releases).
+// Recount counts what stock_left should be (count.lua): the stock row minus
+// the reservations not in deducted, under store.FenceStock. It returns the old
+// value (-1: not loaded) and the wanted one (at least 0).
 func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode CountMode) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
 	args := []any{string(mode), stockRow, keyspace.StockEvents(s.prefix), itemID}
@@ -143,8 +140,8 @@ func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64,
 	return out, nil
 }
 
-// perItem queues read's commands for every item in one pipeline (not MGET:
-// items live in different cluster slots). A missing key is not an error.
+// perItem queues read's commands for every item in one pipeline (items live
+// in different cluster slots); a missing key is not an error.
 func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p redis.Pipeliner, k keyspace.Item) T) ([]T, error) {
 	cmds := make([]T, len(itemIDs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -159,9 +156,8 @@ func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p 
 	return cmds, nil
 }
 
-// Release gives an order's unit back, at most once, and marks the order
-// released so no repair puts it back (release.lua). It reports whether this
-// call removed the reservation.
+// Release gives an order's unit back once and marks it released so no repair
+// puts it back (release.lua); true when this call removed the reservation.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
 }
@@ -215,10 +211,7 @@ func decodeReservation(orderID string, c *redis.StringCmd) (order.Message, bool,
 		return order.Message{}, false, fmt.Errorf("read reservation %s: %w", orderID, err)
 	}
 	m, err := order.DecodeMessage(b)
-	if err != nil {
-		return order.Message{}, false, err
-	}
-	return m, true, nil
+	return m, err == nil, err
 }
 
 // BuyerOrder returns the order id the buyer holds for the item, if any.
@@ -234,9 +227,8 @@ func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, b
 	return id, true, nil
 }
 
-// Restore puts back the reservation and buyer mark of an order MySQL holds a
-// unit for, refusing one released or retired (restore.lua). restored is false
-// when it was there or refused; the caller recounts stock_left afterwards.
+// Restore puts back an order's reservation and buyer mark unless it is there
+// or was released (restore.lua); the caller recounts stock_left afterwards.
 func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
 	n, err := s.RestoreAll(ctx, m.ItemID, []order.Message{m})
 	return n == 1, err
@@ -245,8 +237,7 @@ func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, er
 // restoreChunk bounds one restore script: Redis runs nothing else meanwhile.
 const restoreChunk = 500
 
-// RestoreAll is Restore of messages of one item, a chunk per script,
-// returning how many it put back.
+// RestoreAll is Restore of one item's messages, returning how many it put back.
 func (s *Store) RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error) {
 	k := s.ItemKeys(itemID)
 	for len(ms) > 0 {
@@ -321,10 +312,9 @@ func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, err
 	return st, nil
 }
 
-// AddUnits puts n more units on sale, at most once per addID, reporting
-// whether the stock is loaded (when not, nothing is written). Callers run it
-// inside store.Store.AddStock and, if that did not commit, call UndoAdd while
-// they hold the stock row (a fenced Recount forgets recorded adds).
+// AddUnits puts n more units on sale once per addID, reporting whether the
+// stock is loaded. Run inside store.Store.AddStock; if that did not commit,
+// call UndoAdd under the stock row lock.
 func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
 	k := s.ItemKeys(itemID)
 	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds, k.Short}, addID, n).Int64()
@@ -344,8 +334,8 @@ func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, 
 	return v == 1, nil
 }
 
-// AnnounceItem tells every API instance that an item's sale data changed and
-// returns its new revision; unitsBack clears the sold-out flags too.
+// AnnounceItem announces that an item's sale data changed (unitsBack: units
+// came back) and returns its new revision.
 func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (int64, error) {
 	k := s.ItemKeys(itemID)
 	var rev *redis.IntCmd
@@ -363,8 +353,7 @@ func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) 
 	return rev.Val(), nil
 }
 
-// WatchItems calls fn with the id of every item whose sale data changed,
-// until ctx ends (Pulses' revisions catch up what a reconnect loses).
+// WatchItems calls fn with the id of every item announced, until ctx ends.
 func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.ItemEvents(s.prefix), fn)
 }
@@ -402,8 +391,8 @@ func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, e
 	return out, nil
 }
 
-// MarkedBuyers returns the buyers holding a mark for the item, or ok false
-// when there are more than max. HSCAN: a mark made meanwhile may be missing.
+// MarkedBuyers returns the buyers holding a mark (ok false: more than max),
+// by HSCAN: a mark made meanwhile may be missing.
 func (s *Store) MarkedBuyers(ctx context.Context, itemID int64, max int64) (users map[int64]struct{}, ok bool, err error) {
 	key := s.ItemKeys(itemID).Buyers
 	n, err := s.rdb.HLen(ctx, key).Result()

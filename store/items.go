@@ -13,9 +13,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// The sale controls' refusals. ErrSaleEnded: end_at has passed by the
-// database's clock. ErrAddKeyReused: an add's Idempotency-Key was already
-// applied with another number of units.
+// The sale controls' refusals (ErrSaleEnded: by the database's clock).
 var (
 	ErrSaleEnded     = errors.New("sale already ended")
 	ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
@@ -68,11 +66,9 @@ func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	return items, nil
 }
 
-// EndSale ends the item's sale now by the database's clock (a start_at still
-// ahead moves before it: the item reads ENDED, never UPCOMING), recording key.
-// The UPDATE takes the item's row lock, so an AddStock in flight finishes
-// first or sees the sale ended. An item already ended is returned with
-// ErrSaleEnded: the first end stands.
+// EndSale ends the sale now by the database's clock (a start_at still ahead
+// moves before it), recording key; the UPDATE's row lock orders it with
+// AddStock. An ended item is returned with ErrSaleEnded: the first end stands.
 func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3), end_key = NULLIF(?, ''),
 		start_at = LEAST(start_at, NOW(3) - INTERVAL 1000 MICROSECOND)
@@ -90,13 +86,10 @@ func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, er
 	return it, nil
 }
 
-// AddStock adds n units to stock_total and the stock row (version + 1) and
-// records the stock_add row, in one transaction that locks the item row, then
-// the stock row. inRedis (stock.Store.AddUnits) runs under both locks and the
-// transaction commits only if it succeeds: a writer that locks the stock row
-// sees neither side of the add or both. Idempotent by key (when not ""): a
-// replay returns the stock_total that add left (ErrAddKeyReused when its
-// units differ from n).
+// AddStock adds n units to stock_total and the stock row and records the add,
+// in one transaction holding the item and stock row locks, which commits only
+// if inRedis (stock.Store.AddUnits) succeeds: a stock-row writer sees neither
+// side or both. Idempotent by key when not "" (ErrAddKeyReused: other units).
 func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string,
 	inRedis func(ctx context.Context, it Item) error) (out Item, replayed bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -154,8 +147,7 @@ func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string
 	return out, replayed, err
 }
 
-// AddApplied reports whether the add addID committed. Asked under the stock
-// row lock (FenceStock), when that add's transaction has ended either way.
+// AddApplied reports whether the add committed (asked under FenceStock).
 func (s *Store) AddApplied(ctx context.Context, addID string) (bool, error) {
 	var n int64
 	if err := s.db.WithContext(ctx).Model(&StockAdd{}).Where("add_id = ?", addID).Count(&n).Error; err != nil {
@@ -183,8 +175,7 @@ func (s ItemState) Unrestored() []string {
 	return ids
 }
 
-// ReadItemState reads in one read-only REPEATABLE READ transaction: every
-// read comes from the snapshot the first one takes.
+// ReadItemState reads in one read-only REPEATABLE READ transaction (one snapshot).
 func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
 	var st ItemState
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -206,8 +197,7 @@ func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, err
 	return st, err
 }
 
-// ActiveItems lists the items whose sale has started and is live or ended
-// within since.
+// ActiveItems lists the items that have started and are live or ended within since.
 func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error) {
 	var ids []int64
 	err := s.db.WithContext(ctx).Model(&Item{}).Where("start_at <= ? AND end_at >= ?", now.UTC(), now.Add(-since).UTC()).
@@ -218,10 +208,8 @@ func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Durat
 	return ids, nil
 }
 
-// WithHeldOrder runs fn while the order's row is locked (FOR UPDATE) and
-// holds a unit: no close commits until fn returns, so a repair on that
-// premise cannot race the saga's compensation. ran is false when the row is
-// missing or holds no unit.
+// WithHeldOrder runs fn while the order's row is locked and holds a unit, so
+// a repair on that premise cannot race a close; ran is false otherwise.
 func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row, err := orderRow(forUpdate(tx), orderID)
@@ -240,8 +228,7 @@ func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order
 	return ran, err
 }
 
-// HeldOrders returns the item's orders that hold a unit: what a Redis that
-// lost the item must hold a reservation for.
+// HeldOrders returns the item's orders that hold a unit.
 func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
 	var rows []Order
 	err := s.db.WithContext(ctx).Where("item_id = ? AND status IN ?", itemID,
@@ -252,11 +239,9 @@ func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
 	return rows, nil
 }
 
-// FenceStock runs fn while the item's stock row is locked (FOR UPDATE), with
-// the row and the unrestored deductions as they are under the lock: every
-// change of either writes the row. If the row's version is still seen's,
-// deducted (read with seen) is passed on; else the deductions are read again
-// and moved is true.
+// FenceStock runs fn while the stock row is locked, with the row and the
+// unrestored deductions under the lock: deducted if the version is still
+// seen's, else read again (moved true).
 func (s *Store) FenceStock(ctx context.Context, itemID int64, seen Stock, deducted []string,
 	fn func(row Stock, deducted []string) error) (moved bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -8,19 +8,14 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/order"
 )
 
-// The writes to seckill_order are idempotent on order_id and move a row only
-// forward, never out of a final status.
-
-// CreateQueuedOrder inserts o as QUEUED. A row with its order_id already there
-// (a retry, a row the door wrote) is returned unchanged; the buyer holding
-// another order for the item is ErrDuplicate.
+// CreateQueuedOrder inserts o as QUEUED, or returns its row already there; the
+// buyer holding another order for the item is ErrDuplicate.
 func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	o.ID, o.Status, o.Reason, o.PaidAt, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
@@ -38,9 +33,8 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	return existing, err
 }
 
-// SetOrderPaid moves a PENDING_PAYMENT order to PAID whatever its deadline
-// (the door judged it). A PAID order succeeds again; any other status is
-// order.ErrNotPayable, with the row.
+// SetOrderPaid moves a PENDING_PAYMENT (or PAID) order to PAID whatever its
+// deadline; any other status is order.ErrNotPayable, with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
 	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
@@ -58,19 +52,15 @@ func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error)
 	return o, nil
 }
 
-// RecordPayment is the buyer's payment judged at the door, one conditional
-// update: taken only if the order is userID's, unpaid, open and receivedAt is
-// before its deadline. PENDING_PAYMENT becomes PAID; with early, a QUEUED
-// order only records paid_at (the deduction makes it PAID: no row claims a
-// unit it does not hold). A paid order returns with changed false; otherwise
-// order.ErrNotPayable with the row, or order.ErrNotFound.
+// RecordPayment is the payment judged at the door, one conditional update:
+// an open, unpaid order of userID's received before its deadline becomes
+// PAID; with early, a QUEUED one only records paid_at (the deduction makes it
+// PAID). A paid order returns unchanged; else order.ErrNotPayable/ErrNotFound.
 func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, true)
 }
 
-// RecordCancel is the buyer's cancel judged at the door like RecordPayment:
-// the order becomes CANCELLED (BUYER_CANCELLED); cancelling twice or a paid
-// order is order.ErrNotPayable.
+// RecordCancel is RecordPayment's cancel: CANCELLED (BUYER_CANCELLED).
 func (s *Store) RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, false)
 }
@@ -112,19 +102,16 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.View().Status, order.ErrNotPayable)
 }
 
-// Early is the door's pay (Pay) or cancel of an order with no row yet; M is
-// the buyer's live Redis reservation.
+// Early is the door's pay or cancel of the reservation M, with no row yet.
 type Early struct {
 	M          order.Message
 	ReceivedAt time.Time
 	Pay        bool
 }
 
-// InsertEarly inserts, all or none, the rows of door decisions on orders
-// with no row yet: QUEUED with paid_at for a pay, CANCELLED for a cancel. A
-// plain INSERT: a row that appeared meanwhile makes it ErrDuplicate (the
-// caller then decides on that row). A decision after its deadline writes
-// nothing (order.ErrNotPayable).
+// InsertEarly inserts the rows of door decisions, all or none: QUEUED with
+// paid_at for a pay, CANCELLED for a cancel. A row already there is
+// ErrDuplicate; a decision after its deadline is order.ErrNotPayable.
 func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rows := make([]Order, len(ds))
@@ -151,8 +138,7 @@ func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	return rows, nil
 }
 
-// retryDeadlock runs a write again, a few times, when InnoDB rolled it back
-// as a deadlock victim (error 1213).
+// retryDeadlock retries a write InnoDB rolled back as a deadlock victim (1213).
 func retryDeadlock(ctx context.Context, write func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := write()
@@ -185,16 +171,17 @@ type CloseResult struct {
 	Refunded bool  // this call closed an order paid while QUEUED
 }
 
-// CloseOrder is the saga's compensation, one transaction that locks the
-// order row first (a pay at the door and the close serialize): a PAID row is
-// left alone; an open row is closed with c (a QUEUED row paid at the door:
-// REFUNDED); a missing row is inserted closed; an unrestored deduction gives
-// its unit back to the stock row, once.
+// CloseOrder is the saga's compensation in one transaction that locks the
+// order row: a PAID row is left alone; an open row is closed with c (paid
+// while QUEUED: REFUNDED); a missing one is inserted closed; an unrestored
+// deduction gives its unit back.
 func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult, error) {
 	if c.Status != order.StatusCancelled && c.Status != order.StatusFailed {
 		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
 	}
-	c.Reason = clip(c.Reason, 512) // VARCHAR(512)
+	if r := []rune(c.Reason); len(r) > 512 { // VARCHAR(512)
+		c.Reason = string(r[:512])
+	}
 	closed := Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	var out CloseResult
 	// READ COMMITTED: a locking read of a missing row takes no gap lock that
@@ -262,13 +249,6 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	return out, nil
 }
 
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
-}
-
 // FindOrder reads an order by its order id (order.ErrNotFound when none).
 func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
 	return orderRow(s.db.WithContext(ctx), orderID)
@@ -278,8 +258,8 @@ func orderRow(db *gorm.DB, orderID string) (Order, error) {
 	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
 }
 
-// ListUserOrders returns up to limit of a buyer's orders, newest first (ULID
-// order), those with an order id below before when it is not empty.
+// ListUserOrders returns up to limit of a buyer's orders below before (if
+// set), newest first.
 func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]Order, error) {
 	q := s.db.WithContext(ctx).Where("user_id = ?", userID)
 	if before != "" {
@@ -292,8 +272,7 @@ func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string,
 	return rows, nil
 }
 
-// CountOrders counts the orders of each item by status (an index-only
-// query). Items without orders are absent.
+// CountOrders counts the orders of each item by status (index only).
 func (s *Store) CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error) {
 	out := make(map[int64]map[order.Status]int64, len(itemIDs))
 	if len(itemIDs) == 0 {
@@ -318,8 +297,7 @@ func (s *Store) CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map
 	return out, nil
 }
 
-// DeductStock's refusals. ErrVersionConflict: every optimistic attempt lost
-// (a later retry may succeed); ErrOrderClosed: the order row is final or missing.
+// DeductStock's refusals (ErrVersionConflict: every optimistic attempt lost).
 var (
 	ErrStockExhausted  = errors.New("stock row exhausted")
 	ErrVersionConflict = errors.New("stock version conflict")
@@ -332,9 +310,8 @@ var (
 const deductAttempts = 50
 
 // DeductStock takes one unit from the stock row for the order and makes it
-// PENDING_PAYMENT (PAID when paid while QUEUED) with its deadline (else now +
-// window), at most once: the decrement, the stock_deduction marker and the
-// order's move are one transaction. deducted is false when it had already.
+// PENDING_PAYMENT (or PAID) with a deadline, at most once: decrement, marker
+// and move are one transaction. deducted is false when it had already.
 func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (_ Order, deducted bool, err error) {
 	// Optimistic writers of one row in one process would mostly lose to each
 	// other: they take turns; the version check guards against other processes.
@@ -435,8 +412,7 @@ func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
 	}
 }
 
-// restoreDeduction flips the order's deduction marker and gives its unit back
-// to the stock row; false when there is no unrestored marker.
+// restoreDeduction gives the order's deducted unit back, once.
 func restoreDeduction(tx *gorm.DB, orderID string) (bool, error) {
 	res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
 	if res.Error != nil {

@@ -19,8 +19,7 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// ErrDuplicate: the buyer holds another order for the item, or (InsertEarly)
-// a row holds one of its order ids.
+// ErrDuplicate: the buyer holds another order for the item (or the order ids are taken).
 var ErrDuplicate = errors.New("duplicate")
 
 type Store struct {
@@ -29,7 +28,6 @@ type Store struct {
 	rows rowLocks // one stock-row writer per item in this process
 }
 
-// Open connects and pings the database.
 func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	dsn, err := cfg.DSN()
 	if err != nil {
@@ -121,8 +119,7 @@ type Stock struct {
 
 func (Stock) TableName() string { return "stock" }
 
-// StockAdd is an applied add of units: AddID is the Redis add's id, Key the
-// request's Idempotency-Key, StockTotal the item's stock_total after it.
+// StockAdd is an applied add (Key: its Idempotency-Key; StockTotal: after it).
 type StockAdd struct {
 	AddID      string    `gorm:"column:add_id;primaryKey"`
 	ItemID     int64     `gorm:"column:item_id"`
@@ -151,8 +148,7 @@ type Order struct {
 
 func (Order) TableName() string { return "seckill_order" }
 
-// View is the row's order view: a QUEUED row paid at the door shows as PAID,
-// still settling.
+// View is the row's order view (paid while QUEUED: PAID, settling).
 func (o Order) View() order.View {
 	v := order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
 		Reason: o.Reason, PayBy: o.PayBy, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
@@ -162,8 +158,7 @@ func (o Order) View() order.View {
 	return v
 }
 
-// Reservation is the Redis reservation the order was made with, as far as
-// the row knows it (the repairs put it back from here).
+// Reservation is the order's Redis reservation as far as the row knows it.
 func (o Order) Reservation() order.Message {
 	m := order.Message{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: order.IDTime(o.OrderID, o.CreatedAt).UTC()}
 	if o.PayBy != nil {
