@@ -1,8 +1,6 @@
 // Package reconcile finds where Redis, MySQL and Temporal disagree about an
-// item's orders, and repairs what has one safe answer. A snapshot nominates
-// findings, one rule per kind of drift; every repair re-checks its premise
-// atomically as it writes (docs/runbook.md). Anything younger than the grace
-// is left alone.
+// item's orders and repairs what has one safe answer; every repair re-checks
+// its premise atomically as it writes (docs/runbook.md).
 package reconcile
 
 import (
@@ -97,8 +95,7 @@ type Sagas interface {
 	Woken(ctx context.Context, orderID string) (bool, error)
 }
 
-// Deps are the systems a reconciler reads and repairs. Sagas and Workflows
-// may be nil: the saga checks and repairs are then skipped.
+// Deps: Sagas and Workflows may be nil (the saga checks are then skipped).
 type Deps struct {
 	MySQL     MySQL
 	Units     Units
@@ -138,9 +135,8 @@ func (r *Reconciler) Run(ctx context.Context, items []int64, repair bool) (Repor
 	return rep, nil
 }
 
-// A rule nominates findings from a snapshot; confirm re-checks a finding's
-// premise as it acts, repairing when repair is set, and returns false (the
-// finding is dropped) when the premise is gone.
+// A rule nominates findings; confirm re-checks one's premise as it acts
+// (repairing when repair is set), false when the premise is gone.
 type rule struct {
 	find    func(it *snapshot.Item, grace time.Duration) []Finding
 	confirm func(r *Reconciler, ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error)
@@ -205,8 +201,8 @@ func (r *Reconciler) logged(f Finding) Finding {
 	return f
 }
 
-// heldOrdersWithoutReservation: a row that holds a unit (QUEUED too) keeps
-// its reservation until a close releases it after the row is final.
+// heldOrdersWithoutReservation: a row that holds a unit keeps its reservation
+// until a close releases it.
 func heldOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
@@ -218,8 +214,7 @@ func heldOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Find
 	return out
 }
 
-// putBack reads the reservation, then the row: a release needs a close
-// first, so "absent, then still held" is a loss.
+// putBack reads the reservation, then the row: a release needs a close first.
 func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair {
 		if _, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID); err != nil || held {
@@ -276,24 +271,20 @@ func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding
 		_, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID)
 		return held, err
 	}
-	var done bool
-	var err error
+	giveBack := r.d.Units.Release
+	f.Action = "unit released"
 	if strings.HasPrefix(o.Reason, order.ReasonStockExhausted) {
-		done, err = r.d.Units.Retire(ctx, it.ID, o.OrderID)
-		f.Action = "reservation retired (the stock row never had the unit)"
-	} else {
-		done, err = r.d.Units.Release(ctx, it.ID, o.OrderID)
-		f.Action = "unit released"
+		giveBack, f.Action = r.d.Units.Retire, "reservation retired (the stock row never had the unit)"
 	}
-	if err != nil || !done {
+	if done, err := giveBack(ctx, it.ID, o.OrderID); err != nil || !done {
 		return false, err
 	}
 	f.Repaired = true
 	return true, nil
 }
 
-// lostHandoffs: a reservation whose message no saga will ever get (a QUEUED
-// row the door wrote waits for a saga like no row at all).
+// lostHandoffs: a reservation whose message no saga will get (a QUEUED row
+// the door wrote counts as no row).
 func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for id, m := range it.Redis.Reservations {
@@ -318,8 +309,7 @@ func handoffLost(it *snapshot.Item, id string, m order.Message, grace time.Durat
 	return (!row || o.Status == order.StatusQueued) && !saga && !it.Outbox[id] && it.Age(id, m.ReservedAt) > grace
 }
 
-// startSaga: starting a saga that exists is a no-op; PersistOrder adopts a
-// row the door wrote.
+// startSaga: starting a saga that exists is a no-op.
 func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair || r.d.Sagas == nil {
 		return true, nil
@@ -335,8 +325,7 @@ func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Findin
 	return true, nil
 }
 
-// sagasOfFinalOrders: before WakesBy plus the grace, the saga's wake may
-// still be on its way.
+// sagasOfFinalOrders: before WakesBy plus the grace, the wake may be on its way.
 func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 	if !it.WorkflowsRead {
 		return nil
@@ -353,8 +342,7 @@ func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// wakeSaga: a woken saga follows the row. One that already holds a wake is
-// left alone: another would repair nothing.
+// wakeSaga: a woken saga follows the row; one already woken is left alone.
 func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if r.d.Sagas == nil {
 		return true, nil
@@ -384,8 +372,7 @@ func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
-// stuckQueued counts the grace from the row's creation; a lost handoff is
-// left to that rule.
+// stuckQueued counts the grace from the row's creation.
 func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
@@ -400,9 +387,8 @@ func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// rowsBehindSagas: a closed saga whose row is missing (completed only) or
-// still open; a saga writes its row final before it closes, so only a row
-// MySQL lost (a restore) looks like this.
+// rowsBehindSagas: a closed saga whose row is missing or open, which only a
+// row MySQL lost (a restore) looks like: a saga writes it final first.
 func rowsBehindSagas(it *snapshot.Item, _ time.Duration) []Finding {
 	var out []Finding
 	for _, w := range it.Workflows {
@@ -442,8 +428,7 @@ func stockRowOffDeductions(it *snapshot.Item, _ time.Duration) []Finding {
 		row, total, unrestored, total-unrestored), Action: "report only: MySQL is the ground truth; ask an engineer"}}
 }
 
-// recount compares stock_left with the stock row minus the reservations not
-// deducted yet, under store.FenceStock.
+// recount compares stock_left with what Recount wants, under store.FenceStock.
 func (r *Reconciler) recount(ctx context.Context, it *snapshot.Item, repair bool) (*Finding, error) {
 	var oldLeft, want, row int64
 	mode := stock.Check

@@ -1,7 +1,6 @@
 // Package snapshot reads one item's world (MySQL, Redis, its outbox, its
-// sagas) into one Item for the invariant checker and the reconciler. Each
-// system is read in one consistent step, going the pipeline backwards, so a
-// cross-system rule errs on the side of "not yet".
+// sagas) into one Item, each system in one step, going the pipeline backwards
+// so that a cross-system rule errs on the side of "not yet".
 package snapshot
 
 import (
@@ -113,15 +112,13 @@ func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob 
 // Live reports whether an order status holds a unit (PENDING_PAYMENT, PAID).
 func Live(s order.Status) bool { return s == order.StatusPendingPayment || s == order.StatusPaid }
 
-// Released reports whether an order status gave its unit back (CANCELLED,
-// FAILED) or never held a stock-row unit (REFUNDED).
+// Released: the status gave its unit back or never held one (REFUNDED).
 func Released(s order.Status) bool {
 	return s == order.StatusCancelled || s == order.StatusFailed || s == order.StatusRefunded
 }
 
-// WakesBy is when a running saga of a final order wakes on its own at the
-// latest: pay_by + order.PayGrace, or, without a deadline (its own saga
-// closed it), the row's last update.
+// WakesBy is when a saga of a final order wakes on its own at the latest:
+// pay_by + order.PayGrace, or without one the row's last update.
 func WakesBy(o store.Order) time.Time {
 	if o.PayBy != nil {
 		return o.PayBy.Add(order.PayGrace)
@@ -156,9 +153,8 @@ const (
 	DefaultBackoff     = time.Second
 )
 
-// TemporalLister lists an item's order workflows through the visibility API
-// (`SeckillItemId = N`). Each page call has its own timeout and is retried
-// with backoff from its own page token.
+// TemporalLister lists an item's order workflows (`SeckillItemId = N`), each
+// page with its own timeout, retried with backoff from its token.
 type TemporalLister struct {
 	Client      Temporal
 	Namespace   string
