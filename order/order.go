@@ -22,14 +22,12 @@ const (
 	StatusRefunded       Status = "REFUNDED"  // paid while QUEUED, the stock row had no unit: payment given back
 )
 
-// Holds reports whether an order with the status holds a unit (QUEUED: not
-// yet taken from the stock row).
+// Holds reports whether the status holds a unit (QUEUED: not yet from the stock row).
 func (s Status) Holds() bool {
 	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
 }
 
-// Final reports whether the status cannot change (but a settling PAID view
-// can become REFUNDED).
+// Final: the status cannot change (but a settling PAID view can become REFUNDED).
 func (s Status) Final() bool {
 	return s == StatusPaid || s == StatusCancelled || s == StatusFailed || s == StatusRefunded
 }
@@ -60,17 +58,14 @@ func IDTime(id string, fallback time.Time) time.Time {
 
 // Message is the body of a message on the seckill-orders topic (key: the order id).
 type Message struct {
-	OrderID    string    `json:"order_id"`
-	ItemID     int64     `json:"item_id"`
-	UserID     int64     `json:"user_id"`
-	ReservedAt time.Time `json:"reserved_at"`
-	// PayBy is the payment deadline, computed by the API that reserved the
-	// unit; when nil, the saga sets it as it takes the unit.
-	PayBy *time.Time `json:"pay_by,omitempty"`
+	OrderID    string     `json:"order_id"`
+	ItemID     int64      `json:"item_id"`
+	UserID     int64      `json:"user_id"`
+	ReservedAt time.Time  `json:"reserved_at"`
+	PayBy      *time.Time `json:"pay_by,omitempty"` // nil: the saga sets it as it takes the unit
 }
 
-// Deadline returns the payment deadline of an order reserved at reservedAt,
-// at the order row's millisecond precision.
+// Deadline is the payment deadline, at the order row's millisecond precision.
 func Deadline(reservedAt time.Time, windowSeconds int) time.Time {
 	return reservedAt.Add(time.Duration(windowSeconds) * time.Second).UTC().Truncate(time.Millisecond)
 }
@@ -116,8 +111,7 @@ type View struct {
 // Settled reports whether the view can no longer change.
 func (v View) Settled() bool { return v.Status.Final() && !v.Settling }
 
-// Rank orders views of one order by how far along they are: a published
-// view never replaces one of a higher rank.
+// Rank: a published view never replaces one of a higher rank.
 func (v View) Rank() int {
 	switch {
 	case v.Settled():
@@ -130,9 +124,8 @@ func (v View) Rank() int {
 	return 0
 }
 
-// PayGrace is how long after an order's deadline the saga waits before it
-// closes it unpaid, so that a pay received in time lands first. The hosts'
-// clocks must agree to well within it.
+// PayGrace is how long after the deadline the saga waits before it closes an
+// order unpaid (a pay received in time lands first); clocks must agree within it.
 const PayGrace = 10 * time.Second
 
 // DoorLimit bounds a pay's or cancel's work at the door (then 503): half of

@@ -1,6 +1,5 @@
-// Package orderstatus is the order's latest view in Redis, and the pub/sub
-// channel that carries it to every API instance. A view expires after TTL;
-// a reader that finds none falls back to MySQL.
+// Package orderstatus is the order's latest view in Redis (until TTL; then
+// MySQL), and the channel that carries it to every API instance.
 package orderstatus
 
 import (
@@ -51,8 +50,7 @@ func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
 	return err
 }
 
-// PublishAll is PublishStatus of several views in one round trip, reporting
-// which were stored.
+// PublishAll is PublishStatus of several views in one round trip, reporting which were stored.
 func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, error) {
 	if len(views) == 0 {
 		return nil, nil
@@ -97,8 +95,7 @@ func (b *Board) Status(ctx context.Context, orderID string) (order.View, bool, e
 	return decodeView(orderID, b.rdb.Get(ctx, keyspace.Order(b.prefix, orderID)))
 }
 
-// Statuses is Status of several orders in one round trip (the zero View
-// where there is none).
+// Statuses is Status of several orders in one round trip (zero Views for none).
 func (b *Board) Statuses(ctx context.Context, orderIDs []string) ([]order.View, error) {
 	cmds := make([]*redis.StringCmd, len(orderIDs))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -1,5 +1,4 @@
-// Package outbox reads the items' outbox streams (docs/handoff.md) for the
-// relay. An entry is deleted once the broker took it.
+// Package outbox reads the items' outbox streams (docs/handoff.md) for the relay.
 package outbox
 
 import (
@@ -23,8 +22,7 @@ func New(rdb redis.UniversalClient, prefix string) *Stream { return &Stream{rdb:
 
 func (s *Stream) key(itemID int64) string { return keyspace.ItemKeys(s.prefix, itemID).Outbox }
 
-// OrderIDs returns the order ids of every entry in the item's stream,
-// delivered or not.
+// OrderIDs returns the order ids of every entry in the stream, delivered or not.
 func (s *Stream) OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error) {
 	msgs, err := s.rdb.XRange(ctx, s.key(itemID), "-", "+").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -62,8 +60,7 @@ func (s *Stream) EnsureGroup(ctx context.Context, itemID int64, group string) er
 	return nil
 }
 
-// IsNoGroup reports whether err says the stream has no such consumer group
-// (the stream was lost and re-created); EnsureGroup makes it again.
+// IsNoGroup: the stream lost its consumer group (EnsureGroup makes it again).
 func IsNoGroup(err error) bool { return err != nil && strings.Contains(err.Error(), "NOGROUP") }
 
 // Read delivers up to count entries to consumer: with pending, those
@@ -100,8 +97,7 @@ func (s *Stream) Claim(ctx context.Context, itemID int64, group, consumer string
 	return toEntries(msgs), nil
 }
 
-// Touch resets the idle time of entries this consumer still works on, so
-// that no other instance claims them.
+// Touch resets the idle time of entries still worked on, so none claims them.
 func (s *Stream) Touch(ctx context.Context, itemID int64, group, consumer string, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
@@ -113,8 +109,7 @@ func (s *Stream) Touch(ctx context.Context, itemID int64, group, consumer string
 	return nil
 }
 
-// Ack acknowledges published entries and deletes them, in one transaction,
-// so the stream's length is the unpublished backlog.
+// Ack acknowledges published entries and deletes them, in one transaction.
 func (s *Stream) Ack(ctx context.Context, itemID int64, group string, ids ...string) error {
 	if len(ids) == 0 {
 		return nil

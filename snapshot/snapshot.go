@@ -48,15 +48,14 @@ type Sources struct {
 }
 
 type Item struct {
-	ID        int64
-	At        time.Time // when the MySQL read began
-	MySQL     store.ItemState
-	Redis     stock.ItemState
-	Outbox    map[string]bool // nil when not read
-	Workflows []Workflow
-	// WorkflowsRead says the sagas were listed, WorkflowsErr why not.
+	ID            int64
+	At            time.Time // when the MySQL read began
+	MySQL         store.ItemState
+	Redis         stock.ItemState
+	Outbox        map[string]bool // nil when not read
+	Workflows     []Workflow
 	WorkflowsRead bool
-	WorkflowsErr  error
+	WorkflowsErr  error // why the sagas were not listed
 
 	Orders     map[string]store.Order          // by order id
 	Deductions map[string]store.StockDeduction // by order id
