@@ -126,7 +126,6 @@ func (s *Stream) Ack(ctx context.Context, itemID int64, group string, ids ...str
 	return nil
 }
 
-// Len returns the number of entries not yet published.
 func (s *Stream) Len(ctx context.Context, itemID int64) (int64, error) {
 	n, err := s.rdb.XLen(ctx, s.key(itemID)).Result()
 	if err != nil {

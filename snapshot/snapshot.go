@@ -130,7 +130,6 @@ func (it *Item) Age(orderID string, created time.Time) time.Duration {
 	return it.At.Sub(order.IDTime(orderID, created))
 }
 
-// Workflow is one order workflow as the visibility API lists it.
 type Workflow struct {
 	WorkflowID string `json:"workflow_id"`
 	OrderID    string `json:"order_id"`

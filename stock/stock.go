@@ -16,7 +16,6 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Reservation outcomes other than success.
 var (
 	ErrSoldOut   = errors.New("sold out")
 	ErrNotLoaded = errors.New("item stock not loaded in redis")
@@ -214,7 +213,6 @@ func decodeReservation(orderID string, c *redis.StringCmd) (order.Message, bool,
 	return m, err == nil, err
 }
 
-// BuyerOrder returns the order id the buyer holds for the item, if any.
 func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error) {
 	id, err := s.rdb.HGet(ctx, s.ItemKeys(itemID).Buyers, strconv.FormatInt(userID, 10)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -358,7 +356,6 @@ func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.ItemEvents(s.prefix), fn)
 }
 
-// Pulse is an item's live figures in Redis.
 type Pulse struct {
 	Left   int64 // stock_left
 	Loaded bool  // false when the stock key is missing

@@ -57,7 +57,6 @@ func stockRow(db *gorm.DB, itemID int64) (Stock, error) {
 	return take[Stock](db, order.ErrItemNotFound, "stock row of item "+strconv.FormatInt(itemID, 10), "item_id = ?", itemID)
 }
 
-// ListItems returns every item, newest first.
 func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	var items []Item
 	if err := s.db.WithContext(ctx).Order("id DESC").Find(&items).Error; err != nil {
