@@ -79,8 +79,7 @@ func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	}
 }
 
-// runBatches runs the item's pending batches: the first on the caller's
-// goroutine (it is in it), later ones on a new one.
+// runBatches runs the item's pending batches, the first on the caller's goroutine.
 func (s *Store) runBatches(itemID int64, first bool) {
 	b := &s.batch
 	for {
@@ -108,8 +107,7 @@ func (s *Store) runBatches(itemID int64, first bool) {
 	}
 }
 
-// execBatch reserves a batch in one script call, then stores the QUEUED view
-// of each unit taken before any buyer is answered.
+// execBatch reserves a batch, then stores the QUEUED views, then answers.
 func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	k := s.ItemKeys(itemID)
 	keys := []string{k.Stock, k.Buyers, k.Orders, k.Outbox}
@@ -193,8 +191,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	return append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
 }
 
-// runScript runs the reserve script; with UseReplicaWait, on the item's
-// master followed by WAIT on the same connection.
+// runScript runs the reserve script (with UseReplicaWait: and WAIT, on the master).
 func (s *Store) runScript(ctx context.Context, key string, keys []string, args []any) ([]any, error) {
 	if s.wait.replicas <= 0 {
 		vals, err := reserveScript.Run(ctx, s.rdb, keys, args...).Slice()

@@ -60,8 +60,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 
 func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(s.prefix, itemID) }
 
-// WatchUnitsBack calls fn with the item id of every unit that comes back,
-// until ctx ends.
+// WatchUnitsBack calls fn with the item of every unit that comes back, until ctx ends.
 func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.StockEvents(s.prefix), fn)
 }
@@ -181,8 +180,7 @@ func (s *Store) Reservation(ctx context.Context, itemID int64, orderID string) (
 	return decodeReservation(orderID, s.rdb.HGet(ctx, s.ItemKeys(itemID).Orders, orderID))
 }
 
-// Reservations is Reservation of orderIDs[i] of itemIDs[i] in one round trip
-// (the zero Message where there is none).
+// Reservations is Reservation of orderIDs[i] of itemIDs[i] in one round trip.
 func (s *Store) Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error) {
 	i := 0
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {

@@ -227,7 +227,6 @@ func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order
 	return ran, err
 }
 
-// HeldOrders returns the item's orders that hold a unit.
 func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
 	var rows []Order
 	err := s.db.WithContext(ctx).Where("item_id = ? AND status IN ?", itemID,

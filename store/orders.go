@@ -258,8 +258,7 @@ func orderRow(db *gorm.DB, orderID string) (Order, error) {
 	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
 }
 
-// ListUserOrders returns up to limit of a buyer's orders below before (if
-// set), newest first.
+// ListUserOrders returns up to limit of a buyer's orders below before, newest first.
 func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]Order, error) {
 	q := s.db.WithContext(ctx).Where("user_id = ?", userID)
 	if before != "" {
