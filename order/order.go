@@ -1,5 +1,5 @@
-// Package order holds the vocabulary every stage of the pipeline shares: order
-// ids, statuses, the queue message and the order view returned to buyers.
+// Package order holds the vocabulary every stage shares: order ids,
+// statuses, the queue message and the order view.
 package order
 
 import (
@@ -11,44 +11,35 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// Status is the lifecycle state of an order.
 type Status string
 
-// The statuses, in the order an order moves through them.
 const (
 	StatusQueued         Status = "QUEUED"          // reserved in Redis, message not yet turned into a saga
 	StatusPendingPayment Status = "PENDING_PAYMENT" // persisted, stock taken, waiting for payment
 	StatusPaid           Status = "PAID"
 	StatusCancelled      Status = "CANCELLED" // buyer cancelled or payment timed out; unit released
 	StatusFailed         Status = "FAILED"    // a step failed for good; unit released
-	// StatusRefunded: paid while QUEUED, and the stock row had no unit for
-	// it (a phantom unit after a Redis failover): the payment is given back.
-	StatusRefunded Status = "REFUNDED"
+	StatusRefunded       Status = "REFUNDED"  // paid while QUEUED, the stock row had no unit: payment given back
 )
 
-// Holds reports whether an order with the status holds a unit: reserved and
-// not given back (QUEUED, its stock-row unit not taken yet; PENDING_PAYMENT
-// and PAID, taken). Its Redis reservation stays until a close releases it.
+// Holds reports whether the status holds a unit (QUEUED: not yet from the stock row).
 func (s Status) Holds() bool {
 	return s == StatusQueued || s == StatusPendingPayment || s == StatusPaid
 }
 
-// Final reports whether no further change can happen to the status. A PAID
-// view that is still settling (View.Settling) can yet become REFUNDED.
+// Final: the status cannot change (but a settling PAID view can become REFUNDED).
 func (s Status) Final() bool {
 	return s == StatusPaid || s == StatusCancelled || s == StatusFailed || s == StatusRefunded
 }
 
-// The vocabulary's errors: one per missing entity (every layer wraps these,
-// the API maps them to HTTP once) and the refusal of a pay or cancel.
+// Every layer wraps these; the API maps them to HTTP.
 var (
 	ErrNotFound     = errors.New("order not found")
 	ErrItemNotFound = errors.New("item not found")
 	ErrNotPayable   = errors.New("order is no longer pending payment")
 )
 
-// NewID returns a new order id: a ULID, unique across instances and restarts
-// (80 random bits) and ordered by creation time (48-bit millisecond prefix).
+// NewID returns a new order id: a ULID, unique and ordered by creation time.
 func NewID() string { return ulid.Make().String() }
 
 // ValidID reports whether id looks like an order id made by NewID.
@@ -65,21 +56,16 @@ func IDTime(id string, fallback time.Time) time.Time {
 	return fallback
 }
 
-// Message is the body of a message on the seckill-orders topic. Its key is
-// the order id.
+// Message is the body of a message on the seckill-orders topic (key: the order id).
 type Message struct {
-	OrderID    string    `json:"order_id"`
-	ItemID     int64     `json:"item_id"`
-	UserID     int64     `json:"user_id"`
-	ReservedAt time.Time `json:"reserved_at"`
-	// PayBy is the payment deadline (Deadline), computed once by the API that
-	// reserved the unit; when nil, the saga sets it as it takes the unit.
-	PayBy *time.Time `json:"pay_by,omitempty"`
+	OrderID    string     `json:"order_id"`
+	ItemID     int64      `json:"item_id"`
+	UserID     int64      `json:"user_id"`
+	ReservedAt time.Time  `json:"reserved_at"`
+	PayBy      *time.Time `json:"pay_by,omitempty"` // nil: the saga sets it as it takes the unit
 }
 
-// Deadline returns the payment deadline of an order reserved at reservedAt
-// for an item whose window is windowSeconds, at the millisecond precision
-// of the order row (so every reader sees the same instant).
+// Deadline is the payment deadline, at the order row's millisecond precision.
 func Deadline(reservedAt time.Time, windowSeconds int) time.Time {
 	return reservedAt.Add(time.Duration(windowSeconds) * time.Second).UTC().Truncate(time.Millisecond)
 }
@@ -109,29 +95,23 @@ func (m Message) QueuedView() View {
 
 // View is an order as the API returns it and as the saga publishes it.
 type View struct {
-	OrderID string `json:"order_id"`
-	ItemID  int64  `json:"item_id"`
-	UserID  int64  `json:"user_id"`
-	Status  Status `json:"status"`
-	Reason  string `json:"reason"`
-	// PayBy is the payment deadline (RFC 3339), from the 202 on: a pay or
-	// cancel the API receives before it is taken.
-	PayBy *time.Time `json:"pay_by,omitempty"`
-	// Settling is true on a PAID order paid while QUEUED whose stock-row
-	// unit is not taken yet: it settles PAID, or REFUNDED if the row has
-	// none. Event streams stay open until it is settled.
+	OrderID string     `json:"order_id"`
+	ItemID  int64      `json:"item_id"`
+	UserID  int64      `json:"user_id"`
+	Status  Status     `json:"status"`
+	Reason  string     `json:"reason"`
+	PayBy   *time.Time `json:"pay_by,omitempty"`
+	// Settling: PAID while QUEUED, its stock-row unit not taken yet; it
+	// settles PAID, or REFUNDED if the row has none.
 	Settling  bool      `json:"settling,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Settled reports whether the view can no longer change: a final status
-// that is not a PAID still settling.
+// Settled reports whether the view can no longer change.
 func (v View) Settled() bool { return v.Status.Final() && !v.Settling }
 
-// Rank orders views of one order by how far along they are: a published
-// view never replaces one of a higher rank (QUEUED 0, PENDING_PAYMENT 1, a
-// PAID still settling 2, any settled final status 3).
+// Rank: a published view never replaces one of a higher rank.
 func (v View) Rank() int {
 	switch {
 	case v.Settled():
@@ -144,21 +124,15 @@ func (v View) Rank() int {
 	return 0
 }
 
-// PayGrace is how long after an order's deadline the saga waits before it
-// closes the order unpaid: a pay the API received in time but is still
-// writing (bounded by DoorLimit, well under this) lands first.
-// Clocks of the API hosts, the database and the Temporal server must agree
-// to well within it (NTP).
+// PayGrace is how long after the deadline the saga waits before it closes an
+// order unpaid (a pay received in time lands first); clocks must agree within it.
 const PayGrace = 10 * time.Second
 
-// DoorLimit bounds a pay's or cancel's work at the door: past it the API
-// answers 503 (not recorded in time). Half of PayGrace, so that a pay received
-// before pay_by is recorded, or its buyer told to try again, before the saga
-// may close the order.
+// DoorLimit bounds a pay's or cancel's work at the door (then 503): half of
+// PayGrace, so it is done before the saga may close the order.
 const DoorLimit = PayGrace / 2
 
-// Reasons recorded with CANCELLED and FAILED orders (seckill_order.reason
-// starts with one of them).
+// Reasons recorded with CANCELLED and FAILED orders (a prefix of seckill_order.reason).
 const (
 	ReasonPaymentTimeout    = "PAYMENT_TIMEOUT"
 	ReasonBuyerCancelled    = "BUYER_CANCELLED"

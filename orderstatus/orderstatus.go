@@ -1,7 +1,5 @@
-// Package orderstatus is the order's latest view in Redis for the API, and
-// the pub/sub channel that carries it to every API instance's event streams.
-// The database stays the record: a view expires after TTL, and a reader that
-// finds none falls back to MySQL.
+// Package orderstatus is the order's latest view in Redis (until TTL; then
+// MySQL), and the channel that carries it to every API instance.
 package orderstatus
 
 import (
@@ -28,9 +26,7 @@ type Board struct {
 
 func New(rdb redis.UniversalClient, prefix string) *Board { return &Board{rdb: rdb, prefix: prefix} }
 
-// MarkQueued stores the QUEUED view of a fresh order unless a later one was
-// already published (SET NX): GET order can then answer for an order whose
-// id does not say which item it belongs to.
+// MarkQueued stores the QUEUED view of a fresh order unless one is there.
 func (b *Board) MarkQueued(ctx context.Context, v order.View) error {
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -47,16 +43,14 @@ var publishLua string
 
 var publishScript = redis.NewScript(publishLua)
 
-// PublishStatus stores the order's latest view and announces it, unless the
-// view stored is further along (publish.lua): views only move forward,
-// whatever order the saga and the door publish them in.
+// PublishStatus stores the order's view and announces it, unless the view
+// stored is further along (publish.lua).
 func (b *Board) PublishStatus(ctx context.Context, v order.View) error {
 	_, err := b.PublishAll(ctx, []order.View{v})
 	return err
 }
 
-// PublishAll is PublishStatus of several views in one round trip,
-// reporting which were stored (false: the view stored was further along).
+// PublishAll is PublishStatus of several views in one round trip, reporting which were stored.
 func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, error) {
 	if len(views) == 0 {
 		return nil, nil
@@ -70,14 +64,14 @@ func (b *Board) PublishAll(ctx context.Context, views []order.View) ([]bool, err
 	}
 	cmds := make([]*redis.Cmd, len(views))
 	run := func(eval bool) {
+		call := publishScript.EvalSha
+		if eval {
+			call = publishScript.Eval
+		}
 		_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, v := range views {
 				keys, args := []string{keyspace.Order(b.prefix, v.OrderID)}, []any{bodies[i], v.Rank(), int64(TTL / time.Second), keyspace.OrderEvents(b.prefix)}
-				if eval {
-					cmds[i] = publishScript.Eval(ctx, p, keys, args...)
-				} else {
-					cmds[i] = publishScript.EvalSha(ctx, p, keys, args...)
-				}
+				cmds[i] = call(ctx, p, keys, args...)
 			}
 			return nil
 		})
@@ -101,8 +95,7 @@ func (b *Board) Status(ctx context.Context, orderID string) (order.View, bool, e
 	return decodeView(orderID, b.rdb.Get(ctx, keyspace.Order(b.prefix, orderID)))
 }
 
-// Statuses is Status of several orders in one round trip (the zero View
-// where there is none).
+// Statuses is Status of several orders in one round trip (zero Views for none).
 func (b *Board) Statuses(ctx context.Context, orderIDs []string) ([]order.View, error) {
 	cmds := make([]*redis.StringCmd, len(orderIDs))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -136,8 +129,7 @@ func decodeView(orderID string, c *redis.StringCmd) (order.View, bool, error) {
 	return v, true, nil
 }
 
-// Watch calls fn with every view published until ctx ends; what a reconnect
-// loses a reader catches up by polling Status.
+// Watch calls fn with every view published until ctx ends.
 func (b *Board) Watch(ctx context.Context, fn func(order.View)) {
 	redisx.Listen(ctx, b.rdb, keyspace.OrderEvents(b.prefix), func(payload string) {
 		var v order.View

@@ -1,6 +1,4 @@
-// Package outbox reads the items' outbox streams (docs/handoff.md) for the
-// relay. An entry is acknowledged and deleted once the broker took it, so a
-// stream's length is its unpublished backlog.
+// Package outbox reads the items' outbox streams (docs/handoff.md) for the relay.
 package outbox
 
 import (
@@ -15,7 +13,6 @@ import (
 	"github.com/seckill/seckill/internal/keyspace"
 )
 
-// Stream is the outbox of every item under one key prefix.
 type Stream struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -25,8 +22,7 @@ func New(rdb redis.UniversalClient, prefix string) *Stream { return &Stream{rdb:
 
 func (s *Stream) key(itemID int64) string { return keyspace.ItemKeys(s.prefix, itemID).Outbox }
 
-// OrderIDs returns the order ids of every entry in the item's stream,
-// delivered or not (the reconciler's view of what is still on its way).
+// OrderIDs returns the order ids of every entry in the stream, delivered or not.
 func (s *Stream) OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error) {
 	msgs, err := s.rdb.XRange(ctx, s.key(itemID), "-", "+").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -55,8 +51,7 @@ func toEntries(msgs []redis.XMessage) []Entry {
 	return out
 }
 
-// EnsureGroup creates the consumer group on the item's outbox stream (and
-// the stream), reading from the first entry; an existing group stays as it is.
+// EnsureGroup creates the consumer group (and the stream) unless it exists.
 func (s *Stream) EnsureGroup(ctx context.Context, itemID int64, group string) error {
 	err := s.rdb.XGroupCreateMkStream(ctx, s.key(itemID), group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
@@ -65,24 +60,17 @@ func (s *Stream) EnsureGroup(ctx context.Context, itemID int64, group string) er
 	return nil
 }
 
-// IsNoGroup reports whether err says the outbox stream has no such consumer
-// group: the stream was lost and re-created (Redis restarted without its
-// data, a failover, a key deleted by hand). EnsureGroup makes it again.
+// IsNoGroup: the stream lost its consumer group (EnsureGroup makes it again).
 func IsNoGroup(err error) bool { return err != nil && strings.Contains(err.Error(), "NOGROUP") }
 
-// Read delivers up to count entries to consumer. With pending true it
-// returns the entries already delivered to this consumer and not yet acked
-// (what a previous life of the same consumer left); otherwise new entries,
-// waiting up to block for one (0: do not wait).
+// Read delivers up to count entries to consumer: with pending, those
+// delivered to it and not yet acked; else new ones, waiting up to block.
 func (s *Stream) Read(ctx context.Context, itemID int64, group, consumer string, count int64, block time.Duration, pending bool) ([]Entry, error) {
 	id := ">"
 	if pending {
 		id = "0"
 	}
-	args := &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{s.key(itemID), id},
-		Count: count, Block: block,
-	}
+	args := &redis.XReadGroupArgs{Group: group, Consumer: consumer, Streams: []string{s.key(itemID), id}, Count: count, Block: block}
 	if block <= 0 {
 		args.Block = -1 // go-redis: negative means no BLOCK argument
 	}
@@ -99,37 +87,29 @@ func (s *Stream) Read(ctx context.Context, itemID int64, group, consumer string,
 	return toEntries(res[0].Messages), nil
 }
 
-// Claim takes over up to count entries that another consumer received
-// and left unacknowledged for at least minIdle (an instance that died).
+// Claim takes over up to count entries another consumer left unacked for minIdle.
 func (s *Stream) Claim(ctx context.Context, itemID int64, group, consumer string, minIdle time.Duration, count int64) ([]Entry, error) {
-	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: s.key(itemID), Group: group, Consumer: consumer,
-		MinIdle: minIdle, Start: "0-0", Count: count,
-	}).Result()
+	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: s.key(itemID), Group: group, Consumer: consumer,
+		MinIdle: minIdle, Start: "0-0", Count: count}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox of item %d: %w", itemID, err)
 	}
 	return toEntries(msgs), nil
 }
 
-// Touch resets the idle time of entries this consumer still works on
-// (a send retried while the broker is down), so that other instances do not
-// claim them from a live relay.
+// Touch resets the idle time of entries still worked on, so none claims them.
 func (s *Stream) Touch(ctx context.Context, itemID int64, group, consumer string, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.rdb.XClaimJustID(ctx, &redis.XClaimArgs{
-		Stream: s.key(itemID), Group: group, Consumer: consumer, MinIdle: 0, Messages: ids,
-	}).Err()
+	err := s.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: s.key(itemID), Group: group, Consumer: consumer, Messages: ids}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("touch outbox entries of item %d: %w", itemID, err)
 	}
 	return nil
 }
 
-// Ack acknowledges published entries and deletes them from the stream,
-// in one transaction, so the stream length is the unpublished backlog.
+// Ack acknowledges published entries and deletes them, in one transaction.
 func (s *Stream) Ack(ctx context.Context, itemID int64, group string, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
@@ -146,7 +126,6 @@ func (s *Stream) Ack(ctx context.Context, itemID int64, group string, ids ...str
 	return nil
 }
 
-// Len returns the number of entries not yet published.
 func (s *Stream) Len(ctx context.Context, itemID int64) (int64, error) {
 	n, err := s.rdb.XLen(ctx, s.key(itemID)).Result()
 	if err != nil {

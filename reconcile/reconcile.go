@@ -1,9 +1,6 @@
 // Package reconcile finds where Redis, MySQL and Temporal disagree about an
-// item's orders, and repairs what has one safe answer. A run judges one
-// snapshot of the item (package snapshot) with one small rule per kind of
-// drift; the snapshot only nominates: every repair re-checks its premise
-// atomically as it writes (docs/runbook.md, "Why --repair is safe"). Anything
-// younger than the grace is left alone: the pipeline's own latency is not drift.
+// item's orders and repairs what has one safe answer; every repair re-checks
+// its premise atomically as it writes (docs/runbook.md).
 package reconcile
 
 import (
@@ -22,8 +19,7 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// Kinds of drift; docs/runbook.md tabulates what each means and what
-// --repair does. A repair is named after the colon; "report" has none.
+// Kinds of drift (docs/runbook.md); the repair follows the colon.
 const (
 	LostHandoff         = "lost_handoff"                 // reserved, no outbox entry, no saga, no row (or the door's QUEUED one): start the saga
 	SagaForFinalOrder   = "saga_running_for_final_order" // running past its own wake for a final row: wake it
@@ -36,7 +32,6 @@ const (
 	OpenOrderSagaClosed = "open_order_saga_closed"       // an open row behind its closed saga (a restore): report
 )
 
-// Kinds lists every kind of drift.
 var Kinds = []string{LostHandoff, SagaForFinalOrder, RedisStock, StockRow, StuckQueued, PaidUnitOnSale, FinalUnitHeld,
 	RowLost, OpenOrderSagaClosed}
 
@@ -54,12 +49,10 @@ type Report struct {
 	Items    []int64   `json:"items"`
 	Repair   bool      `json:"repair"`
 	Findings []Finding `json:"findings"`
-	// Unchecked names the items whose sagas could not be listed: the rules
-	// that need them were skipped, so "no finding" does not mean no drift.
+	// Unchecked: items whose sagas could not be listed, their rules skipped.
 	Unchecked []Unchecked `json:"unchecked,omitempty"`
 }
 
-// Unchecked is an item whose saga checks a run skipped, and why.
 type Unchecked struct {
 	ItemID int64  `json:"item_id"`
 	Reason string `json:"reason"`
@@ -75,8 +68,7 @@ func (r Report) Remaining() int {
 	return n
 }
 
-// MySQL is the database side (store.Store): the snapshot, and the locks the
-// repairs re-check their premises under.
+// MySQL is store.Store: the snapshot, and the locks the repairs re-check under.
 type MySQL interface {
 	snapshot.MySQL
 	ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error)
@@ -86,7 +78,7 @@ type MySQL interface {
 		fn func(row store.Stock, deducted []string) error) (bool, error)
 }
 
-// Units is the Redis side (stock.Store).
+// Units is stock.Store.
 type Units interface {
 	snapshot.Redis
 	Reservation(ctx context.Context, itemID int64, orderID string) (order.Message, bool, error)
@@ -103,14 +95,7 @@ type Sagas interface {
 	Woken(ctx context.Context, orderID string) (bool, error)
 }
 
-var (
-	_ MySQL = (*store.Store)(nil)
-	_ Units = (*stock.Store)(nil)
-	_ Sagas = (*workflows.Client)(nil)
-)
-
-// Deps are the systems a reconciler reads and repairs. Sagas and Workflows
-// may be nil: the saga checks and repairs are then skipped.
+// Deps: Sagas and Workflows may be nil (the saga checks are then skipped).
 type Deps struct {
 	MySQL     MySQL
 	Units     Units
@@ -125,8 +110,8 @@ type Reconciler struct {
 	log   *slog.Logger
 }
 
-// New returns a reconciler. grace is how old an order must be before its
-// missing pieces count as drift (the pipeline's own latency is not loss).
+// New returns a reconciler; grace is how old an order must be before its
+// missing pieces count as drift.
 func New(d Deps, grace time.Duration, log *slog.Logger) *Reconciler {
 	return &Reconciler{d: d, grace: grace, log: log.With("component", "reconcile")}
 }
@@ -150,17 +135,15 @@ func (r *Reconciler) Run(ctx context.Context, items []int64, repair bool) (Repor
 	return rep, nil
 }
 
-// A rule nominates findings from a snapshot; its confirm re-checks one
-// finding's premise at the moment it acts, repairing when repair is set. A
-// finding whose premise is gone by then was the pipeline moving, not drift,
-// and is dropped (confirm returns false).
+// A rule nominates findings; confirm re-checks one's premise as it acts
+// (repairing when repair is set), false when the premise is gone.
 type rule struct {
 	find    func(it *snapshot.Item, grace time.Duration) []Finding
 	confirm func(r *Reconciler, ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error)
 }
 
-// rules run in this order; the stock_left recount comes after them, so it
-// counts what their repairs put back.
+// rules run in this order; the stock_left recount after them counts what
+// their repairs put back.
 var rules = []rule{
 	{heldOrdersWithoutReservation, (*Reconciler).putBack},
 	{finalOrdersHoldingUnits, (*Reconciler).giveBack},
@@ -171,8 +154,7 @@ var rules = []rule{
 	{rowsBehindSagas, (*Reconciler).stillBehind},
 }
 
-// item runs the rules on one item; unread is why its sagas could not be
-// listed (nil when they were).
+// item runs the rules on one item; unread is why its sagas could not be listed.
 func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []Finding, unread error, _ error) {
 	src := snapshot.Sources{MySQL: r.d.MySQL, Redis: r.d.Units, Outbox: r.d.Outbox, Workflows: r.d.Workflows}
 	it, err := snapshot.Load(ctx, src, itemID)
@@ -180,9 +162,6 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []F
 		return nil, nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
 	}
 	if it.WorkflowsErr != nil {
-		// The MySQL and Redis repairs go on; the rules that need the sagas
-		// (lost handoffs, held units of final orders, sleeping sagas) wait
-		// for a run that can list them.
 		r.log.Warn("sagas not listed: their checks skipped this run", "item_id", itemID, "err", it.WorkflowsErr)
 	}
 	var out []Finding
@@ -222,10 +201,8 @@ func (r *Reconciler) logged(f Finding) Finding {
 	return f
 }
 
-// heldOrdersWithoutReservation: a row that holds a unit has its reservation
-// until a close releases it (after the row is final). A QUEUED row counts: its
-// saga (or the door that took its early pay) holds the unit, and every recount
-// takes stock_left from the reservations.
+// heldOrdersWithoutReservation: a row that holds a unit keeps its reservation
+// until a close releases it.
 func heldOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
@@ -237,10 +214,7 @@ func heldOrdersWithoutReservation(it *snapshot.Item, grace time.Duration) []Find
 	return out
 }
 
-// putBack reports after reading the reservation first, then the row: a
-// release needs a close first, so "absent, then still held" is a loss. The
-// reservation goes back with the row's deadline (a QUEUED order is payable
-// at the door by it).
+// putBack reads the reservation, then the row: a release needs a close first.
 func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair {
 		if _, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID); err != nil || held {
@@ -262,9 +236,8 @@ func (r *Reconciler) putBack(ctx context.Context, it *snapshot.Item, f *Finding,
 		return false, err
 	}
 	if !restored {
-		// Held after all (restored by another run), or refused: the order's
-		// unit was released once and is on sale again; putting the
-		// reservation back would sell it twice.
+		// Held after all, or refused: its unit was released once and is on
+		// sale again; putting it back would sell it twice.
 		_, held, err := r.d.Units.Reservation(ctx, it.ID, f.OrderID)
 		if err != nil || held {
 			return false, err
@@ -291,33 +264,27 @@ func finalOrdersHoldingUnits(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// giveBack: a final row stays final, so only Redis's premise is re-checked
-// (by the release or retire script; reporting, by reading it again).
+// giveBack: a final row stays final, so only Redis's premise is re-checked.
 func (r *Reconciler) giveBack(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	o := it.Orders[f.OrderID]
 	if !repair {
 		_, held, err := r.d.Units.Reservation(ctx, it.ID, o.OrderID)
 		return held, err
 	}
-	var done bool
-	var err error
+	giveBack := r.d.Units.Release
+	f.Action = "unit released"
 	if strings.HasPrefix(o.Reason, order.ReasonStockExhausted) {
-		done, err = r.d.Units.Retire(ctx, it.ID, o.OrderID)
-		f.Action = "reservation retired (the stock row never had the unit)"
-	} else {
-		done, err = r.d.Units.Release(ctx, it.ID, o.OrderID)
-		f.Action = "unit released"
+		giveBack, f.Action = r.d.Units.Retire, "reservation retired (the stock row never had the unit)"
 	}
-	if err != nil || !done {
+	if done, err := giveBack(ctx, it.ID, o.OrderID); err != nil || !done {
 		return false, err
 	}
 	f.Repaired = true
 	return true, nil
 }
 
-// lostHandoffs: a reservation whose message no saga will ever get. The door
-// writes a QUEUED row for a pay at the 202 before any saga exists: with the
-// message lost, that row waits for a saga like no row at all.
+// lostHandoffs: a reservation whose message no saga will get (a QUEUED row
+// the door wrote counts as no row).
 func lostHandoffs(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for id, m := range it.Redis.Reservations {
@@ -342,9 +309,7 @@ func handoffLost(it *snapshot.Item, id string, m order.Message, grace time.Durat
 	return (!row || o.Status == order.StatusQueued) && !saga && !it.Outbox[id] && it.Age(id, m.ReservedAt) > grace
 }
 
-// startSaga: a start of a saga that exists is a no-op (REJECT_DUPLICATE);
-// PersistOrder adopts a row the door wrote (and the deduction makes a paid
-// one PAID).
+// startSaga: starting a saga that exists is a no-op.
 func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if !repair || r.d.Sagas == nil {
 		return true, nil
@@ -360,8 +325,7 @@ func (r *Reconciler) startSaga(ctx context.Context, it *snapshot.Item, f *Findin
 	return true, nil
 }
 
-// sagasOfFinalOrders: before WakesBy plus the grace, the saga's wake may
-// still be queued at an API's door: not drift.
+// sagasOfFinalOrders: before WakesBy plus the grace, the wake may be on its way.
 func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 	if !it.WorkflowsRead {
 		return nil
@@ -378,10 +342,7 @@ func sagasOfFinalOrders(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// wakeSaga: a woken saga follows the row; Temporal refuses a closed one. A
-// saga that already holds a wake (the door's, or an earlier run's) acts on
-// its first wake only: another would repair nothing, and a loaded Temporal
-// would be woken again by every run until it catches up.
+// wakeSaga: a woken saga follows the row; one already woken is left alone.
 func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding, repair bool) (bool, error) {
 	if r.d.Sagas == nil {
 		return true, nil
@@ -411,9 +372,7 @@ func (r *Reconciler) wakeSaga(ctx context.Context, it *snapshot.Item, f *Finding
 	return true, nil
 }
 
-// stuckQueued counts the grace from the row's creation: an order that waited
-// in the queue is young to this rule (its saga has only begun). A lost
-// handoff is that rule's, repaired there.
+// stuckQueued counts the grace from the row's creation.
 func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	var out []Finding
 	for _, o := range it.MySQL.Orders {
@@ -428,10 +387,8 @@ func stuckQueued(it *snapshot.Item, grace time.Duration) []Finding {
 	return out
 }
 
-// rowsBehindSagas: a closed saga whose order row is missing (completed
-// only) or still open. A saga writes its row final before it closes, and
-// visibility lags the close, never leads it: only a row MySQL lost since (a
-// restore) looks like this.
+// rowsBehindSagas: a closed saga whose row is missing or open, which only a
+// row MySQL lost (a restore) looks like: a saga writes it final first.
 func rowsBehindSagas(it *snapshot.Item, _ time.Duration) []Finding {
 	var out []Finding
 	for _, w := range it.Workflows {
@@ -471,8 +428,7 @@ func stockRowOffDeductions(it *snapshot.Item, _ time.Duration) []Finding {
 		row, total, unrestored, total-unrestored), Action: "report only: MySQL is the ground truth; ask an engineer"}}
 }
 
-// recount compares stock_left with the stock row minus the reservations not
-// deducted yet, fenced (store.FenceStock), counted in one script.
+// recount compares stock_left with what Recount wants, under store.FenceStock.
 func (r *Reconciler) recount(ctx context.Context, it *snapshot.Item, repair bool) (*Finding, error) {
 	var oldLeft, want, row int64
 	mode := stock.Check

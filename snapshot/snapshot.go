@@ -1,51 +1,43 @@
 // Package snapshot reads one item's world (MySQL, Redis, its outbox, its
-// Temporal sagas) into one value, Item, that the invariant checker and the
-// reconciler judge with small rule functions of their own.
-//
-// Each system is read in one consistent step; between the systems time
-// passes, so the reads go the pipeline backwards (MySQL, Redis, the outbox,
-// Temporal) and a cross-system rule errs on the side of "not yet": a
-// reservation made after the MySQL read is young, and an order persisted
-// after it has its saga in the later Temporal read.
+// sagas) into one Item, each system in one step, going the pipeline backwards
+// so that a cross-system rule errs on the side of "not yet".
 package snapshot
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
-// MySQL reads an item's rows in one consistent snapshot (store.Store).
+// MySQL is store.Store.
 type MySQL interface {
 	ReadItemState(ctx context.Context, itemID int64) (store.ItemState, error)
 }
 
-// Redis reads an item's keys atomically (stock.Store).
+// Redis is stock.Store.
 type Redis interface {
 	ReadItemState(ctx context.Context, itemID int64) (stock.ItemState, error)
 }
 
-// Outbox lists the order ids waiting in an item's outbox (outbox.Stream).
+// Outbox is outbox.Stream.
 type Outbox interface {
 	OrderIDs(ctx context.Context, itemID int64) (map[string]bool, error)
 }
 
-// WorkflowLister lists the order workflows of an item (TemporalLister). Its
-// error names the read that failed, the item's included.
 type WorkflowLister interface {
 	ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error)
 }
-
-var (
-	_ MySQL          = (*store.Store)(nil)
-	_ Redis          = (*stock.Store)(nil)
-	_ Outbox         = (*outbox.Stream)(nil)
-	_ WorkflowLister = TemporalLister{}
-)
 
 // Sources are the systems a snapshot reads; Outbox and Workflows may be nil.
 type Sources struct {
@@ -56,17 +48,14 @@ type Sources struct {
 }
 
 type Item struct {
-	ID    int64
-	At    time.Time // when the MySQL read began
-	MySQL store.ItemState
-	Redis stock.ItemState
-	// Outbox holds the order ids waiting in the outbox; nil when not read.
-	Outbox map[string]bool
-	// Workflows are the item's sagas; WorkflowsRead says they were listed,
-	// WorkflowsErr why not when they could not be.
+	ID            int64
+	At            time.Time // when the MySQL read began
+	MySQL         store.ItemState
+	Redis         stock.ItemState
+	Outbox        map[string]bool // nil when not read
 	Workflows     []Workflow
 	WorkflowsRead bool
-	WorkflowsErr  error
+	WorkflowsErr  error // why the sagas were not listed
 
 	Orders     map[string]store.Order          // by order id
 	Deductions map[string]store.StockDeduction // by order id
@@ -92,9 +81,7 @@ func Load(ctx context.Context, src Sources, itemID int64) (*Item, error) {
 	var wfs []Workflow
 	var wfErr error
 	if src.Workflows != nil {
-		// Temporal's visibility is the part most often slow or away; the
-		// MySQL and Redis parts stand without it, and each user decides
-		// whether it can judge without the sagas.
+		// The rest stands without the sagas; each user decides what it can judge.
 		wfs, wfErr = src.Workflows.ListOrderWorkflows(ctx, itemID)
 	}
 	it := New(itemID, at, db, rd, ob, wfs, src.Workflows != nil && wfErr == nil)
@@ -124,17 +111,13 @@ func New(itemID int64, at time.Time, db store.ItemState, rd stock.ItemState, ob 
 // Live reports whether an order status holds a unit (PENDING_PAYMENT, PAID).
 func Live(s order.Status) bool { return s == order.StatusPendingPayment || s == order.StatusPaid }
 
-// Released reports whether an order status gave its unit back (CANCELLED,
-// FAILED) or never held a stock-row unit (REFUNDED: paid while QUEUED, the
-// stock row had none; its phantom reservation is retired).
+// Released: the status gave its unit back or never held one (REFUNDED).
 func Released(s order.Status) bool {
 	return s == order.StatusCancelled || s == order.StatusFailed || s == order.StatusRefunded
 }
 
-// WakesBy is when a running saga of a final order wakes on its own at the
-// latest: its payment timer fires at pay_by + order.PayGrace. An order closed
-// without a deadline was closed by its own saga, which is finishing: then its
-// row's last update.
+// WakesBy is when a saga of a final order wakes on its own at the latest:
+// pay_by + order.PayGrace, or without one the row's last update.
 func WakesBy(o store.Order) time.Time {
 	if o.PayBy != nil {
 		return o.PayBy.Add(order.PayGrace)
@@ -142,8 +125,98 @@ func WakesBy(o store.Order) time.Time {
 	return o.UpdatedAt
 }
 
-// Age is how old an order is at the snapshot: from the time in its ULID, or
-// else from created.
+// Age is how old an order is at the snapshot, from its ULID's time or created.
 func (it *Item) Age(orderID string, created time.Time) time.Duration {
 	return it.At.Sub(order.IDTime(orderID, created))
+}
+
+type Workflow struct {
+	WorkflowID string `json:"workflow_id"`
+	OrderID    string `json:"order_id"`
+	Status     string `json:"status"` // Running, Completed, Failed, Canceled, Terminated, ContinuedAsNew, TimedOut
+}
+
+func (w Workflow) Running() bool { return w.Status == "Running" }
+
+// Temporal is the part of client.Client the lister calls.
+type Temporal interface {
+	WorkflowService() workflowservice.WorkflowServiceClient
+}
+
+// The lister's bounds when its fields are zero.
+const (
+	DefaultPageSize    = 1000
+	DefaultPageTimeout = 30 * time.Second
+	DefaultAttempts    = 4
+	DefaultBackoff     = time.Second
+)
+
+// TemporalLister lists an item's order workflows (`SeckillItemId = N`), each
+// page with its own timeout, retried with backoff from its token.
+type TemporalLister struct {
+	Client      Temporal
+	Namespace   string
+	PageSize    int32
+	PageTimeout time.Duration
+	Attempts    int           // tries per page, the first included
+	Backoff     time.Duration // before the second try; doubled before each next one
+}
+
+// ListOrderWorkflows lists every saga of the item; its error names the page.
+func (l TemporalLister) ListOrderWorkflows(ctx context.Context, itemID int64) ([]Workflow, error) {
+	var out []Workflow
+	var token []byte
+	for page := 1; ; page++ {
+		resp, tries, err := l.page(ctx, itemID, token)
+		if err != nil {
+			return nil, fmt.Errorf("temporal visibility: list workflows of item %d, page %d (after %d sagas), %d attempt(s): %w",
+				itemID, page, len(out), tries, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			out = append(out, Workflow{WorkflowID: id, OrderID: strings.TrimPrefix(id, "order-"), Status: e.GetStatus().String()})
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+func (l TemporalLister) page(ctx context.Context, itemID int64, token []byte) (*workflowservice.ListWorkflowExecutionsResponse, int, error) {
+	req := &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace:     cmp.Or(l.Namespace, client.DefaultNamespace),
+		PageSize:      cmp.Or(l.PageSize, DefaultPageSize),
+		NextPageToken: token,
+		Query:         fmt.Sprintf("SeckillItemId = %d", itemID),
+	}
+	attempts, backoff := cmp.Or(l.Attempts, DefaultAttempts), cmp.Or(l.Backoff, DefaultBackoff)
+	for try := 1; ; try++ {
+		// Not client.ListWorkflow: it caps a call at the RPC timeout (10 s).
+		pctx, cancel := context.WithTimeout(ctx, cmp.Or(l.PageTimeout, DefaultPageTimeout))
+		resp, err := l.Client.WorkflowService().ListWorkflowExecutions(pctx, req)
+		cancel()
+		if err == nil {
+			return resp, try, nil
+		}
+		if try >= attempts || ctx.Err() != nil || !transient(err) {
+			return nil, try, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, try, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// transient: a failed page call may succeed when tried again (a reset
+// stream arrives as Canceled); a refused query or namespace will not.
+func transient(err error) bool {
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented:
+		return false
+	}
+	return true
 }

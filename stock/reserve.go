@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,19 +18,11 @@ import (
 	"github.com/seckill/seckill/orderstatus"
 )
 
-//go:embed reserve_batch.lua
-var reserveLua string
-
-var reserveScript = redis.NewScript(reserveLua)
-
-// maxBatch bounds one script call (Redis runs a script alone: a long one
-// delays every other command).
+// maxBatch bounds one script call (Redis runs nothing else meanwhile).
 const maxBatch = 64
 
-// batcher gathers the concurrent reservations of one item into one script
-// call: a purchase that finds no call in flight runs one with itself and
-// whatever arrived meanwhile; the others wait for the batch that carries
-// them. Nothing waits for a timer: a lone purchase is a batch of one.
+// batcher gathers the concurrent reservations of an item into one script
+// call, run by a purchase that finds none in flight.
 type batcher struct {
 	mu      sync.Mutex
 	pending map[int64][]*batchReq
@@ -48,30 +39,23 @@ type batchReq struct {
 	done chan struct{}
 }
 
-// replicaWait is the durability asked of a reservation (UseReplicaWait).
 type replicaWait struct {
 	replicas int
 	timeout  time.Duration
 	short    func() // called when fewer replicas acknowledged in time
 }
 
-// UseReplicaWait makes a batch of reservations wait, before its buyers are
-// answered, until replicas replicas hold it (WAIT), at most timeout. Redis
-// replication is asynchronous: without it a failover can promote a replica
-// that lacks the last acknowledged reservations. short, when not nil, is
-// called for each batch that timed out with fewer acknowledgements (the
-// reservations stand).
+// UseReplicaWait makes a batch wait until replicas replicas hold it (WAIT, at
+// most timeout) before its buyers are answered; short, when not nil, is
+// called for each batch that timed out with fewer (the reservations stand).
 func (s *Store) UseReplicaWait(replicas int, timeout time.Duration, short func()) {
 	s.wait = replicaWait{replicas: replicas, timeout: timeout, short: short}
 }
 
-// Reserve takes one unit of the item for the buyer in the item's next batch
-// (one call of reserve_batch.lua, which also appends it to the outbox), and
-// stores the order's QUEUED view before answering: GET order can then answer
-// for an order whose id does not say which item it belongs to. It returns the
-// units left. Refusals: ErrSoldOut, ErrNotLoaded, *AlreadyReservedError. On
-// any other error the caller learns nothing about the reservation and must
-// find out (BuyerOrder).
+// Reserve takes a unit for the buyer in the item's next batch (and appends it
+// to the outbox), storing its QUEUED view, and returns the units left.
+// Refusals: ErrSoldOut, ErrNotLoaded, *AlreadyReservedError; after any other
+// error the caller must find out (BuyerOrder).
 func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	body, view := queuedJSON(r)
 	req := &batchReq{ctx: ctx, msg: r, body: body, view: view, done: make(chan struct{})}
@@ -90,14 +74,12 @@ func (s *Store) Reserve(ctx context.Context, r order.Message) (int64, error) {
 	case <-req.done:
 		return req.left, req.err
 	case <-ctx.Done():
-		// The batch may still reserve it: the caller must find out
-		// (BuyerOrder), as after any error.
+		// The batch may still reserve it.
 		return 0, fmt.Errorf("reserve item %d for buyer %d: %w", r.ItemID, r.UserID, ctx.Err())
 	}
 }
 
-// runBatches runs the item's pending batches: the first on the caller's
-// goroutine (it is in it), later ones on a new one, so it answers at once.
+// runBatches runs the item's pending batches, the first on the caller's goroutine.
 func (s *Store) runBatches(itemID int64, first bool) {
 	b := &s.batch
 	for {
@@ -125,8 +107,7 @@ func (s *Store) runBatches(itemID int64, first bool) {
 	}
 }
 
-// execBatch reserves a batch in one script call, then stores the QUEUED view
-// of each unit taken (SET NX, one pipeline) before any buyer is answered.
+// execBatch reserves a batch, then stores the QUEUED views, then answers.
 func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	k := s.ItemKeys(itemID)
 	keys := []string{k.Stock, k.Buyers, k.Orders, k.Outbox}
@@ -134,7 +115,6 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	for _, r := range batch {
 		args = append(args, r.msg.UserID, r.msg.OrderID, r.body)
 	}
-	// Not bound to any one buyer's request: the batch is everybody's.
 	ctx := context.WithoutCancel(batch[0].ctx)
 	vals, err := s.runScript(ctx, k.Stock, keys, args)
 	if err == nil && len(vals) != 2*len(batch) {
@@ -159,10 +139,8 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 		case 2:
 			id, _ := vals[2*i+1].(string)
 			if id == r.msg.OrderID {
-				// This attempt's own mark: the script ran before, its reply
-				// was lost, and the client sent it again. The unit is this
-				// order's; how many are left is not known (1 keeps the
-				// sold-out flag down).
+				// Its own mark: a resent script whose reply was lost. How
+				// many are left is not known (1 keeps the sold-out flag down).
 				r.left = 1
 				taken = append(taken, r)
 				continue
@@ -175,8 +153,7 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 		}
 	}
 	if len(taken) > 0 {
-		// A failed SET NX only leaves GET order blind until the saga
-		// publishes the next status.
+		// A failed SET NX only leaves GET order blind until the next status.
 		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, r := range taken {
 				p.SetNX(ctx, keyspace.Order(s.prefix, r.msg.OrderID), r.view, orderstatus.TTL)
@@ -189,10 +166,8 @@ func (s *Store) execBatch(itemID int64, batch []*batchReq) {
 	}
 }
 
-// queuedJSON is m's encoding and its QUEUED view's, byte for byte what
-// json.Marshal writes (a test holds them to it), appended by hand: by
-// reflection they cost more than the rest of Reserve. An order id outside
-// the ULID alphabet, which might need escaping, goes through json.Marshal.
+// queuedJSON is m's encoding and its QUEUED view's, byte for byte json.Marshal's
+// (a test holds it) but cheaper; an id that might need escaping goes through it.
 func queuedJSON(m order.Message) (body, view []byte) {
 	if strings.Trim(m.OrderID, "0123456789ABCDEFGHJKMNPQRSTVWXYZ") != "" {
 		view, _ = json.Marshal(m.QueuedView()) // plain fields: cannot fail
@@ -216,10 +191,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	return append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
 }
 
-// runScript runs the reserve script. With UseReplicaWait it runs it on
-// the item's master together with WAIT on the same connection, so the buyers
-// are answered only once that many replicas hold their reservations (or the
-// wait timed out: then the reservations stand, and the shortfall is counted).
+// runScript runs the reserve script (with UseReplicaWait: and WAIT, on the master).
 func (s *Store) runScript(ctx context.Context, key string, keys []string, args []any) ([]any, error) {
 	if s.wait.replicas <= 0 {
 		vals, err := reserveScript.Run(ctx, s.rdb, keys, args...).Slice()
@@ -231,24 +203,20 @@ func (s *Store) runScript(ctx context.Context, key string, keys []string, args [
 		s.reloadOnMoved(ctx, err)
 		return nil, err
 	}
-	run := func(eval bool) (*redis.Cmd, *redis.IntCmd, error) {
+	run := func(eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) (*redis.Cmd, *redis.IntCmd, error) {
 		var res *redis.Cmd
 		var acks *redis.IntCmd
 		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if eval {
-				res = reserveScript.Eval(ctx, p, keys, args...)
-			} else {
-				res = reserveScript.EvalSha(ctx, p, keys, args...)
-			}
+			res = eval(ctx, p, keys, args...)
 			acks = redis.NewIntCmd(ctx, "wait", s.wait.replicas, s.wait.timeout.Milliseconds())
 			_ = p.Process(ctx, acks)
 			return nil
 		})
 		return res, acks, err
 	}
-	res, acks, err := run(false)
+	res, acks, err := run(reserveScript.EvalSha)
 	if redis.HasErrorPrefix(res.Err(), "NOSCRIPT") {
-		res, acks, err = run(true)
+		res, acks, err = run(reserveScript.Eval)
 	}
 	if err := res.Err(); err != nil {
 		s.reloadOnMoved(ctx, err)
@@ -262,8 +230,7 @@ func (s *Store) runScript(ctx context.Context, key string, keys []string, args [
 	return res.Slice()
 }
 
-// masterFor returns the client of the node that owns key: the cluster's
-// master of its slot, or the one client.
+// masterFor returns the client of the node that owns key.
 func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error) {
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
@@ -274,11 +241,8 @@ func (s *Store) masterFor(ctx context.Context, key string) (*redis.Client, error
 	return nil, fmt.Errorf("replica wait: unsupported redis client %T", s.rdb)
 }
 
-// reloadOnMoved asks for a fresh slot map after a reservation failed with
-// anything but a script reply (a node that answered MOVED, could not be
-// reached, or became a replica in a failover): the buyers' retries then go to
-// the promoted master at once instead of after the client's next periodic
-// reload. go-redis reloads lazily, at most one at a time.
+// reloadOnMoved asks for a fresh slot map after a command failed (MOVED, a
+// failover), so the retries go to the promoted master at once.
 func (s *Store) reloadOnMoved(ctx context.Context, err error) {
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
 		cc.ReloadState(ctx)

@@ -1,6 +1,5 @@
-// Package stock keeps the live flash-sale stock in Redis (keys: package
-// keyspace): the atomic reservation (reserve_batch.lua states the rule), its
-// release, and the reads and repairs the reconciler and the checker need.
+// Package stock keeps the live sale stock in Redis: the atomic reservation
+// (reserve_batch.lua states the rule), its release, reads and repairs.
 package stock
 
 import (
@@ -17,7 +16,6 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// Reservation outcomes other than success.
 var (
 	ErrSoldOut   = errors.New("sold out")
 	ErrNotLoaded = errors.New("item stock not loaded in redis")
@@ -41,6 +39,7 @@ func script(name string) *redis.Script {
 }
 
 var (
+	reserveScript = script("reserve_batch.lua")
 	releaseScript = script("release.lua")
 	restoreScript = script("restore.lua")
 	countScript   = script("count.lua")
@@ -61,10 +60,7 @@ func New(rdb redis.UniversalClient, prefix string) *Store {
 
 func (s *Store) ItemKeys(itemID int64) keyspace.Item { return keyspace.ItemKeys(s.prefix, itemID) }
 
-// WatchUnitsBack calls fn with the item id of every unit that comes back
-// (released, or stock_left raised by a repair) until ctx ends: each API
-// instance clears its sold-out flag. Messages lost during a reconnect are
-// caught up by the API's periodic stock refresh.
+// WatchUnitsBack calls fn with the item of every unit that comes back, until ctx ends.
 func (s *Store) WatchUnitsBack(ctx context.Context, fn func(itemID int64)) {
 	watchIDs(ctx, s.rdb, keyspace.StockEvents(s.prefix), fn)
 }
@@ -77,8 +73,7 @@ func watchIDs(ctx context.Context, rdb redis.UniversalClient, channel string, fn
 	})
 }
 
-// Load sets an item's stock to units unless it is already there: warm-up never
-// overwrites live stock. It reports whether it set the value.
+// Load sets an item's stock unless it is already there, reporting whether it did.
 func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	ok, err := s.rdb.SetNX(ctx, s.ItemKeys(itemID).Stock, units, 0).Result()
 	if err != nil {
@@ -87,7 +82,6 @@ func (s *Store) Load(ctx context.Context, itemID, units int64) (bool, error) {
 	return ok, nil
 }
 
-// CountMode is what Recount does with the count.
 type CountMode string
 
 const (
@@ -96,18 +90,12 @@ const (
 	Set   CountMode = "set"   // set stock_left to the count
 )
 
-// Recount counts what stock_left should be: the stock row (stockRow units,
-// the order ids in deducted holding a deduction) minus the live reservations
-// not deducted yet, in one script (count.lua); the caller holds the row still
-// (store.FenceStock) meanwhile. It returns the old value (-1 when not loaded;
-// with Warm, want is old when loaded) and the wanted one, at least 0: more
-// reservations than units (a phantom unit) leave their shortfall for the
-// next releases to cover (count.lua). Units that come back are announced,
-// as by Release.
+// Recount counts what stock_left should be (count.lua): the stock row minus
+// the reservations not in deducted, under store.FenceStock. It returns the old
+// value (-1: not loaded) and the wanted one (at least 0).
 func (s *Store) Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode CountMode) (old, want int64, err error) {
 	k := s.ItemKeys(itemID)
-	args := make([]any, 0, 4+len(deducted))
-	args = append(args, string(mode), stockRow, keyspace.StockEvents(s.prefix), itemID)
+	args := []any{string(mode), stockRow, keyspace.StockEvents(s.prefix), itemID}
 	for _, id := range deducted {
 		args = append(args, id)
 	}
@@ -133,8 +121,7 @@ func (s *Store) Left(ctx context.Context, itemID int64) (int64, error) {
 	return n, nil
 }
 
-// LeftMany is Left of several items in one round trip; an item not loaded
-// is absent from the map.
+// LeftMany is Left of several items in one round trip; an item not loaded is absent.
 func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64, error) {
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
 		return p.Get(ctx, k.Stock)
@@ -152,8 +139,7 @@ func (s *Store) LeftMany(ctx context.Context, itemIDs []int64) (map[int64]int64,
 }
 
 // perItem queues read's commands for every item in one pipeline (items live
-// in different cluster slots: a cluster MGET would refuse them). A missing
-// key is not an error; each command holds its own answer.
+// in different cluster slots); a missing key is not an error.
 func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p redis.Pipeliner, k keyspace.Item) T) ([]T, error) {
 	cmds := make([]T, len(itemIDs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -168,18 +154,13 @@ func perItem[T any](ctx context.Context, s *Store, itemIDs []int64, read func(p 
 	return cmds, nil
 }
 
-// Release gives an order's unit back, at most once, and marks the order
-// released so no repair puts its reservation back (release.lua); every API
-// instance hears of the unit. While the last recount's shortfall (more
-// reservations than the stock row's units) is not covered, the unit covers
-// it instead of going on sale. It reports whether this call removed the
-// reservation.
+// Release gives an order's unit back once and marks it released so no repair
+// puts it back (release.lua); true when this call removed the reservation.
 func (s *Store) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "release")
 }
 
-// Retire is Release without the unit: the stock row (the ground truth) never
-// had it, so putting it on sale would only fail the next buyer the same way.
+// Retire is Release without the unit: the stock row never had it.
 func (s *Store) Retire(ctx context.Context, itemID int64, orderID string) (bool, error) {
 	return s.giveBack(ctx, itemID, orderID, "retire")
 }
@@ -199,8 +180,7 @@ func (s *Store) Reservation(ctx context.Context, itemID int64, orderID string) (
 	return decodeReservation(orderID, s.rdb.HGet(ctx, s.ItemKeys(itemID).Orders, orderID))
 }
 
-// Reservations is Reservation of orderIDs[i] of itemIDs[i], in one round
-// trip (the zero Message where there is none).
+// Reservations is Reservation of orderIDs[i] of itemIDs[i] in one round trip.
 func (s *Store) Reservations(ctx context.Context, itemIDs []int64, orderIDs []string) ([]order.Message, error) {
 	i := 0
 	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
@@ -228,30 +208,23 @@ func decodeReservation(orderID string, c *redis.StringCmd) (order.Message, bool,
 		return order.Message{}, false, fmt.Errorf("read reservation %s: %w", orderID, err)
 	}
 	m, err := order.DecodeMessage(b)
-	if err != nil {
-		return order.Message{}, false, err
-	}
-	return m, true, nil
+	return m, err == nil, err
 }
 
-// BuyerOrder returns the order id the buyer holds for the item, if any.
 func (s *Store) BuyerOrder(ctx context.Context, itemID, userID int64) (string, bool, error) {
 	id, err := s.rdb.HGet(ctx, s.ItemKeys(itemID).Buyers, strconv.FormatInt(userID, 10)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
 	if err != nil {
-		s.reloadOnMoved(ctx, err) // the next look goes to a promoted master
+		s.reloadOnMoved(ctx, err)
 		return "", false, fmt.Errorf("read buyer mark: %w", err)
 	}
 	return id, true, nil
 }
 
-// Restore puts back the reservation and the buyer mark of an order MySQL
-// holds a unit for (a Redis that lost them), refusing an order whose unit was
-// released or retired (restore.lua): a repair working from an older picture
-// cannot resurrect a unit the saga gave back. restored is false when it was
-// there or refused; the caller recounts stock_left afterwards.
+// Restore puts back an order's reservation and buyer mark unless it is there
+// or was released (restore.lua); the caller recounts stock_left afterwards.
 func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, err error) {
 	n, err := s.RestoreAll(ctx, m.ItemID, []order.Message{m})
 	return n == 1, err
@@ -260,9 +233,7 @@ func (s *Store) Restore(ctx context.Context, m order.Message) (restored bool, er
 // restoreChunk bounds one restore script: Redis runs nothing else meanwhile.
 const restoreChunk = 500
 
-// RestoreAll is Restore of every message of one item (the warm-up after
-// Redis lost the item: every order MySQL says holds a unit), a chunk per
-// script. It returns how many it put back.
+// RestoreAll is Restore of one item's messages, returning how many it put back.
 func (s *Store) RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error) {
 	k := s.ItemKeys(itemID)
 	for len(ms) > 0 {
@@ -288,8 +259,7 @@ func (s *Store) RestoreAll(ctx context.Context, itemID int64, ms []order.Message
 	return restored, nil
 }
 
-// ItemState is what Redis holds for one item, read in one MULTI/EXEC (one
-// slot, one moment).
+// ItemState is what Redis holds for one item, read in one MULTI/EXEC.
 type ItemState struct {
 	Left         int64 // stock_left; -1 when the stock key is missing
 	Reservations map[string]order.Message
@@ -336,4 +306,130 @@ func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, err
 		st.Released[id] = true
 	}
 	return st, nil
+}
+
+// AddUnits puts n more units on sale once per addID, reporting whether the
+// stock is loaded. Run inside store.Store.AddStock; if that did not commit,
+// call UndoAdd under the stock row lock.
+func (s *Store) AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error) {
+	k := s.ItemKeys(itemID)
+	v, err := addScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds, k.Short}, addID, n).Int64()
+	if err != nil {
+		return false, fmt.Errorf("add %d units to item %d: %w", n, itemID, err)
+	}
+	return v != -1, nil
+}
+
+// UndoAdd takes back the units of an add, at most once, reporting whether it did.
+func (s *Store) UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error) {
+	k := s.ItemKeys(itemID)
+	v, err := unaddScript.Run(ctx, s.rdb, []string{k.Stock, k.Adds, k.Short}, addID).Int64()
+	if err != nil {
+		return false, fmt.Errorf("undo add %s of item %d: %w", addID, itemID, err)
+	}
+	return v == 1, nil
+}
+
+// AnnounceItem announces that an item's sale data changed (unitsBack: units
+// came back) and returns its new revision.
+func (s *Store) AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (int64, error) {
+	k := s.ItemKeys(itemID)
+	var rev *redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		rev = p.Incr(ctx, k.Rev)
+		p.Publish(ctx, keyspace.ItemEvents(s.prefix), itemID)
+		if unitsBack {
+			p.Publish(ctx, keyspace.StockEvents(s.prefix), itemID)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("announce item %d: %w", itemID, err)
+	}
+	return rev.Val(), nil
+}
+
+// WatchItems calls fn with the id of every item announced, until ctx ends.
+func (s *Store) WatchItems(ctx context.Context, fn func(itemID int64)) {
+	watchIDs(ctx, s.rdb, keyspace.ItemEvents(s.prefix), fn)
+}
+
+type Pulse struct {
+	Left   int64 // stock_left
+	Loaded bool  // false when the stock key is missing
+	Rev    int64 // the item's sale-data revision (0 when never changed)
+	Marks  int64 // buyers holding a mark: every 202 the item ever answered
+	Outbox int64 // reservations not yet published to RocketMQ
+}
+
+func (s *Store) Pulses(ctx context.Context, itemIDs []int64) (map[int64]Pulse, error) {
+	type cmds struct {
+		left, rev     *redis.StringCmd
+		marks, outbox *redis.IntCmd
+	}
+	cs, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) cmds {
+		return cmds{left: p.Get(ctx, k.Stock), rev: p.Get(ctx, k.Rev), marks: p.HLen(ctx, k.Buyers), outbox: p.XLen(ctx, k.Outbox)}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the figures of %d items: %w", len(itemIDs), err)
+	}
+	out := make(map[int64]Pulse, len(itemIDs))
+	for i, c := range cs {
+		var p Pulse
+		if n, err := c.left.Int64(); err == nil {
+			p.Left, p.Loaded = n, true
+		}
+		p.Rev, _ = c.rev.Int64()
+		p.Marks, p.Outbox = c.marks.Val(), c.outbox.Val()
+		out[itemIDs[i]] = p
+	}
+	return out, nil
+}
+
+// MarkedBuyers returns the buyers holding a mark (ok false: more than max),
+// by HSCAN: a mark made meanwhile may be missing.
+func (s *Store) MarkedBuyers(ctx context.Context, itemID int64, max int64) (users map[int64]struct{}, ok bool, err error) {
+	key := s.ItemKeys(itemID).Buyers
+	n, err := s.rdb.HLen(ctx, key).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("count buyer marks of item %d: %w", itemID, err)
+	}
+	if n > max {
+		return nil, false, nil
+	}
+	users = make(map[int64]struct{}, n)
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.HScan(ctx, key, cursor, "", 2048).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("scan buyer marks of item %d: %w", itemID, err)
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if u, err := strconv.ParseInt(kv[i], 10, 64); err == nil {
+				users[u] = struct{}{}
+			}
+		}
+		if next == 0 {
+			return users, true, nil
+		}
+		cursor = next
+	}
+}
+
+// BuyerOrders returns the order id the buyer holds for each item that has one.
+func (s *Store) BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error) {
+	u := strconv.FormatInt(userID, 10)
+	cmds, err := perItem(ctx, s, itemIDs, func(p redis.Pipeliner, k keyspace.Item) *redis.StringCmd {
+		return p.HGet(ctx, k.Buyers, u)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the marks of buyer %d: %w", userID, err)
+	}
+	out := make(map[int64]string)
+	for i, c := range cmds {
+		if id, err := c.Result(); err == nil {
+			out[itemIDs[i]] = id
+		}
+	}
+	return out, nil
 }

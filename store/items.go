@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,18 +13,17 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// The sale controls' refusals. ErrSaleEnded: end_at has passed by the
-// database's clock; the sale cannot be ended again or get more units.
+// The sale controls' refusals (ErrSaleEnded: by the database's clock).
 var (
 	ErrSaleEnded     = errors.New("sale already ended")
 	ErrStockTooLarge = errors.New("stock_total would exceed its maximum")
+	ErrAddKeyReused  = errors.New("idempotency key already used for an add of another number of units")
 )
 
 // MaxStockTotal is the most units an item may ever have (INT columns).
 const MaxStockTotal = 2_000_000_000
 
-// CreateItem inserts the item and its stock row in one transaction. An item
-// without a currency takes the column's default.
+// CreateItem inserts the item and its stock row in one transaction.
 func (s *Store) CreateItem(ctx context.Context, it Item) (Item, error) {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		omit := []string{"id", "created_at"}
@@ -57,8 +57,6 @@ func stockRow(db *gorm.DB, itemID int64) (Stock, error) {
 	return take[Stock](db, order.ErrItemNotFound, "stock row of item "+strconv.FormatInt(itemID, 10), "item_id = ?", itemID)
 }
 
-// ListItems returns every item, newest first (the API's cache, the relay's
-// discovery).
 func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	var items []Item
 	if err := s.db.WithContext(ctx).Order("id DESC").Find(&items).Error; err != nil {
@@ -67,13 +65,9 @@ func (s *Store) ListItems(ctx context.Context) ([]Item, error) {
 	return items, nil
 }
 
-// EndSale ends the item's sale now, by the database's clock: end_at becomes
-// NOW(3) (a start_at still ahead one millisecond before it, so the item reads
-// ENDED, never UPCOMING) and end_key the request's Idempotency-Key (key, ""
-// when none). One conditional UPDATE, which takes the item's row lock: an
-// AddStock in flight finishes first or sees the sale ended. An item already
-// ended is returned as it is with ErrSaleEnded: the first end stands, and its
-// EndKey says which request made it.
+// EndSale ends the sale now by the database's clock (a start_at still ahead
+// moves before it), recording key; the UPDATE's row lock orders it with
+// AddStock. An ended item is returned with ErrSaleEnded: the first end stands.
 func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE item SET end_at = NOW(3), end_key = NULLIF(?, ''),
 		start_at = LEAST(start_at, NOW(3) - INTERVAL 1000 MICROSECOND)
@@ -91,21 +85,10 @@ func (s *Store) EndSale(ctx context.Context, itemID int64, key string) (Item, er
 	return it, nil
 }
 
-// ErrAddKeyReused: an add's Idempotency-Key was already applied with another
-// number of units.
-var ErrAddKeyReused = errors.New("idempotency key already used for an add of another number of units")
-
-// AddStock adds n units to an item for sale: stock_total and the stock row
-// (version + 1, so optimistic deductions in flight re-read it) and its
-// stock_add row (addID, key) in one transaction that locks the item row, then
-// the stock row. inRedis (the Redis side, stock.Store.AddUnits with addID)
-// runs while both locks are held, and the transaction commits only if it
-// succeeds: a stock-row writer that locks the row (deductions, restores, a
-// fenced recount) sees neither side of the add or both.
-//
-// Idempotent by key (when not ""): an add already applied with it is not
-// applied again; the item is returned with the stock_total that add left
-// and replayed true (ErrAddKeyReused when its units differ from n).
+// AddStock adds n units to stock_total and the stock row and records the add,
+// in one transaction holding the item and stock row locks, which commits only
+// if inRedis (stock.Store.AddUnits) succeeds: a stock-row writer sees neither
+// side or both. Idempotent by key when not "" (ErrAddKeyReused: other units).
 func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string,
 	inRedis func(ctx context.Context, it Item) error) (out Item, replayed bool, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -163,13 +146,116 @@ func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string
 	return out, replayed, err
 }
 
-// AddApplied reports whether the add addID committed. Asked after an add
-// whose outcome is unknown, once the item's stock row lock is held
-// (FenceStock): the add's transaction has then ended one way or the other.
+// AddApplied reports whether the add committed (asked under FenceStock).
 func (s *Store) AddApplied(ctx context.Context, addID string) (bool, error) {
 	var n int64
 	if err := s.db.WithContext(ctx).Model(&StockAdd{}).Where("add_id = ?", addID).Count(&n).Error; err != nil {
 		return false, fmt.Errorf("look up add %s: %w", addID, err)
 	}
 	return n == 1, nil
+}
+
+// ItemState is what MySQL holds about one item's sale, read in one snapshot.
+type ItemState struct {
+	Item       Item
+	Stock      Stock
+	Orders     []Order
+	Deductions []StockDeduction
+}
+
+// Unrestored returns the order ids whose deduction holds a stock-row unit.
+func (s ItemState) Unrestored() []string {
+	var ids []string
+	for _, d := range s.Deductions {
+		if !d.Restored {
+			ids = append(ids, d.OrderID)
+		}
+	}
+	return ids
+}
+
+// ReadItemState reads in one read-only REPEATABLE READ transaction (one snapshot).
+func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, error) {
+	var st ItemState
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		if st.Item, err = itemRow(tx, itemID); err != nil {
+			return err
+		}
+		if st.Stock, err = stockRow(tx, itemID); err != nil {
+			return err
+		}
+		if err := tx.Where("item_id = ?", itemID).Find(&st.Orders).Error; err != nil {
+			return fmt.Errorf("read orders of item %d: %w", itemID, err)
+		}
+		if err := tx.Where("item_id = ?", itemID).Find(&st.Deductions).Error; err != nil {
+			return fmt.Errorf("read deductions of item %d: %w", itemID, err)
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return st, err
+}
+
+// ActiveItems lists the items that have started and are live or ended within since.
+func (s *Store) ActiveItems(ctx context.Context, now time.Time, since time.Duration) ([]int64, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Model(&Item{}).Where("start_at <= ? AND end_at >= ?", now.UTC(), now.Add(-since).UTC()).
+		Order("id").Pluck("id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("list active items: %w", err)
+	}
+	return ids, nil
+}
+
+// WithHeldOrder runs fn while the order's row is locked and holds a unit, so
+// a repair on that premise cannot race a close; ran is false otherwise.
+func (s *Store) WithHeldOrder(ctx context.Context, orderID string, fn func(Order) error) (ran bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := orderRow(forUpdate(tx), orderID)
+		if errors.Is(err, order.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !row.Status.Holds() {
+			return nil
+		}
+		ran = true
+		return fn(row)
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return ran, err
+}
+
+func (s *Store) HeldOrders(ctx context.Context, itemID int64) ([]Order, error) {
+	var rows []Order
+	err := s.db.WithContext(ctx).Where("item_id = ? AND status IN ?", itemID,
+		[]order.Status{order.StatusQueued, order.StatusPendingPayment, order.StatusPaid}).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("read held orders of item %d: %w", itemID, err)
+	}
+	return rows, nil
+}
+
+// FenceStock runs fn while the stock row is locked, with the row and the
+// unrestored deductions under the lock: deducted if the version is still
+// seen's, else read again (moved true).
+func (s *Store) FenceStock(ctx context.Context, itemID int64, seen Stock, deducted []string,
+	fn func(row Stock, deducted []string) error) (moved bool, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row, err := stockRow(forUpdate(tx), itemID)
+		if err != nil {
+			return err
+		}
+		moved = row.Version != seen.Version
+		if moved {
+			deducted = nil
+			if err := tx.Model(&StockDeduction{}).Where("item_id = ? AND restored = FALSE", itemID).
+				Pluck("order_id", &deducted).Error; err != nil {
+				return fmt.Errorf("read deductions of item %d: %w", itemID, err)
+			}
+		}
+		return fn(row, deducted)
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return moved, err
 }

@@ -5,22 +5,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/order"
 )
 
-// The saga's writes to seckill_order. Each is idempotent on order_id (the
-// unique key uk_order_order_id) and moves a row only forward: QUEUED or
-// PENDING_PAYMENT to a final status, never out of one.
-
-// CreateQueuedOrder inserts o as QUEUED with o.PayBy. A row with the same
-// order_id already there (a retry after a lost reply, a row the door wrote
-// for an early pay or cancel) is returned unchanged; the buyer holding
-// another order for the item (uk_order_user_item) is ErrDuplicate.
+// CreateQueuedOrder inserts o as QUEUED, or returns its row already there; the
+// buyer holding another order for the item is ErrDuplicate.
 func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	o.ID, o.Status, o.Reason, o.PaidAt, o.CreatedAt, o.UpdatedAt = 0, order.StatusQueued, "", nil, now, now
@@ -38,9 +33,8 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	return existing, err
 }
 
-// SetOrderPaid moves a PENDING_PAYMENT order to PAID, whatever its deadline
-// (the saga's MarkPaid: the door already judged it). Paying a PAID order
-// again succeeds; any other status is order.ErrNotPayable, with the row.
+// SetOrderPaid moves a PENDING_PAYMENT (or PAID) order to PAID whatever its
+// deadline; any other status is order.ErrNotPayable, with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
 	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
@@ -58,24 +52,15 @@ func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error)
 	return o, nil
 }
 
-// RecordPayment is the buyer's payment judged at the door, one conditional
-// update of the order row: it is taken only if the order belongs to userID,
-// is unpaid and open, and receivedAt (when the API received the request) is
-// before its deadline. A PENDING_PAYMENT order (it holds its stock-row unit)
-// becomes PAID. With early, a QUEUED order (no unit taken from the stock row
-// yet) keeps its status and records paid_at: the deduction's transaction
-// makes it PAID, so no row ever claims a unit it does not hold. The row is
-// the decision; the saga follows it. Paying a paid order again returns it
-// with changed false; any other outcome is order.ErrNotPayable with the row,
-// or order.ErrNotFound when there is no row (yet).
+// RecordPayment is the payment judged at the door, one conditional update:
+// an open, unpaid order of userID's received before its deadline becomes
+// PAID; with early, a QUEUED one only records paid_at (the deduction makes it
+// PAID). A paid order returns unchanged; else order.ErrNotPayable/ErrNotFound.
 func (s *Store) RecordPayment(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, true)
 }
 
-// RecordCancel is the buyer's cancel judged at the door, like RecordPayment:
-// an unpaid PENDING_PAYMENT order (or, with early, a QUEUED one) received
-// in time becomes CANCELLED (BUYER_CANCELLED). The saga gives the units
-// back. Cancelling twice, or cancelling a paid order, is order.ErrNotPayable.
+// RecordCancel is RecordPayment's cancel: CANCELLED (BUYER_CANCELLED).
 func (s *Store) RecordCancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time, early bool) (_ Order, changed bool, _ error) {
 	return s.recordAtDoor(ctx, orderID, userID, receivedAt, early, false)
 }
@@ -117,24 +102,16 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 	return o, false, fmt.Errorf("order %s is %s: %w", orderID, o.View().Status, order.ErrNotPayable)
 }
 
-// Early is the door's pay (Pay) or cancel of an order that has no row yet,
-// received at ReceivedAt: the caller has proven from the live Redis
-// reservation that M is the buyer's order, reserved with deadline M.PayBy.
+// Early is the door's pay or cancel of the reservation M, with no row yet.
 type Early struct {
 	M          order.Message
 	ReceivedAt time.Time
 	Pay        bool
 }
 
-// InsertEarly inserts the rows the sagas will find for door decisions on
-// orders that have no row yet, in one statement, all or none: QUEUED with
-// paid_at for a pay (the saga takes the unit and makes it PAID), CANCELLED
-// for a cancel (the saga gives the unit back). A plain INSERT, never an
-// upsert: if a row with one of the order ids appeared meanwhile (the saga's
-// PersistOrder), or a buyer's (user_id, item_id) is held by another order,
-// nothing is written and the error is ErrDuplicate (RecordPayment or
-// RecordCancel then decides on the row, if any). A decision received after
-// its deadline writes nothing (order.ErrNotPayable).
+// InsertEarly inserts the rows of door decisions, all or none: QUEUED with
+// paid_at for a pay, CANCELLED for a cancel. A row already there is
+// ErrDuplicate; a decision after its deadline is order.ErrNotPayable.
 func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	rows := make([]Order, len(ds))
@@ -161,9 +138,7 @@ func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 	return rows, nil
 }
 
-// retryDeadlock runs one write again when InnoDB chose it as a deadlock
-// victim (error 1213: the statement was rolled back, so running it again is
-// safe), a few times with a short pause.
+// retryDeadlock retries a write InnoDB rolled back as a deadlock victim (1213).
 func retryDeadlock(ctx context.Context, write func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := write()
@@ -181,9 +156,8 @@ func retryDeadlock(ctx context.Context, write func() error) error {
 type Closing struct {
 	Status order.Status // CANCELLED or FAILED
 	Reason string
-	// AfterDeadline closes an open order only once its deadline plus this
-	// grace has passed by the database's clock (a payment timeout); an order
-	// not yet due is ErrNotDue. Zero closes at once.
+	// AfterDeadline: close an open order only once its deadline plus this has
+	// passed by the database's clock (else ErrNotDue). Zero closes at once.
 	AfterDeadline time.Duration
 }
 
@@ -197,26 +171,21 @@ type CloseResult struct {
 	Refunded bool  // this call closed an order paid while QUEUED
 }
 
-// CloseOrder is the saga's compensation on the database, one transaction that
-// reads the order row first (FOR UPDATE, so a pay at the door and the close
-// serialize):
-//   - a PAID row is left alone and nothing is given back: the payment won;
-//   - an open row is closed with c's status and reason (a final row keeps its
-//     own), except a QUEUED row paid at the door: REFUNDED (it held no unit);
-//   - a missing row is inserted closed, so the order is on record;
-//   - an unrestored stock_deduction marker is flipped and the stock row goes
-//     up by one (version+1): repeating it gives nothing back twice.
+// CloseOrder is the saga's compensation in one transaction that locks the
+// order row: a PAID row is left alone; an open row is closed with c (paid
+// while QUEUED: REFUNDED); a missing one is inserted closed; an unrestored
+// deduction gives its unit back.
 func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult, error) {
 	if c.Status != order.StatusCancelled && c.Status != order.StatusFailed {
 		return CloseResult{}, fmt.Errorf("close order %s: %s is not a closing status", o.OrderID, c.Status)
 	}
-	c.Reason = clip(c.Reason, 512) // VARCHAR(512)
+	if r := []rune(c.Reason); len(r) > 512 { // VARCHAR(512)
+		c.Reason = string(r[:512])
+	}
 	closed := Order{OrderID: o.OrderID, UserID: o.UserID, ItemID: o.ItemID, Status: c.Status, Reason: c.Reason}
 	var out CloseResult
-	// READ COMMITTED: a locking read of a missing row takes no gap lock, so
-	// concurrent closes and inserts of neighbouring order ids cannot wait on
-	// each other's gaps (under REPEATABLE READ they did, up to the lock wait
-	// timeout). The row lock on an existing row is the same.
+	// READ COMMITTED: a locking read of a missing row takes no gap lock that
+	// closes and inserts of neighbouring order ids would wait on.
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		out = CloseResult{Order: closed}
 		restore := func() (err error) {
@@ -236,10 +205,8 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			case !isDuplicate(ierr):
 				return fmt.Errorf("insert closed order %s: %w", o.OrderID, ierr)
 			}
-			// Either this order's own row was committed meanwhile (a
-			// PersistOrder whose insert landed late: close that row), or
-			// another order id holds the buyer's (user_id, item_id). An
-			// insert failure does not abort a MySQL transaction.
+			// This order's row was committed meanwhile (close it), or another
+			// order holds the buyer's (user_id, item_id). The transaction goes on.
 			if row, err = orderRow(forUpdate(tx), o.OrderID); errors.Is(err, order.ErrNotFound) {
 				return restore()
 			}
@@ -265,8 +232,7 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			}
 			status := c.Status
 			if row.PaidAt != nil {
-				// Paid while QUEUED, and the saga cannot take its unit:
-				// the payment goes back (the row never held a unit).
+				// Paid while QUEUED, never held a unit: the payment goes back.
 				status, out.Refunded = order.StatusRefunded, true
 			}
 			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", status, c.Reason, row.ID).Error; err != nil {
@@ -283,9 +249,184 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	return out, nil
 }
 
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
+// FindOrder reads an order by its order id (order.ErrNotFound when none).
+func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {
+	return orderRow(s.db.WithContext(ctx), orderID)
+}
+
+func orderRow(db *gorm.DB, orderID string) (Order, error) {
+	return take[Order](db, order.ErrNotFound, "order "+orderID, "order_id = ?", orderID)
+}
+
+// ListUserOrders returns up to limit of a buyer's orders below before, newest first.
+func (s *Store) ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]Order, error) {
+	q := s.db.WithContext(ctx).Where("user_id = ?", userID)
+	if before != "" {
+		q = q.Where("order_id < ?", before)
 	}
-	return string([]rune(s)[:n])
+	var rows []Order
+	if err := q.Order("order_id DESC").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list orders of buyer %d: %w", userID, err)
+	}
+	return rows, nil
+}
+
+// CountOrders counts the orders of each item by status (index only).
+func (s *Store) CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error) {
+	out := make(map[int64]map[order.Status]int64, len(itemIDs))
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ItemID int64
+		Status order.Status
+		N      int64
+	}
+	err := s.db.WithContext(ctx).Raw("SELECT item_id, status, COUNT(*) AS n FROM seckill_order WHERE item_id IN ? GROUP BY item_id, status",
+		itemIDs).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("count orders of %d items: %w", len(itemIDs), err)
+	}
+	for _, r := range rows {
+		if out[r.ItemID] == nil {
+			out[r.ItemID] = make(map[order.Status]int64)
+		}
+		out[r.ItemID][r.Status] = r.N
+	}
+	return out, nil
+}
+
+// DeductStock's refusals (ErrVersionConflict: every optimistic attempt lost).
+var (
+	ErrStockExhausted  = errors.New("stock row exhausted")
+	ErrVersionConflict = errors.New("stock version conflict")
+	ErrOrderClosed     = errors.New("order already closed")
+
+	errVersionMiss     = errors.New("version miss")
+	errAlreadyDeducted = errors.New("already deducted")
+)
+
+const deductAttempts = 50
+
+// DeductStock takes one unit from the stock row for the order and makes it
+// PENDING_PAYMENT (or PAID) with a deadline, at most once: decrement, marker
+// and move are one transaction. deducted is false when it had already.
+func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (_ Order, deducted bool, err error) {
+	// Optimistic writers of one row in one process would mostly lose to each
+	// other: they take turns; the version check guards against other processes.
+	unlock, err := s.rows.lock(ctx, itemID)
+	if err != nil {
+		return Order{}, false, err
+	}
+	defer unlock()
+	db := s.db.WithContext(ctx)
+	already := func() (Order, bool, error) {
+		row, err := orderRow(db, orderID)
+		return row, false, err
+	}
+	for attempt := 1; ; attempt++ {
+		// Read outside the transaction: the UPDATE's version check makes it safe.
+		st, err := stockRow(db.Select("stock", "version"), itemID)
+		if err != nil {
+			return Order{}, false, err
+		}
+		if st.Stock <= 0 {
+			// A retry of an order that did deduct must not read as exhausted.
+			var n int64
+			if err := db.Model(&StockDeduction{}).Where("order_id = ?", orderID).Count(&n).Error; err != nil {
+				return Order{}, false, fmt.Errorf("read deduction of order %s: %w", orderID, err)
+			}
+			if n > 0 {
+				return already()
+			}
+			return Order{}, false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
+		}
+		err = db.Transaction(func(tx *gorm.DB) error {
+			res := tx.Exec("UPDATE stock SET stock = stock - 1, version = version + 1 WHERE item_id = ? AND version = ? AND stock > 0",
+				itemID, st.Version)
+			if res.Error != nil {
+				return fmt.Errorf("decrement stock of item %d: %w", itemID, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return errVersionMiss
+			}
+			err := tx.Exec("INSERT INTO stock_deduction (order_id, item_id) VALUES (?, ?)", orderID, itemID).Error
+			if isDuplicate(err) {
+				return errAlreadyDeducted // rolls the decrement back
+			}
+			if err != nil {
+				return fmt.Errorf("insert deduction of order %s: %w", orderID, err)
+			}
+			// Paid at the door while QUEUED: PAID here, with its unit.
+			res = tx.Exec(`UPDATE seckill_order SET status = IF(paid_at IS NULL, ?, ?),
+				pay_by = COALESCE(pay_by, NOW(3) + INTERVAL ? MICROSECOND)
+				WHERE order_id = ? AND status IN (?, ?)`,
+				order.StatusPendingPayment, order.StatusPaid, window.Microseconds(), orderID,
+				order.StatusQueued, order.StatusPendingPayment)
+			if res.Error != nil {
+				return fmt.Errorf("order %s to %s: %w", orderID, order.StatusPendingPayment, res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return ErrOrderClosed // rolls the decrement and the marker back
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			row, err := orderRow(db, orderID)
+			return row, true, err
+		case errors.Is(err, errAlreadyDeducted):
+			return already()
+		case errors.Is(err, ErrOrderClosed):
+			row, rerr := orderRow(db, orderID)
+			if rerr != nil && !errors.Is(rerr, order.ErrNotFound) {
+				return Order{}, false, rerr
+			}
+			return row, false, fmt.Errorf("order %s is %s: %w", orderID, row.Status, ErrOrderClosed)
+		case !errors.Is(err, errVersionMiss):
+			return Order{}, false, err
+		case attempt >= deductAttempts:
+			return Order{}, false, fmt.Errorf("item %d after %d attempts: %w", itemID, attempt, ErrVersionConflict)
+		}
+		pause := time.Duration(1+rand.IntN(4*min(attempt, 10))) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return Order{}, false, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// rowLocks serializes this process's writers of one stock row.
+type rowLocks struct{ items sync.Map } // item id -> chan struct{} (capacity 1)
+
+func (l *rowLocks) lock(ctx context.Context, itemID int64) (func(), error) {
+	v, _ := l.items.LoadOrStore(itemID, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// restoreDeduction gives the order's deducted unit back, once.
+func restoreDeduction(tx *gorm.DB, orderID string) (bool, error) {
+	res := tx.Exec("UPDATE stock_deduction SET restored = TRUE WHERE order_id = ? AND restored = FALSE", orderID)
+	if res.Error != nil {
+		return false, fmt.Errorf("mark deduction of order %s restored: %w", orderID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return false, nil // never deducted, or already restored
+	}
+	res = tx.Exec(`UPDATE stock s JOIN stock_deduction d ON s.item_id = d.item_id
+		SET s.stock = s.stock + 1, s.version = s.version + 1 WHERE d.order_id = ?`, orderID)
+	if res.Error != nil {
+		return false, fmt.Errorf("restore stock for order %s: %w", orderID, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return false, fmt.Errorf("restore stock for order %s: stock row missing", orderID)
+	}
+	return true, nil
 }

@@ -16,20 +16,18 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/order"
 )
 
-// ErrDuplicate: the buyer already holds another order for the item, or
-// (InsertEarly) a row holds one of its order ids.
+// ErrDuplicate: the buyer holds another order for the item (or the order ids are taken).
 var ErrDuplicate = errors.New("duplicate")
 
-// Store wraps a gorm connection pool.
 type Store struct {
 	db   *gorm.DB
 	pool *sql.DB
 	rows rowLocks // one stock-row writer per item in this process
 }
 
-// Open connects and pings the database.
 func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	dsn, err := cfg.DSN()
 	if err != nil {
@@ -38,10 +36,8 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
-		// No prepared-statement cache: gorm prepares on a pool connection, also
-		// inside a transaction, so transactions holding row locks could wait for
-		// a connection held by statements waiting on those locks (seen as 50 s
-		// lock wait timeouts in the racing-close test under -race).
+		// No statement cache: gorm prepares on a pool connection even inside a
+		// transaction, so row-locking transactions could wait on each other.
 		PrepareStmt: false,
 		NowFunc:     func() time.Time { return time.Now().UTC() },
 	})
@@ -62,17 +58,14 @@ func Open(ctx context.Context, cfg config.MySQL) (*Store, error) {
 	return &Store{db: db, pool: sqlDB}, nil
 }
 
-// DB exposes the gorm handle to tests and tools that need raw queries.
+// DB is the gorm handle, for tests and tools.
 func (s *Store) DB() *gorm.DB { return s.db }
 
-// Ping checks the connection (readiness probes).
 func (s *Store) Ping(ctx context.Context) error { return s.pool.PingContext(ctx) }
 
-// Close closes the pool.
 func (s *Store) Close() error { return s.pool.Close() }
 
-// take reads the one row of T matching query with db (a pool, a transaction,
-// forUpdate); notFound, wrapped with what, when there is none.
+// take reads the one row of T matching query; notFound when there is none.
 func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (T, error) {
 	var row T
 	err := db.Where(query, args...).Take(&row).Error
@@ -87,7 +80,7 @@ func take[T any](db *gorm.DB, notFound error, what, query string, args ...any) (
 
 func forUpdate(db *gorm.DB) *gorm.DB { return db.Clauses(clause.Locking{Strength: "UPDATE"}) }
 
-// isDuplicate reports a unique-key violation (MySQL error 1062).
+// isDuplicate: a unique-key violation (MySQL error 1062).
 func isDuplicate(err error) bool {
 	return errors.Is(err, gorm.ErrDuplicatedKey) || mysqlErrNumber(err) == 1062
 }
@@ -99,3 +92,92 @@ func mysqlErrNumber(err error) uint16 {
 	}
 	return 0
 }
+
+// Item is a row of `item`. Its JSON is the API's (sale.ItemView).
+type Item struct {
+	ID         int64     `gorm:"column:id;primaryKey" json:"id"`
+	Name       string    `gorm:"column:name" json:"name"`
+	PriceCents int64     `gorm:"column:price_cents" json:"price_cents"`
+	Currency   string    `gorm:"column:currency" json:"-"` // ISO 4217; empty: the column's default
+	StockTotal int64     `gorm:"column:stock_total" json:"stock_total"`
+	StartAt    time.Time `gorm:"column:start_at" json:"start_at"`
+	EndAt      time.Time `gorm:"column:end_at" json:"end_at"`
+	// EndKey is the Idempotency-Key of the request that ended the sale.
+	EndKey                *string   `gorm:"column:end_key" json:"-"`
+	PaymentTimeoutSeconds int       `gorm:"column:payment_timeout_seconds" json:"payment_timeout_seconds"`
+	CreatedAt             time.Time `gorm:"column:created_at" json:"-"`
+}
+
+func (Item) TableName() string { return "item" }
+
+type Stock struct {
+	ID      int64 `gorm:"column:id;primaryKey"`
+	ItemID  int64 `gorm:"column:item_id"`
+	Stock   int64 `gorm:"column:stock"`
+	Version int64 `gorm:"column:version"`
+}
+
+func (Stock) TableName() string { return "stock" }
+
+// StockAdd is an applied add (Key: its Idempotency-Key; StockTotal: after it).
+type StockAdd struct {
+	AddID      string    `gorm:"column:add_id;primaryKey"`
+	ItemID     int64     `gorm:"column:item_id"`
+	Key        *string   `gorm:"column:idempotency_key"`
+	Units      int64     `gorm:"column:units"`
+	StockTotal int64     `gorm:"column:stock_total"`
+	CreatedAt  time.Time `gorm:"column:created_at;->"`
+}
+
+func (StockAdd) TableName() string { return "stock_add" }
+
+type Order struct {
+	ID      int64        `gorm:"column:id;primaryKey"`
+	OrderID string       `gorm:"column:order_id"`
+	UserID  int64        `gorm:"column:user_id"`
+	ItemID  int64        `gorm:"column:item_id"`
+	Status  order.Status `gorm:"column:status"`
+	Reason  string       `gorm:"column:reason"`
+	PayBy   *time.Time   `gorm:"column:pay_by"`
+	// PaidAt is when the API received the payment. A QUEUED row with it holds
+	// no unit yet: the deduction makes it PAID (or the saga REFUNDED).
+	PaidAt    *time.Time `gorm:"column:paid_at"`
+	CreatedAt time.Time  `gorm:"column:created_at"`
+	UpdatedAt time.Time  `gorm:"column:updated_at"`
+}
+
+func (Order) TableName() string { return "seckill_order" }
+
+// View is the row's order view (paid while QUEUED: PAID, settling).
+func (o Order) View() order.View {
+	v := order.View{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
+		Reason: o.Reason, PayBy: o.PayBy, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
+	if o.PaidQueued() {
+		v.Status, v.Settling = order.StatusPaid, true
+	}
+	return v
+}
+
+// Reservation is the order's Redis reservation as far as the row knows it.
+func (o Order) Reservation() order.Message {
+	m := order.Message{OrderID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: order.IDTime(o.OrderID, o.CreatedAt).UTC()}
+	if o.PayBy != nil {
+		payBy := o.PayBy.UTC()
+		m.PayBy = &payBy
+	}
+	return m
+}
+
+// PaidQueued: paid while QUEUED, holding no stock-row unit yet.
+func (o Order) PaidQueued() bool { return o.Status == order.StatusQueued && o.PaidAt != nil }
+
+// StockDeduction marks that an order took a unit from the stock row.
+type StockDeduction struct {
+	OrderID   string    `gorm:"column:order_id;primaryKey"`
+	ItemID    int64     `gorm:"column:item_id"`
+	Restored  bool      `gorm:"column:restored"`
+	CreatedAt time.Time `gorm:"column:created_at"`
+	UpdatedAt time.Time `gorm:"column:updated_at"`
+}
+
+func (StockDeduction) TableName() string { return "stock_deduction" }
