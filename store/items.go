@@ -105,7 +105,8 @@ func (s *Store) AddStock(ctx context.Context, itemID, n int64, key, addID string
 				if prev[0].Units != n {
 					return fmt.Errorf("item %d: key applied to an add of %d units, not %d: %w", itemID, prev[0].Units, n, ErrAddKeyReused)
 				}
-				it.StockTotal, out, replayed = prev[0].StockTotal, it, true
+				it.StockTotal = prev[0].StockTotal // what the first add left
+				out, replayed = it, true
 				return nil
 			}
 		}

@@ -55,3 +55,27 @@ func TestMigrationsRoundTrip(t *testing.T) {
 		t.Fatalf("after up: version %d (dirty %v), %v; want %d", v, dirty, err, latest)
 	}
 }
+
+// A retried add answers what the first add left, not what later adds made of
+// the item since: the operator's retry is told the same result twice.
+func TestAddStockReplayAnswersTheFirstResult(t *testing.T) {
+	t.Parallel()
+	st, _ := testkit.MySQL(t)
+	it := newItem(t, st, 10)
+	ctx := context.Background()
+	none := func(context.Context, store.Item) error { return nil }
+	first, replayed, err := st.AddStock(ctx, it.ID, 5, "click-1", "add-1", none)
+	if err != nil || replayed || first.StockTotal != it.StockTotal+5 {
+		t.Fatalf("first add: %+v replayed=%v %v", first, replayed, err)
+	}
+	if _, _, err := st.AddStock(ctx, it.ID, 3, "click-2", "add-2", none); err != nil {
+		t.Fatal(err)
+	}
+	again, replayed, err := st.AddStock(ctx, it.ID, 5, "click-1", "add-3", none)
+	if err != nil || !replayed {
+		t.Fatalf("retry: replayed=%v %v", replayed, err)
+	}
+	if again.StockTotal != first.StockTotal {
+		t.Fatalf("retry answered stock_total %d, the first add left %d", again.StockTotal, first.StockTotal)
+	}
+}

@@ -113,7 +113,9 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 		return err
 	}
 	defer tc.Close()
-	say := func(format string, args ...any) { _, _ = fmt.Fprintf(cmd.ErrOrStderr(), "[bench] "+format+"\n", args...) }
+	say := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "[bench] "+format+"\n", args...)
+	}
 	say("preparing the bench's own database %s, key prefix %s:, topic %s, task queue %s",
 		f.name, f.name, a.cfg.RocketMQ.Topic, a.cfg.Temporal.TaskQueue)
 	// Sagas a killed run left behind: their timers would fire into the new
