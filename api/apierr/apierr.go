@@ -72,7 +72,7 @@ var (
 	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
 	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
 	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
-	ErrKeyReused = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
+	ErrKeyReused        = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
 		"this Idempotency-Key was already used for an add of another number of units; use a new key for a new add")
 )
 

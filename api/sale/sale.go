@@ -110,8 +110,8 @@ func Register(r gin.IRoutes, d Deps) *Sale {
 	r.GET("/api/v1/items", h(s.listItems))
 	r.GET("/api/v1/items/:id", h(s.getItem))
 	r.POST("/api/v1/items/:id/warmup", h(s.warmup))
-	r.POST("/api/v1/items/:id/end", h(s.endSale))
-	r.POST("/api/v1/items/:id/stock", h(s.addStock))
+	r.POST("/api/v1/items/:id/end", h(s.control(s.endSale)))
+	r.POST("/api/v1/items/:id/stock", h(s.control(s.addStock)))
 	return s
 }
 
