@@ -126,7 +126,7 @@ type Server struct {
 	ips     *keyedLimiters[string]
 	engine  *gin.Engine
 	now     func() time.Time
-	ready   reused[[]string]
+	ready   apierr.Reused[[]string]
 	sale    *sale.Sale
 	orders  *orders.Orders
 	room    *controlroom.Room
@@ -220,9 +220,9 @@ const metricsRenderTTL = time.Second
 // cannot make a scrape fail, as a limiter would (local clients share the
 // scraper's loopback address).
 func (s *Server) publicMetrics() gin.HandlerFunc {
-	var rendered reused[[]byte]
+	var rendered apierr.Reused[[]byte]
 	return func(c *gin.Context) {
-		text, err := rendered.get(s.now, metricsRenderTTL, s.renderMetrics)
+		text, err := rendered.Get(s.now, metricsRenderTTL, s.renderMetrics)
 		if err != nil {
 			s.fail(c, err)
 			return
@@ -379,7 +379,7 @@ const readyTTL = time.Second
 // GET /readyz: every check passed within a second; a 503 names the others
 // (their reasons go to the log only).
 func (s *Server) readyz(c *gin.Context) {
-	down, _ := s.ready.get(time.Now, readyTTL, func() ([]string, error) { return s.readyDown(c.Request.Context()), nil })
+	down, _ := s.ready.Get(time.Now, readyTTL, func() ([]string, error) { return s.readyDown(c.Request.Context()), nil })
 	checks := make(map[string]string, len(s.deps.Checks))
 	for name := range s.deps.Checks {
 		checks[name] = "ok"
@@ -434,23 +434,4 @@ func TCPCheck(addrs ...string) Check {
 		}
 		return nil
 	}
-}
-
-// reused holds the last result of an evaluation, errors included, until it
-// is ttl old; concurrent callers share one evaluation.
-type reused[T any] struct {
-	mu  sync.Mutex
-	at  time.Time
-	val T
-	err error
-}
-
-func (r *reused[T]) get(now func() time.Time, ttl time.Duration, eval func() (T, error)) (T, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.at.IsZero() || now().Sub(r.at) >= ttl {
-		r.val, r.err = eval()
-		r.at = now()
-	}
-	return r.val, r.err
 }

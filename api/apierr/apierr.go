@@ -1,6 +1,6 @@
 // Package apierr is the API's error answers, shared by api and its jobs: the
-// Error type, the mapping of any error to its answer (To), writing it, and
-// small request readers whose failures are such answers.
+// Error type, the mapping of any error to its answer (To), writing it; and
+// small helpers of the jobs (request readers, Retry, Reused).
 package apierr
 
 import (
@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -242,4 +243,24 @@ func Retry(ctx context.Context, try func(ctx context.Context) error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Reused holds the last result of an evaluation, errors included, until it
+// is ttl old; concurrent callers share one evaluation.
+type Reused[T any] struct {
+	mu  sync.Mutex
+	at  time.Time
+	val T
+	err error
+}
+
+// Get returns the held result, evaluating it again when it is ttl old.
+func (r *Reused[T]) Get(now func() time.Time, ttl time.Duration, eval func() (T, error)) (T, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() || now().Sub(r.at) >= ttl {
+		r.val, r.err = eval()
+		r.at = now()
+	}
+	return r.val, r.err
 }

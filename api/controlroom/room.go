@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
@@ -60,21 +61,13 @@ type Deps struct {
 type Room struct {
 	d          Deps
 	pages      map[string]page
-	sums       reusedSummary
+	sums       apierr.Reused[summaryBody]
 	paid       firstPays
 	temporalUI string // the sagas' list in the Temporal Web UI, or ""
 }
 
 // Register adds the control room's routes to r.
 func Register(r gin.IRoutes, d Deps) *Room {
-	for name, missing := range map[string]bool{
-		"Items": d.Items == nil, "Pulses": d.Pulses == nil, "Orders": d.Orders == nil, "FirstPay": d.FirstPay == nil,
-		"Admin": d.Admin == nil, "Fail": d.Fail == nil, "NotFound": d.NotFound == nil, "Now": d.Now == nil,
-	} {
-		if missing {
-			panic("controlroom.Register: Deps." + name + " is required")
-		}
-	}
 	rm := &Room{d: d, pages: loadPages(web.Files())}
 	if t := d.Temporal; t.UIURL != "" {
 		rm.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"

@@ -52,27 +52,9 @@ type summaryBody struct {
 	Sales      []SaleSummary `json:"sales"`
 }
 
-// reusedSummary holds the last reading, errors included, for summaryTTL.
-type reusedSummary struct {
-	mu  sync.Mutex
-	at  time.Time
-	val summaryBody
-	err error
-}
-
-func (r *reusedSummary) get(now func() time.Time, eval func() (summaryBody, error)) (summaryBody, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.at.IsZero() || now().Sub(r.at) >= summaryTTL {
-		r.val, r.err = eval()
-		r.at = now()
-	}
-	return r.val, r.err
-}
-
 // GET /api/v1/admin/summary (admin): the figures of the shown sales.
 func (rm *Room) adminSummary(c *gin.Context) {
-	body, err := rm.sums.get(rm.d.Now, func() (summaryBody, error) {
+	body, err := rm.sums.Get(rm.d.Now, summaryTTL, func() (summaryBody, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
 		defer cancel()
 		return rm.readSummary(ctx)

@@ -76,7 +76,7 @@ func Register(r gin.IRoutes, d Deps) *Purchase {
 			Help: "Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503)."},
 			[]string{"outcome"}),
 	}
-	r.POST("/api/v1/seckill/:itemId", s.purchase)
+	r.POST("/api/v1/seckill/:itemId", apierr.Handle(d.Fail, s.purchase))
 	return s
 }
 
@@ -84,17 +84,15 @@ func Register(r gin.IRoutes, d Deps) *Purchase {
 // and token; the buyer's limiter and role; answers from memory (not charged
 // to the global limiter); the global limiter, guarding what reaches Redis or
 // MySQL; the reservation.
-func (s *Purchase) purchase(c *gin.Context) {
+func (s *Purchase) purchase(c *gin.Context) error {
 	by := s.answerBy(time.Now())
 	itemID, ok := apierr.ParseID(c.Param("itemId"))
 	if !ok {
-		s.d.Fail(c, apierr.BadRequest("itemId: must be a positive integer"))
-		return
+		return apierr.BadRequest("itemId: must be a positive integer")
 	}
 	p, err := s.d.Auth(c, auth.RoleBuyer) // charges the buyer's limiter
 	if err != nil {
-		s.d.Fail(c, err)
-		return
+		return err
 	}
 	now := s.d.Now()
 	ci, err := s.d.Items.Peek(itemID)
@@ -109,12 +107,10 @@ func (s *Purchase) purchase(c *gin.Context) {
 		}
 	}
 	if err != nil {
-		s.d.Fail(c, err)
-		return
+		return err
 	}
 	if err := s.d.Global(now); err != nil {
-		s.d.Fail(c, err)
-		return
+		return err
 	}
 	ctx := c.Request.Context()
 	if ci == nil {
@@ -122,8 +118,7 @@ func (s *Purchase) purchase(c *gin.Context) {
 			err = ci.Early(now)
 		}
 		if err != nil {
-			s.d.Fail(c, err)
-			return
+			return err
 		}
 	}
 	// The deadline is computed once, here, and travels with the order.
@@ -140,12 +135,10 @@ func (s *Purchase) purchase(c *gin.Context) {
 	case errors.Is(err, stock.ErrSoldOut):
 		s.unsure.forget(itemID, p.UserID)
 		s.d.Items.MarkSoldOut(ci)
-		s.d.Fail(c, err)
-		return
+		return err
 	case errors.As(err, &already), errors.Is(err, stock.ErrNotLoaded):
 		s.unsure.forget(itemID, p.UserID)
-		s.d.Fail(c, err)
-		return
+		return err
 	default:
 		// The script may have run (a reply lost, a master that died after
 		// replicating it): only the buyer's mark can say.
@@ -154,14 +147,12 @@ func (s *Purchase) purchase(c *gin.Context) {
 		switch found {
 		case notReserved:
 			// Nothing was reserved, whatever Redis answered: 503.
-			s.d.Fail(c, fmt.Errorf("%w: reserve: %w", apierr.ErrUnavailable, err))
-			return
+			return fmt.Errorf("%w: reserve: %w", apierr.ErrUnavailable, err)
 		case unknown:
 			// Neither 202 nor "nothing reserved" would be true; the
 			// buyer's retry here goes to Redis even if sold out here.
 			s.unsure.add(itemID, p.UserID, s.d.Now())
-			s.d.Fail(c, fmt.Errorf("%w: reserve: %w", apierr.ErrOutcomeUnknown, err))
-			return
+			return fmt.Errorf("%w: reserve: %w", apierr.ErrOutcomeUnknown, err)
 		}
 		// The unit is reserved and in the outbox: 202. The QUEUED status
 		// may be missing: store it (SET NX keeps a later one).
@@ -173,6 +164,7 @@ func (s *Purchase) purchase(c *gin.Context) {
 		s.d.Items.MarkSoldOut(ci)
 	}
 	s.accepted(c, msg)
+	return nil
 }
 
 // soldOut answers a buyer of an item held sold out: 410, or 409 with the
