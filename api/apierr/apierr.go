@@ -114,18 +114,15 @@ func (e *Error) encode() []byte {
 
 // To maps any error to its answer.
 func To(err error) *Error {
-	if e, ok := err.(*Error); ok { // the common case, without reflection
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
-	var e *Error
-	var already *stock.AlreadyReservedError
+	if already, ok := errors.AsType[*stock.AlreadyReservedError](err); ok {
+		return AlreadyPurchased(already.OrderID)
+	}
 	var tooLarge *http.MaxBytesError
 	var unavailable *serviceerror.Unavailable
 	switch {
-	case errors.As(err, &e):
-		return e
-	case errors.As(err, &already):
-		return AlreadyPurchased(already.OrderID)
 	case errors.Is(err, stock.ErrSoldOut):
 		return ErrSoldOut
 	case errors.Is(err, stock.ErrNotLoaded):
