@@ -49,7 +49,6 @@ type (
 	// Units is the live stock in Redis (stock.Store).
 	Units interface {
 		sale.Loader
-		sale.Adder
 		sale.Live
 		sale.Announcer
 		purchase.Units
@@ -180,7 +179,7 @@ func (s *Server) compose(e *gin.Engine) {
 	d, reg := s.deps, s.metrics.reg
 	s.sale = sale.Register(e, sale.Deps{
 		Catalog: d.Items, Controls: d.Items, Rows: saleRows{d.Stock, d.Orders},
-		Loader: d.Units, Adder: d.Units, Live: d.Units, Announcer: d.Units, Relay: d.Relay,
+		Loader: d.Units, Live: d.Units, Announcer: d.Units, Relay: d.Relay,
 		Refresh: s.cfg.ItemRefresh, Registry: reg, Log: s.log, Now: s.now,
 		Auth: s.authenticate, AllowIP: s.allowIP, Fail: s.fail,
 	})

@@ -68,7 +68,7 @@ type Room struct {
 
 // Register adds the control room's routes to r.
 func Register(r gin.IRoutes, d Deps) *Room {
-	rm := &Room{d: d, pages: loadPages(web.Files())}
+	rm := &Room{d: d, pages: loadPages(web.Files()), paid: firstPays{byItem: make(map[int64]map[string]struct{})}}
 	if t := d.Temporal; t.UIURL != "" {
 		rm.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
 	}

@@ -130,9 +130,6 @@ func (rm *Room) ObserveFirstPay(v order.View) {
 	p := &rm.paid
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.byItem == nil {
-		p.byItem = make(map[int64]map[string]struct{})
-	}
 	seen := p.byItem[v.ItemID]
 	if seen == nil {
 		seen = make(map[string]struct{})

@@ -104,7 +104,7 @@ func (s *Sale) addStock(ctx context.Context, c *gin.Context, id int64, key strin
 	tried := false
 	it, replayed, err := s.d.Controls.AddStock(ctx, id, n, key, addID, func(ctx context.Context, _ store.Item) error {
 		tried = true
-		_, err := s.d.Adder.AddUnits(ctx, id, addID, n)
+		_, err := s.d.Loader.AddUnits(ctx, id, addID, n)
 		return err
 	})
 	if err != nil && tried {
@@ -149,7 +149,7 @@ func (s *Sale) settleAdd(ctx context.Context, id int64, addID string) (committed
 				committed = applied
 				return err
 			}
-			_, err = s.d.Adder.UndoAdd(ctx, id, addID)
+			_, err = s.d.Loader.UndoAdd(ctx, id, addID)
 			return err
 		})
 		return err

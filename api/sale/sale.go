@@ -39,15 +39,12 @@ type Rows interface {
 	HeldOrders(ctx context.Context, itemID int64) ([]store.Order, error)
 }
 
-// Loader loads an item's stock key in Redis (stock.Store).
+// Loader loads an item's stock key in Redis and adds an admin's units, once
+// per add id (stock.Store).
 type Loader interface {
 	Load(ctx context.Context, itemID, units int64) (bool, error)
 	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
 	RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error)
-}
-
-// Adder adds an admin's units in Redis, once per add id (stock.Store).
-type Adder interface {
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
 }
@@ -78,7 +75,6 @@ type Deps struct {
 	Controls  Controls
 	Rows      Rows
 	Loader    Loader
-	Adder     Adder
 	Live      Live
 	Announcer Announcer
 	Relay     Watcher
