@@ -9,8 +9,7 @@ import (
 	"github.com/seckill/seckill/api/apierr"
 )
 
-// fail writes err's answer (apierr.To maps it) and stops the handler chain;
-// every route of every job answers its errors through it.
+// fail writes err's answer and stops the handler chain (every route's).
 func (s *Server) fail(c *gin.Context, err error) {
 	e := apierr.To(err)
 	if e.Status >= 500 {

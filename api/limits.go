@@ -14,8 +14,7 @@ func retryAfter(lim *rate.Limiter, now time.Time) time.Duration {
 	return retryIn(lim.TokensAt(now), float64(lim.Limit()))
 }
 
-// retryIn is how long until a bucket holding tokens, refilled at perSecond,
-// has a whole token again: at least a second.
+// retryIn is how long until a bucket refilled at perSecond has a whole token.
 func retryIn(tokens, perSecond float64) time.Duration {
 	need := 1 - tokens
 	if perSecond <= 0 || need <= 0 {
@@ -24,9 +23,9 @@ func retryIn(tokens, perSecond float64) time.Duration {
 	return max(time.Duration(math.Ceil(need/perSecond*float64(time.Second))), time.Second)
 }
 
-// keyedLimiters holds one token bucket per key (a buyer or a client IP), in
-// shards so buyers rarely contend on one mutex. Memory is bounded: sweep
-// evicts buckets idle for ttl, and a full shard evicts one entry.
+// keyedLimiters holds one token bucket per key, in shards so buyers rarely
+// contend. Memory is bounded: sweep evicts buckets idle for ttl, and a full
+// shard evicts one entry.
 type keyedLimiters[K comparable] struct {
 	perSecond float64
 	burst     float64
@@ -42,8 +41,7 @@ type limiterShard[K comparable] struct {
 	m  map[K]bucket
 }
 
-// bucket is one key's token bucket (rate.Limiter's AllowN), by value under
-// the shard's mutex: no allocation per buyer, no pointer for the collector.
+// bucket is one key's token bucket, by value: no allocation per buyer.
 type bucket struct {
 	tokens float64
 	at     time.Duration // since epoch: when tokens was counted, and the key last seen
@@ -74,8 +72,7 @@ func (k *keyedLimiters[K]) allow(key K, now time.Time) (bool, time.Duration) {
 		}
 		b = bucket{tokens: k.burst, at: at}
 	}
-	// Refilled up to now, capped at the burst (refilling in steps gives what
-	// one step would); a now older than at (another goroutine's, taken
+	// Refilled up to now, capped at the burst; a now older than at (taken
 	// before the lock) refills nothing.
 	b.tokens = min(b.tokens+max(at-b.at, 0).Seconds()*k.perSecond, k.burst)
 	b.at = max(at, b.at)

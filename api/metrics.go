@@ -14,9 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Metrics are the front door's Prometheus series (and the Go runtime's), on
-// a private registry, which the jobs register theirs on too (sale, purchase,
-// controlroom), and this instance's outbox relay (relay.NewMetrics).
+// Metrics are the API's Prometheus series, on a private registry that the
+// jobs and the relay register theirs on too.
 type Metrics struct {
 	reg        *prometheus.Registry
 	requests   *prometheus.CounterVec
@@ -52,7 +51,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 }
 
-// Registry is where the series are: the relay's go there too.
+// Registry is where the series are.
 func (m *Metrics) Registry() prometheus.Registerer { return m.reg }
 
 func (m *Metrics) rejected(code string) {
@@ -65,8 +64,8 @@ func (m *Metrics) rejected(code string) {
 	c.Inc()
 }
 
-// routeSeries are one route's series, resolved once: at stampede rates the
-// vectors' label lookups cost more than the observation.
+// routeSeries are one route's series, resolved once: label lookups cost more
+// than the observation.
 type routeSeries struct {
 	latency prometheus.Observer
 	codes   [600]atomic.Pointer[prometheus.Counter]

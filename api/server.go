@@ -1,11 +1,6 @@
-// Package api is the HTTP front door (gin), thin: the router and its
-// middleware, auth, the rate limits, the error answer (apierr maps errors to
-// it), readiness, metrics, and Run, which owns every goroutine. It composes
-// one package per job, each owning its routes and the interfaces it reads:
-// sale (items, the admin's sale controls, the item read model), purchase
-// (the endpoint that takes the stampede), orders (status, list, event
-// stream, pay and cancel) and controlroom (the pages and the admin summary);
-// it lends them the checks and the error answer.
+// Package api is the HTTP front door (gin): router, middleware, auth, rate
+// limits, readiness, metrics and Run. It composes the jobs sale, purchase,
+// orders and controlroom, lending them the checks and the error answer.
 package api
 
 import (
@@ -36,8 +31,7 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// The dependencies' interfaces are the jobs' own, composed: each job
-// declares what it reads.
+// The dependencies' interfaces are composed of the jobs' own.
 type (
 	// ItemStore is the MySQL side of items (store.Store).
 	ItemStore interface {
@@ -55,7 +49,6 @@ type (
 	// Units is the live stock in Redis (stock.Store).
 	Units interface {
 		sale.Loader
-		sale.Adder
 		sale.Live
 		sale.Announcer
 		purchase.Units
@@ -85,9 +78,8 @@ type Tokens interface {
 type Check func(ctx context.Context) error
 
 // Deps are what the server is built from. Optional: Actions (pay and cancel
-// then answer 503), DevSecret (only in development: POST /api/v1/dev/token
-// signs with it), Relay, Checks and Temporal (the control room links to its
-// Web UI's list of the sagas).
+// then answer 503), DevSecret (enables POST /api/v1/dev/token), Relay,
+// Checks and Temporal.
 type Deps struct {
 	Items     ItemStore
 	Orders    OrderReader
@@ -104,8 +96,7 @@ type Deps struct {
 	Temporal  config.Temporal
 }
 
-// check panics naming a missing dependency or setting: a server without it
-// would fail on the first request that needs it instead.
+// check panics naming a missing dependency or setting.
 func check(cfg config.API, d Deps) {
 	for name, missing := range map[string]bool{
 		"Deps.Items": d.Items == nil, "Deps.Orders": d.Orders == nil, "Deps.Units": d.Units == nil,
@@ -122,7 +113,7 @@ func check(cfg config.API, d Deps) {
 	}
 }
 
-// Server holds the handlers' dependencies and the per-instance state.
+// Server is the API of one instance.
 type Server struct {
 	cfg     config.API
 	deps    Deps
@@ -134,7 +125,7 @@ type Server struct {
 	ips     *keyedLimiters[string]
 	engine  *gin.Engine
 	now     func() time.Time
-	ready   reused[[]string]
+	ready   apierr.Reused[[]string]
 	sale    *sale.Sale
 	orders  *orders.Orders
 	room    *controlroom.Room
@@ -159,13 +150,11 @@ func New(cfg config.API, deps Deps) *Server {
 func (s *Server) routes() *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	// The client address is the peer's, unless the peer is one of the
-	// configured load balancers: then it comes from X-Forwarded-For, and
-	// from no other header.
+	// The client address is the peer's, or X-Forwarded-For's (only) when the
+	// peer is a trusted proxy.
 	e.RemoteIPHeaders = []string{"X-Forwarded-For"}
 	if err := e.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
-		// config.Load refuses such a value: a caller that built config.API
-		// itself must not get a server that silently trusts nobody.
+		// Never silently trust nobody (config.Load refuses such a value).
 		panic("api.New: trusted proxies: " + err.Error())
 	}
 	e.Use(s.recovery(), s.metrics.middleware(), s.bodyLimit())
@@ -185,13 +174,12 @@ func (s *Server) routes() *gin.Engine {
 	return e
 }
 
-// compose registers the jobs' routes, lending them the checks and the
-// error answer; each registers its metrics on the API's registry.
+// compose registers the jobs' routes and metrics.
 func (s *Server) compose(e *gin.Engine) {
 	d, reg := s.deps, s.metrics.reg
 	s.sale = sale.Register(e, sale.Deps{
 		Catalog: d.Items, Controls: d.Items, Rows: saleRows{d.Stock, d.Orders},
-		Loader: d.Units, Adder: d.Units, Live: d.Units, Announcer: d.Units, Relay: d.Relay,
+		Loader: d.Units, Live: d.Units, Announcer: d.Units, Relay: d.Relay,
 		Refresh: s.cfg.ItemRefresh, Registry: reg, Log: s.log, Now: s.now,
 		Auth: s.authenticate, AllowIP: s.allowIP, Fail: s.fail,
 	})
@@ -217,28 +205,23 @@ func (s *Server) compose(e *gin.Engine) {
 	})
 }
 
-// saleRows are the stock fence and the orders holding units, as the sale
-// reads them (one store.Store in production).
+// saleRows are sale.Rows (one store.Store in production).
 type saleRows struct {
 	StockFence
 	OrderReader
 }
 
-// metricsRenderTTL is how long one rendering of the registry serves the
-// public listener's scrapes.
+// metricsRenderTTL is how long one rendering of the registry serves scrapes.
 const metricsRenderTTL = time.Second
 
-// publicMetrics serves /metrics on the public listener. The route needs no
-// token and rendering the registry costs far more than any other answer, so
-// the registry is rendered at most once a second per instance and every
-// scrape gets that text, unlimited: a client flooding the route costs a copy
-// of the bytes and cannot make anyone's scrape fail (a limiter, shared or per
-// IP, would let it: every local client shares the scraper's loopback
-// address). SECKILL_API_METRICS_ADDR takes the route off the public listener.
+// publicMetrics serves /metrics on the public listener, rendered at most once
+// per metricsRenderTTL and unlimited: a flood costs a copy of the bytes and
+// cannot make a scrape fail, as a limiter would (local clients share the
+// scraper's loopback address).
 func (s *Server) publicMetrics() gin.HandlerFunc {
-	var rendered reused[[]byte]
+	var rendered apierr.Reused[[]byte]
 	return func(c *gin.Context) {
-		text, err := rendered.get(s.now, metricsRenderTTL, s.renderMetrics)
+		text, err := rendered.Get(s.now, metricsRenderTTL, s.renderMetrics)
 		if err != nil {
 			s.fail(c, err)
 			return
@@ -247,7 +230,6 @@ func (s *Server) publicMetrics() gin.HandlerFunc {
 	}
 }
 
-// renderMetrics is the registry in Prometheus' text format.
 func (s *Server) renderMetrics() ([]byte, error) {
 	families, err := s.metrics.reg.Gather()
 	if err != nil {
@@ -263,12 +245,10 @@ func (s *Server) renderMetrics() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// HTTPServer serves every route on the configured address (the event
-// stream lifts its own deadlines).
+// HTTPServer serves every route on the configured address.
 func (s *Server) HTTPServer() *http.Server { return s.httpServer(s.cfg.Addr, s.engine) }
 
-// MetricsServer serves /metrics, unlimited, on config.API.MetricsAddr; nil
-// when /metrics is public.
+// MetricsServer serves /metrics on config.API.MetricsAddr; nil when unset.
 func (s *Server) MetricsServer() *http.Server {
 	if s.cfg.MetricsAddr == "" {
 		return nil
@@ -302,16 +282,14 @@ func (s *Server) bodyLimit() gin.HandlerFunc {
 	}
 }
 
-// authenticate returns the request's verified principal, charged to its own
+// authenticate returns the request's verified principal, charged to its
 // limiter and of the role asked for, if any. A request without a valid token
-// is charged to its client IP's limiter, so token guessing is rate limited
-// too.
+// is charged to its IP's limiter, so token guessing is limited too.
 func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, error) {
 	h := c.GetHeader("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		if p, err := s.deps.Tokens.Verify(strings.TrimSpace(h[7:])); err == nil {
-			// Admins have limiters of their own (setting up sales is not
-			// shopping), keyed by the negated id: admin 1 is not buyer 1.
+			// Admins have their own limiters, keyed by the negated id.
 			lim, key := s.buyers, p.UserID
 			if p.Role != auth.RoleBuyer {
 				lim, key = s.admins, -p.UserID
@@ -331,8 +309,7 @@ func (s *Server) authenticate(c *gin.Context, role auth.Role) (auth.Principal, e
 	return auth.Principal{}, apierr.ErrUnauthorized
 }
 
-// allowGlobal takes a token of the global limiter, which guards what
-// reaches Redis or MySQL on the purchase path.
+// allowGlobal takes a token of the global limiter (the purchase path).
 func (s *Server) allowGlobal(now time.Time) error {
 	if !s.global.AllowN(now, 1) {
 		return apierr.RateLimited(retryAfter(s.global, now))
@@ -348,9 +325,8 @@ func (s *Server) allowIP(c *gin.Context) error {
 	return nil
 }
 
-// ipKey is the per-IP limiter's key of a client address: an IPv4 address as
-// it is, an IPv6 address by its /64 (one subscriber's network: a client
-// rotating addresses inside it gets no fresh bucket).
+// ipKey is the per-IP limiter's key: an IPv4 address, or an IPv6 address's
+// /64 (rotating addresses inside one subscriber's network gains nothing).
 func ipKey(addr string) string {
 	ip, err := netip.ParseAddr(addr)
 	if err != nil || ip.Is4() || ip.Is4In6() {
@@ -363,12 +339,9 @@ func ipKey(addr string) string {
 	return p.String()
 }
 
-// Run keeps the per-instance state fresh until ctx ends, and every
-// goroutine the API starts is its own (or a job's Run it waits for): the
-// item read model (one subscription per instance to each item event
-// channel, fanned out in memory), the order views fed to the event streams
-// and the control room, and the limiters' sweep. What pub/sub loses in a
-// reconnect, the refreshes and the streams' polls catch up.
+// Run keeps the per-instance state fresh until ctx ends and owns every
+// goroutine the API starts: the item read model, the order views fed to the
+// event streams and the control room, and the sweep.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.sale.Run(ctx) })
@@ -399,14 +372,13 @@ func (s *Server) sweep(ctx context.Context) {
 	}
 }
 
-// readyTTL is how long a readiness result is reused: /readyz is public, and
-// each evaluation dials every dependency.
+// readyTTL is how long a readiness result is reused (/readyz is public).
 const readyTTL = time.Second
 
-// GET /readyz: every dependency answered within a second. A 503 names those
-// that did not, and nothing more: the reasons go to the log.
+// GET /readyz: every check passed within a second; a 503 names the others
+// (their reasons go to the log only).
 func (s *Server) readyz(c *gin.Context) {
-	down, _ := s.ready.get(time.Now, readyTTL, func() ([]string, error) { return s.readyDown(c.Request.Context()), nil })
+	down, _ := s.ready.Get(time.Now, readyTTL, func() ([]string, error) { return s.readyDown(c.Request.Context()), nil })
 	checks := make(map[string]string, len(s.deps.Checks))
 	for name := range s.deps.Checks {
 		checks[name] = "ok"
@@ -424,7 +396,7 @@ func (s *Server) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": checks})
 }
 
-// readyDown runs the checks at once and names the failing ones, sorted.
+// readyDown names the failing checks, sorted.
 func (s *Server) readyDown(ctx context.Context) []string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -461,23 +433,4 @@ func TCPCheck(addrs ...string) Check {
 		}
 		return nil
 	}
-}
-
-// reused holds the last result of an evaluation, errors included, until it
-// is ttl old; callers wait on one evaluation instead of each starting one.
-type reused[T any] struct {
-	mu  sync.Mutex
-	at  time.Time
-	val T
-	err error
-}
-
-func (r *reused[T]) get(now func() time.Time, ttl time.Duration, eval func() (T, error)) (T, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.at.IsZero() || now().Sub(r.at) >= ttl {
-		r.val, r.err = eval()
-		r.at = now()
-	}
-	return r.val, r.err
 }

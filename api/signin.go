@@ -11,8 +11,7 @@ import (
 )
 
 // GET /api/v1/time (anyone; per-IP limit): the server's clock, which the
-// pages count down against, not the browser's; dev says whether POST
-// /api/v1/dev/token exists.
+// pages count down against; dev says whether /api/v1/dev/token exists.
 func (s *Server) serverTime(c *gin.Context) error {
 	if err := s.allowIP(c); err != nil {
 		return err
@@ -28,8 +27,8 @@ const (
 	devTokenTTL = 12 * time.Hour
 )
 
-// POST /api/v1/dev/token (development only; per-IP limit): a token for
-// {"user_id": N, "role": "buyer"|"admin"} (role defaults to buyer).
+// POST /api/v1/dev/token (development only; per-IP limit), body
+// {"user_id": N, "role": "buyer"|"admin"}: a token.
 func (s *Server) devToken(c *gin.Context) error {
 	if err := s.allowIP(c); err != nil {
 		return err

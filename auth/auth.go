@@ -59,7 +59,7 @@ func Sign(secret []byte, userID int64, role Role, ttl time.Duration, now time.Ti
 }
 
 // Verifier checks tokens: the fast path (fast.go) decides Sign's, golang-jwt
-// any other. No cache: the fast path costs less than one would (~1 µs).
+// any other.
 type Verifier struct {
 	secret  []byte
 	parser  *jwt.Parser
@@ -69,8 +69,7 @@ type Verifier struct {
 
 // NewVerifier returns a Verifier for HS256 tokens signed with secret.
 func NewVerifier(secret []byte) *Verifier {
-	// Its own copy: the pooled MACs are keyed once, and golang-jwt must
-	// never see a different key.
+	// Its own copy: golang-jwt must never see a key the pooled MACs lack.
 	secret = bytes.Clone(secret)
 	v := &Verifier{secret: secret, now: time.Now}
 	v.parser = jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -91,8 +90,8 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	return p, err
 }
 
-// verifyReference is the full golang-jwt parse: the rules the fast path
-// copies, and the path for every token the fast path leaves undecided.
+// verifyReference is the full golang-jwt parse, whose rules the fast path
+// copies.
 func (v *Verifier) verifyReference(token string) (Principal, error) {
 	var c claims
 	if _, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.secret, nil }); err != nil {
@@ -102,10 +101,9 @@ func (v *Verifier) verifyReference(token string) (Principal, error) {
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != c.Subject {
 		return Principal{}, fmt.Errorf("%w: sub must be a positive decimal user id", ErrInvalidToken)
 	}
-	var role Role // the constants: nothing of the token is kept
+	role := RoleBuyer // the constants: nothing of the token is kept
 	switch Role(c.Role) {
 	case RoleBuyer:
-		role = RoleBuyer
 	case RoleAdmin:
 		role = RoleAdmin
 	default:

@@ -12,29 +12,18 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// The fast path decides a token without golang-jwt's
-// map-and-reflection decode, and only where the answer is certainly the one
-// golang-jwt (as configured in NewVerifier) would give:
-//
-//   - A token whose HMAC-SHA256 does not match is refused outright: golang-jwt
-//     accepts only alg HS256 with exactly this MAC, so every forged or garbled
-//     token is a cheap rejection, whatever its header says.
-//   - A correctly signed token is decided here only if its header and claims
-//     are byte for byte the shape Sign produces; any other shape (extra
-//     claims, nbf, fractional dates, escapes, whitespace, ...) goes to
-//     golang-jwt. Only Sign issues our tokens, so that fallback is rare.
-//
-// Segments are decoded with base64.RawURLEncoding, the decoder golang-jwt
-// uses by default (not strict: '\r' and '\n' are skipped, unused trailing
-// bits are ignored), so both read the same bytes from the same text.
-// FuzzVerifyMatchesGolangJWT holds the two paths to the same answers.
+// The fast path decides a token without golang-jwt's reflection, only where
+// the answer is certainly golang-jwt's (FuzzVerifyMatchesGolangJWT holds
+// them equal): a token whose HMAC-SHA256 does not match is refused (golang-jwt
+// accepts only HS256 with this MAC); a signed one is decided only in exactly
+// Sign's shape, any other goes to golang-jwt. Segments are decoded with
+// base64.RawURLEncoding, golang-jwt's default decoder.
 
-// maxFastToken bounds the tokens copied into pooled buffers; Sign's tokens
-// are under 200 bytes, and longer ones go straight to golang-jwt.
+// maxFastToken bounds the tokens copied into pooled buffers (Sign's are
+// under 200 bytes).
 const maxFastToken = 512
 
-// stdHeader is the header segment Sign produces, taken from golang-jwt itself
-// so it follows the library's encoding: {"alg":"HS256","typ":"JWT"}.
+// stdHeader is the header segment Sign produces, as golang-jwt encodes it.
 var stdHeader = func() string {
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{}).SigningString()
 	if err != nil {
@@ -44,16 +33,15 @@ var stdHeader = func() string {
 	return h
 }()
 
-// Rejections of the fast path, built once: refusing a token allocates nothing.
+// Rejections of the fast path, built once: a refusal allocates nothing.
 var (
 	errMalformed = fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenMalformed)
 	errSignature = fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenSignatureInvalid)
 	errExpired   = fmt.Errorf("%w: %w", ErrInvalidToken, jwt.ErrTokenExpired)
 )
 
-// scratch is one goroutine's working set, pooled: an HMAC already keyed with
-// the secret (hmac.New precomputes the pads; Reset restores them) and buffers
-// for the token and its decoded segments.
+// scratch is a pooled working set: an HMAC keyed with the secret (Reset
+// restores its pads) and buffers for the token and its decoded segments.
 type scratch struct {
 	mac    hash.Hash
 	tok    []byte
@@ -62,8 +50,7 @@ type scratch struct {
 	claims [192]byte
 }
 
-// load returns token as bytes, copied into the pooled buffer when it is short
-// enough to be worth keeping.
+// load returns token as bytes, in the pooled buffer unless it is long.
 func (st *scratch) load(token string) []byte {
 	if len(token) > maxFastToken {
 		return []byte(token)
@@ -109,9 +96,8 @@ func (v *Verifier) verifyFast(tok []byte, now time.Time, st *scratch) (Principal
 	if !ok {
 		return Principal{}, false, nil
 	}
-	// golang-jwt's rules with no leeway: exp required and strictly after
-	// now (Sign writes no nbf, and iat is not checked). Its dates are
-	// truncated to jwt.TimePrecision.
+	// golang-jwt's rules without leeway: exp strictly after now, truncated
+	// to jwt.TimePrecision (Sign writes no nbf; iat is not checked).
 	if !now.Before(time.Unix(exp, 0).Truncate(jwt.TimePrecision)) {
 		return Principal{}, true, errExpired
 	}
@@ -119,14 +105,10 @@ func (v *Verifier) verifyFast(tok []byte, now time.Time, st *scratch) (Principal
 }
 
 // parseSignedClaims reads claims in exactly Sign's shape,
-//
-//	{"role":"buyer","sub":"1001","exp":1700003600,"iat":1700000000}
-//
-// and reports ok=false for anything else. The shape leaves JSON nothing to
-// interpret (no escapes, duplicates, spacing or other keys), and its numbers
-// are what golang-jwt would read too: sub has at most 18 digits and no
-// leading zero, so it is a positive int64 in canonical decimal; exp and iat
-// are integers of at most 15 digits, exact as the float64 golang-jwt parses.
+// {"role":"buyer","sub":"1001","exp":1700003600,"iat":1700000000}, else
+// ok=false. It leaves JSON nothing to interpret, and the numbers are what
+// golang-jwt reads: sub is a canonical positive int64 (18 digits at most);
+// exp and iat have at most 15 digits, exact as float64s.
 func parseSignedClaims(b []byte) (p Principal, exp int64, ok bool) {
 	if b, ok = bytes.CutPrefix(b, []byte(`{"role":"`)); !ok {
 		return Principal{}, 0, false
@@ -139,32 +121,26 @@ func parseSignedClaims(b []byte) (p Principal, exp int64, ok bool) {
 	default:
 		return Principal{}, 0, false
 	}
-	if b, ok = bytes.CutPrefix(b, []byte(`","sub":"`)); !ok {
-		return Principal{}, 0, false
-	}
-	if p.UserID, b, ok = leadingNumber(b, 18); !ok {
-		return Principal{}, 0, false
-	}
-	if b, ok = bytes.CutPrefix(b, []byte(`","exp":`)); !ok {
-		return Principal{}, 0, false
-	}
-	if exp, b, ok = leadingNumber(b, 15); !ok {
-		return Principal{}, 0, false
-	}
-	if b, ok = bytes.CutPrefix(b, []byte(`,"iat":`)); !ok {
-		return Principal{}, 0, false
-	}
-	if _, b, ok = leadingNumber(b, 15); !ok {
-		return Principal{}, 0, false
+	var n [3]int64 // sub, exp, iat
+	for i, f := range [...]struct {
+		prefix string
+		digits int
+	}{{`","sub":"`, 18}, {`","exp":`, 15}, {`,"iat":`, 15}} {
+		if b, ok = bytes.CutPrefix(b, []byte(f.prefix)); !ok {
+			return Principal{}, 0, false
+		}
+		if n[i], b, ok = leadingNumber(b, f.digits); !ok {
+			return Principal{}, 0, false
+		}
 	}
 	if string(b) != "}" {
 		return Principal{}, 0, false
 	}
-	return p, exp, true
+	p.UserID = n[0]
+	return p, n[1], true
 }
 
-// leadingNumber reads 1 to maxDigits decimal digits, the first not 0, and
-// returns their value and what follows them.
+// leadingNumber reads 1 to maxDigits decimal digits, the first not 0.
 func leadingNumber(b []byte, maxDigits int) (int64, []byte, bool) {
 	var n int64
 	i := 0

@@ -1,7 +1,5 @@
-// Package web holds the pages people use: the storefront (index.html) and
-// the control room (admin.html), plain HTML, CSS and JavaScript embedded in
-// the binary. `seckill api` serves them on the API's own origin; they speak
-// only the API's JSON routes, so they can do nothing the API does not allow.
+// Package web holds the pages, embedded: the storefront (index.html) and the
+// control room (admin.html), served by the API on its own origin.
 package web
 
 import (

@@ -1,7 +1,6 @@
-// Package apierr is the API's error answers, shared by package api and the
-// packages of its jobs: the Error type, the sentinel answers, the one mapping
-// of any error to its HTTP status and JSON code (To), and writing the answer;
-// with the small readers of a request whose failures are such answers.
+// Package apierr is the API's error answers, shared by api and its jobs: the
+// Error type, the mapping of any error to its answer (To), writing it; and
+// small helpers of the jobs (request readers, Retry, Reused).
 package apierr
 
 import (
@@ -16,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,15 +31,14 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Error is an HTTP error answer. To is the only place that knows which
-// status and code a domain error deserves.
+// Error is an HTTP error answer.
 type Error struct {
 	Status     int
 	Code       string
 	Message    string
 	OrderID    string        // set for ALREADY_PURCHASED
 	RetryAfter time.Duration // set for RATE_LIMITED
-	body       []byte        // the pre-encoded answer of the static errors below
+	body       []byte        // pre-encoded answer of the static errors
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -50,8 +49,7 @@ func newError(status int, code, msg string) *Error {
 	return e
 }
 
-// The API's error answers; domain errors of other packages become one of
-// them in To.
+// The API's error answers.
 var (
 	itemNotFound      = newError(http.StatusNotFound, "ITEM_NOT_FOUND", "no such item")
 	orderNotFound     = newError(http.StatusNotFound, "ORDER_NOT_FOUND", "no such order")
@@ -63,12 +61,10 @@ var (
 	ErrSoldOut        = newError(http.StatusGone, "SOLD_OUT", "sold out")
 	ErrRateLimited    = newError(http.StatusTooManyRequests, "RATE_LIMITED", "too many requests")
 	ErrUnavailable    = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "temporarily unavailable, nothing was reserved; try again")
-	// ErrOutcomeUnknown: Redis failed during the reservation and again for
-	// the confirm window.
+	// ErrOutcomeUnknown: Redis failed during a reservation and its confirm.
 	ErrOutcomeUnknown = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
 		"temporarily unavailable; whether a unit was reserved for you is not known yet; try again")
-	// ErrActionNotRecorded: a pay or cancel could not be recorded within
-	// order.DoorLimit of its arrival (payment.ErrNotRecorded).
+	// ErrActionNotRecorded is payment.ErrNotRecorded.
 	ErrActionNotRecorded = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
 		"temporarily unavailable; whether your pay or cancel was recorded is not known yet; GET the order, or try again")
 	ErrNoRoute          = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
@@ -76,11 +72,8 @@ var (
 	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
 	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
 	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
-	// ErrSaleAlreadyEnded answers an admin's end or add on an ended sale.
 	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
-	// ErrKeyReused answers an add whose Idempotency-Key an add of another
-	// number of units already used.
-	ErrKeyReused = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
+	ErrKeyReused        = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
 		"this Idempotency-Key was already used for an add of another number of units; use a new key for a new add")
 )
 
@@ -121,18 +114,15 @@ func (e *Error) encode() []byte {
 
 // To maps any error to its answer.
 func To(err error) *Error {
-	if e, ok := err.(*Error); ok { // the common case (SOLD_OUT, RATE_LIMITED, ...): no reflection
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}
-	var e *Error
-	var already *stock.AlreadyReservedError
+	if already, ok := errors.AsType[*stock.AlreadyReservedError](err); ok {
+		return AlreadyPurchased(already.OrderID)
+	}
 	var tooLarge *http.MaxBytesError
 	var unavailable *serviceerror.Unavailable
 	switch {
-	case errors.As(err, &e):
-		return e
-	case errors.As(err, &already):
-		return AlreadyPurchased(already.OrderID)
 	case errors.Is(err, stock.ErrSoldOut):
 		return ErrSoldOut
 	case errors.Is(err, stock.ErrNotLoaded):
@@ -161,9 +151,8 @@ func To(err error) *Error {
 	return ErrInternal
 }
 
-// isConnError reports a failure to reach a backing service (Redis, MySQL),
-// or one that is back in a moment: a Redis loading its data after a restart,
-// failing over or resharding, a MySQL connection broken mid-query.
+// isConnError reports a failure to reach Redis or MySQL, or one that passes
+// soon (Redis loading, failing over or resharding; a broken connection).
 func isConnError(err error) bool {
 	var ne net.Error // *net.OpError among others
 	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
@@ -192,19 +181,17 @@ func Write(c *gin.Context, e *Error) {
 	WriteJSON(c, e.Status, body)
 }
 
-// jsonContentType is shared by every answer's header map; it is only read.
+// jsonContentType is shared by every answer's header map: never written.
 var jsonContentType = []string{"application/json; charset=utf-8"}
 
-// WriteJSON writes a pre-encoded JSON body (what c.Data does, without
-// allocating the Content-Type value each time).
+// WriteJSON is c.Data for JSON without allocating the Content-Type value.
 func WriteJSON(c *gin.Context, status int, body []byte) {
 	c.Writer.Header()["Content-Type"] = jsonContentType
 	c.Status(status)
 	_, _ = c.Writer.Write(body)
 }
 
-// Handle adapts a handler that returns its error answer; fail answers it
-// (api's Server.fail, which counts and logs it too).
+// Handle adapts a handler that returns its error, which fail answers.
 func Handle(fail func(*gin.Context, error), h func(c *gin.Context) error) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if err := h(c); err != nil {
@@ -213,8 +200,7 @@ func Handle(fail func(*gin.Context, error), h func(c *gin.Context) error) gin.Ha
 	}
 }
 
-// ReadJSON decodes the request body into dst; shape says what the body must
-// be when it is not such JSON.
+// ReadJSON decodes the body into dst; shape is the 400's message.
 func ReadJSON(c *gin.Context, dst any, shape string) error {
 	body, err := io.ReadAll(c.Request.Body)
 	var tooLarge *http.MaxBytesError
@@ -238,9 +224,8 @@ func ParseID(s string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// Retry calls try until it succeeds or ctx ends (then it returns try's last
-// error), backing off from 50 ms to 1 s between calls: a write whose outcome
-// must be learned (a purchase's confirm, a stock add's settling).
+// Retry calls try until it succeeds or ctx ends (returning try's last
+// error), backing off from 50 ms to 1 s.
 func Retry(ctx context.Context, try func(ctx context.Context) error) error {
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		err := try(ctx)
@@ -255,4 +240,24 @@ func Retry(ctx context.Context, try func(ctx context.Context) error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Reused holds the last result of an evaluation, errors included, until it
+// is ttl old; concurrent callers share one evaluation.
+type Reused[T any] struct {
+	mu  sync.Mutex
+	at  time.Time
+	val T
+	err error
+}
+
+// Get returns the held result, evaluating it again when it is ttl old.
+func (r *Reused[T]) Get(now func() time.Time, ttl time.Duration, eval func() (T, error)) (T, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() || now().Sub(r.at) >= ttl {
+		r.val, r.err = eval()
+		r.at = now()
+	}
+	return r.val, r.err
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// page is one embedded file of package web, read into memory at start.
+// page is one embedded file of package web.
 type page struct {
 	body        []byte
 	contentType string
@@ -40,14 +40,11 @@ func loadPages(fsys fs.FS) map[string]page {
 	return out
 }
 
-// contentSecurity keeps the pages to their own origin: scripts and styles
-// only from the embedded files, requests only to this API, no framing.
+// contentSecurity keeps the pages to their own origin, unframed.
 const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
 
-// writePage answers one embedded file. Pages are revalidated on every load
-// (no-cache with an ETag): a new binary is seen at once, an unchanged file
-// costs a 304.
+// writePage answers one embedded file, revalidated on every load (ETag).
 func (rm *Room) writePage(c *gin.Context, name string) {
 	p, ok := rm.pages[name]
 	if !ok {

@@ -1,9 +1,5 @@
-// Package controlroom is the control room's backend: the pages people use
-// (the storefront and the control room, embedded by package web) and the
-// admin summary they poll, with the 202 -> first pay latencies it reads from
-// seckill_order_first_pay_seconds. Package api composes it: it owns its
-// routes and what it reads; api lends it the admin check and the error
-// answer, so auth, limits and the error mapping stay in one place.
+// Package controlroom serves the pages (package web's storefront and control
+// room) and the admin summary they poll, with its 202 -> first pay latencies.
 package controlroom
 
 import (
@@ -14,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/stock"
@@ -21,14 +18,10 @@ import (
 	"github.com/seckill/seckill/web"
 )
 
-// Items is the API's item read model (api's item cache), from memory.
+// Items is the item read model (sale.Cache).
 type Items interface {
-	// Shown returns the sales listed at now: upcoming, open, or ended
-	// within the listing window.
 	Shown(now time.Time) []store.Item
-	// Known says whether the read model holds the item, whatever its dates.
 	Known(itemID int64) bool
-	// View is an item as the API shows it, with left units at now.
 	View(it store.Item, left int64, now time.Time) any
 }
 
@@ -50,19 +43,15 @@ type Histogram interface {
 	DeleteLabelValues(lvs ...string) bool
 }
 
-// Deps are what the control room is built from. Temporal is optional (the
-// summary then links to no list of sagas).
+// Deps are what the control room is built from. Temporal is optional.
 type Deps struct {
 	Items    Items
 	Pulses   Pulses
 	Orders   OrderCounts
 	FirstPay Histogram
 	Temporal config.Temporal
-	// Admin lets an admin's request through, charged to the admin
-	// limiter, and answers every other with the API's error.
-	Admin gin.HandlerFunc
-	// Fail answers an error as the API does (apierr.To maps it); NotFound
-	// answers as the API answers an unknown route.
+	// The API's admin check, error answer and unknown route's answer.
+	Admin    gin.HandlerFunc
 	Fail     func(c *gin.Context, err error)
 	NotFound gin.HandlerFunc
 	Now      func() time.Time
@@ -70,26 +59,16 @@ type Deps struct {
 
 // Room serves the pages and the admin summary and counts first pays.
 type Room struct {
-	d     Deps
-	pages map[string]page
-	sums  reusedSummary
-	paid  firstPays
-	// temporalUI is the sagas' workflow list in the Temporal Web UI, or "".
-	temporalUI string
+	d          Deps
+	pages      map[string]page
+	sums       apierr.Reused[summaryBody]
+	paid       firstPays
+	temporalUI string // the sagas' list in the Temporal Web UI, or ""
 }
 
-// Register adds the control room's routes to r (the API's engine) and
-// returns the room, which the API feeds order views and sweeps.
+// Register adds the control room's routes to r.
 func Register(r gin.IRoutes, d Deps) *Room {
-	for name, missing := range map[string]bool{
-		"Items": d.Items == nil, "Pulses": d.Pulses == nil, "Orders": d.Orders == nil, "FirstPay": d.FirstPay == nil,
-		"Admin": d.Admin == nil, "Fail": d.Fail == nil, "NotFound": d.NotFound == nil, "Now": d.Now == nil,
-	} {
-		if missing {
-			panic("controlroom.Register: Deps." + name + " is required")
-		}
-	}
-	rm := &Room{d: d, pages: loadPages(web.Files())}
+	rm := &Room{d: d, pages: loadPages(web.Files()), paid: firstPays{byItem: make(map[int64]map[string]struct{})}}
 	if t := d.Temporal; t.UIURL != "" {
 		rm.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
 	}
@@ -100,9 +79,7 @@ func Register(r gin.IRoutes, d Deps) *Room {
 	return rm
 }
 
-// NewFirstPay registers seckill_order_first_pay_seconds on reg: the
-// histogram the room observes (ObserveFirstPay) and reads (the summary's
-// "payable"), its Deps.FirstPay.
+// NewFirstPay registers seckill_order_first_pay_seconds (Deps.FirstPay) on reg.
 func NewFirstPay(reg prometheus.Registerer) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "seckill_order_first_pay_seconds",

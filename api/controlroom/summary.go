@@ -20,16 +20,14 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// One reading of the control room's figures (one pipelined Redis round trip,
-// one index-only MySQL count) serves every admin poll for summaryTTL, however
-// many control rooms are open; it lists the newest summaryMaxItems sales.
+// One reading of the figures serves every admin poll for summaryTTL; it
+// lists the newest summaryMaxItems sales.
 const (
 	summaryTTL      = 500 * time.Millisecond
 	summaryMaxItems = 100
 )
 
-// SaleSummary is one sale in the control room (docs/openapi.yaml says what
-// each figure is). Item is the API's view of the item (sale.ItemView).
+// SaleSummary is one sale in the control room (docs/openapi.yaml).
 type SaleSummary struct {
 	Item          any                    `json:"item"`
 	UnitsLeft     *int64                 `json:"units_left"`
@@ -40,15 +38,13 @@ type SaleSummary struct {
 	SagasURL      string                 `json:"sagas_url,omitempty"`
 }
 
-// PayableLatency summarises 202 -> first accepted pay: what a buyer who pays
-// at once waits for (the field keeps its name, "payable", in the JSON).
+// PayableLatency summarises 202 -> first accepted pay.
 type PayableLatency struct {
 	Count int64    `json:"count"`
 	P50MS *float64 `json:"p50_ms"`
 	P99MS *float64 `json:"p99_ms"`
 }
 
-// summaryBody is the answer of GET /api/v1/admin/summary.
 type summaryBody struct {
 	ServerTime time.Time     `json:"server_time"`
 	ReadAt     time.Time     `json:"read_at"`
@@ -56,30 +52,9 @@ type summaryBody struct {
 	Sales      []SaleSummary `json:"sales"`
 }
 
-// reusedSummary holds the last reading, errors included, until it is
-// summaryTTL old; polls wait on one reading instead of each starting one.
-type reusedSummary struct {
-	mu  sync.Mutex
-	at  time.Time
-	val summaryBody
-	err error
-}
-
-func (r *reusedSummary) get(now func() time.Time, eval func() (summaryBody, error)) (summaryBody, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.at.IsZero() || now().Sub(r.at) >= summaryTTL {
-		r.val, r.err = eval()
-		r.at = now()
-	}
-	return r.val, r.err
-}
-
-// GET /api/v1/admin/summary (admin, checked by Deps.Admin before): the
-// control room's figures of every sale that is upcoming, open or ended
-// within the last hour.
+// GET /api/v1/admin/summary (admin): the figures of the shown sales.
 func (rm *Room) adminSummary(c *gin.Context) {
-	body, err := rm.sums.get(rm.d.Now, func() (summaryBody, error) {
+	body, err := rm.sums.Get(rm.d.Now, summaryTTL, func() (summaryBody, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
 		defer cancel()
 		return rm.readSummary(ctx)
@@ -93,7 +68,6 @@ func (rm *Room) adminSummary(c *gin.Context) {
 	c.JSON(http.StatusOK, body)
 }
 
-// readSummary reads the figures of the sales this instance knows.
 func (rm *Room) readSummary(ctx context.Context) (summaryBody, error) {
 	now := rm.d.Now()
 	sales := rm.d.Items.Shown(now)
@@ -136,19 +110,15 @@ func (rm *Room) readSummary(ctx context.Context) (summaryBody, error) {
 	return b, nil
 }
 
-// firstPays counts, per item, each order's first accepted pay once, from the
-// order views every instance receives over pub/sub (no query): the door
-// publishes a view when it accepts an order's first pay, and the saga may
-// publish the PAID order again later. The latencies themselves are in
-// seckill_order_first_pay_seconds (Deps.FirstPay), which the summary reads.
+// firstPays are the orders whose first pay was counted, per item (the saga
+// may publish a PAID view again later).
 type firstPays struct {
 	mu     sync.Mutex
 	byItem map[int64]map[string]struct{}
 }
 
-// ObserveFirstPay records an order's first PAID view: from its 202 (the
-// order id's time) to the door's decision (the view's UpdatedAt, the row's
-// write). The API calls it with every order view it receives.
+// ObserveFirstPay records an order's first PAID view: from its 202 (the id's
+// time) to the door's decision (UpdatedAt).
 func (rm *Room) ObserveFirstPay(v order.View) {
 	if v.Status != order.StatusPaid || v.UpdatedAt.IsZero() {
 		return
@@ -160,9 +130,6 @@ func (rm *Room) ObserveFirstPay(v order.View) {
 	p := &rm.paid
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.byItem == nil {
-		p.byItem = make(map[int64]map[string]struct{})
-	}
 	seen := p.byItem[v.ItemID]
 	if seen == nil {
 		seen = make(map[string]struct{})
@@ -175,9 +142,8 @@ func (rm *Room) ObserveFirstPay(v order.View) {
 	rm.d.FirstPay.WithLabelValues(strconv.FormatInt(v.ItemID, 10)).Observe(max(v.UpdatedAt.Sub(accepted), 0).Seconds())
 }
 
-// firstPayLatency returns an item's count, p50 and p99 (in milliseconds, each
-// interpolated within its bucket as histogram_quantile does) from its
-// seckill_order_first_pay_seconds series.
+// firstPayLatency returns an item's count, p50 and p99 in ms (interpolated
+// as histogram_quantile does).
 func (rm *Room) firstPayLatency(itemID int64) PayableLatency {
 	rm.paid.mu.Lock()
 	counted := len(rm.paid.byItem[itemID]) > 0
@@ -208,8 +174,7 @@ func (rm *Room) firstPayLatency(itemID int64) PayableLatency {
 	return PayableLatency{Count: int64(h.GetSampleCount()), P50MS: q(0.50), P99MS: q(0.99)}
 }
 
-// ForgetFirstPays drops the series of items no longer shown at now (the
-// API's sweep calls it).
+// ForgetFirstPays drops the series of items no longer shown at now.
 func (rm *Room) ForgetFirstPays(now time.Time) {
 	shown := make(map[int64]bool)
 	for _, it := range rm.d.Items.Shown(now) {

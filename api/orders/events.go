@@ -80,8 +80,7 @@ func (s *Orders) events(c *gin.Context) error {
 	}
 }
 
-// newer reports whether nv is a later state of the order than v: further
-// along (order.View.Rank), or as far along with a later update.
+// newer reports whether nv is a later state of the order than v.
 func newer(v, nv order.View) bool {
 	if v.Settled() || nv.Status == v.Status && nv.Reason == v.Reason && nv.Settling == v.Settling {
 		return false
@@ -92,7 +91,7 @@ func newer(v, nv order.View) bool {
 	return !nv.UpdatedAt.Before(v.UpdatedAt)
 }
 
-// hub fans this instance's one Redis subscription out to the event streams.
+// hub fans this instance's one subscription out to the event streams.
 type hub struct {
 	mu   sync.Mutex
 	subs map[string]map[chan order.View]struct{}
@@ -120,8 +119,8 @@ func (h *hub) subscribe(orderID string) (<-chan order.View, func()) {
 	}
 }
 
-// publish delivers an order view to its waiting streams. A stream whose
-// buffer is full misses it and catches up at its next poll.
+// publish delivers an order view to its streams; a full one catches up at
+// its next poll.
 func (h *hub) publish(v order.View) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -133,16 +132,14 @@ func (h *hub) publish(v order.View) {
 	}
 }
 
-// streamCounts caps the open event streams (each holds a goroutine, a
-// subscription and buffers for up to EventsMax).
+// streamCounts caps the open event streams.
 type streamCounts struct {
 	mu      sync.Mutex
 	total   int
 	byBuyer map[int64]int
 }
 
-// acquire opens a stream slot for the buyer, unless it has perBuyer or
-// there are max in all.
+// acquire opens a stream slot for the buyer within the caps.
 func (s *streamCounts) acquire(buyer int64, perBuyer, max int) (release func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,9 +1,5 @@
-// Package orders is the buyer's orders: GET one (Redis's view, else the
-// row), the list of one's orders, the event stream of one (server-sent
-// events fed by the hub, which fans this instance's one subscription to the
-// order views out), and the pay and cancel judged at the door. Package api
-// composes it: it owns its routes; api lends it the checks and the error
-// answer, and its Run feeds the hub.
+// Package orders is the buyer's orders: GET one, the list, the event stream
+// of one, and the pay and cancel judged at the door.
 package orders
 
 import (
@@ -22,17 +18,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/orderstatus"
-	"github.com/seckill/seckill/payment"
-	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
-)
-
-var (
-	_ Rows    = (*store.Store)(nil)
-	_ Views   = (*orderstatus.Board)(nil)
-	_ Marks   = (*stock.Store)(nil)
-	_ Actions = (*payment.Desk)(nil)
 )
 
 // Rows are the persisted orders (store.Store).
@@ -46,8 +32,7 @@ type Views interface {
 	Status(ctx context.Context, orderID string) (order.View, bool, error)
 }
 
-// Marks are the buyers' marks in Redis: the orders not persisted yet
-// (stock.Store).
+// Marks are the buyers' marks in Redis (stock.Store).
 type Marks interface {
 	BuyerOrders(ctx context.Context, itemIDs []int64, userID int64) (map[int64]string, error)
 }
@@ -57,16 +42,14 @@ type Items interface {
 	IDs(endedWithin time.Duration, now time.Time) []int64
 }
 
-// Actions are the buyer's pay and cancel, judged at the door against
-// the time the request was received (payment.Desk).
+// Actions are the buyer's pay and cancel (payment.Desk).
 type Actions interface {
 	Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 	Cancel(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error)
 }
 
 // Deps are what the order routes are built from. Actions is optional (pay
-// and cancel then answer 503). Config gives the event streams' settings
-// (EventsPoll, EventsMax, StreamsPerBuyer, StreamsMax, WriteTimeout).
+// and cancel then answer 503); Config gives the event streams' settings.
 type Deps struct {
 	Rows    Rows
 	Views   Views
@@ -76,8 +59,7 @@ type Deps struct {
 	Config  config.API
 	Log     *slog.Logger
 	Now     func() time.Time
-	// Auth returns the request's principal, of the role asked for (any:
-	// ""), charged to its limiter; Fail answers an error as the API does.
+	// The API's check (role "": any) and error answer.
 	Auth func(c *gin.Context, role auth.Role) (auth.Principal, error)
 	Fail func(c *gin.Context, err error)
 }
@@ -90,7 +72,7 @@ type Orders struct {
 	streams streamCounts
 }
 
-// Register adds the order routes to r (the API's engine).
+// Register adds the order routes to r.
 func Register(r gin.IRoutes, d Deps) *Orders {
 	s := &Orders{d: d, log: d.Log, hub: newHub()}
 	h := func(fn func(c *gin.Context) error) gin.HandlerFunc { return apierr.Handle(d.Fail, fn) }
@@ -102,8 +84,7 @@ func Register(r gin.IRoutes, d Deps) *Orders {
 	return s
 }
 
-// Publish delivers an order's view to its open event streams on this
-// instance (api's Run, from the one subscription to the views).
+// Publish delivers an order's view to its event streams on this instance.
 func (s *Orders) Publish(v order.View) { s.hub.publish(v) }
 
 // lookupOrder returns the latest view of an order: Redis's, else the row.
@@ -127,9 +108,9 @@ func (s *Orders) lookupOrder(ctx context.Context, orderID string) (order.View, e
 	return order.View{}, dbErr
 }
 
-// staleAfter is how long an open status in Redis is trusted before GET also
-// reads the row: a saga's Notify may have failed (Redis down) while the row
-// moved on. PENDING_PAYMENT is trusted until its deadline.
+// staleAfter is how long an open status in Redis is trusted before the row
+// is read too (a saga's Notify may have failed). PENDING_PAYMENT is trusted
+// until its deadline.
 const staleAfter = 30 * time.Second
 
 func (s *Orders) stale(v order.View) bool {
@@ -142,8 +123,8 @@ func (s *Orders) stale(v order.View) bool {
 	return false
 }
 
-// visibleOrder returns the :orderId order if the caller may see it; another
-// buyer's order is 404, like a missing one.
+// visibleOrder returns the :orderId order if the caller may see it (another
+// buyer's is 404).
 func (s *Orders) visibleOrder(c *gin.Context) (auth.Principal, order.View, error) {
 	p, err := s.d.Auth(c, "")
 	if err != nil {
@@ -171,24 +152,20 @@ func (s *Orders) getOrder(c *gin.Context) error {
 }
 
 // POST /api/v1/orders/:orderId/pay and /cancel (the order's buyer), judged
-// at the door (payment.Desk) at the time the request arrived; the answer
-// never waits on the saga.
+// at the request's arrival; the answer never waits on the saga.
 func (s *Orders) pay(c *gin.Context) error    { return s.act(c, Actions.Pay) }
 func (s *Orders) cancel(c *gin.Context) error { return s.act(c, Actions.Cancel) }
 
 func (s *Orders) act(c *gin.Context, do func(Actions, context.Context, string, int64, time.Time) (order.View, error)) error {
 	receivedAt := s.d.Now()
-	// The whole answer within order.DoorLimit of arrival, as the desk bounds
-	// its own work: a buyer who paid in time learns the outcome before the
-	// saga may close the order.
+	// Answered within order.DoorLimit: before the saga may close the order.
 	answerBy := time.Now().Add(order.DoorLimit)
 	p, err := s.d.Auth(c, "")
 	if err != nil {
 		return err
 	}
 	id := c.Param("orderId")
-	// The desk matches the order's buyer by user id alone: an admin whose
-	// id equals the buyer's must not get that far.
+	// The desk matches the buyer by user id alone: no admin gets there.
 	if !order.ValidID(id) || p.Role != auth.RoleBuyer {
 		return order.ErrNotFound
 	}
@@ -213,16 +190,12 @@ func (s *Orders) act(c *gin.Context, do func(Actions, context.Context, string, i
 }
 
 // markWindow is how long after a sale's end its buyer marks are read for an
-// order list: an order lives only in Redis until its saga persists it, at
-// worst as long as its QUEUED view (orderstatus.TTL).
+// order list: as long as a QUEUED view lives (orderstatus.TTL).
 const markWindow = 7 * 24 * time.Hour
 
 // GET /api/v1/orders (buyer), ?limit=, ?cursor=: the caller's orders, newest
-// first (order ids are ULIDs): the rows of one keyset query, and the orders
-// not persisted yet, named by the buyer's marks (one pipelined HGET per item
-// whose sale ended less than markWindow ago) with their views from Redis. The
-// rows hold every persisted order between the cursor and the oldest row, so a
-// mark in that range without its row is an order not persisted yet.
+// first: the rows of one keyset query, and the orders not persisted yet,
+// named by the buyer's marks (a mark in the rows' range without its row).
 func (s *Orders) listOrders(c *gin.Context) error {
 	p, err := s.d.Auth(c, auth.RoleBuyer)
 	if err != nil {
@@ -241,7 +214,6 @@ func (s *Orders) listOrders(c *gin.Context) error {
 	ctx := c.Request.Context()
 	marks, err := s.d.Marks.BuyerOrders(ctx, s.d.Items.IDs(markWindow, s.d.Now()), p.UserID)
 	if err != nil {
-		// The persisted orders can still be listed.
 		s.log.Warn("list orders: buyer marks from redis", "user_id", p.UserID, "err", err)
 	}
 	rows, err := s.d.Rows.ListUserOrders(ctx, p.UserID, cursor, limit+1)
@@ -254,7 +226,7 @@ func (s *Orders) listOrders(c *gin.Context) error {
 		views = append(views, o.View())
 		listed[o.OrderID] = true
 	}
-	var oldest string // on a full page, a mark older than its oldest row belongs to a later page
+	var oldest string // on a full page, an older mark belongs to a later page
 	if len(rows) > limit {
 		oldest = rows[limit].OrderID
 	}

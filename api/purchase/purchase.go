@@ -1,10 +1,6 @@
 // Package purchase is the door that takes the stampede: POST
 // /api/v1/seckill/:itemId reserves a unit in Redis (one Lua script) and
-// answers 202 with the order, or why not. It reads the items from the
-// sale's read model (sale.Cache) and remembers the buyers whose outcome it
-// could not tell (unsureBuyers). Package api composes it: it owns its route
-// and its metrics; api lends it the checks (auth, the global limiter) and
-// the error answer.
+// answers 202 with the order, or why not.
 package purchase
 
 import (
@@ -23,14 +19,7 @@ import (
 	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
-	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/stock"
-)
-
-var (
-	_ Items = (*sale.Cache)(nil)
-	_ Units = (*stock.Store)(nil)
-	_ Views = (*orderstatus.Board)(nil)
 )
 
 // Items is the sale's item read model (sale.Cache), from memory first.
@@ -61,12 +50,9 @@ type Deps struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 	// WriteTimeout is the server's (the answer is due before it);
-	// ConfirmTimeout bounds the reading of a buyer's mark after a failed
-	// reservation.
+	// ConfirmTimeout bounds the reading of a buyer's mark (confirm).
 	WriteTimeout, ConfirmTimeout time.Duration
-	// Auth returns the request's principal, of the role asked for, charged
-	// to its limiter; Global takes a token of the global limiter, or says
-	// how long to wait for one; Fail answers an error as the API does.
+	// The API's checks (auth, the global limiter) and error answer.
 	Auth   func(c *gin.Context, role auth.Role) (auth.Principal, error)
 	Global func(now time.Time) error
 	Fail   func(c *gin.Context, err error)
@@ -81,8 +67,7 @@ type Purchase struct {
 	confirms *prometheus.CounterVec
 }
 
-// Register adds the purchase's route to r (the API's engine) and its
-// metrics to d.Registry.
+// Register adds the purchase's route to r and its metrics to d.Registry.
 func Register(r gin.IRoutes, d Deps) *Purchase {
 	f := promauto.With(d.Registry)
 	s := &Purchase{d: d, log: d.Log, unsure: newUnsureBuyers(10*time.Minute, 100_000),
@@ -91,35 +76,23 @@ func Register(r gin.IRoutes, d Deps) *Purchase {
 			Help: "Reservations that failed with their outcome unknown, by what the buyer's mark then said (reserved: 202; not_reserved: 503; unknown: Redis did not answer within SECKILL_API_CONFIRM_TIMEOUT, 503)."},
 			[]string{"outcome"}),
 	}
-	r.POST("/api/v1/seckill/:itemId", s.purchase)
+	r.POST("/api/v1/seckill/:itemId", apierr.Handle(d.Fail, s.purchase))
 	return s
 }
 
-// POST /api/v1/seckill/:itemId (buyer)
-//
-// The checks run from cheapest to dearest, and this is the one place that
-// orders them:
-//
-//  1. route and item id, token (no I/O);
-//  2. the buyer's own limiter (charged by authenticate, on every
-//     authenticated route): what stops one buyer's flood; then the role;
-//  3. answers from this instance's memory: unknown item (remembered misses),
-//     sale not started, sale ended, sold out. They cost nothing downstream,
-//     so they are not charged to the global limiter;
-//  4. the global limiter, which guards what reaches Redis or MySQL: an item
-//     not cached yet (one MySQL read) and the reservation;
-//  5. the reservation itself: one Lua script, one round trip.
-func (s *Purchase) purchase(c *gin.Context) {
+// POST /api/v1/seckill/:itemId (buyer). The checks run cheapest first: ids
+// and token; the buyer's limiter and role; answers from memory (not charged
+// to the global limiter); the global limiter, guarding what reaches Redis or
+// MySQL; the reservation.
+func (s *Purchase) purchase(c *gin.Context) error {
 	by := s.answerBy(time.Now())
 	itemID, ok := apierr.ParseID(c.Param("itemId"))
 	if !ok {
-		s.d.Fail(c, apierr.BadRequest("itemId: must be a positive integer"))
-		return
+		return apierr.BadRequest("itemId: must be a positive integer")
 	}
 	p, err := s.d.Auth(c, auth.RoleBuyer) // charges the buyer's limiter
 	if err != nil {
-		s.d.Fail(c, err)
-		return
+		return err
 	}
 	now := s.d.Now()
 	ci, err := s.d.Items.Peek(itemID)
@@ -128,18 +101,16 @@ func (s *Purchase) purchase(c *gin.Context) {
 	}
 	if errors.Is(err, apierr.ErrSoldOut) {
 		if s.unsure.has(itemID, p.UserID, now) {
-			err = nil // Redis knows whether this buyer's earlier attempt took a unit
+			err = nil // only Redis knows whether an earlier attempt took a unit
 		} else {
 			err = s.soldOut(c.Request.Context(), ci, p.UserID)
 		}
 	}
 	if err != nil {
-		s.d.Fail(c, err)
-		return
+		return err
 	}
 	if err := s.d.Global(now); err != nil {
-		s.d.Fail(c, err)
-		return
+		return err
 	}
 	ctx := c.Request.Context()
 	if ci == nil {
@@ -147,17 +118,14 @@ func (s *Purchase) purchase(c *gin.Context) {
 			err = ci.Early(now)
 		}
 		if err != nil {
-			s.d.Fail(c, err)
-			return
+			return err
 		}
 	}
-
-	// The deadline is computed once, here, and travels with the order (its
-	// reservation, the message, the row): every reader sees this instant.
+	// The deadline is computed once, here, and travels with the order.
 	payBy := order.Deadline(now, ci.Item().PaymentTimeoutSeconds)
 	msg := order.Message{OrderID: order.NewID(), ItemID: itemID, UserID: p.UserID, ReservedAt: now.UTC(), PayBy: &payBy}
-	// The reservation and the order's QUEUED status in one round trip,
-	// given up (outcome unknown) when the answer would come too late.
+	// The reservation and the QUEUED status in one round trip, given up
+	// (outcome unknown) when the answer would come too late.
 	rctx, cancel := context.WithDeadline(ctx, by)
 	left, err := s.d.Units.Reserve(rctx, msg)
 	cancel()
@@ -167,37 +135,27 @@ func (s *Purchase) purchase(c *gin.Context) {
 	case errors.Is(err, stock.ErrSoldOut):
 		s.unsure.forget(itemID, p.UserID)
 		s.d.Items.MarkSoldOut(ci)
-		s.d.Fail(c, err)
-		return
+		return err
 	case errors.As(err, &already), errors.Is(err, stock.ErrNotLoaded):
 		s.unsure.forget(itemID, p.UserID)
-		s.d.Fail(c, err)
-		return
+		return err
 	default:
-		// Redis failed with the outcome unknown: the script may have run
-		// (a reply lost with its connection, a master that died after
-		// replicating it). Only the buyer's mark can say.
+		// The script may have run (a reply lost, a master that died after
+		// replicating it): only the buyer's mark can say.
 		found := s.confirm(ctx, msg, by)
 		s.confirms.WithLabelValues(found.String()).Inc()
 		switch found {
 		case notReserved:
-			// Nothing was reserved, whatever Redis answered (a dropped
-			// connection, or an error reply such as READONLY during a
-			// failover or OOM): 503, the buyer may try again.
-			s.d.Fail(c, fmt.Errorf("%w: reserve: %w", apierr.ErrUnavailable, err))
-			return
+			// Nothing was reserved, whatever Redis answered: 503.
+			return fmt.Errorf("%w: reserve: %w", apierr.ErrUnavailable, err)
 		case unknown:
-			// Redis did not answer in time: neither 202 nor "nothing
-			// reserved" would be true. The buyer's retry on this instance
-			// goes to Redis even if the item looks sold out here.
+			// Neither 202 nor "nothing reserved" would be true; the
+			// buyer's retry here goes to Redis even if sold out here.
 			s.unsure.add(itemID, p.UserID, s.d.Now())
-			s.d.Fail(c, fmt.Errorf("%w: reserve: %w", apierr.ErrOutcomeUnknown, err))
-			return
+			return fmt.Errorf("%w: reserve: %w", apierr.ErrOutcomeUnknown, err)
 		}
-		// The unit is ours and the outbox carries it, so the buyer gets
-		// 202, not a 503 that would hide a live order. Whether the
-		// pipeline stored the QUEUED status is unknown: store it (SET NX
-		// keeps a later one).
+		// The unit is reserved and in the outbox: 202. The QUEUED status
+		// may be missing: store it (SET NX keeps a later one).
 		left = 1
 		s.markQueued(ctx, msg, by)
 	}
@@ -206,15 +164,13 @@ func (s *Purchase) purchase(c *gin.Context) {
 		s.d.Items.MarkSoldOut(ci)
 	}
 	s.accepted(c, msg)
+	return nil
 }
 
-// soldOut is the answer to a buyer of an item this instance holds sold out:
-// 410 SOLD_OUT, unless the buyer holds a unit of it (an earlier attempt on
-// any instance took one, maybe answered by a 503 "outcome unknown" or lost
-// with its instance): then 409 ALREADY_PURCHASED with the order. The item's
-// marks, loaded into memory once it is sold out (and again when their count
-// moves), answer almost every buyer without I/O; a buyer they name, or any
-// buyer while they are not loaded yet, costs one HGET of the buyer's mark.
+// soldOut answers a buyer of an item held sold out: 410, or 409 with the
+// order if the buyer holds a unit (an earlier attempt's, maybe answered
+// 503). The loaded marks answer almost every buyer without I/O; the others
+// cost one read of the buyer's mark.
 func (s *Purchase) soldOut(ctx context.Context, ci *sale.Entry, userID int64) error {
 	if !s.d.Items.MayHold(ci, userID) {
 		return apierr.ErrSoldOut
@@ -229,9 +185,8 @@ func (s *Purchase) soldOut(ctx context.Context, ci *sale.Entry, userID int64) er
 	return apierr.ErrSoldOut
 }
 
-// answerBy is when a purchase's answer must be ready: the server's write
-// timeout runs from the request's arrival, and an answer written after it is
-// a dropped connection to the buyer. A margin is left for the write itself.
+// answerBy is when the answer must be ready: before the server's write
+// timeout (from arrival) drops it, with a margin for the write.
 func (s *Purchase) answerBy(start time.Time) time.Time {
 	wt := s.d.WriteTimeout
 	return start.Add(wt - min(time.Second, wt/10))
@@ -244,14 +199,12 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// markQueued records the QUEUED status of a reserved order when the
-// reservation's own round trip may not have (by the answer's deadline).
+// markQueued stores a reserved order's QUEUED status (by the deadline).
 func (s *Purchase) markQueued(ctx context.Context, msg order.Message, by time.Time) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(time.Second)))
 	defer cancel()
 	if err := s.d.Views.MarkQueued(ctx, msg.QueuedView()); err != nil {
-		// The unit is reserved and in the outbox; only GET order is blind
-		// until the saga publishes the next status.
+		// Only GET order is blind until the saga's next status.
 		s.log.Warn("order reserved but QUEUED status not stored", "order_id", msg.OrderID, "err", err)
 	}
 }
@@ -267,12 +220,9 @@ const (
 	unknown                    // Redis did not answer within the confirm window
 )
 
-// confirm reads the buyer's mark (whether or not the buyer is still
-// connected) until Redis answers or cfg.ConfirmTimeout has passed, but never
-// past by, when the answer is due. In a failover the first reads fail and
-// later ones reach the promoted master (stock reloads the slot map after a
-// failed read), which holds the mark if the reservation was replicated before
-// the old master died.
+// confirm reads the buyer's mark until Redis answers or ConfirmTimeout has
+// passed (never past by). In a failover later reads reach the promoted
+// master, which holds the mark if the reservation was replicated.
 func (s *Purchase) confirm(ctx context.Context, msg order.Message, by time.Time) outcome {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), earliest(by, time.Now().Add(s.d.ConfirmTimeout)))
 	defer cancel()
@@ -294,17 +244,15 @@ func (s *Purchase) confirm(ctx context.Context, msg order.Message, by time.Time)
 	return found
 }
 
-// accepted answers 202 for a reserved unit (its QUEUED status is stored).
+// accepted answers 202 for a reserved unit.
 func (s *Purchase) accepted(c *gin.Context, msg order.Message) {
 	s.reserved.Inc()
 	c.Writer.Header()["Location"] = []string{"/api/v1/orders/" + msg.OrderID}
 	apierr.WriteJSON(c, http.StatusAccepted, acceptedJSON(msg))
 }
 
-// acceptedJSON is the 202 body, appended by hand on this hot path: a ULID, a
-// status and an RFC 3339 time need no escaping (a test holds it to
-// encoding/json's). pay_by: the order can be paid or cancelled until
-// then.
+// acceptedJSON is the 202 body, appended by hand on this hot path (nothing
+// needs escaping; a test holds it to encoding/json's).
 func acceptedJSON(msg order.Message) []byte {
 	b := make([]byte, 0, 112)
 	b = append(b, `{"order_id":"`...)

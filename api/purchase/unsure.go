@@ -6,11 +6,9 @@ import (
 	"time"
 )
 
-// unsureBuyers remembers the buyers this instance answered "outcome unknown"
-// (apierr.ErrOutcomeUnknown): their reservation may have taken a unit, so their next
-// attempt goes to Redis (409 with the order if it did) even when the item
-// looks sold out here. Entries expire after ttl; past max entries new ones
-// are dropped (those buyers meet the sold-out flag like anyone else).
+// unsureBuyers remembers the buyers answered "outcome unknown": their next
+// attempt goes to Redis even when the item looks sold out here. Entries
+// expire after ttl; past max entries new ones are dropped.
 type unsureBuyers struct {
 	size atomic.Int64 // len(m), read without the lock
 	mu   sync.Mutex
@@ -41,8 +39,8 @@ func (u *unsureBuyers) add(itemID, userID int64, now time.Time) {
 	u.size.Store(int64(len(u.m)))
 }
 
-// has reports whether the buyer is unsure within ttl. An empty set, the
-// common case, takes no lock: the sold-out answers of a stampede pass here.
+// has reports whether the buyer is unsure within ttl. An empty set (the
+// stampede's sold-out answers) takes no lock.
 func (u *unsureBuyers) has(itemID, userID int64, now time.Time) bool {
 	if u.size.Load() == 0 {
 		return false
@@ -53,7 +51,6 @@ func (u *unsureBuyers) has(itemID, userID int64, now time.Time) bool {
 	return ok && now.Sub(at) <= u.ttl
 }
 
-// forget drops the buyer once Redis answered for it.
 func (u *unsureBuyers) forget(itemID, userID int64) {
 	if u.size.Load() == 0 {
 		return

@@ -17,53 +17,47 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// Entry is an item as the purchase path sees it: immutable sale data and
-// a sold-out flag that lets rejections skip Redis. A change of the sale data
-// replaces the whole entry; a request holding the old one finishes with it.
+// Entry is an item as the purchase path sees it: immutable sale data (a
+// change replaces the entry) and live figures that let rejections skip Redis.
 type Entry struct {
 	it      store.Item
 	soldOut atomic.Bool
 	left    atomic.Int64 // last known stock_left, -1 when unknown
-	leftAt  atomic.Int64 // when left was last read from Redis (Unix ns), 0 never
+	leftAt  atomic.Int64 // when left was last read (Unix ns), 0 never
 	// rev is the sale-data revision in Redis this entry is at least as new
 	// as (-1: unknown): a read of MySQL takes it before its query.
 	rev atomic.Int64
-	// written: the entry is this instance's own change (Sale.changed), newer
-	// than any read taken at its revision.
+	// written: this instance's own change, newer than any read at its rev.
 	written bool
-	// marks, loaded while the item is sold out, let a buyer who holds a
-	// unit get 409 with the order, never 410 (see Cache.MayHold).
+	// marks (see Cache.MayHold), loaded while the item is sold out.
 	marks   atomic.Pointer[markSet]
 	loading atomic.Bool // a marks load is under way
 }
 
-// markSet is a sold-out item's buyer marks as last loaded: count of them in
-// Redis then; tooMany past maxMarks (every sold-out answer then asks Redis).
+// markSet is a sold-out item's buyer marks as last loaded; tooMany past
+// maxMarks (every sold-out answer then asks Redis).
 type markSet struct {
 	count   int64
 	users   map[int64]struct{}
 	tooMany bool
 }
 
-// Cache is the item read model: it keeps every item this instance has seen in memory. Concurrent
-// misses share one MySQL query; an id MySQL does not know is remembered as
-// missing for a while so that random ids cannot hammer the database.
+// Cache is the item read model: every item this instance has seen, in
+// memory. Concurrent misses share one MySQL query; an unknown id is
+// remembered as missing for missTTL, so random ids cannot hammer MySQL.
 type Cache struct {
-	items   Catalog
-	st      Live
-	missTTL time.Duration
-	relay   Watcher // told of each item new to the cache, if set
-	// marksLoads are the sold-out items whose buyer marks Run loads.
-	marksLoads chan *Entry
+	items      Catalog
+	st         Live
+	missTTL    time.Duration
+	relay      Watcher     // told of each item new to the cache, if set
+	marksLoads chan *Entry // sold-out items whose buyer marks Run loads
 
 	mu     sync.RWMutex
 	byID   map[int64]*Entry
 	misses map[int64]time.Time
 	sf     singleflight.Group
 
-	// The item list's own reads of stock_left (readLefts): one at a time,
-	// and at most one per period.
-	leftsMu sync.Mutex
+	leftsMu sync.Mutex // readLefts: one at a time, at most one per period
 	leftsAt time.Time
 }
 
@@ -75,8 +69,7 @@ func newCache(items Catalog, st Live, missTTL time.Duration, relay Watcher) *Cac
 // Item is the entry's sale data.
 func (ci *Entry) Item() store.Item { return ci.it }
 
-// Early is the answer the item's cached state gives without any I/O: sale
-// not started, sale ended, sold out; nil when the purchase may go on.
+// Early is the answer the cached state gives without I/O, or nil.
 func (ci *Entry) Early(now time.Time) error {
 	switch {
 	case now.Before(ci.it.StartAt):
@@ -89,11 +82,10 @@ func (ci *Entry) Early(now time.Time) error {
 	return nil
 }
 
-// replace caches it, read from MySQL after the item's revision was rev (-1:
-// unknown), unless the entry is newer: a read never replaces an entry of a
-// later revision, nor this instance's own write at the same revision, nor,
-// with its revision unknown, any entry (the refresh reloads a stale one).
-// A read taken before an "end now" must never undo it.
+// replace caches it, read from MySQL at revision rev (-1: unknown), unless
+// the entry is newer: a later revision, this instance's own write at the
+// same revision, or any entry when rev is unknown (the refresh reloads a
+// stale one). A read taken before an "end now" must never undo it.
 func (c *Cache) replace(it store.Item, rev int64) *Entry {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
@@ -112,8 +104,8 @@ func (c *Cache) replace(it store.Item, rev int64) *Entry {
 	return c.put(it, old, rev, false)
 }
 
-// written caches this instance's own change of an item's sale data, whatever
-// the entry holds; it keeps the entry's revision until announced moves it.
+// written caches this instance's own change, keeping the entry's revision
+// until announced moves it.
 func (c *Cache) written(it store.Item) *Entry {
 	c.mu.Lock()
 	old, ok := c.byID[it.ID]
@@ -124,8 +116,7 @@ func (c *Cache) written(it store.Item) *Entry {
 	return c.put(it, old, rev, true)
 }
 
-// announced records the revision a write's announcement moved the item to,
-// if ci (the write's entry) is still the item's.
+// announced records the revision a write's announcement moved ci to.
 func (c *Cache) announced(ci *Entry, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -134,8 +125,8 @@ func (c *Cache) announced(ci *Entry, rev int64) {
 	}
 }
 
-// put stores a new entry for it (old: the entry it replaces, or nil),
-// keeping the live stock known, and unlocks c.mu.
+// put stores a new entry replacing old (or nil), keeping its live figures,
+// and unlocks c.mu.
 func (c *Cache) put(it store.Item, old *Entry, rev int64, written bool) *Entry {
 	ci := &Entry{it: it, written: written}
 	ci.left.Store(-1)
@@ -143,7 +134,7 @@ func (c *Cache) put(it store.Item, old *Entry, rev int64, written bool) *Entry {
 	if old != nil {
 		ci.left.Store(old.left.Load())
 		ci.leftAt.Store(old.leftAt.Load())
-		// An add clears the flag; the next refresh sets it again if need be.
+		// An add clears the flag (the next refresh sets it again if need be).
 		ci.soldOut.Store(old.soldOut.Load() && it.StockTotal <= old.it.StockTotal)
 		if ci.soldOut.Load() {
 			ci.marks.Store(old.marks.Load())
@@ -187,8 +178,7 @@ func itemIDs(cis []*Entry) []int64 {
 // IDs are the ids of the cached items whose sale has not ended d ago.
 func (c *Cache) IDs(d time.Duration, now time.Time) []int64 { return itemIDs(c.all(d, now)) }
 
-// Shown returns the sales listed at now (the item list, the control room):
-// upcoming, open, or ended within endedShown.
+// Shown returns the sales listed at now: not ended over endedShown ago.
 func (c *Cache) Shown(now time.Time) []store.Item {
 	cis := c.all(endedShown, now)
 	out := make([]store.Item, len(cis))
@@ -207,8 +197,8 @@ func (c *Cache) Known(itemID int64) bool {
 // View is an item as the API shows it (an ItemView).
 func (c *Cache) View(it store.Item, left int64, now time.Time) any { return itemView(it, left, now) }
 
-// Peek answers from memory only: the cached item, or order.ErrItemNotFound
-// for an id remembered as missing, or (nil, nil) when only MySQL can tell.
+// Peek answers from memory: the item, order.ErrItemNotFound for an id
+// remembered as missing, or (nil, nil) when only MySQL can tell.
 func (c *Cache) Peek(id int64) (*Entry, error) {
 	c.mu.RLock()
 	ci, ok := c.byID[id]
@@ -231,18 +221,16 @@ func (c *Cache) Get(ctx context.Context, id int64) (*Entry, error) {
 	return c.load(ctx, "get:", id, -1)
 }
 
-// load reads an item from MySQL and caches it at revision rev, read from
-// Redis before the query when not given (-1); concurrent loads of one kind
-// and revision share the query (a "reload:" never joins a "get:", nor a
-// load of an earlier revision, that may have read before the change it was
-// told of).
+// load reads an item from MySQL and caches it at revision rev (read from
+// Redis first when -1). Concurrent loads of one kind and revision share the
+// query: a reload never joins a load that may have read before its change.
 func (c *Cache) load(ctx context.Context, kind string, id, rev int64) (*Entry, error) {
 	key := kind + strconv.FormatInt(id, 10)
 	if rev >= 0 {
 		key += "@" + strconv.FormatInt(rev, 10)
 	}
 	v, err, _ := c.sf.Do(key, func() (any, error) {
-		// Shared by every waiter: not bound to the first caller's request.
+		// Shared by every waiter, so not bound to the first one's request.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		if rev < 0 {
@@ -270,9 +258,7 @@ func (c *Cache) load(ctx context.Context, kind string, id, rev int64) (*Entry, e
 	return v.(*Entry), nil
 }
 
-// Reload loads an item whose change was announced, at the revision read
-// now (after the announcement's INCR): it never joins a load that began
-// before the change.
+// Reload loads an item whose change was announced, at the revision read now.
 func (c *Cache) Reload(ctx context.Context, id int64) error {
 	rev, ok := c.revs(ctx, []int64{id})[id]
 	if !ok {
@@ -282,8 +268,7 @@ func (c *Cache) Reload(ctx context.Context, id int64) error {
 	return err
 }
 
-// loadAll brings the cache up to date with MySQL, each cached item at the
-// revision read before the query.
+// loadAll brings the cache up to date with MySQL.
 func (c *Cache) loadAll(ctx context.Context) error {
 	revs := c.revs(ctx, itemIDs(c.all(0, time.Now())))
 	items, err := c.items.ListItems(ctx)
@@ -300,8 +285,7 @@ func (c *Cache) loadAll(ctx context.Context) error {
 	return nil
 }
 
-// revs reads the items' sale-data revisions; an item missing from the
-// answer (Redis failed) has none known.
+// revs reads the items' revisions; none are known when Redis fails.
 func (c *Cache) revs(ctx context.Context, ids []int64) map[int64]int64 {
 	out := make(map[int64]int64, len(ids))
 	if len(ids) == 0 {
@@ -317,9 +301,9 @@ func (c *Cache) revs(ctx context.Context, ids []int64) map[int64]int64 {
 	return out
 }
 
-// setLeft records a live read of stock_left (marks: the item's mark count,
-// -1 when unknown). A sold-out item's marks stay loaded until it has units
-// again or its sale ends (whose answer then comes first).
+// setLeft records a live read of stock_left (marks: the mark count, -1
+// unknown). A sold-out item's marks stay loaded until it has units again or
+// its sale ends.
 func (c *Cache) setLeft(ci *Entry, left, marks int64) {
 	ci.left.Store(left)
 	ci.leftAt.Store(time.Now().UnixNano())
@@ -333,13 +317,10 @@ func (c *Cache) setLeft(ci *Entry, left, marks int64) {
 
 func (c *Cache) MarkSoldOut(ci *Entry) { c.setLeft(ci, 0, -1) }
 
-// readLefts reads again from Redis, in one round trip, the stock_left of
-// those of cis last read period ago or more (the periodic refresh reads them
-// all, a purchase learns a sold-out); at most one such read per period, one
-// at a time, runs on this instance, however many callers ask: the others
-// wait for it, or find it was done within the period and keep the figures
-// as they are. An item Redis has no stock for keeps its figure (the caller
-// shows stock_total while none was ever read).
+// readLefts reads again, in one round trip, the stock_left of those of cis
+// read period ago or more; at most one such read per period runs on this
+// instance, however many callers ask. An item without stock in Redis keeps
+// its figure.
 func (c *Cache) readLefts(ctx context.Context, cis []*Entry, period time.Duration) error {
 	stale := func() []*Entry {
 		var out []*Entry
@@ -359,8 +340,7 @@ func (c *Cache) readLefts(ctx context.Context, cis []*Entry, period time.Duratio
 	if len(old) == 0 || time.Since(c.leftsAt) < period {
 		return nil
 	}
-	// Taken before the read: a Redis that fails or hangs is asked again
-	// only a period later, not by every caller in line.
+	// Set before the read: a failing Redis is asked again a period later.
 	c.leftsAt = time.Now()
 	live, err := c.st.LeftMany(ctx, itemIDs(old))
 	if err != nil {
@@ -382,10 +362,9 @@ func (c *Cache) unitBack(id int64) {
 	}
 }
 
-// MayHold says whether the buyer may hold a unit of an item this instance
-// holds sold out: false only when its buyer marks, loaded into memory once it
-// is sold out (and again when their count moves), do not name the buyer;
-// while they are not loaded, a load starts and the answer is true.
+// MayHold says whether the buyer may hold a unit of a sold-out item: false
+// only when its loaded buyer marks do not name the buyer; while they are not
+// loaded, a load starts and the answer is true.
 func (c *Cache) MayHold(ci *Entry, userID int64) bool {
 	if ms := ci.marks.Load(); ms != nil {
 		_, holds := ms.users[userID]
@@ -399,7 +378,7 @@ func (c *Cache) MayHold(ci *Entry, userID int64) bool {
 const maxMarks = 1 << 20
 
 // loadMarks has Run load a sold-out item's buyer marks unless a load is under
-// way or the set is current (count: the marks in Redis, -1 when unknown).
+// way or the set is current (count: the marks in Redis, -1 unknown).
 func (c *Cache) loadMarks(ci *Entry, count int64) {
 	if ms := ci.marks.Load(); ms != nil && (count < 0 || ms.count == count || ms.tooMany && count > maxMarks) {
 		return
@@ -414,7 +393,6 @@ func (c *Cache) loadMarks(ci *Entry, count int64) {
 	}
 }
 
-// loadMarksNow loads a sold-out item's buyer marks (Run's, for loadMarks).
 func (c *Cache) loadMarksNow(ctx context.Context, ci *Entry) {
 	defer ci.loading.Store(false)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -429,9 +407,8 @@ func (c *Cache) loadMarksNow(ctx context.Context, ci *Entry) {
 	}
 }
 
-// refresh reads the live state of every cached item in one pipeline: a
-// sold-out flag clears within one period even if the stock event was lost,
-// and an item whose revision moved (an announcement missed) is reloaded.
+// refresh reads the live state of every cached item in one pipeline and
+// reloads those whose revision moved (an announcement missed).
 func (c *Cache) refresh(ctx context.Context) error {
 	cis := c.all(0, time.Now())
 	states, err := c.st.Pulses(ctx, itemIDs(cis))
@@ -462,7 +439,7 @@ var stockLeftDesc = prometheus.NewDesc("seckill_stock_left",
 
 func (c *Cache) Describe(ch chan<- *prometheus.Desc) { ch <- stockLeftDesc }
 
-// Collect exports the known stock_left of the items whose sale has started.
+// Collect exports the known stock_left of the started sales.
 func (c *Cache) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, ci := range c.all(0, now) {

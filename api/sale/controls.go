@@ -16,38 +16,34 @@ import (
 )
 
 // controlTimeout bounds a sale control's writes (an end, an add and its
-// settling). They run on a context of their own, not the request's: a client
-// that gives up during the COMMIT must not turn a committed write into an
-// unknown one.
+// settling).
 const controlTimeout = 10 * time.Second
 
-// idempotencyKey reads the request's Idempotency-Key header ("" when none).
-func idempotencyKey(c *gin.Context) (string, error) {
-	key := c.GetHeader("Idempotency-Key")
-	if len(key) > 200 {
-		return "", apierr.BadRequest("Idempotency-Key: at most 200 characters")
+// control is an admin's sale control on the :id item with the request's
+// Idempotency-Key ("" when none). Its writes run on a context of their own:
+// a client that gives up during the COMMIT must not make a committed write
+// unknown.
+func (s *Sale) control(fn func(ctx context.Context, c *gin.Context, id int64, key string) error) func(*gin.Context) error {
+	return func(c *gin.Context) error {
+		id, err := s.itemID(c, auth.RoleAdmin)
+		if err != nil {
+			return err
+		}
+		key := c.GetHeader("Idempotency-Key")
+		if len(key) > 200 {
+			return apierr.BadRequest("Idempotency-Key: at most 200 characters")
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
+		defer cancel()
+		return fn(ctx, c, id, key)
 	}
-	return key, nil
 }
 
-// POST /api/v1/items/:id/end (admin): the sale ends now (end_at becomes the
-// database's NOW(3)); orders already accepted go on. A repeated end is 409
-// SALE_ENDED, unless it carries the Idempotency-Key of the request whose
-// UPDATE ended the sale (a client retrying a lost answer or a 503): 200
-// again. The key is written by that UPDATE (item.end_key), so it is known
-// whatever became of the announcement. Either way the end is announced
-// again, so a repeat also repairs a lost announcement.
-func (s *Sale) endSale(c *gin.Context) error {
-	id, err := s.itemID(c, auth.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
-	defer cancel()
+// POST /api/v1/items/:id/end (admin): the sale ends now; orders accepted go
+// on. A repeated end is 409 SALE_ENDED, or 200 with the Idempotency-Key of
+// the end that did it (item.end_key). Either way the end is announced again,
+// repairing a lost announcement.
+func (s *Sale) endSale(ctx context.Context, c *gin.Context, id int64, key string) error {
 	it, err := s.d.Controls.EndSale(ctx, id, key)
 	if errors.Is(err, store.ErrSaleEnded) && key != "" && it.EndKey != nil && *it.EndKey == key {
 		err = nil // the retry of the request that ended it
@@ -57,8 +53,7 @@ func (s *Sale) endSale(c *gin.Context) error {
 	}
 	ci, aerr := s.changed(ctx, it, false)
 	if aerr != nil && err == nil {
-		// Other instances may go on selling until their periodic item
-		// sync: say so; a retry re-announces.
+		// Other instances may sell until their item sync: a retry re-announces.
 		err = apierr.ErrUnavailable.With(fmt.Sprintf("the sale of item %d has ended but not every API instance could be told yet; retry with the same Idempotency-Key", id))
 	}
 	if err != nil {
@@ -68,10 +63,8 @@ func (s *Sale) endSale(c *gin.Context) error {
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// changed caches an item whose sale data changed and tells every instance
-// (its revision in Redis moves, its id goes out on the item events channel):
-// each reloads it at once, or at its periodic refresh or sync if the
-// announcement failed.
+// changed caches an item whose sale data changed and tells every instance,
+// which reloads it (or, if the announcement failed, at its refresh or sync).
 func (s *Sale) changed(ctx context.Context, it store.Item, unitsBack bool) (*Entry, error) {
 	ci := s.items.written(it)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -86,22 +79,12 @@ func (s *Sale) changed(ctx context.Context, it store.Item, unitsBack bool) (*Ent
 }
 
 // POST /api/v1/items/:id/stock (admin), body {"add": N}: one transaction
-// locks the item row, raises stock_total and the stock row and records the
-// add (stock_add: its id, the request's Idempotency-Key), then, with both
-// rows still locked, adds the units in Redis (once per add id), and only then
-// commits. A retry with the key of an applied add answers that add's result
-// and changes nothing (409 when its N differs). If the Redis add or the
-// commit fails, settleAdd finds out whether the add committed before it
+// raises the rows and records the add, adds the units in Redis (once per add
+// id) with the rows still locked, then commits. A retry with the key of an
+// applied add answers its result (409 when its N differs). If the Redis add
+// or the commit fails, settleAdd learns whether the add committed before it
 // undoes anything.
-func (s *Sale) addStock(c *gin.Context) error {
-	id, err := s.itemID(c, auth.RoleAdmin)
-	if err != nil {
-		return err
-	}
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
+func (s *Sale) addStock(ctx context.Context, c *gin.Context, id int64, key string) error {
 	const maxAdd = 1_000_000
 	shape := fmt.Sprintf(`body must be {"add": N} with N an integer between 1 and %d`, maxAdd)
 	var req struct{ Add *int64 }
@@ -115,16 +98,13 @@ func (s *Sale) addStock(c *gin.Context) error {
 	if n < 1 || n > maxAdd {
 		return apierr.BadRequest(fmt.Sprintf("add: must be between 1 and %d", maxAdd))
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), controlTimeout)
-	defer cancel()
-	// A fresh id per attempt, never the key: a retry that overtakes an
-	// attempt still settling must not share its Redis add (that attempt's
-	// undo would take the retry's units).
+	// A fresh id per attempt, never the key: a retry overtaking an attempt
+	// still settling must not share (and have undone) its Redis add.
 	addID := order.NewID()
 	tried := false
 	it, replayed, err := s.d.Controls.AddStock(ctx, id, n, key, addID, func(ctx context.Context, _ store.Item) error {
 		tried = true
-		_, err := s.d.Adder.AddUnits(ctx, id, addID, n)
+		_, err := s.d.Loader.AddUnits(ctx, id, addID, n)
 		return err
 	})
 	if err != nil && tried {
@@ -140,7 +120,7 @@ func (s *Sale) addStock(c *gin.Context) error {
 		return err
 	}
 	if replayed {
-		// it carries the stock_total the first add left.
+		// it carries the first add's stock_total.
 		c.Header("Idempotent-Replayed", "true")
 		s.log.Info("units add retried; answered its first result", "item_id", id, "add", n, "stock_total", it.StockTotal)
 		ci, err := s.items.Get(ctx, id)
@@ -155,12 +135,10 @@ func (s *Sale) addStock(c *gin.Context) error {
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// settleAdd decides an add whose transaction answered an error after its
-// Redis add ran: with the stock row locked (the add's transaction has ended
-// one way or the other, and no recount runs meanwhile) it looks the add up,
-// and only if it did not commit takes its Redis units back (unadd.lua, once
-// per add id). Retried for a while; if MySQL or Redis stays out of reach,
-// the reconciler's fenced recount from the stock row repairs Redis.
+// settleAdd decides an add whose transaction failed after its Redis add:
+// with the stock row locked (the transaction has ended, no recount runs) it
+// looks the add up, and only if it did not commit takes its units back.
+// Retried for a while; else the reconciler's recount repairs Redis.
 func (s *Sale) settleAdd(ctx context.Context, id int64, addID string) (committed bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
 	defer cancel()
@@ -171,7 +149,7 @@ func (s *Sale) settleAdd(ctx context.Context, id int64, addID string) (committed
 				committed = applied
 				return err
 			}
-			_, err = s.d.Adder.UndoAdd(ctx, id, addID)
+			_, err = s.d.Loader.UndoAdd(ctx, id, addID)
 			return err
 		})
 		return err

@@ -28,8 +28,7 @@ const (
 	ItemEnded    = "ENDED"
 )
 
-// ItemView is an item as the API shows it: the row with its live stock
-// left and the sale's status then.
+// ItemView is an item as the API shows it.
 type ItemView struct {
 	store.Item
 	StockLeft int64  `json:"stock_left"`
@@ -58,8 +57,7 @@ const (
 	defaultPaymentTimeout = 900
 )
 
-// createItemRequest has raw fields so that every bad field can be named,
-// even one of the wrong JSON type.
+// createItemRequest has raw fields so that every bad field can be named.
 type createItemRequest struct {
 	Name                  json.RawMessage `json:"name"`
 	PriceCents            json.RawMessage `json:"price_cents"`
@@ -76,9 +74,8 @@ func (v *validationErrors) add(field, msg string) { *v = append(*v, field+": "+m
 
 func present(raw json.RawMessage) bool { return len(raw) > 0 && !bytes.Equal(raw, []byte("null")) }
 
-// integer decodes an integer field into dst (left alone when the field is
-// absent) and names it when it is missing but required, not an integer, or
-// outside lo..hi (hi 0: no upper bound).
+// integer decodes an integer field into dst (left alone when absent),
+// checking it is in lo..hi (hi 0: no upper bound).
 func (v *validationErrors) integer(raw json.RawMessage, field string, required bool, lo, hi int64, dst *int64) {
 	var n int64
 	switch {
@@ -183,9 +180,8 @@ func (s *Sale) writeItem(c *gin.Context, status int, ci *Entry) error {
 	return nil
 }
 
-// lefts reads the items' stock_left from Redis in one round trip. An item
-// whose stock is not loaded has nothing reserved yet (stock_total); when
-// Redis cannot answer, the cached figure stands in.
+// lefts reads the items' stock_left from Redis: stock_total when not
+// loaded, the cached figure when Redis cannot answer.
 func (s *Sale) lefts(ctx context.Context, cis ...*Entry) []int64 {
 	live, err := s.d.Live.LeftMany(ctx, itemIDs(cis))
 	if err != nil {
@@ -207,15 +203,12 @@ func (s *Sale) lefts(ctx context.Context, cis ...*Entry) []int64 {
 	return out
 }
 
-// listLeftPeriod is how old a figure of stock_left the item list serves:
-// every open storefront polls the list each second, and the hot item's
-// shard must not answer each poll.
+// listLeftPeriod is how old a stock_left the item list serves: storefronts
+// poll the list each second, and the hot item's shard must not answer each.
 const listLeftPeriod = time.Second
 
-// cachedLefts is the items' stock_left as this instance last read it; the
-// figures a second old or more are read again first, in one round trip, at
-// most once a second per instance whatever the number of callers. Unknown
-// (never read, or Redis has no stock for the item): stock_total.
+// cachedLefts is the items' stock_left as last read (readLefts), or
+// stock_total when unknown.
 func (s *Sale) cachedLefts(ctx context.Context, cis ...*Entry) []int64 {
 	if err := s.items.readLefts(ctx, cis, listLeftPeriod); err != nil {
 		s.log.Debug("stock_left from redis", "err", err)
@@ -229,8 +222,8 @@ func (s *Sale) cachedLefts(ctx context.Context, cis ...*Entry) []int64 {
 	return out
 }
 
-// itemID is the :id of an item route, with the caller's check: an admin
-// route (role set) takes the role's token, any other the per-IP limit.
+// itemID is the :id of an item route, after the role's check, or the
+// per-IP limit when role is "".
 func (s *Sale) itemID(c *gin.Context, role auth.Role) (int64, error) {
 	id, ok := apierr.ParseID(c.Param("id"))
 	if !ok {
@@ -246,11 +239,10 @@ func (s *Sale) itemID(c *gin.Context, role auth.Role) (int64, error) {
 // GET /api/v1/items/:id (anyone; per-IP limit)
 func (s *Sale) getItem(c *gin.Context) error { return s.showItem(c, "", nil) }
 
-// POST /api/v1/items/:id/warmup (admin): loads the stock into Redis unless
-// it is already there (never overwrites live stock).
+// POST /api/v1/items/:id/warmup (admin)
 func (s *Sale) warmup(c *gin.Context) error { return s.showItem(c, auth.RoleAdmin, s.warm) }
 
-// showItem answers the :id item, after then (if set) has run on it.
+// showItem answers the :id item, after then (if set).
 func (s *Sale) showItem(c *gin.Context, role auth.Role, then func(context.Context, *Entry) error) error {
 	id, err := s.itemID(c, role)
 	var ci *Entry
@@ -266,22 +258,15 @@ func (s *Sale) showItem(c *gin.Context, role auth.Role, then func(context.Contex
 	return s.writeItem(c, http.StatusOK, ci)
 }
 
-// warm loads the item's stock key if Redis lost it: the stock row minus the
-// live reservations not deducted yet, computed while the stock row is held
-// still (no deduction or restore commits meanwhile) and counted in Redis in
-// one script (no reservation or release slips in); stock_total would sell
-// again every unit reserved or sold before the loss. Redis lost the
-// reservations with the key, so first every order MySQL says holds a unit
-// gets its reservation and buyer mark back (with its deadline): a QUEUED one
-// is not deducted yet, and counted from the stock row it would be sold again;
-// a saga's later release finds it and gives the unit back. An order whose
-// unit was released since is refused (restore.lua). A loaded key is live
-// stock: the warm-up changes nothing then.
+// warm loads the item's stock key if Redis lost it (a loaded key is never
+// touched): first the orders MySQL says hold a unit get their reservations
+// back (a QUEUED one, not deducted yet, would otherwise sell again), then the
+// key is counted from the stock row, held still meanwhile
+// (docs/design.md).
 func (s *Sale) warm(ctx context.Context, ci *Entry) error {
 	id := ci.it.ID
 	_, err := s.d.Rows.FenceStock(ctx, id, store.Stock{Version: -1}, nil, func(row store.Stock, deducted []string) error {
-		// Under the fence nothing else loads the key: a warm-up and the
-		// reconciler's recount take the same lock, a release never creates it.
+		// Under the fence nothing else loads the key.
 		left, err := s.d.Live.LeftMany(ctx, []int64{id})
 		if _, loaded := left[id]; err != nil || loaded {
 			return err
@@ -308,12 +293,10 @@ func (s *Sale) warm(ctx context.Context, ci *Entry) error {
 	return err
 }
 
-// endedShown is how long after its end a sale is still listed (the item
-// list, the control room).
+// endedShown is how long after its end a sale is still listed.
 const endedShown = time.Hour
 
-// parseStatuses reads ?status= (one status or a comma list, any case); nil
-// means every status.
+// parseStatuses reads ?status= (a comma list, any case); nil: every status.
 func parseStatuses(c *gin.Context) (map[string]bool, error) {
 	raw, ok := c.GetQuery("status")
 	if !ok {
@@ -330,9 +313,8 @@ func parseStatuses(c *gin.Context) (map[string]bool, error) {
 	return want, nil
 }
 
-// GET /api/v1/items (anyone; per-IP limit), ?status= filters: the sales not
-// ended over endedShown ago, by start_at, then id, with stock_left at most
-// about a second old (cachedLefts).
+// GET /api/v1/items (anyone; per-IP limit), ?status=: the shown sales by
+// start_at, then id.
 func (s *Sale) listItems(c *gin.Context) error {
 	want, err := parseStatuses(c)
 	if err != nil {

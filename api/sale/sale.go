@@ -1,10 +1,5 @@
-// Package sale is sale administration with its item read model: creating,
-// listing and showing items, warming an item's stock into Redis, ending a
-// sale and adding units (the admin's controls), and the in-memory cache of
-// items every instance keeps fresh (Cache), which the purchase and the order
-// list read. Package api composes it: it owns its routes, what it reads and
-// its metric (seckill_stock_left); api lends it the checks (auth, limits)
-// and the error answer, and its Run owns the cache's goroutines.
+// Package sale is sale administration (items, warm-up, the admin's end and
+// add) and the item read model every instance keeps in memory (Cache).
 package sale
 
 import (
@@ -23,16 +18,6 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-var (
-	_ Catalog   = (*store.Store)(nil)
-	_ Controls  = (*store.Store)(nil)
-	_ Rows      = (*store.Store)(nil)
-	_ Loader    = (*stock.Store)(nil)
-	_ Adder     = (*stock.Store)(nil)
-	_ Live      = (*stock.Store)(nil)
-	_ Announcer = (*stock.Store)(nil)
-)
-
 // Catalog is the items in MySQL (store.Store).
 type Catalog interface {
 	CreateItem(ctx context.Context, it store.Item) (store.Item, error)
@@ -47,23 +32,19 @@ type Controls interface {
 	AddApplied(ctx context.Context, addID string) (bool, error)
 }
 
-// Rows are what a warm-up and an add's settling read of MySQL with the
-// item's stock row held still (store.Store).
+// Rows are read with the item's stock row held still (store.Store).
 type Rows interface {
 	FenceStock(ctx context.Context, itemID int64, seen store.Stock, deducted []string,
 		fn func(row store.Stock, deducted []string) error) (moved bool, err error)
 	HeldOrders(ctx context.Context, itemID int64) ([]store.Order, error)
 }
 
-// Loader loads an item's stock key in Redis (stock.Store).
+// Loader loads an item's stock key in Redis and adds an admin's units, once
+// per add id (stock.Store).
 type Loader interface {
 	Load(ctx context.Context, itemID, units int64) (bool, error)
 	Recount(ctx context.Context, itemID, stockRow int64, deducted []string, mode stock.CountMode) (old, want int64, err error)
 	RestoreAll(ctx context.Context, itemID int64, ms []order.Message) (restored int, err error)
-}
-
-// Adder adds an admin's units in Redis, once per add id (stock.Store).
-type Adder interface {
 	AddUnits(ctx context.Context, itemID int64, addID string, n int64) (loaded bool, err error)
 	UndoAdd(ctx context.Context, itemID int64, addID string) (bool, error)
 }
@@ -75,8 +56,8 @@ type Live interface {
 	MarkedBuyers(ctx context.Context, itemID, max int64) (map[int64]struct{}, bool, error)
 }
 
-// Announcer tells every instance of an item's change and of units given
-// back (stock.Store).
+// Announcer tells every instance of item changes and units given back
+// (stock.Store).
 type Announcer interface {
 	AnnounceItem(ctx context.Context, itemID int64, unitsBack bool) (rev int64, err error)
 	WatchUnitsBack(ctx context.Context, fn func(itemID int64))
@@ -88,30 +69,25 @@ type Watcher interface {
 	Watch(itemID int64)
 }
 
-// Deps are what the sale's routes and read model are built from. Relay is
-// optional.
+// Deps are what the sale is built from. Relay is optional.
 type Deps struct {
 	Catalog   Catalog
 	Controls  Controls
 	Rows      Rows
 	Loader    Loader
-	Adder     Adder
 	Live      Live
 	Announcer Announcer
 	Relay     Watcher
-	// Refresh is how often Run reads the items' live figures (and, every
-	// syncPeriods of it, every item from MySQL); also how long an unknown
-	// id is remembered as missing.
+	// Refresh is how often Run reads the live figures, and how long an
+	// unknown id is remembered as missing.
 	Refresh  time.Duration
 	Registry prometheus.Registerer
 	Log      *slog.Logger
 	Now      func() time.Time
-	// Auth returns the request's principal, of the role asked for, charged
-	// to its limiter; AllowIP charges an anonymous request to its IP's.
+	// The API's checks (see api's Server.authenticate) and error answer.
 	Auth    func(c *gin.Context, role auth.Role) (auth.Principal, error)
 	AllowIP func(c *gin.Context) error
-	// Fail answers an error as the API does.
-	Fail func(c *gin.Context, err error)
+	Fail    func(c *gin.Context, err error)
 }
 
 // Sale serves the item routes and keeps the item read model.
@@ -121,8 +97,7 @@ type Sale struct {
 	items *Cache
 }
 
-// Register adds the item routes to r (the API's engine) and returns the
-// sale, whose Run keeps its read model fresh.
+// Register adds the item routes to r.
 func Register(r gin.IRoutes, d Deps) *Sale {
 	s := &Sale{d: d, log: d.Log, items: newCache(d.Catalog, d.Live, d.Refresh, d.Relay)}
 	d.Registry.MustRegister(s.items)
@@ -131,8 +106,8 @@ func Register(r gin.IRoutes, d Deps) *Sale {
 	r.GET("/api/v1/items", h(s.listItems))
 	r.GET("/api/v1/items/:id", h(s.getItem))
 	r.POST("/api/v1/items/:id/warmup", h(s.warmup))
-	r.POST("/api/v1/items/:id/end", h(s.endSale))
-	r.POST("/api/v1/items/:id/stock", h(s.addStock))
+	r.POST("/api/v1/items/:id/end", h(s.control(s.endSale)))
+	r.POST("/api/v1/items/:id/stock", h(s.control(s.addStock)))
 	return s
 }
 
@@ -140,15 +115,12 @@ func Register(r gin.IRoutes, d Deps) *Sale {
 func (s *Sale) Items() *Cache { return s.items }
 
 // syncPeriods is how many Refresh periods pass between two reads of every
-// item from MySQL: a change lost with its announcement still arrives.
+// item from MySQL (catching changes whose announcement was lost).
 const syncPeriods = 15
 
-// Run loads every item, then keeps the read model fresh until ctx ends: one
-// subscription per instance to each item event channel, a reload per
-// announced change, the sold-out items' buyer marks, the periodic refresh
-// and sync. Every goroutine it starts ends before it returns, whichever
-// goroutine announced the change or asked for the marks: they only queue
-// the work for Run.
+// Run loads every item, then keeps the read model fresh until ctx ends:
+// reloads of announced changes, sold-out items' buyer marks, the periodic
+// refresh and sync. Every goroutine it starts ends before it returns.
 func (s *Sale) Run(ctx context.Context) {
 	c := s.items
 	if err := c.loadAll(ctx); err != nil && ctx.Err() == nil {
@@ -166,7 +138,7 @@ func (s *Sale) Run(ctx context.Context) {
 		})
 	})
 	wg.Go(func() {
-		for { // this loop's own goroutine holds wg above zero while it adds
+		for { // this goroutine keeps wg above zero while it adds
 			select {
 			case <-ctx.Done():
 				return
