@@ -79,6 +79,7 @@ type PaymentEvent struct {
 	Type      string // the shop's: payment_succeeded, payment_canceled, payment_failed
 	Provider  string
 	PaymentID string
+	OrderID   string // the payment's metadata names it: another than the row's is a mismatch
 	Amount    int64
 	Currency  string
 	At        time.Time // when the provider says it happened
@@ -91,7 +92,7 @@ const (
 	VerdictPaid        Verdict = "paid"            // the event paid the order
 	VerdictRepeated    Verdict = "repeated"        // its event id was taken before: nothing done
 	VerdictUnknown     Verdict = "unknown_payment" // no such payment here
-	VerdictMismatch    Verdict = "mismatch"        // another amount or currency: recorded, not PAID
+	VerdictMismatch    Verdict = "mismatch"        // another amount, currency or order: recorded, not PAID
 	VerdictLate        Verdict = "late"            // succeeded at or after pay_by: not PAID
 	VerdictNotPayable  Verdict = "not_payable"     // the order is closed or not the payment's
 	VerdictAlreadyPaid Verdict = "already_paid"    // the order was paid already
@@ -164,7 +165,7 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 func succeed(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	at := e.At.UTC().Truncate(time.Millisecond)
 	status := PaymentSucceeded
-	if e.Amount != p.Amount || e.Currency != p.Currency {
+	if e.Amount != p.Amount || e.Currency != p.Currency || e.OrderID != "" && e.OrderID != p.OrderID {
 		status = PaymentMismatch
 	}
 	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = ? WHERE id = ?", status, at, p.ID).Error; err != nil {

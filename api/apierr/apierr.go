@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -78,6 +79,11 @@ var (
 	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
 	// ErrSaleAlreadyEnded answers an admin's end or add on an ended sale.
 	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
+	// ErrBadNotification: a payment notification not to be believed (bad
+	// signature, stale, unreadable); nothing was written.
+	ErrBadNotification = newError(http.StatusBadRequest, "BAD_NOTIFICATION", "the notification's signature or timestamp does not verify")
+	// ErrProviderUnavailable: the payment provider did not answer in time.
+	ErrProviderUnavailable = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "the payment provider did not answer; try again")
 	// ErrKeyReused answers an add whose Idempotency-Key an add of another
 	// number of units already used.
 	ErrKeyReused = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
@@ -153,6 +159,10 @@ func To(err error) *Error {
 		return ErrOrderNotPayable
 	case errors.Is(err, payment.ErrNotRecorded):
 		return ErrActionNotRecorded
+	case errors.Is(err, provider.ErrBadSignature), errors.Is(err, provider.ErrStale), errors.Is(err, provider.ErrMalformed):
+		return ErrBadNotification
+	case errors.Is(err, provider.ErrUnavailable), errors.Is(err, provider.ErrRateLimited):
+		return ErrProviderUnavailable
 	case errors.As(err, &tooLarge):
 		return ErrPayloadTooLarge
 	case errors.As(err, &unavailable), errors.Is(err, context.DeadlineExceeded), isConnError(err):
