@@ -339,14 +339,41 @@ type Reconcile struct {
 	Repair bool `env:"REPAIR" envDefault:"true"`
 }
 
-// Payment is the money side of a sale (issue 29; the payment provider is
-// not wired in yet).
+// Payment is the money side of a sale (issue 29).
 type Payment struct {
 	// Currency is an item's when it is created without one (ISO 4217, upper
 	// case). The item table's column defaults to EUR as well, for the rows
 	// that existed before it.
 	Currency string `env:"CURRENCY" envDefault:"EUR"`
+	// Provider takes the payments: door (the buyer's POST …/pay marks PAID,
+	// no provider), testpay or stripe (checkout and notifications; the saga
+	// does not cancel or refund a provider payment yet: docs/payments.md).
+	Provider  string  `env:"PROVIDER" envDefault:"door" check:"oneof=door|testpay|stripe"`
+	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/?order={order_id}"`
+	NotifyRPS float64 `env:"NOTIFY_RPS" envDefault:"2000" check:"positive"`
+	Stripe    Stripe  `envPrefix:"STRIPE_"`
+	Testpay   Testpay `envPrefix:"TESTPAY_"`
 }
+
+// Stripe is what SECKILL_PAYMENT_PROVIDER=stripe needs.
+type Stripe struct {
+	Key           Secret `env:"KEY"`            // sk_live_… / sk_test_…
+	WebhookSecret Secret `env:"WEBHOOK_SECRET"` // whsec_…
+	URL           string `env:"URL"`            // empty: Stripe's API (stripe-mock's in tests)
+}
+
+// Testpay is the built-in test provider (SECKILL_PAYMENT_PROVIDER=testpay):
+// the API serves its checkout page on Addr and it notifies NotifyURL.
+type Testpay struct {
+	Secret    Secret `env:"SECRET"` // DevTestpaySecret when unset
+	Addr      string `env:"ADDR" envDefault:"127.0.0.1:8090" check:"hostport"`
+	URL       string `env:"URL" envDefault:"http://127.0.0.1:8090"`
+	NotifyURL string `env:"NOTIFY_URL" envDefault:"http://127.0.0.1:8080/api/v1/payments/notifications"`
+}
+
+// DevTestpaySecret signs the test provider's notifications when no secret is
+// set: published here, as no real money moves through it.
+const DevTestpaySecret = "whsec_seckill_testpay_dev"
 
 // Load parses the environment once and validates it: a bad value, or a
 // SECKILL_* variable that is not a setting (a misspelling), stops the process
@@ -386,6 +413,9 @@ func (c *Config) normalize() {
 	}
 	if c.RocketMQ.OrderSigningKey == "" {
 		c.RocketMQ.OrderSigningKey = DevOrderSigningKey
+	}
+	if c.Payment.Testpay.Secret == "" {
+		c.Payment.Testpay.Secret = DevTestpaySecret
 	}
 	if c.API.Instance == "" {
 		host, _ := os.Hostname()
@@ -452,6 +482,9 @@ func (c Config) Validate() error {
 		bad("API_CONFIRM_TIMEOUT", "%s does not fit in SECKILL_API_WRITE_TIMEOUT %s: a purchase's answer needs the confirm window plus %s "+
 			"(its reservation and the answer's write); lower it, or raise SECKILL_API_WRITE_TIMEOUT to at least %s",
 			c.API.ConfirmTimeout, c.API.WriteTimeout, PurchaseHeadroom, c.API.ConfirmTimeout+PurchaseHeadroom)
+	}
+	if c.Payment.Provider == "stripe" && (c.Payment.Stripe.Key == "" || c.Payment.Stripe.WebhookSecret == "") {
+		bad("PAYMENT_STRIPE_KEY", "SECKILL_PAYMENT_PROVIDER=stripe needs SECKILL_PAYMENT_STRIPE_KEY and SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET")
 	}
 	if !isCurrency(c.Payment.Currency) {
 		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", c.Payment.Currency)
