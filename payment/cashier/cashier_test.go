@@ -97,6 +97,12 @@ func (p *fakeProvider) Verify(payload []byte, sig string) (provider.Event, error
 
 const orderID = "01JABCDEFGHJKMNPQRSTVWXYZ0"
 
+// cashierWith is a cashier over st asking p.
+func cashierWith(st *fakeStore, p provider.Provider) *cashier.Cashier {
+	return cashier.New(st, noViews{}, p, &settler{}, cashier.Options{Provider: "stripe"},
+		cashier.NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+}
+
 func newCashier(st *fakeStore, views noViews) (*cashier.Cashier, *fakeProvider, *settler, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	p, s := &fakeProvider{}, &settler{}
