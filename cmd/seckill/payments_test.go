@@ -66,7 +66,9 @@ func TestAPIPaysThroughTheTestProvider(t *testing.T) {
 			t.Fatalf("api not listening: %v", err)
 		}
 	}
-	var co struct{ CheckoutURL string `json:"checkout_url"` }
+	var co struct {
+		CheckoutURL string `json:"checkout_url"`
+	}
 	err = json.NewDecoder(res.Body).Decode(&co)
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusOK || err != nil || !strings.HasPrefix(co.CheckoutURL, tp.URL+"/pay/") {
