@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -120,10 +121,12 @@ var afterEventInsert = func(*gorm.DB) error { return nil }
 func (s *Store) ApplyPaymentEvent(ctx context.Context, e PaymentEvent) (EventResult, error) {
 	var out EventResult
 	err := retryDeadlock(ctx, func() error {
+		// READ COMMITTED, as CloseOrder: the locking read of an order row
+		// not persisted yet takes no gap lock for the saga's insert to wait on.
 		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
 			out, err = applyEvent(tx, e)
 			return err
-		})
+		}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	})
 	if err != nil {
 		return EventResult{}, fmt.Errorf("apply payment event %s: %w", e.ID, err)
@@ -168,10 +171,13 @@ func succeed(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	if e.Amount != p.Amount || e.Currency != p.Currency || e.OrderID != "" && e.OrderID != p.OrderID {
 		status = PaymentMismatch
 	}
-	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = ? WHERE id = ?", status, at, p.ID).Error; err != nil {
+	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, ?) WHERE id = ?", status, at, p.ID).Error; err != nil {
 		return EventResult{}, fmt.Errorf("record payment %s %s: %w", p.ProviderPaymentID, status, err)
 	}
-	p.Status, p.SucceededAt = status, &at
+	p.Status = status
+	if p.SucceededAt == nil {
+		p.SucceededAt = &at
+	}
 	out := EventResult{Verdict: VerdictMismatch, Payment: p}
 	if status == PaymentMismatch {
 		return out, nil

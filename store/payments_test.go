@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +154,40 @@ func TestPaymentEventIsOneTransaction(t *testing.T) {
 		t.Fatalf("order moved by a failed decision %+v", o)
 	}
 	apply(t, st, succeeded("evt_t", "pi_t1", now), store.VerdictPaid)
+}
+
+// Deliveries racing each other (the same event, and other events of the
+// same payment) pay the order exactly once.
+func TestPaymentEventRacesPayOnce(t *testing.T) {
+	st, it := newSale(t, 2)
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	pendingOrder(t, st, it.ID, "R1", 61, payBy, "pi_r1")
+	payment(t, st, it.ID, "R2", 62, payBy, "pi_r2") // no row yet: the insert races too
+	var mu sync.Mutex
+	paid := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			for _, pi := range []string{"pi_r1", "pi_r2"} {
+				r, err := st.ApplyPaymentEvent(context.Background(), succeeded(fmt.Sprintf("evt_%s_%d", pi, i%3), pi, now))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Verdict == store.VerdictPaid {
+					mu.Lock()
+					paid[pi]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if paid["pi_r1"] != 1 || paid["pi_r2"] != 1 {
+		t.Fatalf("paid %v, want each once", paid)
+	}
+	if n := events(t, st); n != 6 {
+		t.Fatalf("%d events stored, want 6", n)
+	}
 }
