@@ -56,6 +56,7 @@ func (nopCounter) Inc() {}
 // notifications the API received are kept (bodies), so a test can resend them.
 type rig struct {
 	st     *store.Store
+	board  *orderstatus.Board
 	tp     *testpay.Provider
 	sagas  *sagas
 	url    string
@@ -69,7 +70,7 @@ func newRig(t *testing.T, knobs testpay.Knobs) *rig {
 	st, _ := testkit.MySQL(t)
 	rdb, prefix := testkit.Redis(t)
 	board, units := orderstatus.New(rdb, prefix), stock.New(rdb, prefix)
-	r := &rig{st: st, sagas: &sagas{wakes: map[string][]string{}}}
+	r := &rig{st: st, board: board, sagas: &sagas{wakes: map[string][]string{}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	desk, err := payment.New(st, board, board, units, func() (payment.Sagas, error) { return r.sagas, nil }, nopCounter{},
@@ -308,5 +309,38 @@ func TestNotificationsNotBelievedOrNotPaying(t *testing.T) {
 	}
 	if code, out := r.notify(t, good, tpSecret, now); code != http.StatusOK || out["outcome"] != "paid" {
 		t.Fatalf("the genuine success after all that: %d %v", code, out)
+	}
+}
+
+// An order the saga has not persisted yet (its QUEUED view only) is checked
+// out and paid: the notification writes the row a door pay writes (QUEUED,
+// paid) and publishes it PAID, settling; no saga is woken (the saga makes it
+// PAID when it takes the unit).
+func TestNotificationPaysAQueuedOrder(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testpay.Knobs{})
+	ctx := context.Background()
+	id, payBy := order.NewID(), time.Now().Add(time.Minute)
+	v := order.Message{OrderID: id, UserID: 300, ItemID: r.item.ID, ReservedAt: time.Now(), PayBy: &payBy}.QueuedView()
+	if err := r.board.MarkQueued(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	code, out := r.post(t, "/api/v1/orders/"+id+"/checkout", nil, map[string]string{buyerHeader: "300"})
+	if code != http.StatusOK {
+		t.Fatalf("checkout of a QUEUED order: %d %v", code, out)
+	}
+	if _, err := r.tp.Pay(ctx, out["payment_id"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the view published PAID", func() bool {
+		v, ok, err := r.board.Status(ctx, id)
+		return err == nil && ok && v.Status == order.StatusPaid && v.Settling
+	})
+	if row := r.order(t, id); !row.PaidQueued() {
+		t.Fatalf("row %+v", row)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if w := r.sagas.of(id); len(w) != 0 {
+		t.Fatalf("a paid QUEUED order's saga woken: %v", w)
 	}
 }
