@@ -23,6 +23,7 @@ import (
 	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/api/controlroom"
 	"github.com/seckill/seckill/api/orders"
+	"github.com/seckill/seckill/api/payhook"
 	"github.com/seckill/seckill/api/purchase"
 	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
@@ -94,6 +95,9 @@ type Deps struct {
 	Log       *slog.Logger
 	DevSecret []byte
 	Temporal  config.Temporal
+	// Payments: checkout and the provider's notifications (no Cashier:
+	// payments at the door only, the routes answer 404).
+	Payments payhook.Options
 }
 
 // check panics naming a missing dependency or setting.
@@ -193,6 +197,7 @@ func (s *Server) compose(e *gin.Engine) {
 		Rows: d.Orders, Views: d.Views, Marks: d.Units, Items: items, Actions: d.Actions,
 		Config: s.cfg, Log: s.log, Now: s.now, Auth: s.authenticate, Fail: s.fail,
 	})
+	payhook.Register(e, payhook.Deps{Options: d.Payments, Log: s.log, Now: s.now, Auth: s.authenticate, Fail: s.fail})
 	s.room = controlroom.Register(e, controlroom.Deps{
 		Items: items, Pulses: d.Units, Orders: d.Orders, FirstPay: controlroom.NewFirstPay(reg),
 		Temporal: d.Temporal, Now: s.now, Fail: s.fail,

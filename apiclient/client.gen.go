@@ -17,9 +17,34 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CheckoutStatus.
+const (
+	CheckoutStatusCanceled  CheckoutStatus = "canceled"
+	CheckoutStatusMismatch  CheckoutStatus = "mismatch"
+	CheckoutStatusPending   CheckoutStatus = "pending"
+	CheckoutStatusSucceeded CheckoutStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the CheckoutStatus enum.
+func (e CheckoutStatus) Valid() bool {
+	switch e {
+	case CheckoutStatusCanceled:
+		return true
+	case CheckoutStatusMismatch:
+		return true
+	case CheckoutStatusPending:
+		return true
+	case CheckoutStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorObjectCode.
 const (
 	ErrorObjectCodeALREADYPURCHASED     ErrorObjectCode = "ALREADY_PURCHASED"
+	ErrorObjectCodeBADNOTIFICATION      ErrorObjectCode = "BAD_NOTIFICATION"
 	ErrorObjectCodeBADREQUEST           ErrorObjectCode = "BAD_REQUEST"
 	ErrorObjectCodeFORBIDDEN            ErrorObjectCode = "FORBIDDEN"
 	ErrorObjectCodeIDEMPOTENCYKEYREUSED ErrorObjectCode = "IDEMPOTENCY_KEY_REUSED"
@@ -42,6 +67,8 @@ const (
 func (e ErrorObjectCode) Valid() bool {
 	switch e {
 	case ErrorObjectCodeALREADYPURCHASED:
+		return true
+	case ErrorObjectCodeBADNOTIFICATION:
 		return true
 	case ErrorObjectCodeBADREQUEST:
 		return true
@@ -170,6 +197,45 @@ func (e DevToken200JSONResponseBodyRole) Valid() bool {
 	}
 }
 
+// Defines values for PaymentNotification200JSONResponseBodyOutcome.
+const (
+	PaymentNotification200JSONResponseBodyOutcomeAlreadyPaid    PaymentNotification200JSONResponseBodyOutcome = "already_paid"
+	PaymentNotification200JSONResponseBodyOutcomeLate           PaymentNotification200JSONResponseBodyOutcome = "late"
+	PaymentNotification200JSONResponseBodyOutcomeMismatch       PaymentNotification200JSONResponseBodyOutcome = "mismatch"
+	PaymentNotification200JSONResponseBodyOutcomeNotPayable     PaymentNotification200JSONResponseBodyOutcome = "not_payable"
+	PaymentNotification200JSONResponseBodyOutcomePaid           PaymentNotification200JSONResponseBodyOutcome = "paid"
+	PaymentNotification200JSONResponseBodyOutcomeRecorded       PaymentNotification200JSONResponseBodyOutcome = "recorded"
+	PaymentNotification200JSONResponseBodyOutcomeRepeated       PaymentNotification200JSONResponseBodyOutcome = "repeated"
+	PaymentNotification200JSONResponseBodyOutcomeUnhandled      PaymentNotification200JSONResponseBodyOutcome = "unhandled"
+	PaymentNotification200JSONResponseBodyOutcomeUnknownPayment PaymentNotification200JSONResponseBodyOutcome = "unknown_payment"
+)
+
+// Valid indicates whether the value is a known member of the PaymentNotification200JSONResponseBodyOutcome enum.
+func (e PaymentNotification200JSONResponseBodyOutcome) Valid() bool {
+	switch e {
+	case PaymentNotification200JSONResponseBodyOutcomeAlreadyPaid:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeLate:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeMismatch:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeNotPayable:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomePaid:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeRecorded:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeRepeated:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeUnhandled:
+		return true
+	case PaymentNotification200JSONResponseBodyOutcomeUnknownPayment:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Purchase202JSONResponseBodyStatus.
 const (
 	Purchase202JSONResponseBodyStatusQUEUED Purchase202JSONResponseBodyStatus = "QUEUED"
@@ -214,6 +280,27 @@ func (e Readyz200JSONResponseBodyStatus) Valid() bool {
 		return false
 	}
 }
+
+// Checkout defines model for Checkout.
+type Checkout struct {
+	// Amount Minor units of currency (999 is 9.99 EUR).
+	Amount int64 `json:"amount"`
+
+	// CheckoutURL Where the buyer pays (the test provider's page); empty for Stripe.
+	CheckoutURL string `json:"checkout_url"`
+	Currency    string `json:"currency"`
+
+	// OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
+	OrderID OrderID   `json:"order_id"`
+	PayBy   time.Time `json:"pay_by"`
+
+	// PaymentID The provider's payment id (pi_…).
+	PaymentID string         `json:"payment_id"`
+	Status    CheckoutStatus `json:"status"`
+}
+
+// CheckoutStatus defines model for Checkout.Status.
+type CheckoutStatus string
 
 // Checks Each dependency's name and whether it answered.
 type Checks map[string]string
@@ -375,6 +462,17 @@ type ListOrdersParams struct {
 	Cursor *OrderID `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// PaymentNotificationJSONBody defines parameters for PaymentNotification.
+type PaymentNotificationJSONBody = map[string]interface{}
+
+// PaymentNotificationParams defines parameters for PaymentNotification.
+type PaymentNotificationParams struct {
+	StripeSignature *string `json:"Stripe-Signature,omitempty"`
+}
+
+// PaymentNotification200JSONResponseBodyOutcome defines parameters for PaymentNotification.
+type PaymentNotification200JSONResponseBodyOutcome string
+
 // Purchase202JSONResponseBodyStatus defines parameters for Purchase.
 type Purchase202JSONResponseBodyStatus string
 
@@ -392,6 +490,9 @@ type CreateItemJSONRequestBody = CreateItem
 
 // AddStockJSONRequestBody defines body for AddStock for application/json ContentType.
 type AddStockJSONRequestBody AddStockJSONBody
+
+// PaymentNotificationJSONRequestBody defines body for PaymentNotification for application/json ContentType.
+type PaymentNotificationJSONRequestBody = PaymentNotificationJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -575,6 +676,13 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/orders/{orderId}/cancel (the `CancelOrder` operationId).
 	CancelOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
+	//
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	//
+	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
+	CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OrderEvents The order's status as server-sent events (its buyer, or an admin).
 	//
 	// One `status` event with the order at once (`data:` is the Order JSON), then one per change, until a
@@ -590,6 +698,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 	PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PaymentNotificationWithBody The payment provider's notification (signed; no bearer token).
+	//
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+	PaymentNotificationWithBody(ctx context.Context, params *PaymentNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PaymentNotification The payment provider's notification (signed; no bearer token).
+	//
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+	PaymentNotification(ctx context.Context, params *PaymentNotificationParams, body PaymentNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Purchase Buy one unit (buyer). No body.
 	//
@@ -895,6 +1021,23 @@ func (c *Client) CancelOrder(ctx context.Context, orderID OrderID, reqEditors ..
 	return c.Client.Do(req)
 }
 
+// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
+//
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+//
+// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
+func (c *Client) CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckoutOrderRequest(c.Server, orderID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // OrderEvents The order's status as server-sent events (its buyer, or an admin).
 //
 // One `status` event with the order at once (`data:` is the Order JSON), then one per change, until a
@@ -921,6 +1064,44 @@ func (c *Client) OrderEvents(ctx context.Context, orderID OrderID, reqEditors ..
 // Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 func (c *Client) PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPayOrderRequest(c.Server, orderID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PaymentNotificationWithBody The payment provider's notification (signed; no bearer token).
+//
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+func (c *Client) PaymentNotificationWithBody(ctx context.Context, params *PaymentNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPaymentNotificationRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PaymentNotification The payment provider's notification (signed; no bearer token).
+//
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+func (c *Client) PaymentNotification(ctx context.Context, params *PaymentNotificationParams, body PaymentNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPaymentNotificationRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1554,6 +1735,40 @@ func NewCancelOrderRequest(server string, orderID OrderID) (*http.Request, error
 	return req, nil
 }
 
+// NewCheckoutOrderRequest constructs an http.Request for the CheckoutOrder method
+func NewCheckoutOrderRequest(server string, orderID OrderID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "orderId", orderID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/orders/%s/checkout", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewOrderEventsRequest constructs an http.Request for the OrderEvents method
 func NewOrderEventsRequest(server string, orderID OrderID) (*http.Request, error) {
 	var err error
@@ -1617,6 +1832,61 @@ func NewPayOrderRequest(server string, orderID OrderID) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPaymentNotificationRequest calls the generic PaymentNotification builder with application/json body
+func NewPaymentNotificationRequest(server string, params *PaymentNotificationParams, body PaymentNotificationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPaymentNotificationRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPaymentNotificationRequestWithBody constructs an http.Request for the PaymentNotification method, with any body, and a specified content type
+func NewPaymentNotificationRequestWithBody(server string, params *PaymentNotificationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/payments/notifications")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.StripeSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Stripe-Signature", *params.StripeSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Stripe-Signature", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -1970,6 +2240,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/orders/{orderId}/cancel (the `CancelOrder` operationId).
 	CancelOrderWithResponse(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*CancelOrderResponse, error)
 
+	// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
+	//
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
+	CheckoutOrderWithResponse(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*CheckoutOrderResponse, error)
+
 	// OrderEventsWithResponse The order's status as server-sent events (its buyer, or an admin).
 	//
 	// One `status` event with the order at once (`data:` is the Order JSON), then one per change, until a
@@ -1989,6 +2268,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 	PayOrderWithResponse(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*PayOrderResponse, error)
+
+	// PaymentNotificationWithBodyWithResponse The payment provider's notification (signed; no bearer token).
+	//
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+	PaymentNotificationWithBodyWithResponse(ctx context.Context, params *PaymentNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PaymentNotificationResponse, error)
+
+	// PaymentNotificationWithResponse The payment provider's notification (signed; no bearer token).
+	//
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+	PaymentNotificationWithResponse(ctx context.Context, params *PaymentNotificationParams, body PaymentNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*PaymentNotificationResponse, error)
 
 	// PurchaseWithResponse Buy one unit (buyer). No body.
 	//
@@ -3181,6 +3478,110 @@ func (r CancelOrderResponse) ContentType() string {
 	return ""
 }
 
+// CheckoutOrderResponse429Headers the declared response headers of an HTTP 429 response for CheckoutOrder
+type CheckoutOrderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CheckoutOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Checkout
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *NotPayable
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CheckoutOrderResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CheckoutOrderResponse) GetJSON200() *Checkout {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CheckoutOrderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CheckoutOrderResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CheckoutOrderResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CheckoutOrderResponse) GetJSON409() *NotPayable {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CheckoutOrderResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CheckoutOrderResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CheckoutOrderResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CheckoutOrderResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckoutOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckoutOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckoutOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckoutOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // OrderEventsResponse429Headers the declared response headers of an HTTP 429 response for OrderEvents
 type OrderEventsResponse429Headers struct {
 	RetryAfter *int
@@ -3348,6 +3749,100 @@ func (r PayOrderResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PayOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PaymentNotificationResponse429Headers the declared response headers of an HTTP 429 response for PaymentNotification
+type PaymentNotificationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PaymentNotificationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Outcome PaymentNotification200JSONResponseBodyOutcome `json:"outcome"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PaymentNotificationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PaymentNotificationResponse) GetJSON200() *struct {
+	Outcome PaymentNotification200JSONResponseBodyOutcome `json:"outcome"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PaymentNotificationResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PaymentNotificationResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PaymentNotificationResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PaymentNotificationResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PaymentNotificationResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PaymentNotificationResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PaymentNotificationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PaymentNotificationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PaymentNotificationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PaymentNotificationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3976,6 +4471,21 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 	return ParseCancelOrderResponse(rsp)
 }
 
+// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
+//
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
+func (c *ClientWithResponses) CheckoutOrderWithResponse(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*CheckoutOrderResponse, error) {
+	rsp, err := c.CheckoutOrder(ctx, orderID, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckoutOrderResponse(rsp)
+}
+
 // OrderEventsWithResponse The order's status as server-sent events (its buyer, or an admin).
 //
 // One `status` event with the order at once (`data:` is the Order JSON), then one per change, until a
@@ -4006,6 +4516,36 @@ func (c *ClientWithResponses) PayOrderWithResponse(ctx context.Context, orderID 
 		return nil, err
 	}
 	return ParsePayOrderResponse(rsp)
+}
+
+// PaymentNotificationWithBodyWithResponse The payment provider's notification (signed; no bearer token).
+//
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+func (c *ClientWithResponses) PaymentNotificationWithBodyWithResponse(ctx context.Context, params *PaymentNotificationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PaymentNotificationResponse, error) {
+	rsp, err := c.PaymentNotificationWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePaymentNotificationResponse(rsp)
+}
+
+// PaymentNotificationWithResponse The payment provider's notification (signed; no bearer token).
+//
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/payments/notifications (the `PaymentNotification` operationId).
+func (c *ClientWithResponses) PaymentNotificationWithResponse(ctx context.Context, params *PaymentNotificationParams, body PaymentNotificationJSONRequestBody, reqEditors ...RequestEditorFn) (*PaymentNotificationResponse, error) {
+	rsp, err := c.PaymentNotification(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePaymentNotificationResponse(rsp)
 }
 
 // PurchaseWithResponse Buy one unit (buyer). No body.
@@ -5063,6 +5603,101 @@ func ParseCancelOrderResponse(rsp *http.Response) (*CancelOrderResponse, error) 
 	return response, nil
 }
 
+// ParseCheckoutOrderResponse parses an HTTP response from a CheckoutOrderWithResponse call
+func ParseCheckoutOrderResponse(rsp *http.Response) (*CheckoutOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckoutOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Checkout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest NotPayable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CheckoutOrderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseOrderEventsResponse parses an HTTP response from a OrderEventsWithResponse call
 func ParseOrderEventsResponse(rsp *http.Response) (*OrderEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5205,6 +5840,89 @@ func ParsePayOrderResponse(rsp *http.Response) (*PayOrderResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers PayOrderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePaymentNotificationResponse parses an HTTP response from a PaymentNotificationWithResponse call
+func ParsePaymentNotificationResponse(rsp *http.Response) (*PaymentNotificationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PaymentNotificationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Outcome PaymentNotification200JSONResponseBodyOutcome `json:"outcome"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PaymentNotificationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

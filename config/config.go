@@ -304,7 +304,35 @@ type Reconcile struct {
 type Payment struct {
 	// An item's when created without one (ISO 4217); the item table's column defaults to EUR too.
 	Currency string `env:"CURRENCY" envDefault:"EUR"`
+	// Provider takes the payments: door (the buyer's POST …/pay marks PAID,
+	// no provider), testpay or stripe (checkout and notifications; the saga
+	// does not cancel or refund a provider payment yet: docs/payments.md).
+	Provider  string  `env:"PROVIDER" envDefault:"door" check:"oneof=door|testpay|stripe"`
+	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/?order={order_id}"`
+	NotifyRPS float64 `env:"NOTIFY_RPS" envDefault:"2000" check:"positive"`
+	Stripe    Stripe  `envPrefix:"STRIPE_"`
+	Testpay   Testpay `envPrefix:"TESTPAY_"`
 }
+
+// Stripe is what SECKILL_PAYMENT_PROVIDER=stripe needs.
+type Stripe struct {
+	Key           Secret `env:"KEY"`            // sk_live_… / sk_test_…
+	WebhookSecret Secret `env:"WEBHOOK_SECRET"` // whsec_…
+	URL           string `env:"URL"`            // empty: Stripe's API (stripe-mock's in tests)
+}
+
+// Testpay is the built-in test provider (SECKILL_PAYMENT_PROVIDER=testpay):
+// the API serves its checkout page on Addr and it notifies NotifyURL.
+type Testpay struct {
+	Secret    Secret `env:"SECRET"` // DevTestpaySecret when unset
+	Addr      string `env:"ADDR" envDefault:"127.0.0.1:8090" check:"hostport"`
+	URL       string `env:"URL" envDefault:"http://127.0.0.1:8090"`
+	NotifyURL string `env:"NOTIFY_URL" envDefault:"http://127.0.0.1:8080/api/v1/payments/notifications"`
+}
+
+// DevTestpaySecret signs the test provider's notifications when no secret is
+// set: published here, as no real money moves through it.
+const DevTestpaySecret = "whsec_seckill_testpay_dev"
 
 // Load parses and validates the environment, refusing unknown SECKILL_* variables.
 func Load() (Config, error) { return LoadFrom(env.ToMap(os.Environ())) }
@@ -339,6 +367,9 @@ func (c *Config) normalize() {
 	}
 	if c.RocketMQ.OrderSigningKey == "" {
 		c.RocketMQ.OrderSigningKey = DevOrderSigningKey
+	}
+	if c.Payment.Testpay.Secret == "" {
+		c.Payment.Testpay.Secret = DevTestpaySecret
 	}
 	if c.API.Instance == "" {
 		host, _ := os.Hostname()
@@ -401,6 +432,9 @@ func (c Config) Validate() error {
 		bad("API_CONFIRM_TIMEOUT", "%s does not fit in SECKILL_API_WRITE_TIMEOUT %s: a purchase's answer needs the confirm window plus %s "+
 			"(its reservation and the answer's write); lower it, or raise SECKILL_API_WRITE_TIMEOUT to at least %s",
 			c.API.ConfirmTimeout, c.API.WriteTimeout, PurchaseHeadroom, c.API.ConfirmTimeout+PurchaseHeadroom)
+	}
+	if c.Payment.Provider == "stripe" && (c.Payment.Stripe.Key == "" || c.Payment.Stripe.WebhookSecret == "") {
+		bad("PAYMENT_STRIPE_KEY", "SECKILL_PAYMENT_PROVIDER=stripe needs SECKILL_PAYMENT_STRIPE_KEY and SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET")
 	}
 	if cur := c.Payment.Currency; len(cur) != 3 || strings.ContainsFunc(cur, func(r rune) bool { return r < 'A' || r > 'Z' }) {
 		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", cur)

@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
@@ -67,13 +68,15 @@ var (
 	// ErrActionNotRecorded is payment.ErrNotRecorded.
 	ErrActionNotRecorded = newError(http.StatusServiceUnavailable, "UNAVAILABLE",
 		"temporarily unavailable; whether your pay or cancel was recorded is not known yet; GET the order, or try again")
-	ErrNoRoute          = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
-	ErrMethodNotAllowed = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
-	ErrPayloadTooLarge  = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
-	ErrInternal         = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
-	ErrOrderNotPayable  = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
-	ErrSaleAlreadyEnded = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
-	ErrKeyReused        = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
+	ErrNoRoute             = newError(http.StatusNotFound, "NOT_FOUND", "no such route")
+	ErrMethodNotAllowed    = newError(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method not allowed on this route")
+	ErrPayloadTooLarge     = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
+	ErrInternal            = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
+	ErrOrderNotPayable     = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
+	ErrSaleAlreadyEnded    = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
+	ErrBadNotification     = newError(http.StatusBadRequest, "BAD_NOTIFICATION", "the notification's signature or timestamp does not verify") // nothing written
+	ErrProviderUnavailable = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "the payment provider did not answer; try again")
+	ErrKeyReused           = newError(http.StatusConflict, "IDEMPOTENCY_KEY_REUSED",
 		"this Idempotency-Key was already used for an add of another number of units; use a new key for a new add")
 )
 
@@ -143,6 +146,10 @@ func To(err error) *Error {
 		return ErrOrderNotPayable
 	case errors.Is(err, payment.ErrNotRecorded):
 		return ErrActionNotRecorded
+	case errors.Is(err, provider.ErrBadSignature), errors.Is(err, provider.ErrStale), errors.Is(err, provider.ErrMalformed):
+		return ErrBadNotification
+	case errors.Is(err, provider.ErrUnavailable), errors.Is(err, provider.ErrRateLimited):
+		return ErrProviderUnavailable
 	case errors.As(err, &tooLarge):
 		return ErrPayloadTooLarge
 	case errors.As(err, &unavailable), errors.Is(err, context.DeadlineExceeded), isConnError(err):

@@ -76,7 +76,13 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	srv := api.New(cfg.API, p.apiDeps(cfg, log, desk, rel, tc))
+	pays, actions, err := newPayments(d, p, desk)
+	if err != nil {
+		return err
+	}
+	apiDeps := p.apiDeps(cfg, log, desk, rel, tc)
+	apiDeps.Payments, apiDeps.Actions = pays, actions
+	srv := api.New(cfg.API, apiDeps)
 
 	if err := serveAside(d, srv); err != nil {
 		return err

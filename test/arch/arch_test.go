@@ -26,9 +26,10 @@ var layers = [][]string{
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
-	{"api/apierr"},                                // the api's error answers, shared by its jobs
-	{"api/controlroom", "api/sale", "api/orders"}, // the api's jobs, composed by api
-	{"api/purchase"},                              // a job that reads sale's item read model
+	{"payment/cashier"}, // the door's provider payments: checkout and notifications
+	{"api/apierr"},      // the api's error answers, shared by its jobs
+	{"api/controlroom", "api/sale", "api/orders", "api/payhook"}, // the api's jobs, composed by api
+	{"api/purchase"}, // a job that reads sale's item read model
 	{"invariant", "reconcile", "api"},
 	{"worker"},
 	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench"},

@@ -25,7 +25,7 @@ var metricName = regexp.MustCompile(`seckill_[a-z0-9_]+`)
 func exported(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	def := regexp.MustCompile(`(?:Name:\s*|NewDesc\(|counters?\()"(seckill_[a-z0-9_]+)"`)
-	for _, f := range []string{"api/metrics.go", "api/sale/cache.go", "api/purchase/purchase.go", "api/controlroom/room.go", "relay/metrics.go", "worker/metrics.go"} {
+	for _, f := range []string{"api/metrics.go", "api/sale/cache.go", "api/purchase/purchase.go", "api/controlroom/room.go", "relay/metrics.go", "worker/metrics.go", "payment/cashier/notify.go"} {
 		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
+)
+
+// `seckill api` with SECKILL_PAYMENT_PROVIDER=testpay, against the real
+// services: a buyer's checkout answers the test provider's page on its own
+// listener; paying there sends the signed notification to the API, which
+// pays the order in MySQL.
+func TestAPIPaysThroughTheTestProvider(t *testing.T) {
+	st, mcfg := testkit.MySQL(t)
+	_, prefix := testkit.Redis(t)
+	cfg := testkit.Config(t)
+	cfg.Dev, cfg.MySQL, cfg.Redis.KeyPrefix = true, mcfg, prefix
+	cfg.API.Addr, cfg.API.MetricsAddr = freeAddr(t), freeAddr(t)
+	cfg.API.Instance = testkit.Name(t, "api")
+	tp := &cfg.Payment.Testpay
+	cfg.Payment.Provider, tp.Addr = "testpay", freeAddr(t)
+	tp.URL, tp.NotifyURL = "http://"+tp.Addr, "http://"+cfg.API.Addr+"/api/v1/payments/notifications"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runAPI(ctx, &app{cfg: cfg, log: testkit.Logger(t)}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("api: %v", err)
+		}
+	})
+	it, err := st.CreateItem(ctx, store.Item{Name: "x", PriceCents: 999, StockTotal: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour), PaymentTimeoutSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, payBy := order.NewID(), time.Now().Add(time.Minute)
+	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: 5, ItemID: it.ID, PayBy: &payBy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.DeductStock(ctx, id, it.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	token, err := auth.Sign([]byte(cfg.JWTSecret.Value()), 5, auth.RoleBuyer, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res *http.Response
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+cfg.API.Addr+"/api/v1/orders/"+id+"/checkout", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if res, err = http.DefaultClient.Do(req); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("api not listening: %v", err)
+		}
+	}
+	var co struct {
+		CheckoutURL string `json:"checkout_url"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&co)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK || err != nil || !strings.HasPrefix(co.CheckoutURL, tp.URL+"/pay/") {
+		t.Fatalf("checkout: %d %+v %v", res.StatusCode, co, err)
+	}
+	page, err := http.Get(co.CheckoutURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(page.Body)
+	_ = page.Body.Close()
+	if !strings.Contains(string(body), "Pay 9.99 EUR") {
+		t.Fatalf("checkout page: %d %.300s", page.StatusCode, body)
+	}
+	// The page's button, without following the redirect to the storefront.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	paid, err := noFollow.PostForm(co.CheckoutURL, url.Values{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = paid.Body.Close()
+	if paid.StatusCode != http.StatusSeeOther || !strings.Contains(paid.Header.Get("Location"), id) {
+		t.Fatalf("pay button: %d to %q", paid.StatusCode, paid.Header.Get("Location"))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if o, err := st.FindOrder(ctx, id); err == nil && o.Status == order.StatusPaid {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the notification did not pay the order within 10 s")
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package cashier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/payment/provider"
+	"github.com/seckill/seckill/store"
+)
+
+// Metrics count the cashier's work on the API's registry.
+type Metrics struct {
+	notifications *prometheus.CounterVec
+	checkouts     *prometheus.CounterVec
+}
+
+// NewMetrics registers the cashier's counters on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_payment_notifications_total",
+			Help: "Provider notifications by outcome: paid, repeated, unknown_payment, mismatch, late, not_payable, already_paid, recorded, unhandled, bad_signature, stale, malformed, error."},
+			[]string{"outcome"}),
+		checkouts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_payment_checkouts_total",
+			Help: "Buyers' checkouts by outcome: created (a provider payment opened), existing (the one opened before), failed."},
+			[]string{"outcome"}),
+	}
+	reg.MustRegister(m.notifications, m.checkouts)
+	return m
+}
+
+// Outcomes of a notification refused before anything is written.
+const (
+	OutcomeBadSignature = "bad_signature"
+	OutcomeStale        = "stale"
+	OutcomeMalformed    = "malformed"
+	OutcomeUnhandled    = "unhandled"
+	OutcomeError        = "error"
+)
+
+// Notify judges a provider notification (payload and its signature
+// header) and answers its outcome once the decision is durable. An error
+// wrapping provider.ErrBadSignature, ErrStale or ErrMalformed: nothing was
+// written (answer 400). Any other error: whether the decision committed is
+// not known, the provider resends (answer 5xx). An unknown payment, an
+// unhandled type, a mismatch or a late success is no error: the provider
+// must stop resending it.
+func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) (string, error) {
+	ev, err := c.p.Verify(payload, signature)
+	if err != nil {
+		outcome := OutcomeBadSignature
+		switch {
+		case errors.Is(err, provider.ErrStale):
+			outcome = OutcomeStale
+		case errors.Is(err, provider.ErrMalformed):
+			outcome = OutcomeMalformed
+		}
+		c.m.notifications.WithLabelValues(outcome).Inc()
+		c.log.Warn("payment notification refused", "outcome", outcome, "err", err)
+		return outcome, fmt.Errorf("payment notification: %w", err)
+	}
+	if ev.Type == provider.Unhandled {
+		c.m.notifications.WithLabelValues(OutcomeUnhandled).Inc()
+		c.log.Info("payment notification of a type not handled", "event", ev.ID, "type", ev.ProviderType)
+		return OutcomeUnhandled, nil
+	}
+	r, err := c.store.ApplyPaymentEvent(ctx, store.PaymentEvent{ID: ev.ID, Type: string(ev.Type), Provider: c.opts.Provider,
+		PaymentID: ev.PaymentID, OrderID: ev.OrderID, Amount: ev.Amount, Currency: ev.Currency, At: ev.At})
+	if err != nil {
+		c.m.notifications.WithLabelValues(OutcomeError).Inc()
+		return OutcomeError, err
+	}
+	c.m.notifications.WithLabelValues(string(r.Verdict)).Inc()
+	log := c.log.With("event", ev.ID, "type", ev.ProviderType, "payment_id", ev.PaymentID, "order_id", r.Payment.OrderID,
+		"verdict", r.Verdict)
+	switch r.Verdict {
+	case store.VerdictPaid:
+		c.settler.Settle(ctx, r.Order)
+	case store.VerdictMismatch:
+		log.Error("payment succeeded with another amount, currency or order: not PAID, to be refunded",
+			"amount", ev.Amount, "currency", ev.Currency, "want_amount", r.Payment.Amount, "want_currency", r.Payment.Currency)
+	case store.VerdictUnknown:
+		log.Warn("payment notification for a payment not known here")
+	case store.VerdictLate, store.VerdictNotPayable:
+		log.Warn("payment succeeded for an order it cannot pay: to be refunded", "at", ev.At)
+	}
+	return string(r.Verdict), nil
+}

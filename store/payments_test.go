@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/store"
+)
+
+// pendingOrder is a PENDING_PAYMENT order of buyer userID with a pending
+// payment of 100 EUR through testpay, provider id pi.
+func pendingOrder(t *testing.T, st *store.Store, itemID int64, orderID string, userID int64, payBy time.Time, pi string) store.Payment {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: orderID, UserID: userID, ItemID: itemID, PayBy: &payBy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.DeductStock(ctx, orderID, itemID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return payment(t, st, itemID, orderID, userID, payBy, pi)
+}
+
+func payment(t *testing.T, st *store.Store, itemID int64, orderID string, userID int64, payBy time.Time, pi string) store.Payment {
+	t.Helper()
+	p, err := st.SavePayment(context.Background(), store.Payment{OrderID: orderID, UserID: userID, ItemID: itemID,
+		Provider: "testpay", ProviderPaymentID: pi, Amount: 100, Currency: "EUR", PayBy: payBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func succeeded(id, pi string, at time.Time) store.PaymentEvent {
+	return store.PaymentEvent{ID: id, Type: "payment_succeeded", Provider: "testpay", PaymentID: pi, Amount: 100, Currency: "EUR", At: at}
+}
+
+func apply(t *testing.T, st *store.Store, e store.PaymentEvent, want store.Verdict) store.EventResult {
+	t.Helper()
+	r, err := st.ApplyPaymentEvent(context.Background(), e)
+	if err != nil || r.Verdict != want {
+		t.Fatalf("event %s: %+v %v, want %s", e.ID, r, err, want)
+	}
+	return r
+}
+
+func events(t *testing.T, st *store.Store) int64 {
+	var n int64
+	if err := st.DB().Raw("SELECT COUNT(*) FROM payment_events").Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A success in time pays a PENDING_PAYMENT order once; its resend is
+// dropped by its event id; a later event of the same payment finds it paid.
+// An order with no row yet gets the row a door pay writes.
+func TestPaymentEventPaysOnce(t *testing.T) {
+	st, it := newSale(t, 3)
+	ctx := context.Background()
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	pendingOrder(t, st, it.ID, "P1", 31, payBy, "pi_1")
+	if again := payment(t, st, it.ID, "P1", 31, payBy, "pi_1"); again.Status != store.PaymentPending {
+		t.Fatalf("second checkout's row %+v", again)
+	}
+	r := apply(t, st, succeeded("evt_1", "pi_1", now), store.VerdictPaid)
+	if r.Order.Status != order.StatusPaid || r.Payment.Status != store.PaymentSucceeded {
+		t.Fatalf("paid %+v", r)
+	}
+	apply(t, st, succeeded("evt_1", "pi_1", now), store.VerdictRepeated)
+	apply(t, st, succeeded("evt_2", "pi_1", now), store.VerdictAlreadyPaid)
+	apply(t, st, store.PaymentEvent{ID: "evt_3", Type: "payment_canceled", Provider: "testpay", PaymentID: "pi_1"}, store.VerdictRecorded)
+	if p, err := st.OrderPayment(ctx, "P1", "testpay"); err != nil || p.Status != store.PaymentSucceeded {
+		t.Fatalf("a cancel after the success changed the payment %+v %v", p, err)
+	}
+
+	payment(t, st, it.ID, "P2", 32, payBy, "pi_2") // QUEUED, no row yet
+	r = apply(t, st, succeeded("evt_4", "pi_2", now), store.VerdictPaid)
+	if !r.Order.PaidQueued() {
+		t.Fatalf("early paid row %+v", r.Order)
+	}
+	if row, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "P2", UserID: 32, ItemID: it.ID, PayBy: &payBy}); err != nil || !row.PaidQueued() {
+		t.Fatalf("the saga's persist after the notification %+v %v", row, err)
+	}
+	apply(t, st, succeeded("evt_5", "pi_unknown", now), store.VerdictUnknown)
+	apply(t, st, succeeded("evt_5", "pi_unknown", now), store.VerdictRepeated)
+}
+
+// A success of another amount or currency, or timestamped at or after
+// pay_by, never pays; a mismatch is recorded on the payment.
+func TestPaymentEventRefusals(t *testing.T) {
+	st, it := newSale(t, 3)
+	ctx := context.Background()
+	now := time.Now()
+	pendingOrder(t, st, it.ID, "M1", 41, now.Add(time.Minute), "pi_m1")
+	for i, e := range []store.PaymentEvent{succeeded("evt_a", "pi_m1", now), succeeded("evt_c", "pi_m1", now)} {
+		if i == 0 {
+			e.Amount = 99
+		} else {
+			e.Currency = "USD"
+		}
+		r := apply(t, st, e, store.VerdictMismatch)
+		if r.Payment.Status != store.PaymentMismatch {
+			t.Fatalf("mismatch not recorded %+v", r)
+		}
+	}
+	if o, _ := st.FindOrder(ctx, "M1"); o.Status != order.StatusPendingPayment || o.PaidAt != nil {
+		t.Fatalf("a mismatch paid %+v", o)
+	}
+	payBy := now.Add(-time.Second)
+	pendingOrder(t, st, it.ID, "L1", 42, payBy, "pi_l1")
+	apply(t, st, succeeded("evt_l", "pi_l1", payBy), store.VerdictLate)
+	if o, _ := st.FindOrder(ctx, "L1"); o.Status != order.StatusPendingPayment || o.PaidAt != nil {
+		t.Fatalf("a late success paid %+v", o)
+	}
+	payment(t, st, it.ID, "L2", 43, payBy, "pi_l2") // no row yet
+	apply(t, st, succeeded("evt_l2", "pi_l2", now), store.VerdictLate)
+	if _, err := st.FindOrder(ctx, "L2"); !errors.Is(err, order.ErrNotFound) {
+		t.Fatalf("a late success wrote a row: %v", err)
+	}
+	// A closed order is not paid.
+	pendingOrder(t, st, it.ID, "C1", 44, now.Add(time.Minute), "pi_c1")
+	if _, err := st.CloseOrder(ctx, store.Order{OrderID: "C1", UserID: 44, ItemID: it.ID},
+		store.Closing{Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, st, succeeded("evt_c1", "pi_c1", now), store.VerdictNotPayable)
+}
+
+// The event's insert and the decision are one transaction: a failure
+// between them leaves neither, and the resend then pays.
+func TestPaymentEventIsOneTransaction(t *testing.T) {
+	st, it := newSale(t, 1)
+	ctx := context.Background()
+	now := time.Now()
+	pendingOrder(t, st, it.ID, "T1", 51, now.Add(time.Minute), "pi_t1")
+	boom := errors.New("boom")
+	restore := store.FailAfterEventInsert(boom)
+	_, err := st.ApplyPaymentEvent(ctx, succeeded("evt_t", "pi_t1", now))
+	restore()
+	if !errors.Is(err, boom) {
+		t.Fatalf("want the injected failure, got %v", err)
+	}
+	if n := events(t, st); n != 0 {
+		t.Fatalf("%d events left by a failed decision", n)
+	}
+	if o, _ := st.FindOrder(ctx, "T1"); o.Status != order.StatusPendingPayment {
+		t.Fatalf("order moved by a failed decision %+v", o)
+	}
+	apply(t, st, succeeded("evt_t", "pi_t1", now), store.VerdictPaid)
+}
+
+// Deliveries racing each other (the same event, and other events of the
+// same payment) pay the order exactly once.
+func TestPaymentEventRacesPayOnce(t *testing.T) {
+	st, it := newSale(t, 2)
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	pendingOrder(t, st, it.ID, "R1", 61, payBy, "pi_r1")
+	payment(t, st, it.ID, "R2", 62, payBy, "pi_r2") // no row yet: the insert races too
+	var mu sync.Mutex
+	paid := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			for _, pi := range []string{"pi_r1", "pi_r2"} {
+				r, err := st.ApplyPaymentEvent(context.Background(), succeeded(fmt.Sprintf("evt_%s_%d", pi, i%3), pi, now))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Verdict == store.VerdictPaid {
+					mu.Lock()
+					paid[pi]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if paid["pi_r1"] != 1 || paid["pi_r2"] != 1 {
+		t.Fatalf("paid %v, want each once", paid)
+	}
+	if n := events(t, st); n != 6 {
+		t.Fatalf("%d events stored, want 6", n)
+	}
+}
