@@ -33,6 +33,7 @@ type Activities struct {
 	units    Units
 	retired  Counter
 	refunded Counter
+	pay      *Payments // nil: no provider (door)
 }
 
 // New returns the compensations with their counters.

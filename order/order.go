@@ -103,7 +103,9 @@ type View struct {
 	PayBy   *time.Time `json:"pay_by,omitempty"`
 	// Settling: PAID while QUEUED, its stock-row unit not taken yet; it
 	// settles PAID, or REFUNDED if the row has none.
-	Settling  bool      `json:"settling,omitempty"`
+	Settling bool `json:"settling,omitempty"`
+	// RefundID is the provider's refund of the order's payment (REFUNDED).
+	RefundID  string    `json:"refund_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -114,6 +116,8 @@ func (v View) Settled() bool { return v.Status.Final() && !v.Settling }
 // Rank: a published view never replaces one of a higher rank.
 func (v View) Rank() int {
 	switch {
+	case v.Settled() && v.RefundID != "":
+		return 4 // a closed order's refund, confirmed later, replaces its close
 	case v.Settled():
 		return 3
 	case v.Status.Final():

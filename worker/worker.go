@@ -12,7 +12,8 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// NewTemporalWorker returns a (not yet started) worker with the saga and its activities.
+// NewTemporalWorker returns a (not yet started) worker with the saga, the
+// payment refund workflow and their activities.
 func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *activities.Activities, comp *compensation.Activities) worker.Worker {
 	w := worker.New(c, taskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
@@ -22,6 +23,7 @@ func NewTemporalWorker(c client.Client, taskQueue string, cfg config.Worker, a *
 		MaxConcurrentActivityTaskPollers:        cfg.ActivityPollers,
 	})
 	w.RegisterWorkflowWithOptions(workflows.OrderSaga, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	w.RegisterWorkflowWithOptions(workflows.PaymentRefund, workflow.RegisterOptions{Name: workflows.RefundWorkflowType})
 	w.RegisterActivity(a)
 	w.RegisterActivity(comp)
 	return w

@@ -56,6 +56,23 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 	return nil
 }
 
+// StartRefund starts the payment's refund workflow; one already started or
+// closed is success (WorkflowIDReusePolicy: reject duplicate).
+func (c *Client) StartRefund(ctx context.Context, orderID, paymentID, reason string) error {
+	opts := client.StartWorkflowOptions{
+		ID:                                       RefundWorkflowID(paymentID),
+		TaskQueue:                                c.taskQueue,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}
+	_, err := c.c.ExecuteWorkflow(ctx, opts, RefundWorkflowType, RefundInput{OrderID: orderID, PaymentID: paymentID, Reason: reason})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return fmt.Errorf("start refund of payment %s of order %s: %w", paymentID, orderID, err)
+	}
+	return nil
+}
+
 // Woken reports whether the saga's history holds a pay or cancel signal.
 func (c *Client) Woken(ctx context.Context, orderID string) (bool, error) {
 	it := c.c.GetWorkflowHistory(ctx, WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

@@ -179,8 +179,11 @@ func (s *saga) abort(ctx workflow.Context) (order.View, error) {
 }
 
 // close compensates in a disconnected context; a PAID row wins. cause is the workflow's failure.
+// The order's provider payment is canceled first (a success found wins) and
+// money that must go back is refunded last, after the unit.
 func (s *saga) close(ctx workflow.Context, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	pay := s.cancelPayment(dctx)
 	var res compensation.CloseResult
 	in := compensation.CloseInput{OrderID: s.ref.OrderID, ItemID: s.ref.ItemID, UserID: s.ref.UserID,
 		Status: status, Reason: reason, Timeout: timeout}
@@ -199,6 +202,10 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	}
 	if s.view.Status == order.StatusPaid {
 		workflow.GetLogger(ctx).Info("the order was paid in time; nothing to give back", "wanted", status)
+		if pay.Due {
+			_ = s.refund(dctx, reason) // another payment's money: the order stays PAID
+			s.view.Status = order.StatusPaid
+		}
 		return s.finishPaid(dctx)
 	}
 	s.upsertStatus(dctx, s.view.Status)
@@ -210,8 +217,46 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 		workflow.GetLogger(ctx).Error("unit step failed for good", "error", err)
 		cause = errors.Join(cause, err)
 	}
+	if pay.Succeeded || pay.Due {
+		if err := s.refund(dctx, reason); err != nil {
+			cause = errors.Join(cause, err)
+		} else {
+			s.upsertStatus(dctx, s.view.Status)
+		}
+	}
 	s.notify(dctx)
 	return s.view, cause
+}
+
+// cancelFirst gates the payment steps: sagas recorded before them replay without.
+const cancelFirst = "cancel-payment-first"
+
+// cancelPayment cancels the order's provider payment before any unit goes
+// back (CancelPayment: a no-op without a provider or a payment).
+func (s *saga) cancelPayment(ctx workflow.Context) compensation.CancelResult {
+	var res compensation.CancelResult
+	if workflow.GetVersion(ctx, cancelFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return res
+	}
+	if err := s.step(ctx, comp.CancelPayment, compensation.PaymentInput{OrderID: s.ref.OrderID}, &res); err != nil {
+		// Only a bug gets here: CancelPayment has no business failure.
+		workflow.GetLogger(ctx).Error("CancelPayment failed for good", "error", err)
+	}
+	return res
+}
+
+// refund runs RefundPayment, a regular activity of its own (seen in the UI),
+// retried until the provider confirms; the view becomes the row after it.
+func (s *saga) refund(ctx workflow.Context, reason string) error {
+	var res compensation.RefundResult
+	if err := runRefund(ctx, compensation.PaymentInput{OrderID: s.ref.OrderID, Reason: reason}, &res); err != nil {
+		workflow.GetLogger(ctx).Error("RefundPayment failed for good", "error", err)
+		return err
+	}
+	if res.Order.OrderID != "" {
+		s.view = res.Order
+	}
+	return nil
 }
 
 // settlePaid confirms the payment; a row closed instead is compensated.

@@ -18,6 +18,14 @@ const (
 	QueryStatus  = "status" // the order view as the saga sees it
 )
 
+// RefundWorkflowType refunds a payment that succeeded after its order's
+// saga could take it (PaymentRefund).
+const RefundWorkflowType = "PaymentRefund"
+
+// RefundWorkflowID is the ID of a payment's refund workflow: one per
+// provider payment, so a resent notification never refunds twice.
+func RefundWorkflowID(providerPaymentID string) string { return "refund-" + providerPaymentID }
+
 // WorkflowID is the ID of an order's saga: one saga per order.
 func WorkflowID(orderID string) string { return "order-" + orderID }
 

@@ -82,7 +82,7 @@ func (s *Orders) events(c *gin.Context) error {
 
 // newer reports whether nv is a later state of the order than v.
 func newer(v, nv order.View) bool {
-	if v.Settled() || nv.Status == v.Status && nv.Reason == v.Reason && nv.Settling == v.Settling {
+	if v.Settled() && nv.Rank() <= v.Rank() || nv.Status == v.Status && nv.Reason == v.Reason && nv.Settling == v.Settling {
 		return false
 	}
 	if nv.Rank() != v.Rank() {

@@ -76,6 +76,10 @@ type Payment struct {
 	// CheckoutURL is the test provider's hosted page where the buyer pays;
 	// empty for Stripe, whose payment form runs in the buyer's browser.
 	CheckoutURL string
+	// SucceededAt is when the provider says the payment succeeded (zero when
+	// it has not, or the provider does not say): a success a cancel finds is
+	// judged against pay_by by it.
+	SucceededAt time.Time
 }
 
 // RefundStatus is a refund's state at the provider.

@@ -161,6 +161,9 @@ func payment(pi *stripe.PaymentIntent) provider.Payment {
 	switch pi.Status {
 	case stripe.PaymentIntentStatusSucceeded:
 		p.Status = provider.Succeeded
+		if pi.LatestCharge != nil && pi.LatestCharge.Created != 0 {
+			p.SucceededAt = time.Unix(pi.LatestCharge.Created, 0).UTC() // only when expanded
+		}
 	case stripe.PaymentIntentStatusCanceled:
 		p.Status = provider.Canceled
 	}

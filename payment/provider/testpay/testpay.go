@@ -189,7 +189,7 @@ func (p *Provider) Pay(_ context.Context, id string) (provider.Payment, error) {
 	case provider.Canceled:
 		return *pay, fmt.Errorf("payment %s: %w", id, ErrClosed)
 	case provider.Pending:
-		pay.Status = provider.Succeeded
+		pay.Status, pay.SucceededAt = provider.Succeeded, time.Now().UTC().Truncate(time.Second) // whole seconds, as its event's
 		p.notifyLocked("payment_intent.succeeded", *pay)
 	}
 	return *pay, nil
@@ -254,6 +254,9 @@ func (p *Provider) notifyLocked(typ string, pay provider.Payment) {
 	}
 	var e provider.StripeEvent
 	e.ID, e.Object, e.Type, e.Created = p.id("evt"), "event", typ, time.Now().Unix()
+	if !pay.SucceededAt.IsZero() {
+		e.Created = pay.SucceededAt.Unix() // a success is timestamped when it happened
+	}
 	e.Data.Object = provider.StripeIntent{ID: pay.ID, Object: "payment_intent", Amount: pay.Amount,
 		Currency: strings.ToLower(pay.Currency), Status: string(pay.Status), Metadata: map[string]string{provider.MetadataOrderID: pay.OrderID}}
 	body, err := json.Marshal(e)

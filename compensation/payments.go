@@ -1,0 +1,212 @@
+package compensation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment/provider"
+	"github.com/seckill/seckill/store"
+)
+
+// PaymentStore is what the payment compensations read and write (store.Store).
+type PaymentStore interface {
+	FindOrder(ctx context.Context, orderID string) (store.Order, error)
+	OrderPayments(ctx context.Context, orderID string) ([]store.Payment, error)
+	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.EventResult, error)
+	BeginRefund(ctx context.Context, p store.Payment, reason string) (store.Refund, error)
+	FinishRefund(ctx context.Context, r store.Refund, providerRefundID, status string) (store.Order, error)
+}
+
+var _ PaymentStore = (*store.Store)(nil)
+
+// Payments is the provider the saga cancels and refunds through.
+type Payments struct {
+	Provider provider.Provider // behind provider.Guard
+	Name     string            // its name in the payments table (testpay, stripe)
+	Store    PaymentStore
+	Failures Counter // refund attempts that failed (seckill_payment_refund_failures_total)
+}
+
+// WithPayments gives c a provider; without one (SECKILL_PAYMENT_PROVIDER=door)
+// CancelPayment and RefundPayment do nothing. (A function: every method of
+// Activities is registered as an activity.)
+func WithPayments(c *Activities, p Payments) *Activities {
+	c.pay = &p
+	return c
+}
+
+// RefundKey is the provider's idempotency key of a payment's refund: the
+// saga, a late notification's refund workflow and every retry meet one refund.
+func RefundKey(providerPaymentID string) string { return "refund-" + providerPaymentID }
+
+// CancelPayment's outcomes.
+const (
+	CancelNone      = "none"      // no pending payment: no provider call
+	CancelCanceled  = "canceled"  // the provider closed it: it can never succeed
+	CancelSucceeded = "succeeded" // it had succeeded: judged as its notification would be
+)
+
+type PaymentInput struct {
+	OrderID string `json:"order_id"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+type CancelResult struct {
+	Outcome string `json:"outcome"`
+	// Succeeded: some payment of the order took money (refunded if the
+	// order ends without its unit). Due: some must be refunded whatever
+	// the order ends as (store.RefundDue now: a mismatch, late, another's).
+	Succeeded bool `json:"succeeded,omitempty"`
+	Due       bool `json:"due,omitempty"`
+}
+
+// CancelPayment closes the order's pending provider payments before the
+// saga gives its unit back. A payment that already succeeded wins: its
+// success is applied as its notification would be (store.ApplyPaymentEvent,
+// judged by the provider's success time against pay_by), so an order paid
+// in time is PAID and the saga's close leaves it so.
+func (c *Activities) CancelPayment(ctx context.Context, in PaymentInput) (CancelResult, error) {
+	out := CancelResult{Outcome: CancelNone}
+	if c.pay == nil {
+		return out, nil
+	}
+	ps, err := c.pay.Store.OrderPayments(ctx, in.OrderID)
+	if err != nil || len(ps) == 0 {
+		return out, err
+	}
+	for _, p := range ps {
+		if p.Status != store.PaymentPending || p.Provider != c.pay.Name {
+			continue
+		}
+		if out.Outcome, err = c.cancelOne(ctx, p); err != nil {
+			return CancelResult{}, err
+		}
+	}
+	return c.refundable(ctx, in.OrderID, out)
+}
+
+// cancelOne cancels p at the provider and records what it answered.
+func (c *Activities) cancelOne(ctx context.Context, p store.Payment) (string, error) {
+	pp, err := c.pay.Provider.Cancel(ctx, p.ProviderPaymentID)
+	ev := store.PaymentEvent{ID: "saga-cancel:" + p.Provider + ":" + p.ProviderPaymentID, Type: string(provider.PaymentCanceled),
+		Provider: p.Provider, PaymentID: p.ProviderPaymentID}
+	outcome := CancelCanceled
+	switch {
+	case errors.Is(err, provider.ErrAlreadySucceeded) || err == nil && pp.Status == provider.Succeeded:
+		at := pp.SucceededAt
+		if at.IsZero() {
+			at = time.Now() // the provider does not say when: judged now (late past pay_by, so refunded)
+		}
+		ev.Type, ev.OrderID, ev.Amount, ev.Currency, ev.At = string(provider.PaymentSucceeded), pp.OrderID, pp.Amount, pp.Currency, at
+		outcome = CancelSucceeded
+	case errors.Is(err, provider.ErrNotFound):
+		// Unknown to the provider: it can never succeed.
+	case err != nil:
+		return "", fmt.Errorf("cancel payment %s of order %s: %w", p.ProviderPaymentID, p.OrderID, err)
+	}
+	r, err := c.pay.Store.ApplyPaymentEvent(ctx, ev)
+	if err != nil {
+		return "", err
+	}
+	activity.GetLogger(ctx).Info("CancelPayment", "order_id", p.OrderID, "payment_id", p.ProviderPaymentID,
+		"outcome", outcome, "verdict", r.Verdict)
+	return outcome, nil
+}
+
+// refundable fills out's Succeeded and Due from the order's payments now.
+func (c *Activities) refundable(ctx context.Context, orderID string, out CancelResult) (CancelResult, error) {
+	ps, err := c.pay.Store.OrderPayments(ctx, orderID)
+	if err != nil {
+		return CancelResult{}, err
+	}
+	row, err := c.pay.Store.FindOrder(ctx, orderID)
+	if err != nil && !errors.Is(err, order.ErrNotFound) {
+		return CancelResult{}, err
+	}
+	for _, p := range ps {
+		out.Succeeded = out.Succeeded || p.Status == store.PaymentSucceeded || p.Status == store.PaymentMismatch
+		out.Due = out.Due || store.RefundDue(p, row, err == nil)
+	}
+	return out, nil
+}
+
+type RefundResult struct {
+	RefundIDs []string   `json:"refund_ids,omitempty"` // the provider's, of this order's payments refunded
+	Order     order.View `json:"order"`                // the order row after, with RefundID
+}
+
+// RefundPayment refunds every payment of the order whose money must go back
+// (store.RefundDue) through the provider, keyed RefundKey, and records it
+// (refunds; a closed order becomes REFUNDED). It fails, and is retried,
+// until the provider confirms each refund.
+func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (RefundResult, error) {
+	var out RefundResult
+	if c.pay == nil {
+		return out, nil
+	}
+	ps, err := c.pay.Store.OrderPayments(ctx, in.OrderID)
+	if err != nil {
+		return out, err
+	}
+	row, err := c.pay.Store.FindOrder(ctx, in.OrderID)
+	found := err == nil
+	if err != nil && !errors.Is(err, order.ErrNotFound) {
+		return out, err
+	}
+	for _, p := range ps {
+		if p.Provider != c.pay.Name || !store.RefundDue(p, row, found) {
+			continue
+		}
+		id, after, err := c.refundOne(ctx, p, in.Reason)
+		if err != nil {
+			c.pay.Failures.Inc()
+			activity.GetLogger(ctx).Error("refund failed; retried until the provider confirms", "order_id", p.OrderID,
+				"payment_id", p.ProviderPaymentID, "attempt", activity.GetInfo(ctx).Attempt, "error", err)
+			return RefundResult{}, err
+		}
+		out.RefundIDs = append(out.RefundIDs, id)
+		if after.OrderID != "" {
+			row = after
+		}
+	}
+	if row.OrderID != "" {
+		out.Order = row.View()
+		if n := len(out.RefundIDs); n > 0 {
+			out.Order.RefundID = out.RefundIDs[n-1]
+		}
+	}
+	return out, nil
+}
+
+// refundOne refunds p once (its refunds row says whether it was) and
+// returns the provider's refund id and the order row after.
+func (c *Activities) refundOne(ctx context.Context, p store.Payment, reason string) (string, store.Order, error) {
+	st := c.pay.Store
+	r, err := st.BeginRefund(ctx, p, reason)
+	if err != nil {
+		return "", store.Order{}, err
+	}
+	id, status := r.ProviderRefundID, r.Status
+	if status != store.RefundSucceeded {
+		pr, err := c.pay.Provider.Refund(ctx, p.ProviderPaymentID, RefundKey(p.ProviderPaymentID))
+		if err != nil {
+			return "", store.Order{}, fmt.Errorf("refund payment %s of order %s: %w", p.ProviderPaymentID, p.OrderID, err)
+		}
+		id, status = pr.ID, string(pr.Status)
+	}
+	row, err := st.FinishRefund(ctx, r, id, status)
+	if err != nil && !errors.Is(err, order.ErrNotFound) {
+		return "", store.Order{}, err
+	}
+	if status != store.RefundSucceeded {
+		return "", store.Order{}, fmt.Errorf("refund %s of payment %s is %s, not confirmed", id, p.ProviderPaymentID, status)
+	}
+	activity.GetLogger(ctx).Info("RefundPayment", "order_id", p.OrderID, "payment_id", p.ProviderPaymentID,
+		"refund_id", id, "amount", p.Amount, "currency", p.Currency)
+	return id, row, nil
+}

@@ -1,0 +1,49 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/order"
+)
+
+// A refund is retried until the provider confirms it: no attempt limit, the
+// wait capped at a minute (seckill_payment_refund_failures_total counts the
+// failures; SeckillRefundFailing alerts).
+var refundOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, Summary: "refund through the provider",
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute}}
+
+func runRefund(ctx workflow.Context, in compensation.PaymentInput, out *compensation.RefundResult) error {
+	actx := workflow.WithActivityOptions(ctx, refundOptions)
+	return workflow.ExecuteActivity(actx, comp.RefundPayment, in).Get(actx, out)
+}
+
+// RefundInput starts a PaymentRefund: a payment that succeeded after its
+// order's saga could take it into account.
+type RefundInput struct {
+	OrderID   string `json:"order_id"`
+	PaymentID string `json:"payment_id"` // the provider's
+	Reason    string `json:"reason"`
+}
+
+// PaymentRefund refunds what must go back of an order's payments
+// (RefundPayment) and publishes the order's view when it changed. Started
+// by the cashier for a success the door could not take (late, not payable,
+// mismatch), one per payment (RefundWorkflowID).
+func PaymentRefund(ctx workflow.Context, in RefundInput) (order.View, error) {
+	var res compensation.RefundResult
+	if err := runRefund(ctx, compensation.PaymentInput{OrderID: in.OrderID, Reason: in.Reason}, &res); err != nil {
+		return order.View{}, err
+	}
+	if len(res.RefundIDs) > 0 && res.Order.Status.Final() {
+		nctx := workflow.WithLocalActivityOptions(ctx, notifyOptions)
+		if err := workflow.ExecuteLocalActivity(nctx, acts.Notify, res.Order).Get(nctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("Notify failed; the API reads the order from the database", "error", err)
+		}
+	}
+	workflow.GetLogger(ctx).Info("payment refund done", "order_id", in.OrderID, "payment_id", in.PaymentID, "refunds", res.RefundIDs)
+	return res.Order, nil
+}
