@@ -13,7 +13,7 @@ import (
 type Metrics struct {
 	reg                                            *prometheus.Registry
 	SagaStarts, StartErrors, Invalid, DeadLetterEr prometheus.Counter
-	PhantomUnits, Refunds                          prometheus.Counter
+	PhantomUnits, Refunds, RefundFailures          prometheus.Counter
 	DeadLetters, Repairs, Forged                   *prometheus.CounterVec
 	Drift                                          *prometheus.GaugeVec
 	Payable                                        prometheus.Histogram
@@ -54,6 +54,8 @@ func NewMetrics(gate *Gate) *Metrics {
 			"Redis reservations retired without giving the unit back: the stock row (the ground truth) never had that unit."),
 		Refunds: counter("seckill_worker_refunds_total",
 			"Orders paid while QUEUED that the saga could not complete (the stock row had no unit: a phantom unit) and that ended REFUNDED."),
+		RefundFailures: counter("seckill_payment_refund_failures_total",
+			"Attempts of the saga's RefundPayment step that failed (the provider refused, was unreachable or has not confirmed); each is retried until the provider confirms."),
 		Drift: f.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_reconcile_drift",
 			Help: "Drift between Redis, MySQL and Temporal left unrepaired by the last reconcile run, by kind."}, []string{"kind"}),
 		Repairs: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconcile_repairs_total",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -76,7 +77,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	pays, actions, err := newPayments(d, p, desk)
+	pays, actions, err := newPayments(d, p, desk, refundStarter{tc, cfg.Temporal.TaskQueue})
 	if err != nil {
 		return err
 	}
@@ -235,6 +236,20 @@ func (t *temporalConn) check(ctx context.Context) error {
 	}
 	_, err := (*c).CheckHealth(ctx, &client.CheckHealthRequest{})
 	return err
+}
+
+// refundStarter starts PaymentRefund workflows once Temporal is connected.
+type refundStarter struct {
+	tc        *temporalConn
+	taskQueue string
+}
+
+func (r refundStarter) StartRefund(ctx context.Context, orderID, paymentID, reason string) error {
+	c := r.tc.Load()
+	if c == nil {
+		return fmt.Errorf("start refund of payment %s: %w", paymentID, apierr.ErrUnavailable)
+	}
+	return workflows.NewClient(*c, r.taskQueue).StartRefund(ctx, orderID, paymentID, reason)
 }
 
 func (t *temporalConn) close() {

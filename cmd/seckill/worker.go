@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -122,13 +123,21 @@ func (w *workerParts) startTemporal(context.Context) error {
 		sdkworker.SetStickyWorkflowCacheSize(cfg.Worker.StickyCacheSize) // process-wide: before the first worker
 	}
 	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)
-	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable),
-		compensation.New(w.st, units, w.metrics.PhantomUnits, w.metrics.Refunds))
+	comp := compensation.New(w.st, units, w.metrics.PhantomUnits, w.metrics.Refunds)
+	name := strings.ToLower(cfg.Payment.Provider)
+	prov, err := newProvider(w.deps, name, false)
+	if err != nil {
+		return err
+	}
+	if prov != nil { // the saga cancels and refunds through it (door: no provider)
+		comp = compensation.WithPayments(comp, compensation.Payments{Provider: prov, Name: name, Store: w.st, Failures: w.metrics.RefundFailures})
+	}
+	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable), comp)
 	if err := tw.Start(); err != nil {
 		return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
 	}
 	w.onStop(tw.Stop)
-	w.log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address)
+	w.log.Info("saga worker polling", "task_queue", cfg.Temporal.TaskQueue, "temporal", cfg.Temporal.Address, "payments", name)
 	return nil
 }
 

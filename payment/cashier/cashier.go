@@ -46,8 +46,17 @@ var (
 	_ Settler = (*payment.Desk)(nil)
 )
 
+// Refunds starts the refund workflow of a payment the door could not take
+// (workflows.Client.StartRefund): one per payment, however often asked.
+type Refunds interface {
+	StartRefund(ctx context.Context, orderID, paymentID, reason string) error
+}
+
 // Options configure a cashier.
 type Options struct {
+	// Refunds refunds a success the door could not take; nil: none is
+	// refunded (logged and counted).
+	Refunds Refunds
 	// Provider names the provider in the payments table (testpay, stripe).
 	Provider string
 	// ReturnURL is where the provider's checkout sends the buyer once paid;

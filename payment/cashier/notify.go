@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"log/slog"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill/seckill/payment/provider"
@@ -21,7 +23,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_payment_notifications_total",
-			Help: "Provider notifications by outcome: paid, repeated, unknown_payment, mismatch, late, not_payable, already_paid, recorded, unhandled, bad_signature, stale, malformed, error."},
+			Help: "Provider notifications by outcome: paid, repeated, unknown_payment, mismatch, late, not_payable, already_paid, recorded, unhandled, bad_signature, stale, malformed, error; refund_not_started counts a refund workflow the cashier could not start."},
 			[]string{"outcome"}),
 		checkouts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_payment_checkouts_total",
 			Help: "Buyers' checkouts by outcome: created (a provider payment opened), existing (the one opened before), failed."},
@@ -81,10 +83,34 @@ func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) 
 	case store.VerdictMismatch:
 		log.Error("payment succeeded with another amount, currency or order: not PAID, to be refunded",
 			"amount", ev.Amount, "currency", ev.Currency, "want_amount", r.Payment.Amount, "want_currency", r.Payment.Currency)
+		c.refund(ctx, r, log)
 	case store.VerdictUnknown:
 		log.Warn("payment notification for a payment not known here")
 	case store.VerdictLate, store.VerdictNotPayable:
 		log.Warn("payment succeeded for an order it cannot pay: to be refunded", "at", ev.At)
+		c.refund(ctx, r, log)
+	case store.VerdictAlreadyPaid:
+		if p := r.Payment; p.SucceededAt != nil && (r.Order.PaidAt == nil || !r.Order.PaidAt.Equal(*p.SucceededAt)) {
+			log.Warn("a second payment succeeded for a paid order: to be refunded")
+			c.refund(ctx, r, log)
+		}
 	}
 	return string(r.Verdict), nil
+}
+
+// OutcomeRefundNotStarted counts a refund the cashier could not start: the
+// decision is durable and the provider will not resend, so the order's saga
+// (if still open) or the books (issue 29, item 6) must catch it.
+const OutcomeRefundNotStarted = "refund_not_started"
+
+// refund starts the payment's refund workflow (idempotent by its id).
+func (c *Cashier) refund(ctx context.Context, r store.EventResult, log *slog.Logger) {
+	if c.opts.Refunds == nil {
+		return
+	}
+	reason := "payment " + string(r.Verdict)
+	if err := c.opts.Refunds.StartRefund(ctx, r.Payment.OrderID, r.Payment.ProviderPaymentID, reason); err != nil {
+		c.m.notifications.WithLabelValues(OutcomeRefundNotStarted).Inc()
+		log.Error("refund workflow not started", "err", err)
+	}
 }
