@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"math"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -10,11 +11,13 @@ import (
 	"github.com/seckill/seckill/order"
 )
 
-// A refund is retried until the provider confirms it: no attempt limit, the
-// wait capped at a minute (seckill_payment_refund_failures_total counts the
-// failures; SeckillRefundFailing alerts).
+// A refund is retried until the provider confirms it, the wait capped at a
+// minute: MaxInt32 attempts is unlimited in practice (0 would be too, but
+// the SDK's test environment caps 0 at 10). seckill_payment_refund_failures_total
+// counts the failures; SeckillRefundFailing alerts.
 var refundOptions = workflow.ActivityOptions{StartToCloseTimeout: time.Minute, Summary: "refund through the provider",
-	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute}}
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+		MaximumAttempts: math.MaxInt32}}
 
 func runRefund(ctx workflow.Context, in compensation.PaymentInput, out *compensation.RefundResult) error {
 	actx := workflow.WithActivityOptions(ctx, refundOptions)

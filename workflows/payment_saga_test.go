@@ -1,0 +1,112 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/order"
+)
+
+var testPayment = compensation.PaymentInput{OrderID: testIn.OrderID}
+
+func mockCancelPayment(env *testsuite.TestWorkflowEnvironment, c *calls, res compensation.CancelResult) {
+	env.OnActivity(comp.CancelPayment, mock.Anything, testPayment).Return(res, nil).Once().Run(c.add("CancelPayment"))
+}
+
+// refunded is the row RefundPayment leaves: REFUNDED with the provider's refund id.
+func refunded() compensation.RefundResult {
+	v := view(order.StatusRefunded, order.ReasonPaymentTimeout)
+	v.RefundID = "re_test_1"
+	return compensation.RefundResult{RefundIDs: []string{v.RefundID}, Order: v}
+}
+
+func isRefund(in compensation.PaymentInput) bool {
+	return in.OrderID == testIn.OrderID && in.Reason == order.ReasonPaymentTimeout
+}
+
+// At pay_by an order with a pending provider payment: the payment is
+// canceled before the order closes and its unit goes back.
+func TestSagaTimeoutCancelsPaymentFirst(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelCanceled})
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusCancelled, "", "ReleaseUnit")
+	env.ExecuteWorkflow(WorkflowType, testIn)
+	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout,
+		"PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
+}
+
+// The provider says the payment already succeeded, in time: the payment
+// wins (CancelPayment applied it, the row is PAID), no unit goes back.
+func TestSagaCancelFindsPaymentSucceeded(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelSucceeded, Succeeded: true})
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusPaid, "", "")
+	env.ExecuteWorkflow(WorkflowType, testIn)
+	ended(t, env, c, order.StatusPaid, "", "PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "Notify:PAID")
+}
+
+// A success after pay_by: the order closes, its unit goes back, then the
+// payment is refunded and the order ends REFUNDED with the refund's id.
+func TestSagaLateSuccessRefunded(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelSucceeded, Succeeded: true, Due: true})
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusRefunded, order.ReasonPaymentTimeout, "ReleaseUnit")
+	env.OnActivity(comp.RefundPayment, mock.Anything, mock.MatchedBy(isRefund)).Return(refunded(), nil).Once().Run(c.add("RefundPayment"))
+	env.ExecuteWorkflow(WorkflowType, testIn)
+	res := ended(t, env, c, order.StatusRefunded, order.ReasonPaymentTimeout,
+		"PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "ReleaseUnit", "RefundPayment", "Notify:REFUNDED")
+	if res.RefundID != "re_test_1" {
+		t.Fatalf("result %+v, want refund_id re_test_1", res)
+	}
+}
+
+// A refund the provider refuses 10 times is retried (no attempt limit)
+// until it succeeds: REFUNDED, once.
+func TestSagaRefundRetriedUntilConfirmed(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelSucceeded, Succeeded: true, Due: true})
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusRefunded, order.ReasonPaymentTimeout, "ReleaseUnit")
+	var tries, done atomic.Int32
+	env.OnActivity(comp.RefundPayment, mock.Anything, mock.MatchedBy(isRefund)).
+		Return(func(context.Context, compensation.PaymentInput) (compensation.RefundResult, error) {
+			if tries.Add(1) <= 10 {
+				return compensation.RefundResult{}, errors.New("payment provider: unavailable")
+			}
+			done.Add(1)
+			return refunded(), nil
+		})
+	env.ExecuteWorkflow(WorkflowType, testIn)
+	ended(t, env, c, order.StatusRefunded, order.ReasonPaymentTimeout,
+		"PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "ReleaseUnit", "Notify:REFUNDED")
+	if tries.Load() != 11 || done.Load() != 1 {
+		t.Fatalf("RefundPayment tried %d times, succeeded %d, want 11 and 1", tries.Load(), done.Load())
+	}
+}
+
+// The cashier's refund of a success its order's finished saga could not
+// take: refunded, the REFUNDED view published.
+func TestPaymentRefundWorkflow(t *testing.T) {
+	env, c := newEnv(t)
+	env.RegisterWorkflowWithOptions(PaymentRefund, workflowOptions(RefundWorkflowType))
+	env.OnActivity(comp.RefundPayment, mock.Anything, compensation.PaymentInput{OrderID: testIn.OrderID, Reason: "payment late"}).
+		Return(refunded(), nil).Once().Run(c.add("RefundPayment"))
+	env.OnActivity(acts.Notify, mock.Anything, withStatus(order.StatusRefunded)).Return(nil).Once().Run(c.add("Notify:REFUNDED"))
+	env.ExecuteWorkflow(RefundWorkflowType, RefundInput{OrderID: testIn.OrderID, PaymentID: "pi_1", Reason: "payment late"})
+	res := ended(t, env, c, order.StatusRefunded, "", "RefundPayment", "Notify:REFUNDED")
+	if res.RefundID != "re_test_1" {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func workflowOptions(name string) workflow.RegisterOptions { return workflow.RegisterOptions{Name: name} }
