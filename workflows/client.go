@@ -18,6 +18,7 @@ type Client struct {
 	c         client.Client
 	taskQueue string
 	eager     bool
+	payments  bool
 }
 
 // NewClient returns a Client on the saga's task queue.
@@ -31,6 +32,13 @@ func NewClient(c client.Client, taskQueue string) *Client {
 // WithEagerStart asks for Temporal's eager workflow start.
 func (c *Client) WithEagerStart(on bool) *Client {
 	c.eager = on
+	return c
+}
+
+// WithPayments starts sagas that cancel and refund provider payments
+// (Input.Payments): on when a provider is configured.
+func (c *Client) WithPayments(on bool) *Client {
+	c.payments = on
 	return c
 }
 
@@ -48,7 +56,7 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 			SearchOrderStatus.ValueSet(string(order.StatusQueued)),
 		),
 	}
-	_, err := c.c.ExecuteWorkflow(ctx, opts, WorkflowType, Input{Message: m})
+	_, err := c.c.ExecuteWorkflow(ctx, opts, WorkflowType, Input{Message: m, Payments: c.payments})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start saga of order %s: %w", m.OrderID, err)

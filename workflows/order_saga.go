@@ -50,16 +50,18 @@ const (
 
 // saga is the state of one order's workflow.
 type saga struct {
-	ref  activities.OrderRef
-	view order.View
+	ref      activities.OrderRef
+	view     order.View
+	payments bool // Input.Payments
 }
 
 // OrderSaga takes a reserved order to PENDING_PAYMENT, then PAID, or
 // CANCELLED or FAILED with its units given back. The order row decides.
 func OrderSaga(ctx workflow.Context, in Input) (order.View, error) {
 	s := &saga{
-		ref:  activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, PayBy: in.PayBy},
-		view: order.View{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, Status: order.StatusQueued, CreatedAt: in.ReservedAt, UpdatedAt: in.ReservedAt},
+		ref:      activities.OrderRef{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, PayBy: in.PayBy},
+		view:     order.View{OrderID: in.OrderID, ItemID: in.ItemID, UserID: in.UserID, Status: order.StatusQueued, CreatedAt: in.ReservedAt, UpdatedAt: in.ReservedAt},
+		payments: in.Payments,
 	}
 	if err := workflow.SetQueryHandlerWithOptions(ctx, QueryStatus, func() (order.View, error) { return s.view, nil },
 		workflow.QueryHandlerOptions{Description: "the order as the saga sees it"}); err != nil {
@@ -228,14 +230,16 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 	return s.view, cause
 }
 
-// cancelFirst gates the payment steps: sagas recorded before them replay without.
-const cancelFirst = "cancel-payment-first"
-
 // cancelPayment cancels the order's provider payment before any unit goes
-// back (CancelPayment: a no-op without a provider or a payment).
+// back (CancelPayment: no provider call without a pending payment). Only a
+// saga started with Input.Payments takes the payment steps: the flag is in
+// its start event, so sagas started before them (and every saga under the
+// door) replay unchanged, with not one event more (workflow.GetVersion
+// would add a marker and a search-attribute upsert to every close and
+// break the 20-event budget).
 func (s *saga) cancelPayment(ctx workflow.Context) compensation.CancelResult {
 	var res compensation.CancelResult
-	if workflow.GetVersion(ctx, cancelFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !s.payments {
 		return res
 	}
 	if err := s.step(ctx, comp.CancelPayment, compensation.PaymentInput{OrderID: s.ref.OrderID}, &res); err != nil {

@@ -16,6 +16,9 @@ import (
 
 var testPayment = compensation.PaymentInput{OrderID: testIn.OrderID}
 
+// payIn starts a saga whose payments go through a provider.
+var payIn = Input{Message: testIn.Message, Payments: true}
+
 func mockCancelPayment(env *testsuite.TestWorkflowEnvironment, c *calls, res compensation.CancelResult) {
 	env.OnActivity(comp.CancelPayment, mock.Anything, testPayment).Return(res, nil).Once().Run(c.add("CancelPayment"))
 }
@@ -38,7 +41,7 @@ func TestSagaTimeoutCancelsPaymentFirst(t *testing.T) {
 	mockForward(env, c)
 	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelCanceled})
 	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusCancelled, "", "ReleaseUnit")
-	env.ExecuteWorkflow(WorkflowType, testIn)
+	env.ExecuteWorkflow(WorkflowType, payIn)
 	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout,
 		"PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }
@@ -50,7 +53,7 @@ func TestSagaCancelFindsPaymentSucceeded(t *testing.T) {
 	mockForward(env, c)
 	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelSucceeded, Succeeded: true})
 	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusPaid, "", "")
-	env.ExecuteWorkflow(WorkflowType, testIn)
+	env.ExecuteWorkflow(WorkflowType, payIn)
 	ended(t, env, c, order.StatusPaid, "", "PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "Notify:PAID")
 }
 
@@ -62,7 +65,7 @@ func TestSagaLateSuccessRefunded(t *testing.T) {
 	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelSucceeded, Succeeded: true, Due: true})
 	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusRefunded, order.ReasonPaymentTimeout, "ReleaseUnit")
 	env.OnActivity(comp.RefundPayment, mock.Anything, mock.MatchedBy(isRefund)).Return(refunded(), nil).Once().Run(c.add("RefundPayment"))
-	env.ExecuteWorkflow(WorkflowType, testIn)
+	env.ExecuteWorkflow(WorkflowType, payIn)
 	res := ended(t, env, c, order.StatusRefunded, order.ReasonPaymentTimeout,
 		"PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "ReleaseUnit", "RefundPayment", "Notify:REFUNDED")
 	if res.RefundID != "re_test_1" {
@@ -86,7 +89,7 @@ func TestSagaRefundRetriedUntilConfirmed(t *testing.T) {
 			done.Add(1)
 			return refunded(), nil
 		})
-	env.ExecuteWorkflow(WorkflowType, testIn)
+	env.ExecuteWorkflow(WorkflowType, payIn)
 	ended(t, env, c, order.StatusRefunded, order.ReasonPaymentTimeout,
 		"PersistOrder", "DecrementStock", "Notify", "CancelPayment", "CloseOrder", "ReleaseUnit", "Notify:REFUNDED")
 	if tries.Load() != 11 || done.Load() != 1 {
@@ -109,4 +112,6 @@ func TestPaymentRefundWorkflow(t *testing.T) {
 	}
 }
 
-func workflowOptions(name string) workflow.RegisterOptions { return workflow.RegisterOptions{Name: name} }
+func workflowOptions(name string) workflow.RegisterOptions {
+	return workflow.RegisterOptions{Name: name}
+}

@@ -40,4 +40,9 @@ var (
 // also carry "version": 2, which nothing reads.
 type Input struct {
 	order.Message
+	// Payments: payments go through a provider (SECKILL_PAYMENT_PROVIDER is
+	// not door): the saga cancels the order's provider payment before it
+	// closes the order and refunds what must go back. Absent in sagas
+	// started before these steps, which replay without them.
+	Payments bool `json:"payments,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/api/payhook"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment"
 	"github.com/seckill/seckill/payment/cashier"
@@ -70,6 +71,13 @@ func newProvider(d *deps, name string, api bool) (provider.Provider, error) {
 		return nil, nil
 	}
 	return provider.Guard(prov, provider.Limits{}), nil
+}
+
+// viaProvider reports whether payments go through a provider: the sagas
+// started then cancel and refund provider payments (workflows.Input.Payments).
+func viaProvider(cfg config.Config) bool {
+	name := strings.ToLower(cfg.Payment.Provider)
+	return name != "" && name != "door"
 }
 
 // checkoutOnly is the desk without the buyer's pay: a real provider's

@@ -92,7 +92,7 @@ func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient
 		MySQL:     st,
 		Units:     stock.New(rdb, cfg.Redis.KeyPrefix),
 		Outbox:    outbox.New(rdb, cfg.Redis.KeyPrefix),
-		Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue),
+		Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithPayments(viaProvider(cfg)),
 		Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace},
 	}, grace, log)
 }

@@ -146,7 +146,8 @@ func (w *workerParts) startConsumers(ctx context.Context) error {
 	if !cfg.Worker.Consumer {
 		return nil
 	}
-	starter := workflows.NewClient(w.tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal)
+	starter := workflows.NewClient(w.tc, cfg.Temporal.TaskQueue).WithEagerStart(cfg.Worker.EagerStart && cfg.Worker.Temporal).
+		WithPayments(viaProvider(cfg))
 	signer := queue.NewSigner(cfg.RocketMQ)
 	handler := func(src worker.Source) queue.Handler {
 		return worker.Handler(src, starter, signer, w.metrics, w.log, cfg.Worker.StartTimeout)
