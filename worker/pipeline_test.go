@@ -51,6 +51,7 @@ type pipeline struct {
 	producer *queue.Producer
 	signer   *queue.Signer // the API's signature of order messages (what the producer signs with)
 	metrics  *worker.Metrics
+	payments *compensation.Payments
 	log      *slog.Logger
 	arrived  atomic.Int64 // deliveries handed to the consumer's handler, before any gate
 }
@@ -63,7 +64,8 @@ type pipelineOptions struct {
 	maxReconsume int32
 	deadLetters  bool // run the dead-letter consumer too
 	noWorker     bool
-	gate         *worker.Gate // nil: the consumer is never held
+	gate         *worker.Gate           // nil: the consumer is never held
+	pay          *compensation.Payments // payments through a provider: the saga cancels and refunds through it
 }
 
 func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
@@ -82,7 +84,9 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	p.tc = s.Temporal(ctx, t, p.log)
 	p.signer = queue.NewSigner(p.cfg.RocketMQ)
 	// As `seckill worker` does: eager start when the worker runs here.
-	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker)
+	p.orders = workflows.NewClient(p.tc, p.cfg.Temporal.TaskQueue).WithEagerStart(p.cfg.Worker.EagerStart && !o.noWorker).
+		WithPayments(o.pay != nil)
+	p.payments = o.pay
 	p.desk = testkit.Desk(t, p.st, p.views, p.stk, p.orders, p.log)
 	if !o.noWorker {
 		p.startWorker()
@@ -126,8 +130,13 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 }
 
 func (p *pipeline) startWorker() {
-	w := worker.NewTemporalWorker(p.tc, p.cfg.Temporal.TaskQueue, p.cfg.Worker,
-		activities.New(p.st, p.views, p.metrics.Payable), compensation.New(p.st, p.stk, p.metrics.PhantomUnits, p.metrics.Refunds))
+	comp := compensation.New(p.st, p.stk, p.metrics.PhantomUnits, p.metrics.Refunds)
+	if p.payments != nil {
+		pay := *p.payments
+		pay.Store, pay.Failures = p.st, p.metrics.RefundFailures
+		comp = compensation.WithPayments(comp, pay)
+	}
+	w := worker.NewTemporalWorker(p.tc, p.cfg.Temporal.TaskQueue, p.cfg.Worker, activities.New(p.st, p.views, p.metrics.Payable), comp)
 	if err := w.Start(); err != nil {
 		p.t.Fatal(err)
 	}
