@@ -370,16 +370,19 @@ type Order struct {
 	// Reason Why a CANCELLED, FAILED or REFUNDED order is so (e.g. PAYMENT_TIMEOUT, BUYER_CANCELLED, STOCK_EXHAUSTED); empty otherwise.
 	Reason string `json:"reason"`
 
+	// RefundID The payment provider's id of the refund of this order's payment (a REFUNDED order whose payment went through a provider; the event stream sends the REFUNDED view with it once the provider confirms). Absent otherwise, and on a view read from the database before the saga published it.
+	RefundID *string `json:"refund_id,omitempty"`
+
 	// Settling Present and true on a PAID order paid while QUEUED whose unit is not confirmed yet: it becomes PAID without it, or REFUNDED. Event streams stay open until then.
 	Settling *bool `json:"settling,omitempty"`
 
-	// Status QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (paid while QUEUED, but the stock row had no unit for it; the payment is given back).
+	// Status QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (it ended without its unit and a payment for it was given back: paid while QUEUED but the stock row had no unit for it, or, with a payment provider, a payment that succeeded after the order closed or could not pay it).
 	Status    OrderStatus `json:"status"`
 	UpdatedAt time.Time   `json:"updated_at"`
 	UserID    int64       `json:"user_id"`
 }
 
-// OrderStatus QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (paid while QUEUED, but the stock row had no unit for it; the payment is given back).
+// OrderStatus QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (it ended without its unit and a payment for it was given back: paid while QUEUED but the stock row had no unit for it, or, with a payment provider, a payment that succeeded after the order closed or could not pay it).
 type OrderStatus string
 
 // OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
