@@ -1,0 +1,187 @@
+package compensation_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment/provider"
+	"github.com/seckill/seckill/payment/provider/testpay"
+	"github.com/seckill/seckill/store"
+)
+
+// fakePayments holds one order's row and payments; ApplyPaymentEvent
+// records the events and marks the payment as the event says (the door's
+// judgement itself is store's, tested there).
+type fakePayments struct {
+	mu       sync.Mutex
+	row      store.Order
+	payments []store.Payment
+	events   []store.PaymentEvent
+	refunds  map[int64]store.Refund
+}
+
+func (f *fakePayments) FindOrder(context.Context, string) (store.Order, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.row.OrderID == "" {
+		return store.Order{}, order.ErrNotFound
+	}
+	return f.row, nil
+}
+
+func (f *fakePayments) OrderPayments(context.Context, string) ([]store.Payment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]store.Payment(nil), f.payments...), nil
+}
+
+func (f *fakePayments) ApplyPaymentEvent(_ context.Context, e store.PaymentEvent) (store.EventResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, e)
+	for i, p := range f.payments {
+		if p.ProviderPaymentID == e.PaymentID {
+			switch e.Type {
+			case string(provider.PaymentSucceeded):
+				at := e.At
+				f.payments[i].Status, f.payments[i].SucceededAt = store.PaymentSucceeded, &at
+			case string(provider.PaymentCanceled):
+				f.payments[i].Status = store.PaymentCanceled
+			}
+		}
+	}
+	return store.EventResult{Verdict: store.VerdictRecorded}, nil
+}
+
+func (f *fakePayments) BeginRefund(_ context.Context, p store.Payment, reason string) (store.Refund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.refunds[p.ID]; ok {
+		return r, nil
+	}
+	r := store.Refund{ID: p.ID, OrderID: p.OrderID, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID, Status: store.RefundPending, Reason: reason}
+	f.refunds[p.ID] = r
+	return r, nil
+}
+
+func (f *fakePayments) FinishRefund(_ context.Context, r store.Refund, id, status string) (store.Order, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.ProviderRefundID, r.Status = id, status
+	f.refunds[r.PaymentID] = r
+	if status == store.RefundSucceeded && (f.row.Status == order.StatusCancelled || f.row.Status == order.StatusFailed) {
+		f.row.Status = order.StatusRefunded
+	}
+	return f.row, nil
+}
+
+var _ compensation.PaymentStore = (*fakePayments)(nil)
+
+func payEnv(st *fakePayments, p provider.Provider, failures *count) *testsuite.TestActivityEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	e := s.NewTestActivityEnvironment()
+	c := compensation.New(&fakeStore{}, &fakeUnits{}, &count{}, &count{})
+	if p != nil {
+		c = compensation.WithPayments(c, compensation.Payments{Provider: p, Name: "testpay", Store: st, Failures: failures})
+	}
+	e.RegisterActivity(c)
+	return e
+}
+
+func cancelPayment(t *testing.T, e *testsuite.TestActivityEnvironment) compensation.CancelResult {
+	t.Helper()
+	v, err := e.ExecuteActivity("CancelPayment", compensation.PaymentInput{OrderID: "O1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res compensation.CancelResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Without a provider (door), or without a payment, no provider is asked.
+func TestCancelPaymentNone(t *testing.T) {
+	if res := cancelPayment(t, payEnv(nil, nil, nil)); res.Outcome != compensation.CancelNone {
+		t.Fatalf("door: %+v", res)
+	}
+	st := &fakePayments{row: openRow, refunds: map[int64]store.Refund{}}
+	if res := cancelPayment(t, payEnv(st, nil, nil)); res.Outcome != compensation.CancelNone || len(st.events) != 0 {
+		t.Fatalf("no payment: %+v %v", res, st.events)
+	}
+}
+
+// A pending payment is canceled at the provider; one that succeeded in
+// time wins: its success is applied with the provider's time.
+func TestCancelPayment(t *testing.T) {
+	ctx := context.Background()
+	tp := testpay.New(testpay.Options{})
+	defer tp.Close()
+	payBy := time.Now().Add(time.Hour)
+	open, _ := tp.Create(ctx, provider.Request{OrderID: "O1", Amount: 100, Currency: "EUR", PayBy: payBy})
+	st := &fakePayments{row: openRow, refunds: map[int64]store.Refund{}, payments: []store.Payment{
+		{ID: 1, OrderID: "O1", UserID: 7, Provider: "testpay", ProviderPaymentID: open.ID, Amount: 100, Currency: "EUR", Status: store.PaymentPending, PayBy: payBy}}}
+	if res := cancelPayment(t, payEnv(st, tp, nil)); res.Outcome != compensation.CancelCanceled || res.Succeeded || res.Due {
+		t.Fatalf("pending: %+v", res)
+	}
+	if p, _ := tp.Lookup(ctx, open.ID); p.Status != provider.Canceled || st.payments[0].Status != store.PaymentCanceled {
+		t.Fatalf("at the provider %+v, row %+v", p, st.payments[0])
+	}
+
+	paid, _ := tp.Create(ctx, provider.Request{OrderID: "O2", Amount: 100, Currency: "EUR", PayBy: payBy})
+	won, _ := tp.Pay(ctx, paid.ID)
+	st.payments = []store.Payment{{ID: 2, OrderID: "O1", UserID: 7, Provider: "testpay", ProviderPaymentID: paid.ID, Amount: 100,
+		Currency: "EUR", Status: store.PaymentPending, PayBy: payBy}}
+	st.events = nil
+	res := cancelPayment(t, payEnv(st, tp, nil))
+	if res.Outcome != compensation.CancelSucceeded || !res.Succeeded || len(st.events) != 1 {
+		t.Fatalf("succeeded: %+v %+v", res, st.events)
+	}
+	if e := st.events[0]; e.Type != string(provider.PaymentSucceeded) || !e.At.Equal(won.SucceededAt) || e.Amount != 100 ||
+		e.ID != "saga-cancel:testpay:"+paid.ID {
+		t.Fatalf("event %+v, want the success at %s", e, won.SucceededAt)
+	}
+}
+
+// A refund the provider fails is counted and retried with the same key: one refund.
+func TestRefundPaymentOnce(t *testing.T) {
+	ctx := context.Background()
+	tp := testpay.New(testpay.Options{Knobs: testpay.Knobs{FailRefunds: 1}})
+	defer tp.Close()
+	payBy := time.Now().Add(time.Hour)
+	pp, _ := tp.Create(ctx, provider.Request{OrderID: "O1", Amount: 100, Currency: "EUR", PayBy: payBy})
+	won, _ := tp.Pay(ctx, pp.ID)
+	closed := openRow
+	closed.Status = order.StatusCancelled
+	st := &fakePayments{row: closed, refunds: map[int64]store.Refund{}, payments: []store.Payment{{ID: 1, OrderID: "O1", UserID: 7,
+		Provider: "testpay", ProviderPaymentID: pp.ID, Amount: 100, Currency: "EUR", Status: store.PaymentSucceeded, PayBy: payBy, SucceededAt: &won.SucceededAt}}}
+	failures := &count{}
+	e := payEnv(st, tp, failures)
+	if _, err := e.ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1"}); err == nil || failures.n != 1 {
+		t.Fatalf("first attempt: %v, failures %d", err, failures.n)
+	}
+	for range 2 { // the retry, then a second ask (the cashier's workflow): the same refund
+		v, err := e.ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res compensation.RefundResult
+		if err := v.Get(&res); err != nil || len(res.RefundIDs) != 1 || res.Order.Status != order.StatusRefunded || res.Order.RefundID != res.RefundIDs[0] {
+			t.Fatalf("refund: %+v %v", res, err)
+		}
+	}
+	if _, err := tp.Refund(ctx, pp.ID, "another-key"); err == nil {
+		t.Fatal("refunded twice or not at all")
+	}
+}
