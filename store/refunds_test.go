@@ -56,9 +56,12 @@ func TestRefundRecordedOnce(t *testing.T) {
 	st, it := newSale(t, 3)
 	ctx := context.Background()
 	payBy := time.Now().Add(time.Minute)
-	p := pendingOrder(t, st, it.ID, "R1", 41, payBy, "pi_r1")
+	pendingOrder(t, st, it.ID, "R1", 41, payBy, "pi_r1")
 	apply(t, st, succeeded("evt_r1", "pi_r1", time.Now()), store.VerdictPaid)
-	p, _ = st.OrderPayment(ctx, "R1", "testpay")
+	p, err := st.OrderPayment(ctx, "R1", "testpay")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	r, err := st.BeginRefund(ctx, p, "payment late")
 	if err != nil || r.Status != store.RefundPending || r.Amount != 100 || r.ProviderPaymentID != "pi_r1" {
