@@ -115,3 +115,15 @@ func TestPaymentRefundWorkflow(t *testing.T) {
 func workflowOptions(name string) workflow.RegisterOptions {
 	return workflow.RegisterOptions{Name: name}
 }
+
+// Under the door (no Input.Payments, as every saga started before the
+// payment steps) the close takes no payment step: its history is unchanged.
+func TestSagaDoorTakesNoPaymentStep(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	env.OnActivity(comp.CancelPayment, mock.Anything, mock.Anything).Return(compensation.CancelResult{}, nil).Maybe().Run(c.add("CancelPayment"))
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusCancelled, "", "ReleaseUnit")
+	env.ExecuteWorkflow(WorkflowType, testIn)
+	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout,
+		"PersistOrder", "DecrementStock", "Notify", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
+}
