@@ -20,7 +20,10 @@ func TestReplayHistories(t *testing.T) {
 	want := map[string]bool{}
 	for _, path := range []string{"paid", "payment_timeout", "buyer_cancel", "operator_cancel", "stock_exhausted", "duplicate_buyer",
 		// Paid, timed out or cancelled while QUEUED (recorded by worker/early_pay_test.go).
-		"paid_while_queued", "refunded", "timeout_while_queued", "cancel_while_queued"} {
+		"paid_while_queued", "refunded", "timeout_while_queued", "cancel_while_queued",
+		// Payments through a provider (recorded by worker/payment_saga_test.go): canceled at pay_by, the
+		// payment won at the cancel, refunded after the close.
+		"payment_canceled", "payment_won", "payment_refunded"} {
 		want[path+".json"] = false
 	}
 	for _, f := range files {
