@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -182,6 +183,48 @@ func TestPaymentRefundedAfterClose(t *testing.T) {
 	if _, err := ps.tp.Refund(context.Background(), c.PaymentID, "another-key"); err == nil {
 		t.Fatal("the payment could be refunded again: it was not refunded")
 	}
+}
+
+// A success of another amount while the order is open: never PAID; the
+// cashier starts the payment's refund workflow, which refunds it at once and
+// leaves the order to its saga; at pay_by the saga closes the order, gives
+// the unit back and finds the refund made: REFUNDED, one refund.
+func TestPaymentMismatchRefunded(t *testing.T) {
+	t.Parallel()
+	ps := newPaySlice(t)
+	it, m := ps.pending(1, 8*time.Second, 7301)
+	c := ps.checkout(m)
+	ps.tp.SetKnobs(testpay.Knobs{Delay: time.Hour}) // its own notification never comes: ours says 999
+	if _, err := ps.tp.Pay(context.Background(), c.PaymentID); err != nil {
+		t.Fatal(err)
+	}
+	var e provider.StripeEvent
+	e.ID, e.Object, e.Type, e.Created = "evt_mismatch_"+m.OrderID, "event", "payment_intent.succeeded", time.Now().Unix()
+	e.Data.Object = provider.StripeIntent{ID: c.PaymentID, Object: "payment_intent", Amount: 999, Currency: "eur", Status: "succeeded",
+		Metadata: map[string]string{provider.MetadataOrderID: m.OrderID}}
+	body, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := ps.cash.Notify(context.Background(), body, provider.Sign(body, "whsec_worker_test", time.Now()))
+	if err != nil || outcome != string(store.VerdictMismatch) {
+		t.Fatalf("notification: %s %v", outcome, err)
+	}
+	ps.waitWorkflowID(workflows.RefundWorkflowID(c.PaymentID), 30*time.Second)
+	rs := ps.refunds(m.OrderID)
+	if len(rs) != 1 || rs[0].Status != store.RefundSucceeded {
+		t.Fatalf("refunds %+v", rs)
+	}
+	if row, err := ps.st.FindOrder(context.Background(), m.OrderID); err != nil || row.Status != order.StatusPendingPayment {
+		t.Fatalf("order while its saga runs: %+v %v", row, err)
+	}
+	ps.waitStatus(m.OrderID, order.StatusRefunded, 45*time.Second)
+	ps.waitWorkflowClosed(m.OrderID, 10*time.Second)
+	if again := ps.refunds(m.OrderID); len(again) != 1 || again[0].ProviderRefundID != rs[0].ProviderRefundID {
+		t.Fatalf("refunds after the close %+v, want %+v", again, rs)
+	}
+	ps.wantStock(it.ID, 1)
+	ps.wantLeft(it.ID, 1)
 }
 
 // waitWorkflowID waits until the workflow id's run has completed.
