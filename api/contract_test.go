@@ -502,6 +502,26 @@ func TestGetOrderOwnershipAndFallback(t *testing.T) {
 	h.checkPaidRow(t, dbID)
 }
 
+// A REFUNDED order read from the database names its provider refund.
+func TestGetRefundedOrderNamesItsRefund(t *testing.T) {
+	h := newHarness(t)
+	item := h.activeItem(5)
+	id, now := order.NewID(), time.Now().UTC()
+	if err := h.db.DB().Create(&store.Order{OrderID: id, UserID: 14, ItemID: item, Status: order.StatusRefunded,
+		Reason: order.ReasonPaymentTimeout, CreatedAt: now, UpdatedAt: now}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := h.db.DB().Create(&store.Refund{OrderID: id, PaymentID: 1, ProviderPaymentID: "pi_1", ProviderRefundID: "re_1",
+		Amount: 100, Currency: "EUR", Status: store.RefundSucceeded, CreatedAt: now, UpdatedAt: now}).Error; err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("GET", "/api/v1/orders/"+id, h.buyer(14), nil)
+	expect(t, r, http.StatusOK, "")
+	if v := r.json(t); v["status"] != "REFUNDED" || v["refund_id"] != "re_1" {
+		t.Fatalf("view %v", v)
+	}
+}
+
 func TestEventsStream(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()

@@ -99,13 +99,38 @@ func (s *Orders) lookupOrder(ctx context.Context, orderID string) (order.View, e
 	o, dbErr := s.d.Rows.FindOrder(ctx, orderID)
 	switch {
 	case dbErr == nil:
-		return o.View(), nil
+		return s.withRefund(ctx, o.View()), nil
 	case ok:
 		return v, nil // a stale view is better than none (no row yet, or MySQL down)
 	case errors.Is(dbErr, order.ErrNotFound) && err != nil:
 		return order.View{}, err // Redis down and no row: cannot tell
 	}
 	return order.View{}, dbErr
+}
+
+// refunds is store.Store's: the refunds of an order (a Rows that has it
+// names a REFUNDED order's refund on a view read from the database).
+type refunds interface {
+	OrderRefunds(ctx context.Context, orderID string) ([]store.Refund, error)
+}
+
+// withRefund adds the provider's refund id to a REFUNDED view read from the
+// database (the saga publishes it; a lookup failure only leaves it out).
+func (s *Orders) withRefund(ctx context.Context, v order.View) order.View {
+	rf, ok := s.d.Rows.(refunds)
+	if !ok || v.Status != order.StatusRefunded {
+		return v
+	}
+	rs, err := rf.OrderRefunds(ctx, v.OrderID)
+	for _, r := range rs {
+		if r.Status == store.RefundSucceeded {
+			v.RefundID = r.ProviderRefundID
+		}
+	}
+	if err != nil {
+		s.log.Debug("refunds of order", "order_id", v.OrderID, "err", err)
+	}
+	return v
 }
 
 // staleAfter is how long an open status in Redis is trusted before the row
