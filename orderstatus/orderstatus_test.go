@@ -102,3 +102,28 @@ func TestPublishNeverGoesBackwards(t *testing.T) {
 		}
 	}
 }
+
+// A closed order's view is replaced by its confirmed refund (rank 4), and
+// that by nothing.
+func TestPublishRefundReplacesClose(t *testing.T) {
+	testkit.Integration(t)
+	rdb, prefix := testkit.Redis(t)
+	b := orderstatus.New(rdb, prefix)
+	ctx := context.Background()
+	id := order.NewID()
+	closed := order.View{OrderID: id, ItemID: 1, UserID: 2, Status: order.StatusCancelled}
+	refunded := order.View{OrderID: id, ItemID: 1, UserID: 2, Status: order.StatusRefunded, RefundID: "re_1"}
+	for i, step := range []struct {
+		v      order.View
+		stored bool
+	}{{closed, true}, {refunded, true}, {closed, false}, {refunded, false}} {
+		stored, err := b.PublishAll(ctx, []order.View{step.v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := b.Status(ctx, id)
+		if stored[0] != step.stored || i > 0 && got.RefundID != "re_1" {
+			t.Fatalf("step %d: stored %v, view %+v", i, stored[0], got)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func TestHubFansOutByOrder(t *testing.T) {
 }
 
 // A view replaces the one a stream showed only if it is further along, or
-// as far along and later; a settled order takes none.
+// as far along and later; a settled order takes none but its refund.
 func TestNewer(t *testing.T) {
 	at := time.Now()
 	queued := order.View{Status: order.StatusQueued, UpdatedAt: at}
@@ -58,6 +58,10 @@ func TestNewer(t *testing.T) {
 		{"the same view", pending, pending, false},
 		{"after a settled one", paid, order.View{Status: order.StatusCancelled, UpdatedAt: at.Add(time.Second)}, false},
 		{"paid, settling then settled", order.View{Status: order.StatusPaid, Settling: true, UpdatedAt: at}, paid, true},
+		{"cancelled, then its refund confirmed", order.View{Status: order.StatusCancelled, UpdatedAt: at},
+			order.View{Status: order.StatusRefunded, RefundID: "re_1", UpdatedAt: at}, true},
+		{"refunded, then a close", order.View{Status: order.StatusRefunded, RefundID: "re_1", UpdatedAt: at},
+			order.View{Status: order.StatusCancelled, UpdatedAt: at.Add(time.Second)}, false},
 	} {
 		if got := newer(c.v, c.nv); got != c.replace {
 			t.Errorf("%s: newer = %v, want %v", c.name, got, c.replace)
