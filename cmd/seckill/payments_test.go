@@ -102,3 +102,25 @@ func TestAPIPaysThroughTheTestProvider(t *testing.T) {
 		}
 	}
 }
+
+// The worker's provider: none under the door and under testpay (its
+// payments live in the API process), Stripe's behind the guard; the sagas
+// started carry the payment steps whenever a provider is configured.
+func TestWorkerProvider(t *testing.T) {
+	cfg := testkit.Config(t)
+	d := &deps{cfg: cfg, log: testkit.Logger(t)}
+	for _, c := range []struct {
+		name      string
+		provider  bool
+		withSteps bool
+	}{{"door", false, false}, {"", false, false}, {"testpay", false, true}, {"stripe", true, true}} {
+		p, err := newProvider(d, c.name, false)
+		if err != nil || (p != nil) != c.provider {
+			t.Errorf("%q: provider %v, err %v", c.name, p, err)
+		}
+		cfg.Payment.Provider = c.name
+		if viaProvider(cfg) != c.withSteps {
+			t.Errorf("%q: viaProvider %v", c.name, !c.withSteps)
+		}
+	}
+}
