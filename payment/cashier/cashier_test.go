@@ -230,3 +230,59 @@ func TestNotifyJudgesOnlyVerifiedEvents(t *testing.T) {
 		}
 	}
 }
+
+// refundStarts records the refund workflows the cashier starts.
+type refundStarts struct {
+	started []string // payment ids
+	err     error
+}
+
+func (r *refundStarts) StartRefund(_ context.Context, _, paymentID, _ string) error {
+	r.started = append(r.started, paymentID)
+	return r.err
+}
+
+// A success the door cannot take starts its payment's refund workflow; a
+// paid, repeated or recorded one does not; a second payment of a paid order
+// does; a failed start is counted.
+func TestNotifyStartsRefunds(t *testing.T) {
+	now := time.Now()
+	st := &fakeStore{}
+	refunds := &refundStarts{}
+	reg := prometheus.NewRegistry()
+	c := cashier.New(st, noViews{}, &fakeProvider{}, &settler{}, cashier.Options{Provider: "testpay", Refunds: refunds},
+		cashier.NewMetrics(reg), slog.New(slog.DiscardHandler))
+	body := event("payment_intent.succeeded", 999)
+	at, other := now.Add(-time.Minute), now.Add(-2*time.Minute)
+	pay := store.Payment{OrderID: orderID, ProviderPaymentID: "pi_1", SucceededAt: &at}
+	for _, c2 := range []struct {
+		r     store.EventResult
+		start bool
+	}{
+		{store.EventResult{Verdict: store.VerdictPaid, Payment: pay, Order: store.Order{OrderID: orderID, Status: order.StatusPaid}}, false},
+		{store.EventResult{Verdict: store.VerdictRepeated}, false},
+		{store.EventResult{Verdict: store.VerdictRecorded, Payment: pay}, false},
+		{store.EventResult{Verdict: store.VerdictLate, Payment: pay}, true},
+		{store.EventResult{Verdict: store.VerdictNotPayable, Payment: pay}, true},
+		{store.EventResult{Verdict: store.VerdictMismatch, Payment: pay}, true},
+		{store.EventResult{Verdict: store.VerdictAlreadyPaid, Payment: pay, Order: store.Order{PaidAt: &at}}, false},
+		{store.EventResult{Verdict: store.VerdictAlreadyPaid, Payment: pay, Order: store.Order{PaidAt: &other}}, true},
+	} {
+		st.result = c2.r
+		n := len(refunds.started)
+		if _, err := c.Notify(context.Background(), body, provider.Sign(body, secret, now)); err != nil {
+			t.Fatal(err)
+		}
+		if started := len(refunds.started) > n; started != c2.start {
+			t.Errorf("%s (order paid at %v): refund started %v, want %v", c2.r.Verdict, c2.r.Order.PaidAt, started, c2.start)
+		}
+	}
+	refunds.err = errors.New("temporal down")
+	st.result = store.EventResult{Verdict: store.VerdictLate, Payment: pay}
+	if out, err := c.Notify(context.Background(), body, provider.Sign(body, secret, now)); err != nil || out != "late" {
+		t.Fatalf("a failed start: %s %v, want late answered 2xx (the decision is durable)", out, err)
+	}
+	if got := counted(t, reg, cashier.OutcomeRefundNotStarted); got != 1 {
+		t.Fatalf("refund_not_started counted %v", got)
+	}
+}

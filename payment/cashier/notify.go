@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -103,12 +104,17 @@ func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) 
 // (if still open) or the books (issue 29, item 6) must catch it.
 const OutcomeRefundNotStarted = "refund_not_started"
 
+// refundStartTimeout bounds the start, which the provider's answer waits for.
+const refundStartTimeout = 5 * time.Second
+
 // refund starts the payment's refund workflow (idempotent by its id).
 func (c *Cashier) refund(ctx context.Context, r store.EventResult, log *slog.Logger) {
 	if c.opts.Refunds == nil {
 		return
 	}
 	reason := "payment " + string(r.Verdict)
+	ctx, cancel := context.WithTimeout(ctx, refundStartTimeout)
+	defer cancel()
 	if err := c.opts.Refunds.StartRefund(ctx, r.Payment.OrderID, r.Payment.ProviderPaymentID, reason); err != nil {
 		c.m.notifications.WithLabelValues(OutcomeRefundNotStarted).Inc()
 		log.Error("refund workflow not started", "err", err)

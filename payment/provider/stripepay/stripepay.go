@@ -121,7 +121,9 @@ func (c *Client) Refund(ctx context.Context, id, key string) (provider.Refund, e
 }
 
 func (c *Client) Lookup(ctx context.Context, id string) (provider.Payment, error) {
-	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, nil)
+	params := &stripe.PaymentIntentRetrieveParams{}
+	params.AddExpand("latest_charge") // its created: when a succeeded payment succeeded
+	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, params)
 	if err != nil {
 		return provider.Payment{}, classify("look up payment "+id, err)
 	}

@@ -134,6 +134,13 @@ func TestCancelOfAPaymentThatSucceeded(t *testing.T) {
 	if !errors.Is(err, provider.ErrAlreadySucceeded) || pay.Status != provider.Succeeded || pay.OrderID != "o1" {
 		t.Fatalf("cancel: %+v, %v; want ErrAlreadySucceeded", pay, err)
 	}
+	// The latest charge, expanded, says when it succeeded: the saga judges that against pay_by.
+	p.answer(unexpected, canned{200, `{"id":"pi_1","object":"payment_intent","amount":999,"currency":"eur","status":"succeeded",` +
+		`"metadata":{"order_id":"o1"},"latest_charge":{"id":"ch_1","object":"charge","created":1767225600}}`})
+	if pay, err := c.Cancel(context.Background(), "pi_1"); !errors.Is(err, provider.ErrAlreadySucceeded) ||
+		!pay.SucceededAt.Equal(time.Unix(1767225600, 0)) {
+		t.Fatalf("cancel: %+v, %v; want succeeded at 1767225600", pay, err)
+	}
 	p.answer(unexpected, intent("canceled"))
 	if pay, err := c.Cancel(context.Background(), "pi_1"); err != nil || pay.Status != provider.Canceled {
 		t.Fatalf("cancel of a canceled payment: %+v, %v", pay, err)
