@@ -27,17 +27,24 @@ import (
 // a test listener), the saga cancels and refunds through it.
 type paySlice struct {
 	*pipeline
-	tp   *testpay.Provider
-	cash *cashier.Cashier
+	tp     *testpay.Provider
+	cash   *cashier.Cashier
+	judged chan string // each notification's outcome, once the cashier has decided it
 }
 
 func newPaySlice(t *testing.T) *paySlice {
 	t.Helper()
-	ps := &paySlice{}
+	ps := &paySlice{judged: make(chan string, 64)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if _, err := ps.cash.Notify(r.Context(), body, r.Header.Get(provider.SignatureHeader)); err != nil {
+		outcome, err := ps.cash.Notify(r.Context(), body, r.Header.Get(provider.SignatureHeader))
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		select {
+		case ps.judged <- outcome:
+		default:
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -128,7 +135,14 @@ func TestPaymentWinsOverDelayedNotification(t *testing.T) {
 	}
 	ps.wantStock(it.ID, 0)
 	ps.wantPublished(m.OrderID, order.StatusPaid)
-	time.Sleep(20 * time.Second) // the delayed notification lands
+	select { // the delayed notification lands and is judged
+	case outcome := <-ps.judged:
+		if outcome != string(store.VerdictRepeated) && outcome != string(store.VerdictAlreadyPaid) {
+			t.Fatalf("the delayed notification of a payment that won was judged %q", outcome)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the delayed notification never reached the cashier")
+	}
 	if rs := ps.refunds(m.OrderID); len(rs) != 0 {
 		t.Fatalf("refunds %+v", rs)
 	}

@@ -339,7 +339,13 @@ func TestNotificationPaysAQueuedOrder(t *testing.T) {
 	if row := r.order(t, id); !row.PaidQueued() {
 		t.Fatalf("row %+v", row)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// A barrier: the desk sends wakes one at a time in order, so once a pending
+	// order paid after it is woken, a wake of the QUEUED one would be seen.
+	other, op := r.pending(t, 301, time.Now().Add(time.Minute))
+	if _, err := r.tp.Pay(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pending order's saga woken", func() bool { return len(r.sagas.of(other)) > 0 })
 	if w := r.sagas.of(id); len(w) != 0 {
 		t.Fatalf("a paid QUEUED order's saga woken: %v", w)
 	}
