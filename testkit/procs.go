@@ -60,3 +60,24 @@ func FreeAddr(t testing.TB) string {
 	defer func() { _ = ln.Close() }()
 	return ln.Addr().String()
 }
+
+// StripeMockBin is the stripe-mock binary for a test: SECKILL_STRIPE_MOCK_BIN,
+// else stripe-mock on the PATH. It skips the test under -short or without
+// one, unless SECKILL_REQUIRE_STRIPE_MOCK=1 (make test) makes that a failure.
+func StripeMockBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("stripe-mock: an integration test")
+	}
+	bin := os.Getenv("SECKILL_STRIPE_MOCK_BIN")
+	if bin == "" {
+		bin, _ = exec.LookPath("stripe-mock")
+	}
+	if bin == "" {
+		if os.Getenv("SECKILL_REQUIRE_STRIPE_MOCK") == "1" {
+			t.Fatal("stripe-mock not found: scripts/stack stripe-mock installs it, SECKILL_STRIPE_MOCK_BIN names it")
+		}
+		t.Skip("stripe-mock not found: scripts/stack stripe-mock installs it (SECKILL_REQUIRE_STRIPE_MOCK=1 makes this a failure)")
+	}
+	return bin
+}

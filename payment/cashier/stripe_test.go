@@ -3,13 +3,13 @@ package cashier_test
 import (
 	"bytes"
 	"context"
+	"github.com/seckill/seckill/testkit"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -27,19 +27,7 @@ import (
 // -short or without the binary (SECKILL_REQUIRE_STRIPE_MOCK=1: a failure).
 func startStripeMock(t *testing.T) (base string, seen func() []*http.Request) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("stripe-mock: an integration test")
-	}
-	bin := os.Getenv("SECKILL_STRIPE_MOCK_BIN")
-	if bin == "" {
-		bin, _ = exec.LookPath("stripe-mock")
-	}
-	if bin == "" {
-		if os.Getenv("SECKILL_REQUIRE_STRIPE_MOCK") == "1" {
-			t.Fatal("stripe-mock not found (SECKILL_STRIPE_MOCK_BIN)")
-		}
-		t.Skip("stripe-mock not found: scripts/stack stripe-mock installs it")
-	}
+	bin := testkit.StripeMockBin(t)
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "-http-addr", addr, "-https-addr", freeAddr(t))
 	if err := cmd.Start(); err != nil {

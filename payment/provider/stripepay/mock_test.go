@@ -3,6 +3,7 @@ package stripepay_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/seckill/seckill/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -53,19 +54,7 @@ func freeAddr(t *testing.T) string {
 // it (scripts/test exports it), else stripe-mock on the PATH.
 func stripeMock(t *testing.T) *proxy {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("stripe-mock: an integration test")
-	}
-	bin := os.Getenv("SECKILL_STRIPE_MOCK_BIN")
-	if bin == "" {
-		bin, _ = exec.LookPath("stripe-mock")
-	}
-	if bin == "" {
-		if os.Getenv("SECKILL_REQUIRE_STRIPE_MOCK") == "1" {
-			t.Fatal("stripe-mock not found: scripts/stack stripe-mock installs it, SECKILL_STRIPE_MOCK_BIN names it")
-		}
-		t.Skip("stripe-mock not found: scripts/stack stripe-mock installs it (SECKILL_REQUIRE_STRIPE_MOCK=1 makes this a failure)")
-	}
+	bin := testkit.StripeMockBin(t)
 	mock.once.Do(func() {
 		addr := freeAddr(t)
 		mock.cmd = exec.Command(bin, "-http-addr", addr, "-https-addr", freeAddr(t))
