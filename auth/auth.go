@@ -44,6 +44,9 @@ type claims struct {
 
 // Sign returns a token for user with role, valid for ttl.
 func Sign(secret []byte, userID int64, role Role, ttl time.Duration, now time.Time) (string, error) {
+	if len(secret) == 0 {
+		return "", errors.New("no secret to sign with")
+	}
 	if userID <= 0 {
 		return "", fmt.Errorf("user id must be positive, got %d", userID)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -49,8 +50,10 @@ type Config struct {
 	Worker    Worker    `envPrefix:"WORKER_"`
 	Reconcile Reconcile `envPrefix:"RECONCILE_"`
 	Payment   Payment   `envPrefix:"PAYMENT_"`
-	JWTSecret Secret    `env:"JWT_SECRET"` // DevJWTSecret when unset (normalize)
-	Dev       bool      `env:"DEV"`
+	Auth      Auth      `envPrefix:"AUTH_"`
+	// DevJWTSecret when unset, unless OIDC is on: then unset turns HS256 off (normalize).
+	JWTSecret Secret `env:"JWT_SECRET"`
+	Dev       bool   `env:"DEV"`
 }
 
 // DevJWTSecret is the published default JWT secret: anyone can mint admin tokens with it.
@@ -61,7 +64,7 @@ const MinJWTSecretBytes = 32
 
 // CheckAPISecret refuses a guessable JWT secret unless the development switch is on.
 func (c Config) CheckAPISecret() error {
-	if c.Dev {
+	if c.Dev || c.JWTSecret == "" && c.Auth.OIDC.On() {
 		return nil
 	}
 	return checkKey("SECKILL_JWT_SECRET", c.JWTSecret.Value(), DevJWTSecret, "secret", "")
@@ -87,6 +90,28 @@ func (c Config) DevTokenSecret() []byte {
 	}
 	return []byte(DevJWTSecret)
 }
+
+// Auth is how the API knows its buyers besides SECKILL_JWT_SECRET's HS256 tokens.
+type Auth struct {
+	OIDC OIDC `envPrefix:"OIDC_"`
+}
+
+// OIDC points the API at a shop's identity provider (docs/shop.md): on when
+// an issuer or a JWKS URL is set.
+type OIDC struct {
+	Issuer     string        `env:"ISSUER"`
+	JWKSURL    string        `env:"JWKS_URL"`
+	Audience   string        `env:"AUDIENCE"`
+	BuyerClaim string        `env:"BUYER_CLAIM" envDefault:"sub"`
+	AdminClaim string        `env:"ADMIN_CLAIM"` // empty: no admin signs in through the provider
+	AdminValue string        `env:"ADMIN_VALUE" envDefault:"admin"`
+	Refresh    time.Duration `env:"REFRESH" envDefault:"5m" check:"positive"`
+	// A forged kid costs the provider at most one fetch per this.
+	UnknownKIDRefresh time.Duration `env:"UNKNOWN_KID_REFRESH" envDefault:"10s" check:"positive"`
+}
+
+// On reports whether the API takes the provider's tokens.
+func (o OIDC) On() bool { return o.Issuer != "" || o.JWKSURL != "" }
 
 // Log configures log/slog.
 type Log struct {
@@ -362,7 +387,7 @@ func (c *Config) normalize() {
 		c.API.TrustedProxies[i] = strings.TrimSpace(p)
 	}
 	c.API.TrustedProxies = slices.DeleteFunc(c.API.TrustedProxies, func(p string) bool { return p == "" })
-	if c.JWTSecret == "" {
+	if c.JWTSecret == "" && !c.Auth.OIDC.On() {
 		c.JWTSecret = DevJWTSecret
 	}
 	if c.RocketMQ.OrderSigningKey == "" {
@@ -438,6 +463,16 @@ func (c Config) Validate() error {
 	}
 	if cur := c.Payment.Currency; len(cur) != 3 || strings.ContainsFunc(cur, func(r rune) bool { return r < 'A' || r > 'Z' }) {
 		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", cur)
+	}
+	if o := c.Auth.OIDC; o.On() {
+		for name, u := range map[string]string{"AUTH_OIDC_ISSUER": o.Issuer, "AUTH_OIDC_JWKS_URL": o.JWKSURL} {
+			if p, err := url.Parse(u); u != "" && (err != nil || p.Host == "" || p.Scheme != "https" && p.Scheme != "http") {
+				bad(name, "%q is not an http(s) URL", u)
+			}
+		}
+		if o.Audience == "" {
+			bad("AUTH_OIDC_AUDIENCE", "is empty: an identity provider's tokens are taken only for this API's audience")
+		}
 	}
 	for _, p := range c.API.TrustedProxies {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {

@@ -255,3 +255,29 @@ func TestStringPrintsDurations(t *testing.T) {
 		t.Fatalf("sections out of declaration order:\n%s", c)
 	}
 }
+
+// With an identity provider and no SECKILL_JWT_SECRET the API takes no HS256
+// token (no published default is put in its place); OIDC needs an audience
+// and http(s) URLs.
+func TestOIDCSettings(t *testing.T) {
+	c, err := LoadFrom(map[string]string{"SECKILL_AUTH_OIDC_ISSUER": "https://login.shop.example/realms/shop", "SECKILL_AUTH_OIDC_AUDIENCE": "seckill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Auth.OIDC.On() || c.JWTSecret != "" || c.Auth.OIDC.BuyerClaim != "sub" || c.CheckAPISecret() != nil {
+		t.Fatalf("OIDC without a shared secret: on %v, secret %q, buyer claim %q, check %v",
+			c.Auth.OIDC.On(), c.JWTSecret.Value(), c.Auth.OIDC.BuyerClaim, c.CheckAPISecret())
+	}
+	if c, _ := LoadFrom(nil); c.Auth.OIDC.On() || c.JWTSecret != DevJWTSecret {
+		t.Fatal("the defaults turn OIDC on or leave no shared secret")
+	}
+	for _, env := range []map[string]string{
+		{"SECKILL_AUTH_OIDC_ISSUER": "https://login.shop.example"},
+		{"SECKILL_AUTH_OIDC_JWKS_URL": "login.shop.example/jwks", "SECKILL_AUTH_OIDC_AUDIENCE": "seckill"},
+		{"SECKILL_AUTH_OIDC_ISSUER": "ftp://login.shop.example", "SECKILL_AUTH_OIDC_AUDIENCE": "seckill"},
+	} {
+		if _, err := LoadFrom(env); err == nil {
+			t.Errorf("%v loaded", env)
+		}
+	}
+}

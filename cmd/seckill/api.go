@@ -83,6 +83,9 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	}
 	apiDeps := p.apiDeps(cfg, log, desk, rel, tc)
 	apiDeps.Payments, apiDeps.Actions = pays, actions
+	if err := useOIDC(bgCtx, cfg, log, &apiDeps); err != nil {
+		return err
+	}
 	srv := api.New(cfg.API, apiDeps)
 
 	if err := serveAside(d, srv); err != nil {
@@ -177,6 +180,27 @@ func (p apiStores) apiDeps(cfg config.Config, log *slog.Logger, desk *payment.De
 		},
 		DevSecret: cfg.DevTokenSecret(),
 	}
+}
+
+// useOIDC makes d take the identity provider's tokens (HS256 ones too while
+// SECKILL_JWT_SECRET is set) and not ready until its keys were fetched once.
+func useOIDC(ctx context.Context, cfg config.Config, log *slog.Logger, d *api.Deps) error {
+	o := cfg.Auth.OIDC
+	if !o.On() {
+		return nil
+	}
+	v, err := auth.NewOIDC(ctx, auth.OIDCOptions{Issuer: o.Issuer, JWKSURL: o.JWKSURL, Audience: o.Audience,
+		BuyerClaim: o.BuyerClaim, AdminClaim: o.AdminClaim, AdminValue: o.AdminValue,
+		Refresh: o.Refresh, UnknownKID: o.UnknownKIDRefresh, Log: log})
+	if err != nil {
+		return err
+	}
+	either := auth.Either{OIDC: v}
+	if s := cfg.JWTSecret.Value(); s != "" {
+		either.HS256 = auth.NewVerifier([]byte(s))
+	}
+	d.Tokens, d.Checks["oidc"] = either, v.Ready
+	return nil
 }
 
 // serveAside starts the side listeners: pprof when configured, the API's metrics.

@@ -102,6 +102,8 @@ func (w *workerParts) listenOps() (serve func() <-chan error, err error) {
 	var verifier *auth.Verifier
 	if err := w.cfg.CheckAPISecret(); err != nil {
 		w.log.Warn("the order consumer's admin switch is off", "err", err)
+	} else if w.cfg.JWTSecret == "" {
+		w.log.Info("the order consumer's admin switch is off: it takes HS256 admin tokens and SECKILL_JWT_SECRET is unset")
 	} else {
 		verifier = auth.NewVerifier([]byte(w.cfg.JWTSecret.Value()))
 	}

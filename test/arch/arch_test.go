@@ -38,7 +38,7 @@ var layers = [][]string{
 
 // roof: packages above every layer, importing anything and imported by
 // tests only (their own package is tests, or a kit for them).
-var roof = []string{"testkit", "stock/stocktwin"}
+var roof = []string{"testkit", "stock/stocktwin", "auth/oidctest"}
 
 type pkg struct {
 	ImportPath string
