@@ -750,7 +750,7 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+	// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1195,7 +1195,7 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2330,7 +2330,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
-	// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+	// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4621,7 +4621,7 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 	return ParseMetricsResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 //
 // Returns a wrapper object for the known response body format(s).
 //

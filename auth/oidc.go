@@ -170,7 +170,7 @@ func (v *OIDC) discover(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("discovery: %w", err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var doc struct {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
