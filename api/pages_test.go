@@ -21,6 +21,11 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
+// SaleMoney: the fake table has no payments.
+func (f *fakeOrders) SaleMoney(context.Context, []int64) (map[int64][]store.Money, error) {
+	return map[int64][]store.Money{}, nil
+}
+
 // CountOrders counts the fake table's rows (store.Store.CountOrders); only
 // the control room's summary calls it, so counts counts its readings.
 func (f *fakeOrders) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {

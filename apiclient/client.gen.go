@@ -2423,6 +2423,21 @@ type AdminSummaryResponse struct {
 			Accepted int64 `json:"accepted"`
 			Item     Item  `json:"item"`
 
+			// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
+			Money []struct {
+				// Captured payments that took money (succeeded or mismatch)
+				Captured int64 `json:"captured"`
+
+				// Currency ISO 4217
+				Currency string `json:"currency"`
+
+				// Refunded refunds the provider confirmed
+				Refunded int64 `json:"refunded"`
+
+				// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+				RefundsPending int64 `json:"refunds_pending"`
+			} `json:"money"`
+
 			// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 			Orders        map[string]int64 `json:"orders"`
 			OutboxBacklog int64            `json:"outbox_backlog"`
@@ -2467,6 +2482,21 @@ func (r AdminSummaryResponse) GetJSON200() *struct {
 		// Accepted the 202s (buyer marks in Redis)
 		Accepted int64 `json:"accepted"`
 		Item     Item  `json:"item"`
+
+		// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
+		Money []struct {
+			// Captured payments that took money (succeeded or mismatch)
+			Captured int64 `json:"captured"`
+
+			// Currency ISO 4217
+			Currency string `json:"currency"`
+
+			// Refunded refunds the provider confirmed
+			Refunded int64 `json:"refunded"`
+
+			// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+			RefundsPending int64 `json:"refunds_pending"`
+		} `json:"money"`
 
 		// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 		Orders        map[string]int64 `json:"orders"`
@@ -4688,6 +4718,21 @@ func ParseAdminSummaryResponse(rsp *http.Response) (*AdminSummaryResponse, error
 				// Accepted the 202s (buyer marks in Redis)
 				Accepted int64 `json:"accepted"`
 				Item     Item  `json:"item"`
+
+				// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
+				Money []struct {
+					// Captured payments that took money (succeeded or mismatch)
+					Captured int64 `json:"captured"`
+
+					// Currency ISO 4217
+					Currency string `json:"currency"`
+
+					// Refunded refunds the provider confirmed
+					Refunded int64 `json:"refunded"`
+
+					// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+					RefundsPending int64 `json:"refunds_pending"`
+				} `json:"money"`
 
 				// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 				Orders        map[string]int64 `json:"orders"`

@@ -30,9 +30,18 @@
 //	workflow_stuck          a running workflow whose order is not waiting for payment (a saga of an order paid or
 //	                        cancelled at the door may run until its deadline + grace + 1 min: it waits for its wake)
 //	workflow_uncompensated  a failed, terminated or timed-out workflow whose order still holds its unit
+//
+// and the money rules (package books; amount: how many orders or payments):
+//
+//	books_unbalanced        captured - refunded - owed != the price of the paid orders, in a currency
+//	paid_order_payment      a paid order without exactly one succeeded payment of its price (Input.RequirePayments)
+//	refund_missing          money owed back (store.RefundDue) with no refund asked, past Input.RefundGrace
+//	refund_stuck            a refund asked and not confirmed past Input.RefundGrace
+//	refund_without_payment  a refund of no payment, of one that took no money, or of another amount
 package invariant
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -41,8 +50,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/store"
 )
 
 // Violation names.
@@ -64,6 +75,9 @@ const (
 	WorkflowStuck         = "workflow_stuck"
 	WorkflowUncompensated = "workflow_uncompensated"
 )
+
+// DefaultRefundGrace is Input.RefundGrace when zero (SECKILL_RECONCILE_GRACE's default).
+const DefaultRefundGrace = 2 * time.Minute
 
 // Accepted is one purchase attempt that was answered 202.
 type Accepted struct {
@@ -93,6 +107,12 @@ type Input struct {
 	// AfterTimeouts says every payment window has closed: no order may still
 	// be pending, and every unpaid unit must be back.
 	AfterTimeouts bool
+	// RequirePayments: every paid order must have been paid by a provider
+	// payment (books.Options; a sale under SECKILL_PAYMENT_PROVIDER=stripe).
+	RequirePayments bool
+	// RefundGrace: how long money owed back may wait for a confirmed refund
+	// (0: DefaultRefundGrace).
+	RefundGrace time.Duration
 }
 
 // Violation is one broken invariant.
@@ -126,8 +146,10 @@ type Report struct {
 	AfterTimeouts     bool             `json:"after_timeouts"`
 	// Unanswered counts orders whose 202 no buyer received (counted as
 	// accepted when Input.AcceptedComplete is false).
-	Unanswered int         `json:"unanswered,omitempty"`
-	Violations []Violation `json:"violations"`
+	Unanswered int `json:"unanswered,omitempty"`
+	// Money is the sale's books per currency (RefundsPending: owed back).
+	Money      []store.Money `json:"money"`
+	Violations []Violation   `json:"violations"`
 }
 
 // OK reports whether no invariant was broken.
@@ -170,7 +192,7 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 // rules are the promises, each judged on its own.
 var rules = []func(c *check){
 	oversell, undersell, acceptedOrders, phantomOrders, duplicateBuyers, stockRow, stockDeductions,
-	redisStock, leakedUnits, releasedLiveOrders, pendingAfterTimeouts, workflows,
+	redisStock, leakedUnits, releasedLiveOrders, pendingAfterTimeouts, workflows, money,
 }
 
 // Judge checks every promise on a snapshot.
@@ -507,6 +529,26 @@ func workflows(c *check) {
 	}
 	if len(uncomp) > 0 {
 		c.add(WorkflowUncompensated, int64(len(uncomp)), "closed-unsuccessfully workflows whose order still holds its unit, e.g. %s", sample(uncomp))
+	}
+}
+
+// money: the books balance, each paid order has its payment, each payment
+// owed back is refunded within the grace, each refund has its payment.
+func money(c *check) {
+	b := books.Judge(c.it, books.Options{RequirePayments: c.in.RequirePayments, Grace: cmp.Or(c.in.RefundGrace, DefaultRefundGrace)})
+	c.rep.Money = b.Money
+	byKind := map[string][]string{}
+	for _, p := range b.Problems {
+		e := p.Detail
+		if p.OrderID != "" {
+			e = "order " + p.OrderID + ": " + e
+		}
+		byKind[p.Kind] = append(byKind[p.Kind], e)
+	}
+	for _, kind := range books.Kinds {
+		if ps := byKind[kind]; len(ps) > 0 {
+			c.add(kind, int64(len(ps)), "%s", sample(ps))
+		}
 	}
 }
 

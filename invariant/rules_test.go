@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/snapshot"
@@ -88,6 +89,19 @@ func TestRules(t *testing.T) {
 		{"pending after the timeouts", true, func(p *picture) {}, []string{invariant.PendingAfterTimeout, invariant.WorkflowStuck, invariant.LeakedUnit}},
 		{"saga of a paid order still running", false, func(p *picture) { p.wfs[0].Status = "Running" }, []string{invariant.WorkflowStuck}},
 		{"terminated saga left its unit", false, func(p *picture) { p.wfs[1].Status = "Terminated" }, []string{invariant.WorkflowUncompensated}},
+		// The money rules (package books) report in the same report.
+		{"a succeeded payment of a CANCELLED order, never refunded", false, func(p *picture) {
+			p.db.Payments = append(p.db.Payments, paid("o02", time.Hour))
+		}, []string{books.RefundMissing}},
+		{"a refund of no payment", false, func(p *picture) {
+			p.db.Refunds = append(p.db.Refunds, store.Refund{ID: 1, OrderID: "o02", PaymentID: 9, Amount: 999, Currency: "EUR", Status: store.RefundPending})
+		}, []string{books.RefundWithoutPayment}},
+		{"a stuck refund and an unrelated leak, one report", false, func(p *picture) {
+			p.db.Payments = append(p.db.Payments, paid("o02", time.Hour))
+			p.db.Refunds = append(p.db.Refunds, store.Refund{ID: 1, OrderID: "o02", PaymentID: 1, Amount: 999, Currency: "EUR",
+				Status: store.RefundPending, CreatedAt: time.Now().Add(-time.Hour)})
+			p.db.Stock.Stock++
+		}, []string{books.RefundStuck, invariant.StockRow}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -113,6 +127,13 @@ func TestRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// paid is a payment of 999 EUR of order id that succeeded ago.
+func paid(id string, ago time.Duration) store.Payment {
+	at := time.Now().Add(-ago)
+	return store.Payment{ID: 1, OrderID: id, UserID: 3, ItemID: 1, ProviderPaymentID: "pi_" + id, Amount: 999, Currency: "EUR",
+		Status: store.PaymentSucceeded, SucceededAt: &at, PayBy: at, UpdatedAt: at}
 }
 
 // A saga of an order paid at the door runs until its wake (paced at the

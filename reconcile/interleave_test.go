@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/store"
 )
 
 const grace = 5 * time.Second
@@ -210,4 +212,65 @@ func TestRepairsWithoutTemporal(t *testing.T) {
 		t.Fatalf("unchecked %+v once Temporal answers", rep.Unchecked)
 	}
 	w.checkUnits(t)
+}
+
+// A payment that took money for an order closed without its unit, never
+// refunded: reconcile reports it past the grace, --repair starts its
+// PaymentRefund (once per run, one workflow id) and touches no order row;
+// a PAID order without its payment is reported, never repaired.
+func TestMissingRefundStartsPaymentRefund(t *testing.T) {
+	w := newWorld(10)
+	w.item.PriceCents, w.item.Currency = 999, "EUR"
+	long := time.Now().Add(-time.Hour)
+	closed := w.reserve(1, long)
+	w.persistAndDeduct(closed, long.Add(time.Minute))
+	w.closeAndRelease(closed)
+	w.payments = append(w.payments, store.Payment{ID: 1, OrderID: closed, UserID: 1, ItemID: 1, ProviderPaymentID: "pi_1",
+		Amount: 999, Currency: "EUR", Status: store.PaymentSucceeded, SucceededAt: &long, PayBy: long.Add(time.Minute), UpdatedAt: long})
+	before := *w.orders[closed]
+
+	rep := run(t, w, false)
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != books.RefundMissing || rep.Findings[0].Repaired || len(w.refundStarts) != 0 {
+		t.Fatalf("findings %+v, starts %v: want refund_missing reported, nothing started without --repair", rep.Findings, w.refundStarts)
+	}
+	if len(rep.Books) != 1 || rep.Books[0].Stuck != 1 || rep.Books[0].Money[0] != (store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}) {
+		t.Fatalf("books %+v, want 9.99 captured and owed back, one stuck", rep.Books)
+	}
+	rep = run(t, w, true)
+	if f := rep.Findings; len(f) != 1 || !f[0].Repaired || f[0].PaymentID != "pi_1" || w.refundStarts["pi_1"] != 1 {
+		t.Fatalf("findings %+v, starts %v: want PaymentRefund of pi_1 started once", f, w.refundStarts)
+	}
+	if *w.orders[closed] != before {
+		t.Fatalf("order row changed by the repair: %+v", *w.orders[closed])
+	}
+
+	// The refund confirmed: clean.
+	w.refunds = append(w.refunds, store.Refund{ID: 1, OrderID: closed, PaymentID: 1, ProviderPaymentID: "pi_1", Amount: 999,
+		Currency: "EUR", Status: store.RefundSucceeded, CreatedAt: time.Now()})
+	w.orders[closed].Status = order.StatusRefunded
+	if rep = run(t, w, true); len(rep.Findings) != 0 || w.refundStarts["pi_1"] != 1 {
+		t.Fatalf("findings %+v after the refund, starts %v", rep.Findings, w.refundStarts)
+	}
+
+	// A PAID order without a payment under a provider: reported, never
+	// marked anything (no payment was looked up, nothing to refund).
+	paid := w.reserve(2, long)
+	w.persistAndDeduct(paid, time.Now().Add(time.Hour))
+	w.orders[paid].Status = order.StatusPaid
+	r := w.reconciler(grace)
+	r.d.RequirePayments = true
+	rep, err := r.Run(context.Background(), []int64{w.item.ID}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, f := range rep.Findings {
+		kinds[f.Kind] = true
+		if f.Repaired {
+			t.Errorf("repaired %+v", f)
+		}
+	}
+	if !kinds[books.PaidWithoutPayment] || w.orders[paid].Status != order.StatusPaid || len(w.refundStarts) != 1 {
+		t.Fatalf("findings %+v, starts %v", rep.Findings, w.refundStarts)
+	}
 }

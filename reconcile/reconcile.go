@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
@@ -32,16 +33,19 @@ const (
 	OpenOrderSagaClosed = "open_order_saga_closed"       // an open row behind its closed saga (a restore): report
 )
 
-var Kinds = []string{LostHandoff, SagaForFinalOrder, RedisStock, StockRow, StuckQueued, PaidUnitOnSale, FinalUnitHeld,
-	RowLost, OpenOrderSagaClosed}
+// Kinds: the stock kinds, then the money kinds (books.Kinds: refund_missing
+// and refund_stuck start PaymentRefund, the others are reported).
+var Kinds = append([]string{LostHandoff, SagaForFinalOrder, RedisStock, StockRow, StuckQueued, PaidUnitOnSale, FinalUnitHeld,
+	RowLost, OpenOrderSagaClosed}, books.Kinds...)
 
 type Finding struct {
-	Kind     string `json:"kind"`
-	ItemID   int64  `json:"item_id"`
-	OrderID  string `json:"order_id,omitempty"`
-	Detail   string `json:"detail"`
-	Repaired bool   `json:"repaired"`
-	Action   string `json:"action,omitempty"` // what the repair did, or why there is none
+	Kind      string `json:"kind"`
+	ItemID    int64  `json:"item_id"`
+	OrderID   string `json:"order_id,omitempty"`
+	PaymentID string `json:"payment_id,omitempty"` // the provider's (money kinds)
+	Detail    string `json:"detail"`
+	Repaired  bool   `json:"repaired"`
+	Action    string `json:"action,omitempty"` // what the repair did, or why there is none
 }
 
 type Report struct {
@@ -49,6 +53,8 @@ type Report struct {
 	Items    []int64   `json:"items"`
 	Repair   bool      `json:"repair"`
 	Findings []Finding `json:"findings"`
+	// Books: each item's money (books.Judge on its snapshot).
+	Books []books.Sale `json:"books"`
 	// Unchecked: items whose sagas could not be listed, their rules skipped.
 	Unchecked []Unchecked `json:"unchecked,omitempty"`
 }
@@ -95,13 +101,23 @@ type Sagas interface {
 	Woken(ctx context.Context, orderID string) (bool, error)
 }
 
-// Deps: Sagas and Workflows may be nil (the saga checks are then skipped).
+// Refunds starts a payment's PaymentRefund (workflows.Client): one per
+// payment (its workflow id), refunding only what is owed when it runs.
+type Refunds interface {
+	StartRefund(ctx context.Context, orderID, paymentID, reason string) error
+}
+
+// Deps: Sagas and Workflows may be nil (the saga checks are then skipped),
+// Refunds too (money drift is then reported, not repaired).
 type Deps struct {
 	MySQL     MySQL
 	Units     Units
 	Outbox    snapshot.Outbox
 	Sagas     Sagas
 	Workflows snapshot.WorkflowLister
+	Refunds   Refunds
+	// RequirePayments: every paid order must have a provider payment (books.Options).
+	RequirePayments bool
 }
 
 type Reconciler struct {
@@ -121,13 +137,14 @@ func (r *Reconciler) ActiveItems(ctx context.Context, now time.Time, since time.
 }
 
 func (r *Reconciler) Run(ctx context.Context, items []int64, repair bool) (Report, error) {
-	rep := Report{At: time.Now().UTC(), Items: items, Repair: repair, Findings: []Finding{}}
+	rep := Report{At: time.Now().UTC(), Items: items, Repair: repair, Findings: []Finding{}, Books: []books.Sale{}}
 	for _, id := range items {
-		fs, unread, err := r.item(ctx, id, repair)
+		fs, b, unread, err := r.item(ctx, id, repair)
 		if err != nil {
 			return rep, err
 		}
 		rep.Findings = append(rep.Findings, fs...)
+		rep.Books = append(rep.Books, b)
 		if unread != nil {
 			rep.Unchecked = append(rep.Unchecked, Unchecked{ItemID: id, Reason: "sagas not listed, their checks skipped: " + unread.Error()})
 		}
@@ -155,11 +172,11 @@ var rules = []rule{
 }
 
 // item runs the rules on one item; unread is why its sagas could not be listed.
-func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []Finding, unread error, _ error) {
+func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []Finding, _ books.Sale, unread error, _ error) {
 	src := snapshot.Sources{MySQL: r.d.MySQL, Redis: r.d.Units, Outbox: r.d.Outbox, Workflows: r.d.Workflows}
 	it, err := snapshot.Load(ctx, src, itemID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
+		return nil, books.Sale{}, nil, fmt.Errorf("reconcile item %d: %w", itemID, err)
 	}
 	if it.WorkflowsErr != nil {
 		r.log.Warn("sagas not listed: their checks skipped this run", "item_id", itemID, "err", it.WorkflowsErr)
@@ -171,7 +188,7 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []F
 			if rl.confirm != nil {
 				ok, err := rl.confirm(r, ctx, it, &f, repair)
 				if err != nil {
-					return nil, nil, err
+					return nil, books.Sale{}, nil, err
 				}
 				if !ok {
 					r.log.Info("not drift: the premise was gone when re-checked", "kind", f.Kind, "item_id", itemID, "order_id", f.OrderID)
@@ -183,13 +200,46 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []F
 	}
 	f, err := r.recount(ctx, it, repair)
 	if err != nil {
-		return nil, nil, err
+		return nil, books.Sale{}, nil, err
 	}
 	if f != nil {
 		out = append(out, r.logged(*f))
 	}
+	b, fs, err := r.books(ctx, it, repair)
+	if err != nil {
+		return nil, books.Sale{}, nil, err
+	}
+	out = append(out, fs...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out, it.WorkflowsErr, nil
+	return out, b, it.WorkflowsErr, nil
+}
+
+// books keeps the item's books; a refund missing or stuck past the grace
+// gets its PaymentRefund, which refunds only what is still owed when it runs
+// (its own premise check). Nothing here marks an order PAID.
+func (r *Reconciler) books(ctx context.Context, it *snapshot.Item, repair bool) (books.Sale, []Finding, error) {
+	b := books.Judge(it, books.Options{RequirePayments: r.d.RequirePayments, Grace: r.grace})
+	out := make([]Finding, 0, len(b.Problems))
+	for _, p := range b.Problems {
+		f := Finding{Kind: p.Kind, ItemID: it.ID, OrderID: p.OrderID, PaymentID: p.PaymentID, Detail: p.Detail,
+			Action: "report only: ask an engineer (docs/runbook.md)"}
+		if p.Kind == books.RefundMissing || p.Kind == books.RefundStuck {
+			id := workflows.RefundWorkflowID(p.PaymentID)
+			switch {
+			case !repair:
+				f.Action = "--repair starts PaymentRefund " + id
+			case r.d.Refunds == nil:
+				f.Action = "report only: no refund starter here (SECKILL_PAYMENT_PROVIDER=door?)"
+			default:
+				if err := r.d.Refunds.StartRefund(ctx, p.OrderID, p.PaymentID, "reconcile: "+p.Kind); err != nil {
+					return b, nil, err
+				}
+				f.Repaired, f.Action = true, "PaymentRefund "+id+" started (or started before)"
+			}
+		}
+		out = append(out, r.logged(f))
+	}
+	return b, out, nil
 }
 
 func (r *Reconciler) logged(f Finding) Finding {

@@ -22,19 +22,22 @@ import (
 // ("mysql read", "redis read"); a fence (a row lock) runs no hook inside.
 type world struct {
 	// MySQL
-	item   store.Item
-	row    store.Stock
-	orders map[string]*store.Order
-	deds   map[string]*store.StockDeduction
+	item     store.Item
+	row      store.Stock
+	orders   map[string]*store.Order
+	deds     map[string]*store.StockDeduction
+	payments []store.Payment
+	refunds  []store.Refund
 	// Redis
 	left     int64
 	resv     map[string]order.Message
 	marks    map[int64]string
 	released map[string]bool
 	// Temporal
-	running map[string]bool
-	woken   map[string]bool // sagas sent a pay or cancel
-	lostRow map[string]bool // completed sagas whose order row MySQL lost
+	running      map[string]bool
+	woken        map[string]bool // sagas sent a pay or cancel
+	lostRow      map[string]bool // completed sagas whose order row MySQL lost
+	refundStarts map[string]int  // PaymentRefund starts by provider payment id
 
 	listErr   error // Temporal's visibility fails
 	after     map[string]func()
@@ -46,7 +49,7 @@ func newWorld(units int64) *world {
 	return &world{item: store.Item{ID: 1, StockTotal: units}, row: store.Stock{ItemID: 1, Stock: units, Version: 1},
 		orders: map[string]*store.Order{}, deds: map[string]*store.StockDeduction{}, left: units,
 		resv: map[string]order.Message{}, marks: map[int64]string{}, released: map[string]bool{}, running: map[string]bool{}, woken: map[string]bool{},
-		lostRow: map[string]bool{}, after: map[string]func(){}, givenBack: map[string]int{}}
+		lostRow: map[string]bool{}, refundStarts: map[string]int{}, after: map[string]func(){}, givenBack: map[string]int{}}
 }
 
 func (w *world) hook(step string) {
@@ -57,7 +60,7 @@ func (w *world) hook(step string) {
 }
 
 func (w *world) reconciler(grace time.Duration) *Reconciler {
-	return New(Deps{MySQL: mysqlSide{w}, Units: redisSide{w}, Outbox: outboxSide{w}, Sagas: sagaSide{w}, Workflows: sagaSide{w}},
+	return New(Deps{MySQL: mysqlSide{w}, Units: redisSide{w}, Outbox: outboxSide{w}, Sagas: sagaSide{w}, Workflows: sagaSide{w}, Refunds: sagaSide{w}},
 		grace, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
@@ -126,6 +129,7 @@ func (w mysqlSide) ReadItemState(context.Context, int64) (store.ItemState, error
 	for _, d := range w.deds {
 		st.Deductions = append(st.Deductions, *d)
 	}
+	st.Payments, st.Refunds = w.payments, w.refunds
 	w.hook("mysql read")
 	return st, nil
 }
@@ -238,6 +242,12 @@ type sagaSide struct{ *world }
 
 func (w sagaSide) Start(_ context.Context, m order.Message) error {
 	w.running[m.OrderID] = true
+	return nil
+}
+
+// StartRefund is PaymentRefund's start: one workflow per payment (its id).
+func (w sagaSide) StartRefund(_ context.Context, _, paymentID, _ string) error {
+	w.refundStarts[paymentID]++
 	return nil
 }
 

@@ -162,6 +162,8 @@ type ItemState struct {
 	Stock      Stock
 	Orders     []Order
 	Deductions []StockDeduction
+	Payments   []Payment
+	Refunds    []Refund // of the item's payments or orders
 }
 
 // Unrestored returns the order ids whose deduction holds a stock-row unit.
@@ -191,6 +193,13 @@ func (s *Store) ReadItemState(ctx context.Context, itemID int64) (ItemState, err
 		}
 		if err := tx.Where("item_id = ?", itemID).Find(&st.Deductions).Error; err != nil {
 			return fmt.Errorf("read deductions of item %d: %w", itemID, err)
+		}
+		if err := tx.Where("item_id = ?", itemID).Find(&st.Payments).Error; err != nil {
+			return fmt.Errorf("read payments of item %d: %w", itemID, err)
+		}
+		if err := tx.Raw("SELECT * FROM refunds WHERE payment_id IN (SELECT id FROM payments WHERE item_id = ?) "+
+			"OR order_id IN (SELECT order_id FROM seckill_order WHERE item_id = ?) ORDER BY id", itemID, itemID).Scan(&st.Refunds).Error; err != nil {
+			return fmt.Errorf("read refunds of item %d: %w", itemID, err)
 		}
 		return nil
 	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})

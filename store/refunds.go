@@ -126,3 +126,50 @@ func (s *Store) OrderRefunds(ctx context.Context, orderID string) ([]Refund, err
 	}
 	return rs, nil
 }
+
+// Money is a sale's money in one currency, in minor units.
+type Money struct {
+	Currency string `json:"currency"`
+	Captured int64  `json:"captured"` // payments that took money (succeeded, mismatch)
+	Refunded int64  `json:"refunded"` // refunds the provider confirmed
+	// RefundsPending: refunds not confirmed yet (the books: owed; SaleMoney: asked).
+	RefundsPending int64 `json:"refunds_pending"`
+}
+
+// SaleMoney sums each item's payments and refunds per currency (the control
+// room's figures: RefundsPending are refunds asked, not confirmed yet).
+func (s *Store) SaleMoney(ctx context.Context, itemIDs []int64) (map[int64][]Money, error) {
+	out := make(map[int64][]Money, len(itemIDs))
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ItemID int64
+		Money
+	}
+	err := s.db.WithContext(ctx).Raw("SELECT item_id, currency, SUM(amount) AS captured, 0 AS refunded, 0 AS refunds_pending "+
+		"FROM payments WHERE item_id IN ? AND status IN ? GROUP BY item_id, currency UNION ALL "+
+		"SELECT p.item_id, r.currency, 0, SUM(IF(r.status = ?, r.amount, 0)), SUM(IF(r.status = ?, 0, r.amount)) "+
+		"FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.item_id IN ? GROUP BY p.item_id, r.currency",
+		itemIDs, []string{PaymentSucceeded, PaymentMismatch}, RefundSucceeded, RefundSucceeded, itemIDs).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("sum payments of %d items: %w", len(itemIDs), err)
+	}
+	for _, r := range rows {
+		out[r.ItemID] = AddMoney(out[r.ItemID], r.Money)
+	}
+	return out, nil
+}
+
+// AddMoney adds m to the entry of its currency in ms.
+func AddMoney(ms []Money, m Money) []Money {
+	for i := range ms {
+		if ms[i].Currency == m.Currency {
+			ms[i].Captured += m.Captured
+			ms[i].Refunded += m.Refunded
+			ms[i].RefundsPending += m.RefundsPending
+			return ms
+		}
+	}
+	return append(ms, m)
+}

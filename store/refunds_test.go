@@ -98,3 +98,50 @@ func TestRefundRecordedOnce(t *testing.T) {
 		t.Fatalf("refunds %+v %v", rs, err)
 	}
 }
+
+// An item's payments and refunds: its snapshot holds them (and no other
+// item's), and SaleMoney sums them per item and currency.
+func TestItemMoneyRead(t *testing.T) {
+	st, a := newSale(t, 5)
+	b := newItem(t, st, 5)
+	ctx := context.Background()
+	payBy := time.Now().Add(time.Minute)
+	pendingOrder(t, st, a.ID, "M1", 51, payBy, "pi_m1")
+	apply(t, st, succeeded("evt_m1", "pi_m1", time.Now()), store.VerdictPaid)
+	pendingOrder(t, st, a.ID, "M2", 52, payBy, "pi_m2")
+	e := succeeded("evt_m2", "pi_m2", time.Now())
+	e.Amount = 999
+	mism := apply(t, st, e, store.VerdictMismatch).Payment
+	if _, err := st.BeginRefund(ctx, mism, "mismatch"); err != nil {
+		t.Fatal(err)
+	}
+	pendingOrder(t, st, a.ID, "M3", 53, payBy, "pi_m3") // never paid
+	pendingOrder(t, st, b.ID, "N1", 51, payBy, "pi_n1")
+	paid := apply(t, st, succeeded("evt_n1", "pi_n1", time.Now()), store.VerdictPaid).Payment
+	r, err := st.BeginRefund(ctx, paid, "support")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishRefund(ctx, r, "re_n1", store.RefundSucceeded); err != nil {
+		t.Fatal(err)
+	}
+
+	sa, err := st.ReadItemState(ctx, a.ID)
+	if err != nil || len(sa.Payments) != 3 || len(sa.Refunds) != 1 || sa.Refunds[0].PaymentID != mism.ID {
+		t.Fatalf("item a: payments %+v refunds %+v %v", sa.Payments, sa.Refunds, err)
+	}
+	sb, err := st.ReadItemState(ctx, b.ID)
+	if err != nil || len(sb.Payments) != 1 || len(sb.Refunds) != 1 || sb.Refunds[0].Status != store.RefundSucceeded {
+		t.Fatalf("item b: payments %+v refunds %+v %v", sb.Payments, sb.Refunds, err)
+	}
+	ms, err := st.SaleMoney(ctx, []int64{a.ID, b.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ms[a.ID]; len(got) != 1 || got[0] != (store.Money{Currency: "EUR", Captured: 200, RefundsPending: 100}) {
+		t.Errorf("item a: %+v", got)
+	}
+	if got := ms[b.ID]; len(got) != 1 || got[0] != (store.Money{Currency: "EUR", Captured: 100, Refunded: 100}) {
+		t.Errorf("item b: %+v", got)
+	}
+}

@@ -16,6 +16,7 @@ type Metrics struct {
 	PhantomUnits, Refunds, RefundFailures          prometheus.Counter
 	DeadLetters, Repairs, Forged                   *prometheus.CounterVec
 	Drift                                          *prometheus.GaugeVec
+	Captured, Refunded, RefundsPending, Stuck      *prometheus.GaugeVec // the books of the last reconcile run
 	Payable                                        prometheus.Histogram
 }
 
@@ -38,7 +39,15 @@ func NewMetrics(gate *Gate) *Metrics {
 			return 0
 		})
 	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return f.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help + " (the books of the last reconcile run, items live or ended within SECKILL_RECONCILE_SINCE)."}, labels)
+	}
 	return &Metrics{
+		Captured: gauge("seckill_payment_captured_minor", "Money the provider took for the item's orders, in minor units of currency", "item_id", "currency"),
+		Refunded: gauge("seckill_payment_refunded_minor", "Refunds the provider confirmed, in minor units of currency", "item_id", "currency"),
+		RefundsPending: gauge("seckill_payment_refunds_pending_minor",
+			"Money owed back (a payment of an order that did not keep it) and not refunded yet, in minor units of currency", "item_id", "currency"),
+		Stuck:       gauge("seckill_payment_refunds_stuck", "Payments owed back without a confirmed refund past SECKILL_RECONCILE_GRACE", "item_id"),
 		reg:         reg,
 		SagaStarts:  counter("seckill_worker_saga_starts_total", "Order messages turned into an OrderSaga (started now or found already started)."),
 		StartErrors: counter("seckill_worker_saga_start_errors_total", "Saga starts that failed; the message is redelivered later."),

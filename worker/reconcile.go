@@ -3,8 +3,12 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/reconcile"
 )
@@ -49,6 +53,23 @@ func RunReconcile(ctx context.Context, r Reconciler, cfg config.Reconcile, m *Me
 		m.Drift.Reset()
 		for _, kind := range reconcile.Kinds {
 			m.Drift.WithLabelValues(kind).Set(drift[kind])
+		}
+		m.setBooks(rep.Books)
+	}
+}
+
+// setBooks shows the books of the items just reconciled, and no others.
+func (m *Metrics) setBooks(bs []books.Sale) {
+	for _, g := range []*prometheus.GaugeVec{m.Captured, m.Refunded, m.RefundsPending, m.Stuck} {
+		g.Reset()
+	}
+	for _, b := range bs {
+		id := strconv.FormatInt(b.ItemID, 10)
+		m.Stuck.WithLabelValues(id).Set(float64(b.Stuck))
+		for _, x := range b.Money {
+			m.Captured.WithLabelValues(id, x.Currency).Set(float64(x.Captured))
+			m.Refunded.WithLabelValues(id, x.Currency).Set(float64(x.Refunded))
+			m.RefundsPending.WithLabelValues(id, x.Currency).Set(float64(x.RefundsPending))
 		}
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/reconcile"
+	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/worker"
 )
 
@@ -27,11 +30,11 @@ func (f *fakeReconciler) Run(context.Context, []int64, bool) (reconcile.Report, 
 	return reconcile.Report{Findings: []reconcile.Finding{
 		{Kind: reconcile.RedisStock, ItemID: 7},
 		{Kind: reconcile.LostHandoff, ItemID: 7, OrderID: "X", Repaired: true},
-	}}, nil
+	}, Books: []books.Sale{{ItemID: 7, Stuck: 1, Money: []store.Money{{Currency: "EUR", Captured: 1998, Refunded: 999, RefundsPending: 999}}}}}, nil
 }
 
 // The worker's periodic reconcile runs every interval and exports the drift
-// it leaves and the repairs it made.
+// it leaves, the repairs it made and the books.
 func TestPeriodicReconcileExportsDrift(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := worker.NewMetrics(nil)
@@ -52,6 +55,14 @@ func TestPeriodicReconcileExportsDrift(t *testing.T) {
 		}
 		if v := testutil.ToFloat64(m.Repairs.WithLabelValues(reconcile.LostHandoff)); v != 1 {
 			t.Fatalf("repairs lost_handoff %v, want 1", v)
+		}
+		for g, want := range map[*prometheus.GaugeVec]float64{m.Captured: 1998, m.Refunded: 999, m.RefundsPending: 999} {
+			if v := testutil.ToFloat64(g.WithLabelValues("7", "EUR")); v != want {
+				t.Errorf("books gauge %v, want %v", v, want)
+			}
+		}
+		if v := testutil.ToFloat64(m.Stuck.WithLabelValues("7")); v != 1 {
+			t.Fatalf("refunds stuck %v, want 1", v)
 		}
 		cancel()
 		<-done

@@ -30,9 +30,11 @@ type Pulses interface {
 	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
 }
 
-// OrderCounts counts persisted orders by status (store.Store).
+// OrderCounts counts persisted orders by status and sums the sales'
+// payments and refunds (store.Store).
 type OrderCounts interface {
 	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
+	SaleMoney(ctx context.Context, itemIDs []int64) (map[int64][]store.Money, error)
 }
 
 // Histogram is seckill_order_first_pay_seconds by item_id

@@ -39,6 +39,9 @@ type fakeFigures struct{}
 func (fakeFigures) Pulses(_ context.Context, ids []int64) (map[int64]stock.Pulse, error) {
 	return map[int64]stock.Pulse{ids[0]: {Marks: 3, Left: 7, Loaded: true}}, nil
 }
+func (fakeFigures) SaleMoney(_ context.Context, ids []int64) (map[int64][]store.Money, error) {
+	return map[int64][]store.Money{ids[0]: {{Currency: "EUR", Captured: 1998, Refunded: 999, RefundsPending: 0}}}, nil
+}
 func (fakeFigures) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {
 	return map[int64]map[order.Status]int64{ids[0]: {order.StatusPaid: 1}}, nil
 }
@@ -92,7 +95,8 @@ func TestRoomSummaryAndFirstPays(t *testing.T) {
 	if p := s.Payable; p.Count != 1 || p.P50MS == nil || *p.P50MS < 225 || *p.P50MS > 275 {
 		t.Fatalf("202 -> first pay %+v, want one pay at about 250 ms", p)
 	}
-	if s.Orders[order.StatusQueued] != 2 || s.Orders[order.StatusPaid] != 1 || *s.UnitsLeft != 7 {
+	if s.Orders[order.StatusQueued] != 2 || s.Orders[order.StatusPaid] != 1 || *s.UnitsLeft != 7 ||
+		len(s.Money) != 1 || s.Money[0] != (store.Money{Currency: "EUR", Captured: 1998, Refunded: 999}) {
 		t.Fatalf("sale %+v", s)
 	}
 	if n := testCount(t, hist); n != 1 { // item 9's: none for the unknown item

@@ -35,7 +35,9 @@ type SaleSummary struct {
 	Orders        map[order.Status]int64 `json:"orders"`
 	Payable       PayableLatency         `json:"payable"`
 	OutboxBacklog int64                  `json:"outbox_backlog"`
-	SagasURL      string                 `json:"sagas_url,omitempty"`
+	// Money per currency: captured, refunded, refunds asked and not confirmed.
+	Money    []store.Money `json:"money"`
+	SagasURL string        `json:"sagas_url,omitempty"`
 }
 
 // PayableLatency summarises 202 -> first accepted pay.
@@ -85,10 +87,14 @@ func (rm *Room) readSummary(ctx context.Context) (summaryBody, error) {
 	if err != nil {
 		return summaryBody{}, err
 	}
+	money, err := rm.d.Orders.SaleMoney(ctx, ids)
+	if err != nil {
+		return summaryBody{}, err
+	}
 	b := summaryBody{ReadAt: now.UTC(), TemporalUI: rm.temporalUI, Sales: make([]SaleSummary, 0, len(sales))}
 	for _, it := range sales {
 		f, left := figs[it.ID], it.StockTotal
-		ss := SaleSummary{Accepted: f.Marks, Payable: rm.firstPayLatency(it.ID), OutboxBacklog: f.Outbox,
+		ss := SaleSummary{Accepted: f.Marks, Payable: rm.firstPayLatency(it.ID), OutboxBacklog: f.Outbox, Money: money[it.ID],
 			Orders: map[order.Status]int64{order.StatusPendingPayment: 0, order.StatusPaid: 0, order.StatusCancelled: 0, order.StatusFailed: 0}}
 		if f.Loaded {
 			left, ss.UnitsLeft = f.Left, &f.Left
@@ -104,6 +110,9 @@ func (rm *Room) readSummary(ctx context.Context) (summaryBody, error) {
 		ss.Orders[order.StatusQueued] = max(f.Marks-beyondQueued, counts[it.ID][order.StatusQueued])
 		if rm.temporalUI != "" {
 			ss.SagasURL = rm.temporalUI + "?query=" + url.QueryEscape(fmt.Sprintf("SeckillItemId=%d", it.ID))
+		}
+		if ss.Money == nil {
+			ss.Money = []store.Money{}
 		}
 		b.Sales = append(b.Sales, ss)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -88,18 +89,33 @@ func newReconcileCmd(a *app) *cobra.Command {
 }
 
 func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient, tc client.Client, grace time.Duration, log *slog.Logger) *reconcile.Reconciler {
-	return reconcile.New(reconcile.Deps{
+	sagas := workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithPayments(viaProvider(cfg))
+	d := reconcile.Deps{
 		MySQL:     st,
 		Units:     stock.New(rdb, cfg.Redis.KeyPrefix),
 		Outbox:    outbox.New(rdb, cfg.Redis.KeyPrefix),
-		Sagas:     workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithPayments(viaProvider(cfg)),
+		Sagas:     sagas,
 		Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace},
-	}, grace, log)
+		// Only a verified notification pays under stripe; door and testpay pay at the door too.
+		RequirePayments: strings.EqualFold(cfg.Payment.Provider, "stripe"),
+	}
+	if viaProvider(cfg) {
+		d.Refunds = sagas
+	}
+	return reconcile.New(d, grace, log)
 }
 
 func printReconcile(w io.Writer, rep reconcile.Report) {
 	for _, u := range rep.Unchecked {
 		_, _ = fmt.Fprintf(w, "item %d: %s\n", u.ItemID, u.Reason)
+	}
+	for _, b := range rep.Books {
+		for _, m := range b.Money {
+			if m != (store.Money{Currency: m.Currency}) {
+				_, _ = fmt.Fprintf(w, "item %d books: %s captured %d, refunded %d, owed back %d (minor units); %d refund(s) past the grace\n",
+					b.ItemID, m.Currency, m.Captured, m.Refunded, m.RefundsPending, b.Stuck)
+			}
+		}
 	}
 	if len(rep.Findings) == 0 {
 		if len(rep.Unchecked) > 0 {

@@ -26,6 +26,7 @@ var layers = [][]string{
 	{"orderstatus", "outbox", "activities", "compensation"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
+	{"books"},           // an item's money, judged on its snapshot
 	{"payment/cashier"}, // the door's provider payments: checkout and notifications
 	{"api/apierr"},      // the api's error answers, shared by its jobs
 	{"api/controlroom", "api/sale", "api/orders", "api/payhook"}, // the api's jobs, composed by api

@@ -105,6 +105,8 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 	}
 	sale, _ := strconv.ParseInt(m[1], 10, 64)
 	admin.until("the new sale in the control room", figure(sale, "accepted")+` === "0"`, 15*time.Second)
+	admin.until("its books: nothing captured, refunded or pending", figure(sale, "captured")+` === "—" && `+
+		figure(sale, "refunded")+` === "—" && `+figure(sale, "pending")+` === "—"`, 15*time.Second)
 
 	// Buyers 2001-2200 buy in four waves; after each the control room must
 	// show the accepted count and the units left it reached.

@@ -62,6 +62,9 @@
     add("202 → first pay p50", "p50");
     add("202 → first pay p99", "p99");
     add("Outbox backlog", "outbox");
+    add("Captured", "captured");
+    add("Refunded", "refunded");
+    add("Refunds pending", "pending");
     const root = S.el("article", { class: "card", id: `sale-${id}`, "aria-labelledby": `sale-${id}-name` },
       r.name = S.el("h3", { id: `sale-${id}-name` }),
       S.el("div", { class: "row" }, r.badge = S.el("span", { class: "badge", id: `sale-${id}-state` }), r.window = S.el("span", { class: "muted" })),
@@ -96,6 +99,10 @@
       r.p50.textContent = ms(s.payable.p50_ms);
       r.p99.textContent = ms(s.payable.p99_ms) + (s.payable.count ? ` (${s.payable.count})` : "");
       r.outbox.textContent = s.outbox_backlog;
+      const sums = key => (s.money || []).map(m => `${S.money(m[key])} ${m.currency}`).join(" · ") || "—";
+      r.captured.textContent = sums("captured");
+      r.refunded.textContent = sums("refunded");
+      r.pending.textContent = sums("refunds_pending");
       if (s.sagas_url) { r.sagas.href = s.sagas_url; r.sagas.hidden = false; } else r.sagas.hidden = true;
       r.end.disabled = it.status === "ENDED";
       order.push(c.root);

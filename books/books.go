@@ -1,0 +1,182 @@
+// Package books judges an item's money on its snapshot: every payment that
+// took money paid a paid order or is refunded, every refund is of such a
+// payment, and captured − refunded − owed = Σ price of the paid orders, per
+// currency. The invariant checker reports its problems, seckill reconcile
+// starts the refunds missing, the worker exports its totals.
+package books
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/store"
+)
+
+// Problem kinds (docs/runbook.md).
+const (
+	PaidWithoutPayment   = "paid_order_payment"     // a paid order without exactly one succeeded payment of its price
+	RefundMissing        = "refund_missing"         // money owed back, no refund asked, past the grace
+	RefundStuck          = "refund_stuck"           // a refund asked, not confirmed past the grace
+	RefundWithoutPayment = "refund_without_payment" // a refund of no payment, of one that took no money, or of another amount
+	Unbalanced           = "books_unbalanced"       // captured − refunded − owed != Σ price of the paid orders
+)
+
+// Kinds are the problem kinds, in report order.
+var Kinds = []string{Unbalanced, PaidWithoutPayment, RefundMissing, RefundStuck, RefundWithoutPayment}
+
+// Options say which paid orders the books hold and how long a refund may take.
+type Options struct {
+	// RequirePayments: every paid order was paid by a provider payment
+	// (SECKILL_PAYMENT_PROVIDER=stripe: only a verified notification pays).
+	// Otherwise an order no payment paid was paid at the door (door, the
+	// test provider's instant card) and is out of the books.
+	RequirePayments bool
+	// Grace: how long money owed back may go without a confirmed refund.
+	Grace time.Duration
+}
+
+type Problem struct {
+	Kind      string `json:"kind"`
+	OrderID   string `json:"order_id,omitempty"`
+	PaymentID string `json:"payment_id,omitempty"` // the provider's
+	Detail    string `json:"detail"`
+}
+
+// Sale is an item's books. Money's RefundsPending is owed back and not
+// confirmed (asked or not); Stuck counts those past the grace.
+type Sale struct {
+	ItemID   int64         `json:"item_id"`
+	Money    []store.Money `json:"money"`
+	Stuck    int           `json:"refunds_stuck"`
+	Problems []Problem     `json:"problems,omitempty"`
+}
+
+// Took reports whether a payment took money.
+func Took(p store.Payment) bool {
+	return p.Status == store.PaymentSucceeded || p.Status == store.PaymentMismatch
+}
+
+// Judge keeps the item's books on its snapshot.
+func Judge(it *snapshot.Item, o Options) Sale {
+	s := Sale{ItemID: it.ID}
+	add := func(m store.Money) { s.Money = store.AddMoney(s.Money, m) }
+	problem := func(kind, orderID, paymentID, format string, args ...any) {
+		s.Problems = append(s.Problems, Problem{Kind: kind, OrderID: orderID, PaymentID: paymentID, Detail: fmt.Sprintf(format, args...)})
+	}
+	refundOf := make(map[int64]store.Refund, len(it.MySQL.Refunds))
+	for _, r := range it.MySQL.Refunds {
+		refundOf[r.PaymentID] = r
+	}
+	payments := make(map[int64]store.Payment, len(it.MySQL.Payments))
+	kept := map[string][]store.Payment{} // by order: the payments that paid it
+	for _, p := range it.MySQL.Payments {
+		payments[p.ID] = p
+		if !Took(p) {
+			continue
+		}
+		add(store.Money{Currency: p.Currency, Captured: p.Amount})
+		row, found := it.Orders[p.OrderID]
+		r, asked := refundOf[p.ID]
+		switch {
+		case !store.RefundDue(p, row, found):
+			kept[p.OrderID] = append(kept[p.OrderID], p)
+			continue
+		case asked && r.Status == store.RefundSucceeded:
+			continue
+		}
+		add(store.Money{Currency: p.Currency, RefundsPending: p.Amount})
+		since, kind, what := p.UpdatedAt, RefundMissing, "no refund asked"
+		if found {
+			since = later(since, row.UpdatedAt)
+		}
+		if asked {
+			since, kind, what = r.CreatedAt, RefundStuck, "refund "+r.Status+" since "+r.CreatedAt.UTC().Format(time.RFC3339)
+		}
+		if it.At.Sub(since) > o.Grace {
+			s.Stuck++
+			problem(kind, p.OrderID, p.ProviderPaymentID, "payment %s of %d %s (%s) owed back, order %s: %s",
+				p.ProviderPaymentID, p.Amount, p.Currency, p.Status, status(row, found), what)
+		}
+	}
+	for _, r := range it.MySQL.Refunds {
+		if r.Status == store.RefundSucceeded {
+			add(store.Money{Currency: r.Currency, Refunded: r.Amount})
+		}
+		p, ok := payments[r.PaymentID]
+		if !ok || !Took(p) || p.Amount != r.Amount || p.Currency != r.Currency || p.OrderID != r.OrderID {
+			problem(RefundWithoutPayment, r.OrderID, r.ProviderPaymentID, "refund %d (%s) of %d %s: its payment is %s",
+				r.ID, r.Status, r.Amount, r.Currency, paymentOf(p, ok))
+		}
+	}
+	price, cur := it.MySQL.Item.PriceCents, it.MySQL.Item.Currency
+	var paid int64
+	for _, row := range it.MySQL.Orders {
+		ks := kept[row.OrderID]
+		if row.Status != order.StatusPaid && !row.PaidQueued() || len(ks) == 0 && !o.RequirePayments {
+			continue
+		}
+		paid++
+		if len(ks) != 1 || ks[0].Amount != price || ks[0].Currency != cur {
+			id := ""
+			if len(ks) > 0 {
+				id = ks[0].ProviderPaymentID
+			}
+			problem(PaidWithoutPayment, row.OrderID, id, "%s order with %d payment(s) that paid it, want one of %d %s: %s",
+				row.Status, len(ks), price, cur, amounts(ks))
+		}
+	}
+	add(store.Money{Currency: cur})
+	slices.SortFunc(s.Money, func(a, b store.Money) int { return cmp.Compare(a.Currency, b.Currency) })
+	for _, m := range s.Money {
+		want := int64(0)
+		if m.Currency == cur {
+			want = paid * price
+		}
+		if got := m.Captured - m.Refunded - m.RefundsPending; got != want {
+			problem(Unbalanced, "", "", "%s: captured %d - refunded %d - owed %d = %d, want %d = %d paid orders x %d",
+				m.Currency, m.Captured, m.Refunded, m.RefundsPending, got, want, paid, price)
+		}
+	}
+	slices.SortStableFunc(s.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(slices.Index(Kinds, a.Kind), slices.Index(Kinds, b.Kind)), cmp.Compare(a.OrderID, b.OrderID))
+	})
+	return s
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func status(row store.Order, found bool) string {
+	if !found {
+		return "missing"
+	}
+	return string(row.Status)
+}
+
+func paymentOf(p store.Payment, ok bool) string {
+	if !ok {
+		return "missing"
+	}
+	return fmt.Sprintf("%s, %d %s, of order %s", p.Status, p.Amount, p.Currency, p.OrderID)
+}
+
+func amounts(ps []store.Payment) string {
+	out := "none"
+	for i, p := range ps {
+		if i == 0 {
+			out = ""
+		} else {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s %d %s", p.ProviderPaymentID, p.Amount, p.Currency)
+	}
+	return out
+}

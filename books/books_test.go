@@ -1,0 +1,137 @@
+package books_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/books"
+	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/stock"
+	"github.com/seckill/seckill/store"
+)
+
+var (
+	now   = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	payBy = now.Add(-10 * time.Minute)
+	long  = now.Add(-time.Hour) // past any grace
+)
+
+const grace = 2 * time.Minute
+
+// sale is one item at 999 EUR: its orders, payments and refunds.
+type sale struct {
+	orders   []store.Order
+	payments []store.Payment
+	refunds  []store.Refund
+}
+
+func (s *sale) order(id string, st order.Status, paidAt *time.Time) *sale {
+	s.orders = append(s.orders, store.Order{OrderID: id, UserID: 1, ItemID: 1, Status: st, PayBy: &payBy, PaidAt: paidAt, UpdatedAt: long})
+	return s
+}
+
+// pay adds a payment of order id that took money at at (status succeeded, or mismatch), updated at updated.
+func (s *sale) pay(id, orderID, status string, amount int64, at, updated time.Time) *sale {
+	s.payments = append(s.payments, store.Payment{ID: int64(len(s.payments) + 1), OrderID: orderID, UserID: 1, ItemID: 1,
+		Provider: "testpay", ProviderPaymentID: id, Amount: amount, Currency: "EUR", Status: status, PayBy: payBy,
+		SucceededAt: &at, UpdatedAt: updated})
+	return s
+}
+
+// refund adds a refund of the payment numbered n (1-based), created at created.
+func (s *sale) refund(n int64, status string, created time.Time) *sale {
+	p := store.Payment{ID: n, OrderID: "gone", ProviderPaymentID: "pi_gone", Amount: 999, Currency: "EUR"}
+	if n <= int64(len(s.payments)) {
+		p = s.payments[n-1]
+	}
+	s.refunds = append(s.refunds, store.Refund{ID: int64(len(s.refunds) + 1), OrderID: p.OrderID, PaymentID: n,
+		ProviderPaymentID: p.ProviderPaymentID, Amount: p.Amount, Currency: p.Currency, Status: status, CreatedAt: created})
+	return s
+}
+
+func (s *sale) judge(require bool) books.Sale {
+	db := store.ItemState{Item: store.Item{ID: 1, PriceCents: 999, Currency: "EUR", StockTotal: 10},
+		Orders: s.orders, Payments: s.payments, Refunds: s.refunds}
+	return books.Judge(snapshot.New(1, now, db, stock.ItemState{}, nil, nil, false), books.Options{RequirePayments: require, Grace: grace})
+}
+
+func at(t time.Time) *time.Time { return &t }
+
+func TestRules(t *testing.T) {
+	early := payBy.Add(-5 * time.Minute)
+	for _, tc := range []struct {
+		name    string
+		sale    *sale
+		require bool
+		want    []string
+		money   store.Money // EUR
+	}{
+		{name: "paid, refunded, mismatch refunded, door pay: clean", sale: new(sale).
+			order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 999, early, early).
+			order("late", order.StatusRefunded, nil).pay("pi_2", "late", store.PaymentSucceeded, 999, payBy, payBy).refund(2, store.RefundSucceeded, long).
+			order("mism", order.StatusRefunded, nil).pay("pi_3", "mism", store.PaymentMismatch, 999, early, early).refund(3, store.RefundSucceeded, long).
+			order("door", order.StatusPaid, at(early)).order("open", order.StatusPendingPayment, nil),
+			money: store.Money{Currency: "EUR", Captured: 3 * 999, Refunded: 2 * 999}},
+		{name: "a second payment of a paid order refunded: clean", sale: new(sale).
+			order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 999, early, early).
+			pay("pi_2", "paid", store.PaymentSucceeded, 999, early.Add(time.Second), early).refund(2, store.RefundSucceeded, long),
+			money: store.Money{Currency: "EUR", Captured: 2 * 999, Refunded: 999}},
+		{name: "a QUEUED order paid early counts as paid: clean", sale: new(sale).
+			order("q", order.StatusQueued, at(early)).pay("pi_1", "q", store.PaymentSucceeded, 999, early, early), require: true,
+			money: store.Money{Currency: "EUR", Captured: 999}},
+		{name: "owed, younger than the grace: clean, pending", sale: new(sale).
+			order("c", order.StatusCancelled, nil).pay("pi_1", "c", store.PaymentSucceeded, 999, payBy, now.Add(-time.Minute)),
+			money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
+		{name: "a refund in flight younger than the grace: clean", sale: new(sale).
+			order("c", order.StatusCancelled, nil).pay("pi_1", "c", store.PaymentSucceeded, 999, payBy, long).refund(1, store.RefundPending, now.Add(-time.Minute)),
+			money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
+		{name: "a door pay with no payment under a provider", sale: new(sale).order("door", order.StatusPaid, at(early)), require: true,
+			want: []string{books.Unbalanced, books.PaidWithoutPayment}, money: store.Money{Currency: "EUR"}},
+		{name: "a paid order whose payment was of another amount", sale: new(sale).
+			order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 500, early, early),
+			want: []string{books.Unbalanced, books.PaidWithoutPayment}, money: store.Money{Currency: "EUR", Captured: 500}},
+		{name: "a succeeded payment of a CANCELLED order, no refund past the grace", sale: new(sale).
+			order("c", order.StatusCancelled, nil).pay("pi_1", "c", store.PaymentSucceeded, 999, early, long),
+			want: []string{books.RefundMissing}, money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
+		{name: "a mismatch of a paid order's buyer, no refund", sale: new(sale).
+			order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 999, early, early).
+			pay("pi_2", "paid", store.PaymentMismatch, 999, early, long),
+			want: []string{books.RefundMissing}, money: store.Money{Currency: "EUR", Captured: 2 * 999, RefundsPending: 999}},
+		{name: "a refund asked and not confirmed past the grace", sale: new(sale).
+			order("c", order.StatusCancelled, nil).pay("pi_1", "c", store.PaymentSucceeded, 999, early, long).refund(1, store.RefundFailed, long),
+			want: []string{books.RefundStuck}, money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
+		{name: "a refund of no payment", sale: new(sale).refund(7, store.RefundSucceeded, long),
+			want: []string{books.Unbalanced, books.RefundWithoutPayment}, money: store.Money{Currency: "EUR", Refunded: 999}},
+		{name: "a refund of a payment that took no money", sale: new(sale).order("c", order.StatusCancelled, nil).
+			pay("pi_1", "c", store.PaymentCanceled, 999, early, early).refund(1, store.RefundPending, long),
+			want: []string{books.RefundWithoutPayment}, money: store.Money{Currency: "EUR"}},
+		{name: "a paid order's own payment refunded", sale: new(sale).
+			order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 999, early, early).refund(1, store.RefundSucceeded, long),
+			want: []string{books.Unbalanced}, money: store.Money{Currency: "EUR", Captured: 999, Refunded: 999}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.sale.judge(tc.require)
+			var got []string
+			for _, p := range b.Problems {
+				got = append(got, p.Kind)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("problems %v, want kinds %v", b.Problems, tc.want)
+			}
+			if len(b.Money) != 1 || b.Money[0] != tc.money {
+				t.Errorf("money %+v, want [%+v]", b.Money, tc.money)
+			}
+			stuck := 0
+			for _, k := range got {
+				if k == books.RefundMissing || k == books.RefundStuck {
+					stuck++
+				}
+			}
+			if b.Stuck != stuck {
+				t.Errorf("stuck %d, want %d", b.Stuck, stuck)
+			}
+		})
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE payments DROP KEY idx_payments_item;
