@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,17 +25,22 @@ import (
 
 // paySlice is a pipeline whose payments go through the test provider in
 // process: the cashier checks out and judges its notifications (served on
-// a test listener), the saga cancels and refunds through it.
+// a test listener), the saga cancels and refunds through it. Both ways pass
+// the link (payment_faults_test.go), which a test can cut.
 type paySlice struct {
 	*pipeline
 	tp     *testpay.Provider
+	link   *link
 	cash   *cashier.Cashier
 	judged chan string // each notification's outcome, once the cashier has decided it
+
+	mu    sync.Mutex
+	notes []note // every notification the cashier judged, in order
 }
 
 func newPaySlice(t *testing.T) *paySlice {
 	t.Helper()
-	ps := &paySlice{judged: make(chan string, 64)}
+	ps := &paySlice{judged: make(chan string, 64), link: newLink()}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		outcome, err := ps.cash.Notify(r.Context(), body, r.Header.Get(provider.SignatureHeader))
@@ -42,15 +48,19 @@ func newPaySlice(t *testing.T) *paySlice {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		ps.note(body, outcome)
 		select {
 		case ps.judged <- outcome:
 		default:
 		}
 	}))
 	t.Cleanup(srv.Close)
-	ps.tp = testpay.New(testpay.Options{Secret: "whsec_worker_test", NotifyURL: srv.URL, BaseURL: "http://checkout.test"})
+	// Resent as long as a test runs (Stripe: for three days): the 7th send
+	// is 63 s after the first.
+	ps.tp = testpay.New(testpay.Options{Secret: "whsec_worker_test", NotifyURL: srv.URL, BaseURL: "http://checkout.test",
+		Client: &http.Client{Timeout: 10 * time.Second, Transport: ps.link}, Resends: 10})
 	t.Cleanup(ps.tp.Close) // first: no send in flight when the listener closes
-	guarded := provider.Guard(ps.tp, provider.Limits{RPS: 1000, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+	guarded := provider.Guard(linked{ps.tp, ps.link}, provider.Limits{RPS: 1000, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
 	ps.pipeline = newPipeline(t, pipelineOptions{pay: &compensation.Payments{Provider: guarded, Name: "testpay"}})
 	ps.cash = cashier.New(ps.st, ps.views, guarded, ps.desk, cashier.Options{Provider: "testpay", Refunds: ps.orders},
 		cashier.NewMetrics(prometheus.NewRegistry()), ps.log)
@@ -171,7 +181,7 @@ func TestPaymentRefundedAfterClose(t *testing.T) {
 		t.Fatalf("cancel: %+v %v", v, err)
 	}
 	ps.waitStatus(m.OrderID, order.StatusRefunded, 90*time.Second)
-	if st := ps.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	if st := ps.waitWorkflowClosed(m.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("saga %s", st)
 	}
 	rs := ps.refunds(m.OrderID)
@@ -193,6 +203,10 @@ func TestPaymentRefundedAfterClose(t *testing.T) {
 	ps.waitWorkflowID(workflows.RefundWorkflowID(c.PaymentID), 30*time.Second)
 	if rs := ps.refunds(m.OrderID); len(rs) != 1 || rs[0].ProviderRefundID != ps.refunds(m.OrderID)[0].ProviderRefundID {
 		t.Fatalf("refunds after the late notification %+v", rs)
+	}
+	// At the provider: the 10 failures, then one refund, whoever asked.
+	if calls, failed, ids := ps.link.refundsOf(c.PaymentID); failed != 10 || len(ids) != 1 || ids[0] != rs[0].ProviderRefundID {
+		t.Fatalf("refund calls %d, failed %d, refunds %v; want 10 failed and %s", calls, failed, ids, rs[0].ProviderRefundID)
 	}
 	if _, err := ps.tp.Refund(context.Background(), c.PaymentID, "another-key"); err == nil {
 		t.Fatal("the payment could be refunded again: it was not refunded")
