@@ -23,20 +23,23 @@ import (
 // a verified notification pays, and under testpay the pay is the test card
 // at the provider, judged at the door. A success the door cannot take is
 // refunded by a PaymentRefund workflow the cashier starts.
-func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refunds) (payhook.Options, api.OrderActions, error) {
+func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refunds) (payhook.Options, api.OrderActions) {
 	cfg := d.cfg.Payment
 	name := strings.ToLower(cfg.Provider)
 	prov := newProvider(d, name)
 	if prov == nil {
-		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk, nil
+		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk
 	}
 	c := cashier.New(p.db, p.views, prov, desk,
 		cashier.Options{Provider: name, ReturnURL: cfg.ReturnURL, Refunds: refunds}, cashier.NewMetrics(p.metrics.Registry()), d.log)
 	var actions api.OrderActions = desk
-	if name == "stripe" {
+	switch name {
+	case "stripe":
 		actions = checkoutOnly{desk}
+	case "testpay":
+		actions = testCard{desk, c, testpayClient(cfg)}
 	}
-	return payhook.Options{Cashier: c, NotifyRPS: cfg.NotifyRPS}, actions, nil
+	return payhook.Options{Cashier: c, NotifyRPS: cfg.NotifyRPS}, actions
 }
 
 // newProvider is the provider name names, behind provider.Guard; nil for
@@ -49,11 +52,15 @@ func newProvider(d *deps, name string) provider.Provider {
 	case "stripe":
 		prov = stripepay.New(stripepay.Config{Key: cfg.Stripe.Key.Value(), WebhookSecret: cfg.Stripe.WebhookSecret.Value(), URL: cfg.Stripe.URL})
 	case "testpay":
-		prov = testpay.NewClient(cfg.Testpay.URL, cfg.Testpay.Secret.Value(), nil)
+		prov = testpayClient(cfg)
 	default:
 		return nil
 	}
 	return provider.Guard(prov, provider.Limits{RPS: cfg.GuardRPS()})
+}
+
+func testpayClient(cfg config.Payment) *testpay.Client {
+	return testpay.NewClient(cfg.Testpay.URL, cfg.Testpay.Secret.Value(), nil)
 }
 
 // viaProvider reports whether payments go through a provider: the sagas
@@ -71,4 +78,16 @@ var errPayAtCheckout = apierr.ErrOrderNotPayable.With("payments go through the p
 
 func (checkoutOnly) Pay(context.Context, string, int64, time.Time) (order.View, error) {
 	return order.View{}, errPayAtCheckout
+}
+
+// testCard is the desk whose buyer's pay is the test provider's instant
+// card, answered after the door's decision (cashier.PayByCard).
+type testCard struct {
+	*payment.Desk
+	c    *cashier.Cashier
+	card cashier.Card
+}
+
+func (t testCard) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	return t.c.PayByCard(ctx, t.card, t.Desk, orderID, userID, receivedAt)
 }
