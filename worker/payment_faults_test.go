@@ -278,13 +278,7 @@ func (b *payBurst) settle(within time.Duration) {
 				continue
 			}
 			id := b.pays[m.OrderID].PaymentID
-			deadline := time.Now().Add(within)
-			for len(b.link.notesOf(id)) == 0 {
-				if time.Now().After(deadline) {
-					b.t.Fatalf("%s: the notification of payment %s never reached the cashier", g.name, id)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			waitFor(b.t, within, "the notification of payment "+id+" answered", func() bool { return len(b.link.notesOf(id)) > 0 })
 			for _, n := range b.link.notesOf(id) {
 				if n.outcome == string(store.VerdictNotPayable) || n.outcome == string(store.VerdictLate) {
 					b.waitWorkflowID(workflows.RefundWorkflowID(id), within)
@@ -343,7 +337,7 @@ func (b *payBurst) checkNotes(g *group, p store.Payment) {
 	decided := map[string]int{}
 	for _, n := range b.link.notesOf(p.ProviderPaymentID) {
 		if n.outcome == string(store.VerdictRepeated) {
-			decided[n.event] += 0
+			decided[n.event] += 0 // seen: its payment_events row is checked below
 			continue
 		}
 		decided[n.event]++
@@ -452,9 +446,7 @@ func TestPaymentProviderUnreachable(t *testing.T) {
 	b.cancel(refunding)
 	for _, m := range refunding.ms { // each saga is retrying its refund
 		id := b.pays[m.OrderID].PaymentID
-		for calls, _, _ := ps.link.refundsOf(id); calls == 0; calls, _, _ = ps.link.refundsOf(id) {
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitFor(t, time.Minute, "a refund call for "+id, func() bool { calls, _, _ := ps.link.refundsOf(id); return calls > 0 })
 	}
 	payBy := *inTime.ms[0].PayBy
 	time.Sleep(time.Until(payBy.Add(-outageLead)))
@@ -546,9 +538,7 @@ func TestPaymentAPIKilledMidBurst(t *testing.T) {
 	b := newPayBurst(ps, time.Minute, before, during, canceled)
 	ps.tp.SetKnobs(testpay.Knobs{Duplicate: 0.2, Reorder: 0.5, ReorderBy: 2 * time.Second})
 	b.pay(before)
-	for countNotes(ps.link) == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, time.Minute, "a first notification answered", func() bool { return countNotes(ps.link) > 0 })
 	if err := api.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -557,9 +547,7 @@ func TestPaymentAPIKilledMidBurst(t *testing.T) {
 	b.pay(during)
 	b.pay(canceled)
 	b.cancel(canceled)
-	for ps.link.sendFailures() == failures { // the provider met the dead API
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, time.Minute, "a send to the dead API", func() bool { return ps.link.sendFailures() > failures })
 	startAPI("api 2")
 	b.settle(2 * time.Minute)
 	b.check()
@@ -569,4 +557,14 @@ func countNotes(l *link) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.notes)
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, within)
+		}
+	}
 }
