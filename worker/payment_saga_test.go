@@ -23,34 +23,46 @@ import (
 )
 
 // paySlice is a pipeline whose payments go through the test provider in
-// process: the cashier checks out and judges its notifications (served on
-// a test listener), the saga cancels and refunds through it.
+// process: the cashier checks out, the saga cancels and refunds through it,
+// and its notifications go to notifyURL — by default a test listener where
+// this process's cashier judges them. Both ways pass the link
+// (payment_faults_test.go), which a test can cut.
 type paySlice struct {
 	*pipeline
 	tp     *testpay.Provider
+	link   *link
 	cash   *cashier.Cashier
-	judged chan string // each notification's outcome, once the cashier has decided it
+	judged chan string // each notification's outcome, once the test's cashier has decided it
 }
 
-func newPaySlice(t *testing.T) *paySlice {
+const paySecret = "whsec_worker_test"
+
+func newPaySlice(t *testing.T, notifyURL string) *paySlice {
 	t.Helper()
-	ps := &paySlice{judged: make(chan string, 64)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		outcome, err := ps.cash.Notify(r.Context(), body, r.Header.Get(provider.SignatureHeader))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		select {
-		case ps.judged <- outcome:
-		default:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	ps.tp = testpay.New(testpay.Options{Secret: "whsec_worker_test", NotifyURL: srv.URL, BaseURL: "http://checkout.test"})
+	ps := &paySlice{judged: make(chan string, 64), link: newLink()}
+	if notifyURL == "" {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			outcome, err := ps.cash.Notify(r.Context(), body, r.Header.Get(provider.SignatureHeader))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(map[string]string{"outcome": outcome}) // as the API answers
+			select {
+			case ps.judged <- outcome:
+			default:
+			}
+		}))
+		t.Cleanup(srv.Close)
+		notifyURL = srv.URL
+	}
+	// Resent as long as a test runs (Stripe: for three days): the 7th send
+	// is 63 s after the first.
+	ps.tp = testpay.New(testpay.Options{Secret: paySecret, NotifyURL: notifyURL, BaseURL: "http://checkout.test",
+		Client: &http.Client{Timeout: 10 * time.Second, Transport: ps.link}, Resends: 10})
 	t.Cleanup(ps.tp.Close) // first: no send in flight when the listener closes
-	guarded := provider.Guard(ps.tp, provider.Limits{RPS: 1000, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+	guarded := provider.Guard(linked{ps.tp, ps.link}, provider.Limits{RPS: 1000, BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
 	ps.pipeline = newPipeline(t, pipelineOptions{pay: &compensation.Payments{Provider: guarded, Name: "testpay"}})
 	ps.cash = cashier.New(ps.st, ps.views, guarded, ps.desk, cashier.Options{Provider: "testpay", Refunds: ps.orders},
 		cashier.NewMetrics(prometheus.NewRegistry()), ps.log)
@@ -89,7 +101,7 @@ func (ps *paySlice) refunds(orderID string) []store.Refund {
 // payment, then closes the order and gives the unit back.
 func TestPaymentCanceledAtPayBy(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	it, m := ps.pending(1, 5*time.Second, 7001)
 	c := ps.checkout(m)
 	ps.waitStatus(m.OrderID, order.StatusCancelled, 45*time.Second)
@@ -117,7 +129,7 @@ func TestPaymentCanceledAtPayBy(t *testing.T) {
 // nothing and refunds nothing.
 func TestPaymentWinsOverDelayedNotification(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	it, m := ps.pending(1, 8*time.Second, 7101)
 	c := ps.checkout(m)
 	ps.tp.SetKnobs(testpay.Knobs{Delay: 25 * time.Second})
@@ -160,7 +172,7 @@ func TestPaymentWinsOverDelayedNotification(t *testing.T) {
 // workflow, which finds it done.
 func TestPaymentRefundedAfterClose(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	it, m := ps.pending(2, 15*time.Minute, 7201)
 	c := ps.checkout(m)
 	ps.tp.SetKnobs(testpay.Knobs{Delay: 5 * time.Second, FailRefunds: 10})
@@ -171,7 +183,7 @@ func TestPaymentRefundedAfterClose(t *testing.T) {
 		t.Fatalf("cancel: %+v %v", v, err)
 	}
 	ps.waitStatus(m.OrderID, order.StatusRefunded, 90*time.Second)
-	if st := ps.waitWorkflowClosed(m.OrderID, 10*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	if st := ps.waitWorkflowClosed(m.OrderID, 30*time.Second); st != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Fatalf("saga %s", st)
 	}
 	rs := ps.refunds(m.OrderID)
@@ -194,6 +206,10 @@ func TestPaymentRefundedAfterClose(t *testing.T) {
 	if rs := ps.refunds(m.OrderID); len(rs) != 1 || rs[0].ProviderRefundID != ps.refunds(m.OrderID)[0].ProviderRefundID {
 		t.Fatalf("refunds after the late notification %+v", rs)
 	}
+	// At the provider: the 10 failures, then one refund, whoever asked.
+	if calls, failed, ids := ps.link.refundsOf(c.PaymentID); failed != 10 || len(ids) != 1 || ids[0] != rs[0].ProviderRefundID {
+		t.Fatalf("refund calls %d, failed %d, refunds %v; want 10 failed and %s", calls, failed, ids, rs[0].ProviderRefundID)
+	}
 	if _, err := ps.tp.Refund(context.Background(), c.PaymentID, "another-key"); err == nil {
 		t.Fatal("the payment could be refunded again: it was not refunded")
 	}
@@ -205,7 +221,7 @@ func TestPaymentRefundedAfterClose(t *testing.T) {
 // the unit back and finds the refund made: REFUNDED, one refund.
 func TestPaymentMismatchRefunded(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	it, m := ps.pending(1, 8*time.Second, 7301)
 	c := ps.checkout(m)
 	ps.tp.SetKnobs(testpay.Knobs{Delay: time.Hour}) // its own notification never comes: ours says 999
@@ -220,7 +236,7 @@ func TestPaymentMismatchRefunded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outcome, err := ps.cash.Notify(context.Background(), body, provider.Sign(body, "whsec_worker_test", time.Now()))
+	outcome, err := ps.cash.Notify(context.Background(), body, provider.Sign(body, paySecret, time.Now()))
 	if err != nil || outcome != string(store.VerdictMismatch) {
 		t.Fatalf("notification: %s %v", outcome, err)
 	}

@@ -40,6 +40,7 @@ import (
 // saga worker of this package running in-process.
 type pipeline struct {
 	t        *testing.T
+	slice    *testkit.Slice
 	cfg      config.Config
 	st       *store.Store
 	stk      *stock.Store
@@ -76,6 +77,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
 	s := testkit.NewSlice(ctx, t)
+	p.slice = s
 	p.cfg, p.st, p.stk, p.rdb = s.Config, s.Store, s.Stock, s.Redis
 	p.views = orderstatus.New(s.Redis, p.cfg.Redis.KeyPrefix)
 	if o.maxReconsume > 0 {
