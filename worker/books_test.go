@@ -25,7 +25,7 @@ import (
 // clean with the order REFUNDED, never PAID.
 func TestBooksReconcile(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	ctx := context.Background()
 	it := ps.item(4, time.Minute)
 	buy := func(user int64) order.Message {
