@@ -21,6 +21,9 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
+// CountBySecond: the series is tested in package controlroom.
+func (f *fakeOrders) CountBySecond(context.Context, []int64) ([]store.SaleSecond, error) { return nil, nil }
+
 // CountOrders counts the fake table's rows (store.Store.CountOrders); only
 // the control room's summary calls it, so counts counts its readings.
 func (f *fakeOrders) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {

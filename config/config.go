@@ -308,7 +308,7 @@ type Payment struct {
 	// no provider), testpay or stripe (checkout and notifications; the saga
 	// does not cancel or refund a provider payment yet: docs/payments.md).
 	Provider  string  `env:"PROVIDER" envDefault:"door" check:"oneof=door|testpay|stripe"`
-	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/?order={order_id}"`
+	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/#/orders/{order_id}"`
 	NotifyRPS float64 `env:"NOTIFY_RPS" envDefault:"2000" check:"positive"`
 	Stripe    Stripe  `envPrefix:"STRIPE_"`
 	Testpay   Testpay `envPrefix:"TESTPAY_"`
