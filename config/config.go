@@ -305,13 +305,26 @@ type Payment struct {
 	// An item's when created without one (ISO 4217); the item table's column defaults to EUR too.
 	Currency string `env:"CURRENCY" envDefault:"EUR"`
 	// Provider takes the payments: door (the buyer's POST …/pay marks PAID,
-	// no provider), testpay or stripe (checkout and notifications; the saga
-	// does not cancel or refund a provider payment yet: docs/payments.md).
-	Provider  string  `env:"PROVIDER" envDefault:"door" check:"oneof=door|testpay|stripe"`
+	// no provider), testpay or stripe (checkout, notifications, the saga
+	// cancels and refunds through it: docs/payments.md).
+	Provider string `env:"PROVIDER" envDefault:"door" check:"oneof=door|testpay|stripe"`
+	// RPS bounds a process's calls to the provider, retries included
+	// (provider.Guard); 0: the provider's default, 80 under stripe (Stripe
+	// allows about 100 per account), 1000 under testpay.
+	RPS       int     `env:"PROVIDER_RPS" envDefault:"0" check:"min=0"`
 	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/#/orders/{order_id}"`
 	NotifyRPS float64 `env:"NOTIFY_RPS" envDefault:"2000" check:"positive"`
 	Stripe    Stripe  `envPrefix:"STRIPE_"`
 	Testpay   Testpay `envPrefix:"TESTPAY_"`
+}
+
+// GuardRPS is the provider calls per second a process makes (RPS); 0:
+// provider.Guard's default.
+func (p Payment) GuardRPS() float64 {
+	if p.RPS == 0 && strings.EqualFold(p.Provider, "testpay") {
+		return 1000
+	}
+	return float64(p.RPS)
 }
 
 // Stripe is what SECKILL_PAYMENT_PROVIDER=stripe needs.
@@ -322,7 +335,8 @@ type Stripe struct {
 }
 
 // Testpay is the built-in test provider (SECKILL_PAYMENT_PROVIDER=testpay):
-// the API serves its checkout page on Addr and it notifies NotifyURL.
+// the `seckill testpay` role serves it on Addr (checkout pages and its
+// API), the API and the worker reach it at URL, and it notifies NotifyURL.
 type Testpay struct {
 	Secret    Secret `env:"SECRET"` // DevTestpaySecret when unset
 	Addr      string `env:"ADDR" envDefault:"127.0.0.1:8090" check:"hostport"`

@@ -77,10 +77,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	pays, actions, err := newPayments(d, p, desk, refundStarter{tc, cfg.Temporal.TaskQueue})
-	if err != nil {
-		return err
-	}
+	pays, actions := newPayments(d, p, desk, refundStarter{tc, cfg.Temporal.TaskQueue})
 	apiDeps := p.apiDeps(cfg, log, desk, rel, tc)
 	apiDeps.Payments, apiDeps.Actions = pays, actions
 	srv := api.New(cfg.API, apiDeps)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"time"
 
@@ -20,57 +19,48 @@ import (
 
 // newPayments builds the provider SECKILL_PAYMENT_PROVIDER names, behind
 // provider.Guard, and the cashier over it; door: none (payments at the
-// door only). With testpay the API serves the test provider's checkout page
-// on a side listener of its own (SECKILL_PAYMENT_TESTPAY_ADDR). The buyer's
-// pay and cancel: the desk's, but under Stripe only a verified notification
-// pays. A success the door cannot take is refunded by a PaymentRefund
-// workflow the cashier starts.
-func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refunds) (payhook.Options, api.OrderActions, error) {
+// door only). The buyer's pay and cancel: the desk's, but under Stripe only
+// a verified notification pays, and under testpay the pay is the test card
+// at the provider, judged at the door. A success the door cannot take is
+// refunded by a PaymentRefund workflow the cashier starts.
+func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refunds) (payhook.Options, api.OrderActions) {
 	cfg := d.cfg.Payment
 	name := strings.ToLower(cfg.Provider)
-	prov, err := newProvider(d, name, true)
-	if err != nil || prov == nil {
-		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk, err
+	prov := newProvider(d, name)
+	if prov == nil {
+		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk
 	}
 	c := cashier.New(p.db, p.views, prov, desk,
 		cashier.Options{Provider: name, ReturnURL: cfg.ReturnURL, Refunds: refunds}, cashier.NewMetrics(p.metrics.Registry()), d.log)
 	var actions api.OrderActions = desk
-	if name == "stripe" {
+	switch name {
+	case "stripe":
 		actions = checkoutOnly{desk}
+	case "testpay":
+		actions = testCard{desk, c, testpayClient(cfg)}
 	}
-	return payhook.Options{Cashier: c, NotifyRPS: cfg.NotifyRPS}, actions, nil
+	return payhook.Options{Cashier: c, NotifyRPS: cfg.NotifyRPS}, actions
 }
 
 // newProvider is the provider name names, behind provider.Guard; nil for
-// door. The test provider keeps its payments in the API's memory and serves
-// its checkout there (api true); a worker cannot reach them, so under
-// testpay the worker's saga runs without a provider (logged).
-func newProvider(d *deps, name string, api bool) (provider.Provider, error) {
+// door. Under testpay it is a client of the `seckill testpay` role at
+// SECKILL_PAYMENT_TESTPAY_URL: the API and the worker reach the same one.
+func newProvider(d *deps, name string) provider.Provider {
 	cfg := d.cfg.Payment
 	var prov provider.Provider
-	switch {
-	case name == "stripe":
+	switch name {
+	case "stripe":
 		prov = stripepay.New(stripepay.Config{Key: cfg.Stripe.Key.Value(), WebhookSecret: cfg.Stripe.WebhookSecret.Value(), URL: cfg.Stripe.URL})
-	case name == "testpay" && api:
-		tp := testpay.New(testpay.Options{Secret: cfg.Testpay.Secret.Value(), NotifyURL: cfg.Testpay.NotifyURL,
-			BaseURL: cfg.Testpay.URL, Logger: d.log.With("component", "testpay")})
-		d.onStop(tp.Close)
-		serve, err := d.listen("testpay checkout", &http.Server{Addr: cfg.Testpay.Addr, Handler: tp.Handler(),
-			ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}, time.Second)
-		if err != nil {
-			return nil, err
-		}
-		serve()
-		d.log.Info("test payment provider: checkout pages served", "addr", cfg.Testpay.Addr, "url", cfg.Testpay.URL,
-			"notify_url", cfg.Testpay.NotifyURL)
-		prov = tp
-	case name == "testpay":
-		d.log.Warn("the test payment provider lives in the API process: the saga cancels and refunds no provider payment")
-		return nil, nil
+	case "testpay":
+		prov = testpayClient(cfg)
 	default:
-		return nil, nil
+		return nil
 	}
-	return provider.Guard(prov, provider.Limits{}), nil
+	return provider.Guard(prov, provider.Limits{RPS: cfg.GuardRPS()})
+}
+
+func testpayClient(cfg config.Payment) *testpay.Client {
+	return testpay.NewClient(cfg.Testpay.URL, cfg.Testpay.Secret.Value(), nil)
 }
 
 // viaProvider reports whether payments go through a provider: the sagas
@@ -88,4 +78,16 @@ var errPayAtCheckout = apierr.ErrOrderNotPayable.With("payments go through the p
 
 func (checkoutOnly) Pay(context.Context, string, int64, time.Time) (order.View, error) {
 	return order.View{}, errPayAtCheckout
+}
+
+// testCard is the desk whose buyer's pay is the test provider's instant
+// card, answered after the door's decision (cashier.PayByCard).
+type testCard struct {
+	*payment.Desk
+	c    *cashier.Cashier
+	card cashier.Card
+}
+
+func (t testCard) Pay(ctx context.Context, orderID string, userID int64, receivedAt time.Time) (order.View, error) {
+	return t.c.PayByCard(ctx, t.card, t.Desk, orderID, userID, receivedAt)
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/seckill/seckill/testkit"
 )
 
-// `seckill api` with SECKILL_PAYMENT_PROVIDER=testpay, against the real
-// services: a buyer's checkout answers the test provider's page on its own
-// listener; paying there sends the signed notification to the API, which
-// pays the order in MySQL.
+// `seckill api` with SECKILL_PAYMENT_PROVIDER=testpay and `seckill
+// testpay`, against the real services: a buyer's checkout answers the test
+// provider's page; paying there sends the signed notification to the API,
+// which pays the order in MySQL.
 func TestAPIPaysThroughTheTestProvider(t *testing.T) {
 	st, mcfg := testkit.MySQL(t)
 	_, prefix := testkit.Redis(t)
@@ -31,12 +31,15 @@ func TestAPIPaysThroughTheTestProvider(t *testing.T) {
 	cfg.Payment.Provider, tp.Addr = "testpay", freeAddr(t)
 	tp.URL, tp.NotifyURL = "http://"+tp.Addr, "http://"+cfg.API.Addr+"/api/v1/payments/notifications"
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- runAPI(ctx, &app{cfg: cfg, log: testkit.Logger(t)}) }()
+	go func() { done <- runTestpay(ctx, &app{cfg: cfg, log: testkit.Logger(t)}) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("api: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("api or testpay: %v", err)
+			}
 		}
 	})
 	it, err := st.CreateItem(ctx, store.Item{Name: "x", PriceCents: 999, StockTotal: 1,
@@ -103,9 +106,10 @@ func TestAPIPaysThroughTheTestProvider(t *testing.T) {
 	}
 }
 
-// The worker's provider: none under the door and under testpay (its
-// payments live in the API process), Stripe's behind the guard; the sagas
-// started carry the payment steps whenever a provider is configured.
+// The worker's provider: none under the door, the test provider's client or
+// Stripe behind the guard; the sagas started carry the payment steps
+// whenever a provider is configured. The guard's rate: the setting, else
+// the provider's default.
 func TestWorkerProvider(t *testing.T) {
 	cfg := testkit.Config(t)
 	d := &deps{cfg: cfg, log: testkit.Logger(t)}
@@ -113,14 +117,23 @@ func TestWorkerProvider(t *testing.T) {
 		name      string
 		provider  bool
 		withSteps bool
-	}{{"door", false, false}, {"", false, false}, {"testpay", false, true}, {"stripe", true, true}} {
-		p, err := newProvider(d, c.name, false)
-		if err != nil || (p != nil) != c.provider {
-			t.Errorf("%q: provider %v, err %v", c.name, p, err)
+	}{{"door", false, false}, {"", false, false}, {"testpay", true, true}, {"stripe", true, true}} {
+		if p := newProvider(d, c.name); (p != nil) != c.provider {
+			t.Errorf("%q: provider %v", c.name, p)
 		}
 		cfg.Payment.Provider = c.name
 		if viaProvider(cfg) != c.withSteps {
 			t.Errorf("%q: viaProvider %v", c.name, !c.withSteps)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		rps  int
+		want float64
+	}{{"stripe", 0, 0}, {"testpay", 0, 1000}, {"testpay", 50, 50}, {"stripe", 90, 90}} {
+		cfg.Payment.Provider, cfg.Payment.RPS = c.name, c.rps
+		if got := cfg.Payment.GuardRPS(); got != c.want {
+			t.Errorf("%s at %d: %v, want %v", c.name, c.rps, got, c.want)
 		}
 	}
 }

@@ -125,11 +125,7 @@ func (w *workerParts) startTemporal(context.Context) error {
 	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)
 	comp := compensation.New(w.st, units, w.metrics.PhantomUnits, w.metrics.Refunds)
 	name := strings.ToLower(cfg.Payment.Provider)
-	prov, err := newProvider(w.deps, name, false)
-	if err != nil {
-		return err
-	}
-	if prov != nil { // the saga cancels and refunds through it (door: no provider)
+	if prov := newProvider(w.deps, name); prov != nil { // the saga cancels and refunds through it (door: no provider)
 		comp = compensation.WithPayments(comp, compensation.Payments{Provider: prov, Name: name, Store: w.st, Failures: w.metrics.RefundFailures})
 	}
 	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable), comp)

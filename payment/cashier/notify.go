@@ -69,26 +69,37 @@ func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) 
 		c.log.Info("payment notification of a type not handled", "event", ev.ID, "type", ev.ProviderType)
 		return OutcomeUnhandled, nil
 	}
-	r, err := c.store.ApplyPaymentEvent(ctx, store.PaymentEvent{ID: ev.ID, Type: string(ev.Type), Provider: c.opts.Provider,
-		PaymentID: ev.PaymentID, OrderID: ev.OrderID, Amount: ev.Amount, Currency: ev.Currency, At: ev.At})
+	r, err := c.decide(ctx, store.PaymentEvent{ID: ev.ID, Type: string(ev.Type), Provider: c.opts.Provider,
+		PaymentID: ev.PaymentID, OrderID: ev.OrderID, Amount: ev.Amount, Currency: ev.Currency, At: ev.At}, ev.ProviderType)
 	if err != nil {
 		c.m.notifications.WithLabelValues(OutcomeError).Inc()
 		return OutcomeError, err
 	}
 	c.m.notifications.WithLabelValues(string(r.Verdict)).Inc()
-	log := c.log.With("event", ev.ID, "type", ev.ProviderType, "payment_id", ev.PaymentID, "order_id", r.Payment.OrderID,
+	return string(r.Verdict), nil
+}
+
+// decide applies a provider's word about a payment in one MySQL
+// transaction and follows its verdict: a paid order settled, a success the
+// door cannot take refunded.
+func (c *Cashier) decide(ctx context.Context, e store.PaymentEvent, providerType string) (store.EventResult, error) {
+	r, err := c.store.ApplyPaymentEvent(ctx, e)
+	if err != nil {
+		return r, err
+	}
+	log := c.log.With("event", e.ID, "type", providerType, "payment_id", e.PaymentID, "order_id", r.Payment.OrderID,
 		"verdict", r.Verdict)
 	switch r.Verdict {
 	case store.VerdictPaid:
 		c.settler.Settle(ctx, r.Order)
 	case store.VerdictMismatch:
 		log.Error("payment succeeded with another amount, currency or order: not PAID, to be refunded",
-			"amount", ev.Amount, "currency", ev.Currency, "want_amount", r.Payment.Amount, "want_currency", r.Payment.Currency)
+			"amount", e.Amount, "currency", e.Currency, "want_amount", r.Payment.Amount, "want_currency", r.Payment.Currency)
 		c.refund(ctx, r, log)
 	case store.VerdictUnknown:
 		log.Warn("payment notification for a payment not known here")
 	case store.VerdictLate, store.VerdictNotPayable:
-		log.Warn("payment succeeded for an order it cannot pay: to be refunded", "at", ev.At)
+		log.Warn("payment succeeded for an order it cannot pay: to be refunded", "at", e.At)
 		c.refund(ctx, r, log)
 	case store.VerdictAlreadyPaid:
 		if p := r.Payment; p.SucceededAt != nil && (r.Order.PaidAt == nil || !r.Order.PaidAt.Equal(*p.SucceededAt)) {
@@ -96,7 +107,7 @@ func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) 
 			c.refund(ctx, r, log)
 		}
 	}
-	return string(r.Verdict), nil
+	return r, nil
 }
 
 // OutcomeRefundNotStarted counts a refund the cashier could not start: the

@@ -43,18 +43,18 @@ type Provider interface {
 
 // Request is a payment to open for an order.
 type Request struct {
-	OrderID  string
-	Amount   int64  // minor units
-	Currency string // ISO 4217, upper case
+	OrderID  string `json:"order_id"`
+	Amount   int64  `json:"amount"`   // minor units
+	Currency string `json:"currency"` // ISO 4217, upper case
 	// PayBy is the order's payment deadline: the payment expires no later
 	// (the test provider closes it then; a Stripe PaymentIntent has no
 	// expiry, so the saga's cancel at pay_by closes it, and PayBy is in its
 	// metadata).
-	PayBy time.Time
+	PayBy time.Time `json:"pay_by"`
 	// ReturnURL is where the test provider's checkout page sends the buyer
 	// once paid (a Stripe PaymentIntent takes it when confirmed, in the
 	// buyer's browser).
-	ReturnURL string
+	ReturnURL string `json:"return_url"`
 }
 
 // Status is a payment's state at the provider.
@@ -68,18 +68,18 @@ const (
 
 // Payment is a payment as the provider holds it.
 type Payment struct {
-	ID       string
-	OrderID  string
-	Amount   int64
-	Currency string
-	Status   Status
+	ID       string `json:"id"`
+	OrderID  string `json:"order_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Status   Status `json:"status"`
 	// CheckoutURL is the test provider's hosted page where the buyer pays;
 	// empty for Stripe, whose payment form runs in the buyer's browser.
-	CheckoutURL string
+	CheckoutURL string `json:"checkout_url,omitempty"`
 	// SucceededAt is when the provider says the payment succeeded (zero when
 	// it has not, or the provider does not say): a success a cancel finds is
 	// judged against pay_by by it.
-	SucceededAt time.Time
+	SucceededAt time.Time `json:"succeeded_at,omitzero"`
 }
 
 // RefundStatus is a refund's state at the provider.
@@ -93,11 +93,11 @@ const (
 
 // Refund is a refund as the provider holds it.
 type Refund struct {
-	ID        string
-	PaymentID string
-	Amount    int64
-	Currency  string
-	Status    RefundStatus
+	ID        string       `json:"id"`
+	PaymentID string       `json:"payment_id"`
+	Amount    int64        `json:"amount"`
+	Currency  string       `json:"currency"`
+	Status    RefundStatus `json:"status"`
 }
 
 // EventType is what a notification says happened, in the shop's words.

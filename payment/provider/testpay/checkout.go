@@ -11,9 +11,11 @@ import (
 
 // Handler serves the hosted checkout: GET /pay/{id} shows the payment and
 // its one button, POST /pay/{id} pays it with the test card (Pay) and sends
-// the buyer to the request's ReturnURL, or shows that it is paid.
+// the buyer to the request's ReturnURL, or shows that it is paid. The pages
+// are public; the JSON API under /v1 (api.go) wants the secret.
 func (p *Provider) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/v1/", p.api())
 	mux.HandleFunc("GET /pay/{id}", func(w http.ResponseWriter, r *http.Request) {
 		pay, err := p.Lookup(r.Context(), r.PathValue("id"))
 		p.page(w, pay, err)

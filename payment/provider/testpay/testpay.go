@@ -116,6 +116,13 @@ func (p *Provider) SetKnobs(k Knobs) {
 	p.mu.Unlock()
 }
 
+// Knobs are the knobs now.
+func (p *Provider) Knobs() Knobs {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.knobs
+}
+
 // Close stops the sends in flight and waits for them.
 func (p *Provider) Close() {
 	p.stop()
