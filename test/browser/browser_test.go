@@ -24,7 +24,9 @@ import (
 
 	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/payment/provider/testpay"
 	"github.com/seckill/seckill/testkit"
 )
 
@@ -48,15 +50,24 @@ func chromiumPath(t *testing.T) string {
 }
 
 // deployment is one API and one worker on a private database, Redis prefix,
-// topic and task queue.
+// topic and task queue; with a provider, the test provider's role too.
 type deployment struct {
 	t      *testing.T
 	base   string // http://127.0.0.1:port
 	secret []byte
 	api    *apiclient.ClientWithResponses // of base
+	// With withTestpay: the test provider's URL (its checkout pages) and
+	// its JSON API, for the knobs.
+	payURL  string
+	testpay *testpay.Client
 }
 
-func deploy(t *testing.T) *deployment {
+func deploy(t *testing.T) *deployment { return deployWith(t, false) }
+
+// deployWith deploys; withTestpay: SECKILL_PAYMENT_PROVIDER=testpay, with
+// `seckill testpay` beside the API and the worker, its checkout returning
+// to the storefront's order page.
+func deployWith(t *testing.T, withTestpay bool) *deployment {
 	t.Helper()
 	bin := testkit.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -64,12 +75,26 @@ func deploy(t *testing.T) *deployment {
 	s := testkit.NewSlice(ctx, t)
 	s.Temporal(ctx, t, testkit.Logger(t))
 	addr := testkit.FreeAddr(t)
-	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testkit.FreeAddr(t))
-	logs := t.TempDir()
-	for _, role := range []string{"worker", "api"} {
-		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
-	}
 	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value())}
+	vars := []string{"SECKILL_DEV=1", "SECKILL_API_ADDR=" + addr, "SECKILL_WORKER_METRICS_ADDR=" + testkit.FreeAddr(t)}
+	roles := []string{"worker", "api"}
+	if withTestpay {
+		payAddr := testkit.FreeAddr(t)
+		d.payURL = "http://" + payAddr
+		vars = append(vars, "SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR="+payAddr,
+			"SECKILL_PAYMENT_TESTPAY_URL="+d.payURL, "SECKILL_PAYMENT_TESTPAY_NOTIFY_URL="+d.base+"/api/v1/payments/notifications",
+			"SECKILL_PAYMENT_RETURN_URL="+d.base+"/#/orders/{order_id}")
+		roles = append([]string{"testpay"}, roles...)
+		d.testpay = testpay.NewClient(d.payURL, config.DevTestpaySecret, nil)
+	}
+	env := s.Env(vars...)
+	logs := t.TempDir()
+	for _, role := range roles {
+		c := testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
+		if role == "testpay" {
+			testkit.WaitHTTP(t, d.payURL+"/healthz", c, 30*time.Second)
+		}
+	}
 	d.api = testkit.Client(t, d.base)
 	testkit.WaitHTTP(t, d.base+"/readyz", nil, 90*time.Second)
 	return d
@@ -184,6 +209,26 @@ func (p *page) until(what, cond string, within time.Duration) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within))); err != nil {
 		p.shot("FAILED-" + strings.ReplaceAll(what, " ", "-"))
 		p.t.Fatalf("%s: waiting for %s (%s): %v", p.name, what, cond, err)
+	}
+}
+
+// across waits for a JavaScript condition through navigations, which end
+// an evaluation: those tries are repeated.
+func (p *page) across(what, cond string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.shot("FAILED-" + strings.ReplaceAll(what, " ", "-"))
+			p.t.Fatalf("%s: waiting for %s (%s): %v", p.name, what, cond, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

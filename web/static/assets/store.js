@@ -238,10 +238,17 @@
       } catch (e) {
         if (signal.aborted) return;
       }
-      if (orderView && isFinal(orderView.status)) { live.textContent = "This order is final."; return; }
-      live.textContent = "Reconnecting…";
-      await sleep(1000, signal);
+      if (orderView && isFinal(orderView.status) && !mayRefund(orderView)) { live.textContent = "This order is final."; return; }
+      live.textContent = orderView && isFinal(orderView.status) ? "Closed; watching for the refund of a payment made for it…" : "Reconnecting…";
+      await sleep(isFinal(orderView && orderView.status) ? 3000 : 1000, signal);
     }
+  }
+  // mayRefund: a closed order whose provider payment may still succeed (the
+  // buyer paid at the checkout, then cancelled): its saga refunds it and the
+  // order becomes REFUNDED, which the stream, closed at the close, does not
+  // bring. The page asks again for 10 minutes after the close.
+  function mayRefund(v) {
+    return S.viaCheckout() && (v.status === "CANCELLED" || v.status === "FAILED") && S.now() - Date.parse(v.updated_at) < 600000;
   }
   function sleep(ms, signal) {
     return new Promise(res => {
