@@ -692,7 +692,7 @@ type ClientInterface interface {
 
 	// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 	CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1054,7 +1054,7 @@ func (c *Client) CancelOrder(ctx context.Context, orderID OrderID, reqEditors ..
 
 // CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 func (c *Client) CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2309,7 +2309,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4682,7 +4682,7 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 
 // CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
