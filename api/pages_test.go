@@ -22,7 +22,9 @@ import (
 )
 
 // CountBySecond: the series is tested in package controlroom.
-func (f *fakeOrders) CountBySecond(context.Context, []int64) ([]store.SaleSecond, error) { return nil, nil }
+func (f *fakeOrders) CountBySecond(context.Context, []int64) ([]store.SaleSecond, error) {
+	return nil, nil
+}
 
 // CountOrders counts the fake table's rows (store.Store.CountOrders); only
 // the control room's summary calls it, so counts counts its readings.

@@ -35,17 +35,9 @@ type seriesBody struct {
 
 // GET /api/v1/admin/series (admin): the shown sales that have started, over time.
 func (rm *Room) adminSeries(c *gin.Context) {
-	body, err := rm.series.Get(rm.d.Now, seriesTTL, func() (seriesBody, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
-		defer cancel()
-		return rm.readSeries(ctx)
-	})
-	if err != nil {
-		rm.d.Fail(c, err)
-		return
+	if body, ok := reuse(rm, c, &rm.series, seriesTTL, rm.readSeries); ok {
+		c.JSON(http.StatusOK, body)
 	}
-	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, body)
 }
 
 func (rm *Room) readSeries(ctx context.Context) (seriesBody, error) {

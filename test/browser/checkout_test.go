@@ -17,6 +17,13 @@ import (
 // status is the order page's expression of the order's status.
 const status = `document.getElementById("order-status").dataset.status`
 
+// chartLine is the control-room expression of a sale's chart having a line
+// of the kind (accepted, paid, refunded) above zero somewhere.
+func chartLine(sale int64, kind string) string {
+	return fmt.Sprintf(`(() => { const l = document.querySelector("#s%d-chart polyline.line.%s");
+		return !!l && Number(l.dataset.points) > 0 && l.getAttribute("points").split(" ").some(p => Number(p.split(",")[1]) < 80); })()`, sale, kind)
+}
+
 // buyAndCheckOut buys one unit of the sale on the storefront as user, presses
 // Pay, and pays with the test card on the test provider's checkout page,
 // which sends the buyer back to the order page; it returns the order id.
@@ -75,8 +82,7 @@ func TestPayThroughTheCheckout(t *testing.T) {
 	admin := b.page("admin")
 	admin.do("open the control room", chromedp.Navigate(d.base+"/admin#token="+d.token(1, auth.RoleAdmin)))
 	for _, line := range []string{"accepted", "paid", "refunded"} {
-		admin.until("the chart's "+line+" line", fmt.Sprintf(`(() => { const l = document.querySelector("#s%d-chart polyline.line.%s");
-			return !!l && Number(l.dataset.points) > 0 && l.getAttribute("points").split(" ").some(p => Number(p.split(",")[1]) < 80); })()`, lamp.ID, line), 30*time.Second)
+		admin.until("the chart's "+line+" line", chartLine(lamp.ID, line), 30*time.Second)
 	}
 	if w := admin.text(fmt.Sprintf("s%d-chart-cap", lamp.ID)); !strings.Contains(w, "2 accepted, 1 paid, 1 refunded") {
 		t.Errorf("the chart's caption: %q", w)
