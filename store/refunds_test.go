@@ -100,8 +100,9 @@ func TestRefundRecordedOnce(t *testing.T) {
 }
 
 // CountBySecond: orders recorded, paid and refunded, each in the second
-// since the item's start it happened in; before the start and other items'
-// orders are not counted.
+// since the item's start it happened in (a provider's whole-second paid_at
+// just before the start in the first); a second before the start and other
+// items' orders are not counted.
 func TestCountBySecond(t *testing.T) {
 	st, it := newSale(t, 5)
 	other := newItem(t, st, 5)
@@ -117,7 +118,8 @@ func TestCountBySecond(t *testing.T) {
 		}
 	}
 	p3 := at(3.9)
-	row("S1", 1, it.ID, at(0.2), nil)
+	early := at(-0.4)
+	row("S1", 1, it.ID, at(0.2), &early)
 	row("S2", 2, it.ID, at(0.7), &p3)
 	row("S3", 3, it.ID, at(2.5), nil)
 	row("S0", 4, it.ID, at(-1), nil)
@@ -140,6 +142,7 @@ func TestCountBySecond(t *testing.T) {
 	want := map[store.SaleSecond]bool{
 		{ItemID: it.ID, Kind: "accepted", Second: 0, N: 2}: true,
 		{ItemID: it.ID, Kind: "accepted", Second: 2, N: 1}: true,
+		{ItemID: it.ID, Kind: "paid", Second: 0, N: 1}:     true,
 		{ItemID: it.ID, Kind: "paid", Second: 3, N: 1}:     true,
 		{ItemID: it.ID, Kind: "refunded", Second: 7, N: 1}: true,
 	}

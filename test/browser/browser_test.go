@@ -138,7 +138,7 @@ func newBrowser(t *testing.T) *browser {
 	if out == "" {
 		out = filepath.Join(testkit.RepoRoot(t), ".stack", "test-logs", "browser")
 	}
-	_ = os.RemoveAll(out)
+	cleanOut.Do(func() { _ = os.RemoveAll(out) }) // once: every test's screenshots are kept
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +272,9 @@ func (p *page) shot(name string) string {
 }
 
 var (
-	shotMu sync.Mutex
-	shotN  int
+	shotMu   sync.Mutex
+	shotN    int
+	cleanOut sync.Once
 )
 
 // js quotes a Go string for JavaScript.
