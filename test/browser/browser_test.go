@@ -1,6 +1,7 @@
 // Package browser_test drives the storefront and the control room in a real
 // headless Chromium (Debian's package, installed by scripts/stack browser) against
-// child `seckill api` and `seckill worker` processes on a private slice of the
+// child `seckill api` and `seckill worker` processes (and `seckill testpay`,
+// the test provider, for the checkout) on a private slice of the
 // local stack. Screenshots of every step are saved under
 // .stack/test-logs/browser/ (SECKILL_BROWSER_OUT overrides); with
 // SECKILL_BROWSER_DOCS=1 the storefront's and the control room's are
