@@ -708,7 +708,7 @@ type ClientInterface interface {
 
 	// PayOrder Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 	//
-	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 	PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1090,7 +1090,7 @@ func (c *Client) OrderEvents(ctx context.Context, orderID OrderID, reqEditors ..
 
 // PayOrder Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 //
-// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 //
 // Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 func (c *Client) PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2329,7 +2329,7 @@ type ClientWithResponsesInterface interface {
 
 	// PayOrderWithResponse Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 	//
-	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4714,7 +4714,7 @@ func (c *ClientWithResponses) OrderEventsWithResponse(ctx context.Context, order
 
 // PayOrderWithResponse Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 //
-// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 //
 // Returns a wrapper object for the known response body format(s).
 //

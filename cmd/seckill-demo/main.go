@@ -1,9 +1,10 @@
 // Command seckill-demo runs the demo sale `make run` ends with, against a
 // running API: it creates an item, buys one unit each as a few buyers, pays
-// one order at its 202 and follows the orders until their sagas have them,
-// telling what it did in words (on stderr). On stdout it prints the demo's
-// item and the order left to pay as shell assignments (ITEM_ID=…,
-// ORDER_ID=…) for scripts/run. Its calls go through the API's generated
+// one order at its 202 — through the test provider's checkout page when the
+// API has a checkout, else at the door — and follows the orders until their
+// sagas have them, telling what it did in words (on stderr). On stdout it
+// prints the demo's item and the order left to pay as shell assignments
+// (ITEM_ID=…, ORDER_ID=…, and CHECKOUT_URL=… with a checkout) for scripts/run. Its calls go through the API's generated
 // client (apiclient), with tokens signed with SECKILL_JWT_SECRET, as
 // `seckill token` signs them. A binary of its own: the seckill binary
 // does not link it.
@@ -46,6 +47,8 @@ func run(ctx context.Context, o options, stdout, words io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "ITEM_ID=%d\nORDER_ID=%s\n", d.ItemID, d.ToPay)
+	if _, err = fmt.Fprintf(stdout, "ITEM_ID=%d\nORDER_ID=%s\n", d.ItemID, d.ToPay); err == nil && d.CheckoutURL != "" {
+		_, err = fmt.Fprintf(stdout, "CHECKOUT_URL=%s\n", d.CheckoutURL)
+	}
 	return err
 }

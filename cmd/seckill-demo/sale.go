@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/seckill/seckill/apiclient"
@@ -30,10 +32,12 @@ const (
 
 var buyers = []int64{leftFor, payer, 1004}
 
-// demo is what the sale left: the item and the order still to pay.
+// demo is what the sale left: the item and the order still to pay, and
+// that order's checkout page when the API pays through a provider.
 type demo struct {
-	ItemID int64
-	ToPay  string
+	ItemID      int64
+	ToPay       string
+	CheckoutURL string
 }
 
 // sale runs the demo sale and tells w what it did.
@@ -70,15 +74,27 @@ func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 	}
 
 	paid := orders[payer]
-	res, err := c.buy.PayOrderWithResponse(ctx, paid, c.as(payer, auth.RoleBuyer))
-	if err := apiclient.Want(res, err, http.StatusOK); err != nil {
-		return demo{}, fmt.Errorf("buyer %d's pay: %w", payer, err)
+	page, err := c.checkout(ctx, paid, payer)
+	switch {
+	case err != nil:
+		return demo{}, err
+	case page != "":
+		say("buyer %d checked out order %s: the test provider's checkout page is %s", payer, paid, page)
+		if err := c.payOnPage(ctx, page); err != nil {
+			return demo{}, fmt.Errorf("buyer %d's pay on %s: %w", payer, page, err)
+		}
+		say("buyer %d paid order %s on that page with the test card: the provider's notification pays it", payer, paid)
+	default:
+		res, err := c.buy.PayOrderWithResponse(ctx, paid, c.as(payer, auth.RoleBuyer))
+		if err := apiclient.Want(res, err, http.StatusOK); err != nil {
+			return demo{}, fmt.Errorf("buyer %d's pay: %w", payer, err)
+		}
+		settling := ""
+		if v := res.JSON200; v.Settling != nil && *v.Settling {
+			settling = " (settling: its saga has not taken the unit yet)"
+		}
+		say("buyer %d paid order %s at once: %s%s", payer, paid, res.JSON200.Status, settling)
 	}
-	settling := ""
-	if v := res.JSON200; v.Settling != nil && *v.Settling {
-		settling = " (settling: its saga has not taken the unit yet)"
-	}
-	say("buyer %d paid order %s at once: %s%s", payer, paid, res.JSON200.Status, settling)
 
 	// Follow every order until its saga has it: the paid one settled PAID,
 	// the others PENDING_PAYMENT.
@@ -98,7 +114,77 @@ func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 			say("order %s of buyer %d is %s: its saga took the unit and waits for the pay until %s", v.OrderID, b, v.Status, when(v.PayBy))
 		}
 	}
-	return demo{ItemID: it.ID, ToPay: orders[leftFor]}, nil
+	d := demo{ItemID: it.ID, ToPay: orders[leftFor]}
+	if page != "" {
+		if d.CheckoutURL, err = c.checkout(ctx, d.ToPay, leftFor); err != nil {
+			return demo{}, err
+		}
+		say("buyer %d's order %s is payable on %s", leftFor, d.ToPay, d.CheckoutURL)
+	}
+	return d, nil
+}
+
+// checkout opens the order's payment at the provider and answers its
+// checkout page; "" when the API takes payments at the door (404).
+func (c client) checkout(ctx context.Context, orderID string, buyer int64) (string, error) {
+	res, err := c.buy.CheckoutOrderWithResponse(ctx, orderID, c.as(buyer, auth.RoleBuyer))
+	if err == nil && res.StatusCode() == http.StatusNotFound {
+		return "", nil
+	}
+	if err := apiclient.Want(res, err, http.StatusOK); err != nil {
+		return "", fmt.Errorf("buyer %d's checkout of order %s: %w", buyer, orderID, err)
+	}
+	if res.JSON200.CheckoutURL == "" {
+		return "", fmt.Errorf("order %s: the provider has no checkout page (Stripe's form runs in a browser): the demo pays through the test provider or at the door", orderID)
+	}
+	return res.JSON200.CheckoutURL, nil
+}
+
+var formAction = regexp.MustCompile(`<form method="post" action="([^"]+)"`)
+
+// payOnPage pays as a browser would: the checkout page, then its form's
+// button (the test card). The provider answers by sending the buyer back to
+// the shop (a 303, not followed: the demo follows the order itself).
+func (c client) payOnPage(ctx context.Context, page string) error {
+	body, err := c.fetch(ctx, http.MethodGet, page)
+	if err != nil {
+		return err
+	}
+	m := formAction.FindSubmatch(body)
+	if m == nil {
+		return fmt.Errorf("no pay button on the page: %.200s", body)
+	}
+	u, err := url.Parse(page)
+	if err == nil {
+		u, err = u.Parse(string(m[1]))
+	}
+	if err != nil {
+		return err
+	}
+	_, err = c.fetch(ctx, http.MethodPost, u.String())
+	return err
+}
+
+func (c client) fetch(ctx context.Context, method, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	noFollow := *c.hc
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := noFollow.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err == nil && res.StatusCode != http.StatusOK && res.StatusCode != http.StatusSeeOther {
+		err = fmt.Errorf("%s %s: %s", method, u, res.Status)
+	}
+	return body, err
 }
 
 func when(t *time.Time) string {
@@ -138,6 +224,7 @@ func (c client) follow(ctx context.Context, orderID string, buyer int64, want or
 // token it signs names.
 type client struct {
 	api, buy *apiclient.ClientWithResponses
+	hc       *http.Client
 	secret   []byte
 }
 
@@ -151,7 +238,7 @@ func newClient(o options) (client, error) {
 	if err != nil {
 		return client{}, err
 	}
-	return client{api: api, buy: buy, secret: o.Secret}, nil
+	return client{api: api, buy: buy, hc: hc, secret: o.Secret}, nil
 }
 
 // as makes a call user's with role: a token signed for it (a token that

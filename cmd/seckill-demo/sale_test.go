@@ -16,27 +16,43 @@ import (
 
 // The demo sale against a real `seckill api` and `seckill worker`: the item
 // is created, three buyers hold a unit each, 1003's order is PAID and
-// 1001's, the one left to pay, PENDING_PAYMENT; the words say so.
+// 1001's, the one left to pay, PENDING_PAYMENT; the words say so. At the
+// door (1003 pays with POST …/pay), and as make run runs it, through the
+// test provider, `seckill testpay` (1003 pays on its checkout page; 1001's
+// page is printed).
 func TestDemoSale(t *testing.T) {
 	testkit.Integration(t)
+	for _, provider := range []string{"door", "testpay"} {
+		t.Run(provider, func(t *testing.T) { demoSale(t, provider) })
+	}
+}
+
+func demoSale(t *testing.T, provider string) {
 	bin := testkit.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := testkit.NewSlice(ctx, t)
 	s.Temporal(ctx, t, testkit.Logger(t))
 	addr := testkit.FreeAddr(t)
-	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testkit.FreeAddr(t))
+	tpAddr := testkit.FreeAddr(t)
+	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testkit.FreeAddr(t),
+		"SECKILL_PAYMENT_PROVIDER="+provider, "SECKILL_PAYMENT_TESTPAY_ADDR="+tpAddr, "SECKILL_PAYMENT_TESTPAY_URL=http://"+tpAddr,
+		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL=http://"+addr+"/api/v1/payments/notifications")
 	logs := t.TempDir()
-	for _, role := range []string{"worker", "api"} {
+	roles := []string{"worker", "api"}
+	if provider == "testpay" {
+		roles = append(roles, "testpay")
+	}
+	for _, role := range roles {
 		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "demo test " + role}, 20*time.Second)
 	}
 	api := "http://" + addr
 	testkit.WaitHTTP(t, api+"/readyz", nil, 90*time.Second)
 
 	// run signs with SECKILL_JWT_SECRET, as the slice's API checks.
-	var out, words bytes.Buffer
-	err := run(ctx, options{API: api, Within: time.Minute}, &out, &words)
-	t.Logf("the demo said:\n%s", words.String())
+	var out, said bytes.Buffer
+	err := run(ctx, options{API: api, Within: time.Minute}, &out, &said)
+	t.Logf("the demo said:\n%s", said.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +68,22 @@ func TestDemoSale(t *testing.T) {
 	if err != nil || counts[d.ItemID][order.StatusPaid] != 1 || counts[d.ItemID][order.StatusPendingPayment] != 2 {
 		t.Fatalf("orders by status %v, %v; want 1 PAID, 2 PENDING_PAYMENT", counts[d.ItemID], err)
 	}
-	for _, want := range []string{`put item`, `"Demo phone", 100 units at 999.00`, "buyer 1001 bought one unit", "buyer 1004 bought one unit",
-		"buyer 1003 paid order", "of buyer 1003 is PAID", "of buyer 1001 is PENDING_PAYMENT"} {
-		if !strings.Contains(words.String(), want) {
+	words := []string{`put item`, `"Demo phone", 100 units at 999.00`, "buyer 1001 bought one unit", "buyer 1004 bought one unit",
+		"buyer 1003 paid order", "of buyer 1003 is PAID", "of buyer 1001 is PENDING_PAYMENT"}
+	if provider == "testpay" {
+		page := "http://" + tpAddr + "/pay/"
+		if !strings.Contains(out.String(), "\nCHECKOUT_URL="+page) {
+			t.Errorf("stdout %q: want CHECKOUT_URL=%s… for scripts/run", out.String(), page)
+		}
+		words = append(words, "buyer 1003 checked out order", "the test provider's checkout page is "+page, "on that page with the test card",
+			"buyer 1001's order "+d.ToPay+" is payable on "+page)
+		var succeeded int64
+		if err := s.Store.DB().Raw("SELECT COUNT(*) FROM payments WHERE status = 'succeeded'").Scan(&succeeded).Error; err != nil || succeeded != 1 {
+			t.Errorf("%d succeeded payments, %v; want 1 (1003's)", succeeded, err)
+		}
+	}
+	for _, want := range words {
+		if !strings.Contains(said.String(), want) {
 			t.Errorf("the demo's words do not say %q", want)
 		}
 	}

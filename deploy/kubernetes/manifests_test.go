@@ -161,10 +161,18 @@ func add[T any](list *[]*T) *T {
 
 // Every overlay builds, and every object in it is a known type whose fields
 // all exist (a misspelled or misplaced field fails here, not on a cluster).
+// The local try-out adds the test payment provider.
 func TestOverlaysBuildAndDecodeStrictly(t *testing.T) {
 	eachOverlay(t, func(t *testing.T, o objects) {
-		if len(o.deployments) != 2 || len(o.jobs) != 1 || len(o.hpas) != 1 {
-			t.Fatalf("want the api and worker Deployments, the migrate Job and the API's HPA; got %d, %d, %d",
+		want := 2
+		if filepath.Base(o.overlay) == "local" {
+			want = 3
+			if o.deployment("testpay") == nil {
+				t.Error("local: no seckill testpay Deployment")
+			}
+		}
+		if len(o.deployments) != want || o.deployment("api") == nil || o.deployment("worker") == nil || len(o.jobs) != 1 || len(o.hpas) != 1 {
+			t.Fatalf("want the api and worker Deployments (and testpay's in local), the migrate Job and the API's HPA; got %d, %d, %d",
 				len(o.deployments), len(o.jobs), len(o.hpas))
 		}
 	})
