@@ -71,6 +71,9 @@ func (f *fakeItems) CreateItem(_ context.Context, it store.Item) (store.Item, er
 	}
 	f.nextID++
 	it.ID = f.nextID
+	if it.Currency == "" {
+		it.Currency = "EUR" // the column's default
+	}
 	f.byID[it.ID] = it
 	return it, nil
 }

@@ -26,6 +26,11 @@ func (f *fakeOrders) SaleMoney(context.Context, []int64) (map[int64][]store.Mone
 	return map[int64][]store.Money{}, nil
 }
 
+// CountBySecond: the series is tested in package controlroom.
+func (f *fakeOrders) CountBySecond(context.Context, []int64) ([]store.SaleSecond, error) {
+	return nil, nil
+}
+
 // CountOrders counts the fake table's rows (store.Store.CountOrders); only
 // the control room's summary calls it, so counts counts its readings.
 func (f *fakeOrders) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {

@@ -11,13 +11,14 @@ import (
 )
 
 // GET /api/v1/time (anyone; per-IP limit): the server's clock, which the
-// pages count down against; dev says whether /api/v1/dev/token exists.
+// pages count down against; dev says whether /api/v1/dev/token exists,
+// checkout whether the order page pays through the provider's checkout.
 func (s *Server) serverTime(c *gin.Context) error {
 	if err := s.allowIP(c); err != nil {
 		return err
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"now": s.now().UTC(), "dev": s.deps.DevSecret != nil})
+	c.JSON(http.StatusOK, gin.H{"now": s.now().UTC(), "dev": s.deps.DevSecret != nil, "checkout": s.deps.Payments.Cashier != nil})
 	return nil
 }
 

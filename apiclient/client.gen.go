@@ -340,13 +340,17 @@ type ErrorObjectCode string
 
 // Item defines model for Item.
 type Item struct {
-	EndAt                 time.Time  `json:"end_at"`
-	ID                    int64      `json:"id"`
-	Name                  string     `json:"name"`
-	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
-	PriceCents            int64      `json:"price_cents"`
-	StartAt               time.Time  `json:"start_at"`
-	Status                ItemStatus `json:"status"`
+	// Currency ISO 4217 code, upper case (the item table's column; EUR by default).
+	Currency              string    `json:"currency"`
+	EndAt                 time.Time `json:"end_at"`
+	ID                    int64     `json:"id"`
+	Name                  string    `json:"name"`
+	PaymentTimeoutSeconds int       `json:"payment_timeout_seconds"`
+
+	// PriceCents The price in the currency's minor units (999 EUR is 9.99 EUR).
+	PriceCents int64      `json:"price_cents"`
+	StartAt    time.Time  `json:"start_at"`
+	Status     ItemStatus `json:"status"`
 
 	// StockLeft Units not reserved (Redis).
 	StockLeft  int64 `json:"stock_left"`
@@ -581,6 +585,13 @@ type ClientInterface interface {
 	// Corresponds with GET /admin (the `ControlRoom` operationId).
 	ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminSeries Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+	//
+	// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+	//
+	// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+	AdminSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AdminSummary The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 	//
 	// Corresponds with GET /api/v1/admin/summary (the `AdminSummary` operationId).
@@ -681,7 +692,7 @@ type ClientInterface interface {
 
 	// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 	CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -776,6 +787,23 @@ func (c *Client) Storefront(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /admin (the `ControlRoom` operationId).
 func (c *Client) ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewControlRoomRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminSeries Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+//
+// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+//
+// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+func (c *Client) AdminSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminSeriesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1026,7 +1054,7 @@ func (c *Client) CancelOrder(ctx context.Context, orderID OrderID, reqEditors ..
 
 // CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 func (c *Client) CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1247,6 +1275,33 @@ func NewControlRoomRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/admin")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAdminSeriesRequest constructs an http.Request for the AdminSeries method
+func NewAdminSeriesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/series")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2129,6 +2184,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /admin (the `ControlRoom` operationId).
 	ControlRoomWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ControlRoomResponse, error)
 
+	// AdminSeriesWithResponse Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+	//
+	// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+	AdminSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminSeriesResponse, error)
+
 	// AdminSummaryWithResponse The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2245,7 +2309,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2400,6 +2464,129 @@ func (r ControlRoomResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ControlRoomResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AdminSeriesResponse429Headers the declared response headers of an HTTP 429 response for AdminSeries
+type AdminSeriesResponse429Headers struct {
+	RetryAfter *int
+}
+
+type AdminSeriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// ReadAt when the series were read (shared by every caller for a second)
+		ReadAt time.Time `json:"read_at"`
+		Sales  []struct {
+			// Accepted orders recorded per bucket
+			Accepted []int64 `json:"accepted"`
+			ItemID   int64   `json:"item_id"`
+
+			// Paid orders paid per bucket
+			Paid []int64 `json:"paid"`
+
+			// Refunded refunds confirmed per bucket
+			Refunded []int64 `json:"refunded"`
+
+			// Start the sale's start_at, the first bucket's start
+			Start time.Time `json:"start"`
+
+			// StepSeconds each bucket's width
+			StepSeconds int64 `json:"step_seconds"`
+		} `json:"sales"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AdminSeriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminSeriesResponse) GetJSON200() *struct {
+	// ReadAt when the series were read (shared by every caller for a second)
+	ReadAt time.Time `json:"read_at"`
+	Sales  []struct {
+		// Accepted orders recorded per bucket
+		Accepted []int64 `json:"accepted"`
+		ItemID   int64   `json:"item_id"`
+
+		// Paid orders paid per bucket
+		Paid []int64 `json:"paid"`
+
+		// Refunded refunds confirmed per bucket
+		Refunded []int64 `json:"refunded"`
+
+		// Start the sale's start_at, the first bucket's start
+		Start time.Time `json:"start"`
+
+		// StepSeconds each bucket's width
+		StepSeconds int64 `json:"step_seconds"`
+	} `json:"sales"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminSeriesResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AdminSeriesResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AdminSeriesResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminSeriesResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminSeriesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminSeriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminSeriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminSeriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminSeriesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4031,8 +4218,10 @@ type ServerTimeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Dev bool      `json:"dev"`
-		Now time.Time `json:"now"`
+		// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
+		Checkout bool      `json:"checkout"`
+		Dev      bool      `json:"dev"`
+		Now      time.Time `json:"now"`
 	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
@@ -4042,8 +4231,10 @@ type ServerTimeResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ServerTimeResponse) GetJSON200() *struct {
-	Dev bool      `json:"dev"`
-	Now time.Time `json:"now"`
+	// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
+	Checkout bool      `json:"checkout"`
+	Dev      bool      `json:"dev"`
+	Now      time.Time `json:"now"`
 } {
 	return r.JSON200
 }
@@ -4306,6 +4497,21 @@ func (c *ClientWithResponses) ControlRoomWithResponse(ctx context.Context, reqEd
 	return ParseControlRoomResponse(rsp)
 }
 
+// AdminSeriesWithResponse Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+//
+// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+func (c *ClientWithResponses) AdminSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminSeriesResponse, error) {
+	rsp, err := c.AdminSeries(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminSeriesResponse(rsp)
+}
+
 // AdminSummaryWithResponse The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4506,7 +4712,7 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 
 // CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4691,6 +4897,100 @@ func ParseControlRoomResponse(rsp *http.Response) (*ControlRoomResponse, error) 
 	response := &ControlRoomResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseAdminSeriesResponse parses an HTTP response from a AdminSeriesWithResponse call
+func ParseAdminSeriesResponse(rsp *http.Response) (*AdminSeriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminSeriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// ReadAt when the series were read (shared by every caller for a second)
+			ReadAt time.Time `json:"read_at"`
+			Sales  []struct {
+				// Accepted orders recorded per bucket
+				Accepted []int64 `json:"accepted"`
+				ItemID   int64   `json:"item_id"`
+
+				// Paid orders paid per bucket
+				Paid []int64 `json:"paid"`
+
+				// Refunded refunds confirmed per bucket
+				Refunded []int64 `json:"refunded"`
+
+				// Start the sale's start_at, the first bucket's start
+				Start time.Time `json:"start"`
+
+				// StepSeconds each bucket's width
+				StepSeconds int64 `json:"step_seconds"`
+			} `json:"sales"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AdminSeriesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -6126,8 +6426,10 @@ func ParseServerTimeResponse(rsp *http.Response) (*ServerTimeResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Dev bool      `json:"dev"`
-			Now time.Time `json:"now"`
+			// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
+			Checkout bool      `json:"checkout"`
+			Dev      bool      `json:"dev"`
+			Now      time.Time `json:"now"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

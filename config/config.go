@@ -337,7 +337,7 @@ type Payment struct {
 	// (provider.Guard); 0: the provider's default, 80 under stripe (Stripe
 	// allows about 100 per account), 1000 under testpay.
 	RPS       int     `env:"PROVIDER_RPS" envDefault:"0" check:"min=0"`
-	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/?order={order_id}"`
+	ReturnURL string  `env:"RETURN_URL" envDefault:"http://127.0.0.1:8080/#/orders/{order_id}"`
 	NotifyRPS float64 `env:"NOTIFY_RPS" envDefault:"2000" check:"positive"`
 	Stripe    Stripe  `envPrefix:"STRIPE_"`
 	Testpay   Testpay `envPrefix:"TESTPAY_"`

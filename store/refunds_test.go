@@ -145,3 +145,60 @@ func TestItemMoneyRead(t *testing.T) {
 		t.Errorf("item b: %+v", got)
 	}
 }
+
+// CountBySecond: orders recorded, paid and refunded, each in the second
+// since the item's start it happened in (a provider's whole-second paid_at
+// just before the start in the first); a second before the start and other
+// items' orders are not counted.
+func TestCountBySecond(t *testing.T) {
+	st, it := newSale(t, 5)
+	other := newItem(t, st, 5)
+	ctx := context.Background()
+	at := func(sec float64) time.Time { return it.StartAt.Add(time.Duration(sec * float64(time.Second))) }
+	row := func(id string, user int64, item int64, created time.Time, paid *time.Time) {
+		t.Helper()
+		if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: id, UserID: user, ItemID: item}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.DB().Exec("UPDATE seckill_order SET created_at = ?, paid_at = ? WHERE order_id = ?", created, paid, id).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	p3 := at(3.9)
+	early := at(-0.4)
+	row("S1", 1, it.ID, at(0.2), &early)
+	row("S2", 2, it.ID, at(0.7), &p3)
+	row("S3", 3, it.ID, at(2.5), nil)
+	row("S0", 4, it.ID, at(-1), nil)
+	row("X1", 5, other.ID, other.StartAt.Add(10*time.Second), nil)
+	pay := payment(t, st, it.ID, "S3", 3, time.Now().Add(time.Minute), "pi_s3")
+	r, err := st.BeginRefund(ctx, pay, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishRefund(ctx, r, "re_s3", store.RefundSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DB().Exec("UPDATE refunds SET updated_at = ? WHERE id = ?", at(7.1), r.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.CountBySecond(ctx, []int64{it.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[store.SaleSecond]bool{
+		{ItemID: it.ID, Kind: "accepted", Second: 0, N: 2}: true,
+		{ItemID: it.ID, Kind: "accepted", Second: 2, N: 1}: true,
+		{ItemID: it.ID, Kind: "paid", Second: 0, N: 1}:     true,
+		{ItemID: it.ID, Kind: "paid", Second: 3, N: 1}:     true,
+		{ItemID: it.ID, Kind: "refunded", Second: 7, N: 1}: true,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %v", got, want)
+	}
+	for _, s := range got {
+		if !want[s] {
+			t.Fatalf("got %+v, want %v", got, want)
+		}
+	}
+}

@@ -98,7 +98,7 @@ type Item struct {
 	ID         int64     `gorm:"column:id;primaryKey" json:"id"`
 	Name       string    `gorm:"column:name" json:"name"`
 	PriceCents int64     `gorm:"column:price_cents" json:"price_cents"`
-	Currency   string    `gorm:"column:currency" json:"-"` // ISO 4217; empty: the column's default
+	Currency   string    `gorm:"column:currency" json:"currency"` // ISO 4217; empty: the column's default
 	StockTotal int64     `gorm:"column:stock_total" json:"stock_total"`
 	StartAt    time.Time `gorm:"column:start_at" json:"start_at"`
 	EndAt      time.Time `gorm:"column:end_at" json:"end_at"`

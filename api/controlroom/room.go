@@ -1,5 +1,6 @@
 // Package controlroom serves the pages (package web's storefront and control
-// room) and the admin summary they poll, with its 202 -> first pay latencies.
+// room), the admin summary they poll, with its 202 -> first pay latencies,
+// and each sale over time.
 package controlroom
 
 import (
@@ -30,11 +31,13 @@ type Pulses interface {
 	Pulses(ctx context.Context, itemIDs []int64) (map[int64]stock.Pulse, error)
 }
 
-// OrderCounts counts persisted orders by status and sums the sales'
-// payments and refunds (store.Store).
+// OrderCounts counts persisted orders by status, and by kind and second
+// since the sale's start, and sums the sales' payments and refunds
+// (store.Store).
 type OrderCounts interface {
 	CountOrders(ctx context.Context, itemIDs []int64) (map[int64]map[order.Status]int64, error)
 	SaleMoney(ctx context.Context, itemIDs []int64) (map[int64][]store.Money, error)
+	CountBySecond(ctx context.Context, itemIDs []int64) ([]store.SaleSecond, error)
 }
 
 // Histogram is seckill_order_first_pay_seconds by item_id
@@ -59,11 +62,12 @@ type Deps struct {
 	Now      func() time.Time
 }
 
-// Room serves the pages and the admin summary and counts first pays.
+// Room serves the pages, the admin summary and series, and counts first pays.
 type Room struct {
 	d          Deps
 	pages      map[string]page
 	sums       apierr.Reused[summaryBody]
+	series     apierr.Reused[seriesBody]
 	paid       firstPays
 	temporalUI string // the sagas' list in the Temporal Web UI, or ""
 }
@@ -78,6 +82,7 @@ func Register(r gin.IRoutes, d Deps) *Room {
 	r.GET("/admin", func(c *gin.Context) { rm.writePage(c, "admin.html") })
 	r.GET("/assets/*file", rm.asset)
 	r.GET("/api/v1/admin/summary", d.Admin, rm.adminSummary)
+	r.GET("/api/v1/admin/series", d.Admin, rm.adminSeries)
 	return rm
 }
 

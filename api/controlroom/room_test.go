@@ -42,6 +42,12 @@ func (fakeFigures) Pulses(_ context.Context, ids []int64) (map[int64]stock.Pulse
 func (fakeFigures) SaleMoney(_ context.Context, ids []int64) (map[int64][]store.Money, error) {
 	return map[int64][]store.Money{ids[0]: {{Currency: "EUR", Captured: 1998, Refunded: 999, RefundsPending: 0}}}, nil
 }
+
+func (fakeFigures) CountBySecond(_ context.Context, ids []int64) ([]store.SaleSecond, error) {
+	return []store.SaleSecond{{ItemID: 9, Kind: "accepted", Second: 0, N: 2}, {ItemID: 9, Kind: "accepted", Second: 2, N: 1},
+		{ItemID: 9, Kind: "paid", Second: 4, N: 1}, {ItemID: 9, Kind: "refunded", Second: 1250, N: 1},
+		{ItemID: 9, Kind: "paid", Second: 9999, N: 1}}, nil // a clock ahead of the API's: past the series
+}
 func (fakeFigures) CountOrders(_ context.Context, ids []int64) (map[int64]map[order.Status]int64, error) {
 	return map[int64]map[order.Status]int64{ids[0]: {order.StatusPaid: 1}}, nil
 }
@@ -119,4 +125,36 @@ func testCount(t *testing.T, hist *prometheus.HistogramVec) int {
 	hist.Collect(ch)
 	close(ch)
 	return len(ch)
+}
+
+// The series: a sale that started 1,250 s ago in 3 s buckets (at most 600),
+// each count in its bucket; an upcoming sale has none yet.
+func TestRoomSeries(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	now := time.Now()
+	items := fakeItems{9: {ID: 9, StartAt: now.Add(-1250 * time.Second), EndAt: now.Add(time.Hour)},
+		10: {ID: 10, StartAt: now.Add(time.Minute), EndAt: now.Add(time.Hour)}}
+	e := gin.New()
+	Register(e, Deps{Items: items, Pulses: fakeFigures{}, Orders: fakeFigures{}, Now: func() time.Time { return now },
+		Admin: func(*gin.Context) {}, Fail: func(c *gin.Context, err error) { c.AbortWithStatus(http.StatusServiceUnavailable) }})
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, httptest.NewRequest("GET", "/api/v1/admin/series", nil))
+	var body struct{ Sales []Series }
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body.Sales) != 1 {
+		t.Fatalf("series %d %s", w.Code, w.Body)
+	}
+	s := body.Sales[0]
+	if s.ItemID != 9 || s.StepSeconds != 3 || len(s.Accepted) != 417 || len(s.Paid) != 417 || len(s.Refunded) != 417 {
+		t.Fatalf("sale %d: step %d s, %d/%d/%d points; want sale 9, 3 s, 417 points", s.ItemID, s.StepSeconds, len(s.Accepted), len(s.Paid), len(s.Refunded))
+	}
+	if s.Accepted[0] != 3 || s.Paid[1] != 1 || s.Refunded[416] != 1 || sum(s.Accepted)+sum(s.Paid)+sum(s.Refunded) != 5 {
+		t.Fatalf("counts misplaced: %+v", s)
+	}
+}
+
+func sum(xs []int64) (n int64) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

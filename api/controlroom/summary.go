@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -56,18 +57,26 @@ type summaryBody struct {
 
 // GET /api/v1/admin/summary (admin): the figures of the shown sales.
 func (rm *Room) adminSummary(c *gin.Context) {
-	body, err := rm.sums.Get(rm.d.Now, summaryTTL, func() (summaryBody, error) {
+	if body, ok := reuse(rm, c, &rm.sums, summaryTTL, rm.readSummary); ok {
+		body.ServerTime = rm.d.Now().UTC()
+		c.JSON(http.StatusOK, body)
+	}
+}
+
+// reuse is read's answer, read at most once per ttl whatever the number of
+// callers; false: the error is answered.
+func reuse[T any](rm *Room, c *gin.Context, r *apierr.Reused[T], ttl time.Duration, read func(context.Context) (T, error)) (T, bool) {
+	body, err := r.Get(rm.d.Now, ttl, func() (T, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
 		defer cancel()
-		return rm.readSummary(ctx)
+		return read(ctx)
 	})
 	if err != nil {
 		rm.d.Fail(c, err)
-		return
+		return body, false
 	}
-	body.ServerTime = rm.d.Now().UTC()
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, body)
+	return body, true
 }
 
 func (rm *Room) readSummary(ctx context.Context) (summaryBody, error) {

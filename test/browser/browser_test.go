@@ -1,6 +1,7 @@
 // Package browser_test drives the storefront and the control room in a real
 // headless Chromium (Debian's package, installed by scripts/stack browser) against
-// child `seckill api` and `seckill worker` processes on a private slice of the
+// child `seckill api` and `seckill worker` processes (and `seckill testpay`,
+// the test provider, for the checkout) on a private slice of the
 // local stack. Screenshots of every step are saved under
 // .stack/test-logs/browser/ (SECKILL_BROWSER_OUT overrides); with
 // SECKILL_BROWSER_DOCS=1 the storefront's and the control room's are
@@ -24,7 +25,9 @@ import (
 
 	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/payment/provider/testpay"
 	"github.com/seckill/seckill/testkit"
 )
 
@@ -48,15 +51,24 @@ func chromiumPath(t *testing.T) string {
 }
 
 // deployment is one API and one worker on a private database, Redis prefix,
-// topic and task queue.
+// topic and task queue; with a provider, the test provider's role too.
 type deployment struct {
 	t      *testing.T
 	base   string // http://127.0.0.1:port
 	secret []byte
 	api    *apiclient.ClientWithResponses // of base
+	// With withTestpay: the test provider's URL (its checkout pages) and
+	// its JSON API, for the knobs.
+	payURL  string
+	testpay *testpay.Client
 }
 
-func deploy(t *testing.T) *deployment {
+func deploy(t *testing.T) *deployment { return deployWith(t, false) }
+
+// deployWith deploys; withTestpay: SECKILL_PAYMENT_PROVIDER=testpay, with
+// `seckill testpay` beside the API and the worker, its checkout returning
+// to the storefront's order page.
+func deployWith(t *testing.T, withTestpay bool) *deployment {
 	t.Helper()
 	bin := testkit.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -64,12 +76,26 @@ func deploy(t *testing.T) *deployment {
 	s := testkit.NewSlice(ctx, t)
 	s.Temporal(ctx, t, testkit.Logger(t))
 	addr := testkit.FreeAddr(t)
-	env := s.Env("SECKILL_DEV=1", "SECKILL_API_ADDR="+addr, "SECKILL_WORKER_METRICS_ADDR="+testkit.FreeAddr(t))
-	logs := t.TempDir()
-	for _, role := range []string{"worker", "api"} {
-		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
-	}
 	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value())}
+	vars := []string{"SECKILL_DEV=1", "SECKILL_API_ADDR=" + addr, "SECKILL_WORKER_METRICS_ADDR=" + testkit.FreeAddr(t)}
+	roles := []string{"worker", "api"}
+	if withTestpay {
+		payAddr := testkit.FreeAddr(t)
+		d.payURL = "http://" + payAddr
+		vars = append(vars, "SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR="+payAddr,
+			"SECKILL_PAYMENT_TESTPAY_URL="+d.payURL, "SECKILL_PAYMENT_TESTPAY_NOTIFY_URL="+d.base+"/api/v1/payments/notifications",
+			"SECKILL_PAYMENT_RETURN_URL="+d.base+"/#/orders/{order_id}")
+		roles = append([]string{"testpay"}, roles...)
+		d.testpay = testpay.NewClient(d.payURL, config.DevTestpaySecret, nil)
+	}
+	env := s.Env(vars...)
+	logs := t.TempDir()
+	for _, role := range roles {
+		c := testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
+		if role == "testpay" {
+			testkit.WaitHTTP(t, d.payURL+"/healthz", c, 30*time.Second)
+		}
+	}
 	d.api = testkit.Client(t, d.base)
 	testkit.WaitHTTP(t, d.base+"/readyz", nil, 90*time.Second)
 	return d
@@ -113,7 +139,7 @@ func newBrowser(t *testing.T) *browser {
 	if out == "" {
 		out = filepath.Join(testkit.RepoRoot(t), ".stack", "test-logs", "browser")
 	}
-	_ = os.RemoveAll(out)
+	cleanOut.Do(func() { _ = os.RemoveAll(out) }) // once: every test's screenshots are kept
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +213,26 @@ func (p *page) until(what, cond string, within time.Duration) {
 	}
 }
 
+// across waits for a JavaScript condition through navigations, which end
+// an evaluation: those tries are repeated.
+func (p *page) across(what, cond string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.shot("FAILED-" + strings.ReplaceAll(what, " ", "-"))
+			p.t.Fatalf("%s: waiting for %s (%s): %v", p.name, what, cond, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // text returns the text of the element with the id.
 func (p *page) text(id string) string {
 	p.t.Helper()
@@ -227,8 +273,9 @@ func (p *page) shot(name string) string {
 }
 
 var (
-	shotMu sync.Mutex
-	shotN  int
+	shotMu   sync.Mutex
+	shotN    int
+	cleanOut sync.Once
 )
 
 // js quotes a Go string for JavaScript.

@@ -186,6 +186,7 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 	}
 	admin.until("10 paid in the control room", figure(sale, "PAID")+` === "10"`, 30*time.Second)
 	admin.until("the 202 -> first pay latency", figure(sale, "p50")+` !== "—"`, 10*time.Second)
+	admin.until("the chart's paid line", chartLine(sale, "paid"), 15*time.Second)
 	toDocs(t, admin.shot("control-room"), "control-room.png")
 
 	// ---- 4. Add units to the sold-out lamp: the second buyer gets one.

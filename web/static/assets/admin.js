@@ -1,12 +1,13 @@
 // The control room: every sale's live figures (GET /api/v1/admin/summary,
 // polled twice a second; the server reads them at most twice a second
-// whatever the number of open rooms), and the sale controls, each confirmed.
+// whatever the number of open rooms), each sale's chart over time, and the
+// sale controls, each confirmed.
 "use strict";
 
 (() => {
   const S = seckill, $ = id => document.getElementById(id);
   const cards = new Map();
-  const STATUSES = ["QUEUED", "PENDING_PAYMENT", "PAID", "CANCELLED", "FAILED"];
+  const STATUSES = ["QUEUED", "PENDING_PAYMENT", "PAID", "CANCELLED", "FAILED", "REFUNDED"];
 
   // ------------------------------------------------------------ sign-in
   const signin = S.signInPanel({ role: "admin", label: "Admin token", placeholder: "paste an admin token",
@@ -69,6 +70,7 @@
       r.name = S.el("h3", { id: `sale-${id}-name` }),
       S.el("div", { class: "row" }, r.badge = S.el("span", { class: "badge", id: `sale-${id}-state` }), r.window = S.el("span", { class: "muted" })),
       S.el("dl", { class: "figs" }, figs),
+      r.chart = S.el("figure", { class: "chart", id: `s${id}-chart` }),
       S.el("div", { class: "row" },
         r.sagas = S.el("a", { id: `sale-${id}-sagas`, target: "_blank", rel: "noopener" }, "Sagas in the Temporal UI")),
       S.el("div", { class: "row" },
@@ -92,7 +94,7 @@
       r.name.textContent = `#${it.id} ${it.name}`;
       r.badge.textContent = it.status;
       r.badge.className = "badge " + it.status;
-      r.window.textContent = `${S.when(it.start_at)} → ${S.when(it.end_at)} · ${it.stock_total} units · ${S.money(it.price_cents)}`;
+      r.window.textContent = `${S.when(it.start_at)} → ${S.when(it.end_at)} · ${it.stock_total} units · ${S.money(it.price_cents, it.currency)}`;
       r.left.textContent = s.units_left === null ? "not loaded" : s.units_left;
       r.accepted.textContent = s.accepted;
       STATUSES.forEach(st => { r[st].textContent = (s.orders && s.orders[st]) || 0; });
@@ -114,6 +116,41 @@
     if (box.children.length !== order.length || order.some((n, i) => box.children[i] !== n)) box.replaceChildren(...order);
     if (b.sales.length === 0) S.say($("sales-msg"), "", "No sales in the last hour. Create one above.");
     if (b.temporal_ui) { $("temporal-link").href = b.temporal_ui; $("temporal-link").hidden = false; }
+  }
+
+  // ------------------------------------------------------------ chart
+  // Each sale over time (GET /api/v1/admin/series, polled every 2 s): the
+  // orders accepted, paid and refunded per bucket since the start, drawn as
+  // three lines of an inline SVG.
+  const LINES = [["accepted", "accepted"], ["paid", "paid"], ["refunded", "refunded"]];
+  function svg(tag, attrs, ...children) {
+    const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    n.append(...children);
+    return n;
+  }
+  function draw(c, s) {
+    const W = 300, H = 80, n = s.accepted.length;
+    const top = Math.max(1, ...LINES.flatMap(([k]) => s[k]));
+    const x = i => (n > 1 ? i * W / (n - 1) : W).toFixed(1), y = v => (H - v * (H - 2) / top).toFixed(1);
+    const total = k => s[k].reduce((a, b) => a + b, 0);
+    const per = s.step_seconds === 1 ? "per second" : `per ${s.step_seconds} s`;
+    const said = LINES.map(([k, w]) => `${total(k)} ${w}`).join(", ");
+    c.r.chart.replaceChildren(
+      svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-labelledby": `s${s.item_id}-chart-cap` },
+        svg("line", { class: "axis", x1: 0, y1: H, x2: W, y2: H }),
+        ...LINES.map(([k]) => svg("polyline", { class: "line " + k, "data-points": n,
+          points: s[k].map((v, i) => `${x(i)},${y(v)}`).join(" ") }))),
+      S.el("figcaption", { id: `s${s.item_id}-chart-cap`, class: "muted" },
+        ...LINES.map(([k, w]) => S.el("span", { class: "key " + k }, w)),
+        ` ${per} since the start (${S.duration((n - 1) * s.step_seconds * 1000)}; peak ${top}): ${said}.`));
+  }
+  async function pollSeries() {
+    if (token) {
+      const r = await S.call("GET", "/api/v1/admin/series", { token });
+      if (r.ok) for (const s of r.data.sales) { const c = cards.get(s.item_id); if (c) draw(c, s); }
+    }
+    setTimeout(pollSeries, 2000);
   }
 
   let last = null;
@@ -180,6 +217,7 @@
     $("room").hidden = !token;
     await signin.start();
     poll();
+    pollSeries();
   }
   start();
 })();

@@ -6,7 +6,7 @@ const seckill = (() => {
   // ---- the server's clock: countdowns never trust the browser's clock.
   let offsetMs = 0;          // server time minus browser time
   let bestRoundTrip = Infinity;
-  let dev = false;
+  let dev = false, checkout = false;
   async function syncClock() {
     for (let i = 0; i < 3; i++) {
       const t0 = Date.now();
@@ -14,6 +14,7 @@ const seckill = (() => {
       const t1 = Date.now();
       if (!r.ok) return r;
       dev = !!r.data.dev;
+      checkout = !!r.data.checkout;
       const rtt = t1 - t0;
       // The sample with the shortest round trip is the most exact.
       if (rtt <= bestRoundTrip) {
@@ -25,6 +26,8 @@ const seckill = (() => {
   }
   function now() { return Date.now() + offsetMs; }
   function isDev() { return dev; }
+  // viaCheckout: Pay opens the provider's checkout (a provider is configured).
+  function viaCheckout() { return checkout; }
 
   // ---- the API: every answer comes back as {ok, status, data, error}.
   async function call(method, path, opts = {}) {
@@ -85,7 +88,13 @@ const seckill = (() => {
     if (m > 0) return `${m} min ${String(r).padStart(2, "0")} s`;
     return `${r} s`;
   }
-  function money(cents) { return (cents / 100).toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 }); }
+  // money writes minor units as the test provider's page does
+  // (testpay.FormatAmount): 999 EUR is "9.99 EUR", 500 JPY "500 JPY".
+  const zeroDecimal = new Set("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split(" "));
+  function money(amount, currency) {
+    const n = zeroDecimal.has(currency) ? String(amount) : (amount / 100).toFixed(2);
+    return currency ? `${n} ${currency}` : n;
+  }
   function when(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
   function errorText(r) { return r.error ? `${r.error.message} (${r.error.code}${r.status ? ", HTTP " + r.status : ""})` : ""; }
 
@@ -204,5 +213,5 @@ const seckill = (() => {
     return { token, start, signOut };
   }
 
-  return { syncClock, now, isDev, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, when, errorText, el, say, signInPanel };
+  return { syncClock, now, isDev, viaCheckout, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, when, errorText, el, say, signInPanel };
 })();

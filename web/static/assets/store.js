@@ -55,7 +55,7 @@
       r.name.textContent = it.name;
       r.badge.textContent = stateWords[st];
       r.badge.className = "badge " + st;
-      r.price.textContent = S.money(it.price_cents);
+      r.price.textContent = S.money(it.price_cents, it.currency);
       r.units.textContent = `${Math.max(it.stock_left, 0)} of ${it.stock_total} units left`;
       const start = Date.parse(it.start_at), end = Date.parse(it.end_at);
       r.clock.textContent = st === "UPCOMING" ? `Starts in ${S.duration(start - now)}`
@@ -120,12 +120,20 @@
     for (const [code, words] of Object.entries(reasons)) if (reason.startsWith(code)) return words;
     return reason;
   }
+  // refundWords says a refund in words: its amount (the view's, else the
+  // item's price) and the provider's refund id.
+  function refundWords(v) {
+    const it = items.get(v.item_id);
+    const amount = v.refund_amount !== undefined ? S.money(v.refund_amount, v.refund_currency)
+      : it ? S.money(it.price_cents, it.currency) : "your payment";
+    return `Refunded ${amount}` + (v.refund_id ? `, refund id ${v.refund_id}` : "");
+  }
   function words(v) {
     switch (v.status) {
       case "QUEUED": return "Queued: your unit is reserved and the order is being recorded.";
       case "PENDING_PAYMENT": return "Waiting for your payment.";
       case "PAID": return v.settling ? "Paid: your payment is recorded; the order is being settled." : "Paid: the unit is yours.";
-      case "REFUNDED": return "Refunded: no unit could be delivered, so your payment is refunded.";
+      case "REFUNDED": return refundWords(v) + ": " + (reasonWords(v.reason) || "no unit could be delivered") + ".";
       case "CANCELLED": return "Cancelled: " + (reasonWords(v.reason) || "no reason given") + ".";
       case "FAILED": return "Failed: " + (reasonWords(v.reason) || "no reason given") + ".";
       default: return `${v.status}${v.reason ? ": " + reasonWords(v.reason) : ""}.`;
@@ -142,7 +150,7 @@
     $("order-status").dataset.status = v.status;
     $("order-words").textContent = words(v);
     const it = items.get(v.item_id);
-    $("order-sale").textContent = it ? `${it.name} — ${S.money(it.price_cents)}` : `Sale ${v.item_id}`;
+    $("order-sale").textContent = it ? `${it.name} — ${S.money(it.price_cents, it.currency)}` : `Sale ${v.item_id}`;
     const path = ["QUEUED", "PENDING_PAYMENT", isFinal(v.status) ? v.status : "PAID"];
     const at = path.indexOf(v.status);
     $("order-steps").replaceChildren(...path.map((s, i) =>
@@ -230,10 +238,17 @@
       } catch (e) {
         if (signal.aborted) return;
       }
-      if (orderView && isFinal(orderView.status)) { live.textContent = "This order is final."; return; }
-      live.textContent = "Reconnecting…";
-      await sleep(1000, signal);
+      if (orderView && isFinal(orderView.status) && !mayRefund(orderView)) { live.textContent = "This order is final."; return; }
+      live.textContent = orderView && isFinal(orderView.status) ? "Closed; watching for the refund of a payment made for it…" : "Reconnecting…";
+      await sleep(isFinal(orderView && orderView.status) ? 3000 : 1000, signal);
     }
+  }
+  // mayRefund: a closed order whose provider payment may still succeed (the
+  // buyer paid at the checkout, then cancelled): its saga refunds it and the
+  // order becomes REFUNDED, which the stream, closed at the close, does not
+  // bring. The page asks again for 10 minutes after the close.
+  function mayRefund(v) {
+    return S.viaCheckout() && (v.status === "CANCELLED" || v.status === "FAILED") && S.now() - Date.parse(v.updated_at) < 600000;
   }
   function sleep(ms, signal) {
     return new Promise(res => {
@@ -242,10 +257,33 @@
     });
   }
 
+  // checkout opens the order's payment at the provider and goes to its page,
+  // which sends the buyer back here (SECKILL_PAYMENT_RETURN_URL); the
+  // provider's notification makes the order PAID, which the stream brings.
+  async function checkout(v) {
+    S.say($("order-msg"), "", "Opening the payment page…");
+    const r = await S.call("POST", `/api/v1/orders/${v.order_id}/checkout`, { token });
+    if (r.ok && r.data.checkout_url) {
+      S.say($("order-msg"), "ok", `Paying ${S.money(r.data.amount, r.data.currency)} at the payment page…`);
+      location.assign(r.data.checkout_url);
+      return;
+    }
+    S.say($("order-msg"), r.ok ? "warn" : "bad", r.ok
+      ? `Payment ${r.data.payment_id} of ${S.money(r.data.amount, r.data.currency)} is open at the provider; pay it with the provider's form.`
+      : refusal(r, "paid"));
+    paintOrder();
+  }
+  function refusal(r, done) {
+    const code = r.error && r.error.code;
+    return code === "ORDER_NOT_PAYABLE" ? `This order cannot be ${done} any more: ` + S.errorText(r)
+      : code === "RATE_LIMITED" ? `Too many requests: wait ${r.retryAfter || 1} s and try again.` : S.errorText(r);
+  }
+
   async function act(what) {
     const v = orderView;
     if (!v) return;
     $("order-pay").disabled = $("order-cancel").disabled = true;
+    if (what === "pay" && S.viaCheckout()) { checkout(v); return; }
     S.say($("order-msg"), "", what === "pay" ? "Paying…" : "Cancelling…");
     const r = await S.call("POST", `/api/v1/orders/${v.order_id}/${what}`, { token });
     if (r.status === 200) {
@@ -255,11 +293,7 @@
       take(r.data);
       S.say($("order-msg"), "ok", "Recorded; the order is finishing.");
     } else {
-      const code = r.error && r.error.code;
-      S.say($("order-msg"), "bad", code === "ORDER_NOT_PAYABLE"
-        ? "This order cannot be " + (what === "pay" ? "paid" : "cancelled") + " any more: " + S.errorText(r)
-        : code === "RATE_LIMITED" ? `Too many requests: wait ${r.retryAfter || 1} s and try again.`
-        : S.errorText(r));
+      S.say($("order-msg"), "bad", refusal(r, what === "pay" ? "paid" : "cancelled"));
       paintOrder();
     }
   }
@@ -280,7 +314,8 @@
       $("orders").append(S.el("tr", {},
         S.el("td", {}, S.el("a", { href: `#/orders/${o.order_id}` }, S.el("code", {}, o.order_id))),
         S.el("td", {}, it ? it.name : `Sale ${o.item_id}`),
-        S.el("td", {}, statusWords[o.status] || o.status, o.reason ? S.el("div", { class: "muted" }, reasonWords(o.reason)) : null),
+        S.el("td", {}, statusWords[o.status] || o.status, o.status === "REFUNDED" ? S.el("div", { class: "muted" }, refundWords(o))
+          : o.reason ? S.el("div", { class: "muted" }, reasonWords(o.reason)) : null),
         S.el("td", {}, (o.status === "PENDING_PAYMENT" || o.status === "QUEUED") && o.pay_by ? S.when(o.pay_by) : "—"),
         S.el("td", {}, S.when(o.created_at))));
     }
