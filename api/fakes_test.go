@@ -234,6 +234,10 @@ func (f *fakeOrders) ListUserOrders(_ context.Context, user int64, before string
 	return out, nil
 }
 
+func (f *fakeOrders) OrderPayments(context.Context, string) ([]store.Payment, error) { return nil, nil }
+
+func (f *fakeOrders) OrderRefunds(context.Context, string) ([]store.Refund, error) { return nil, nil }
+
 func (f *fakeOrders) HeldOrders(_ context.Context, itemID int64) ([]store.Order, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

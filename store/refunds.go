@@ -15,17 +15,17 @@ import (
 // Refund is a refund of a payment through its provider (table refunds, one
 // per payment), made by the saga's RefundPayment step.
 type Refund struct {
-	ID                int64     `gorm:"column:id;primaryKey"`
-	OrderID           string    `gorm:"column:order_id"`
-	PaymentID         int64     `gorm:"column:payment_id"` // payments.id
-	ProviderPaymentID string    `gorm:"column:provider_payment_id"`
-	ProviderRefundID  string    `gorm:"column:provider_refund_id"`
-	Amount            int64     `gorm:"column:amount"`
-	Currency          string    `gorm:"column:currency"`
-	Status            string    `gorm:"column:status"`
-	Reason            string    `gorm:"column:reason"`
-	CreatedAt         time.Time `gorm:"column:created_at"`
-	UpdatedAt         time.Time `gorm:"column:updated_at"`
+	ID                int64     `gorm:"column:id;primaryKey" json:"id"`
+	OrderID           string    `gorm:"column:order_id" json:"order_id"`
+	PaymentID         int64     `gorm:"column:payment_id" json:"payment_id"` // payments.id
+	ProviderPaymentID string    `gorm:"column:provider_payment_id" json:"provider_payment_id"`
+	ProviderRefundID  string    `gorm:"column:provider_refund_id" json:"provider_refund_id"`
+	Amount            int64     `gorm:"column:amount" json:"amount"`
+	Currency          string    `gorm:"column:currency" json:"currency"`
+	Status            string    `gorm:"column:status" json:"status"`
+	Reason            string    `gorm:"column:reason" json:"reason"`
+	CreatedAt         time.Time `gorm:"column:created_at" json:"created_at"`
+	UpdatedAt         time.Time `gorm:"column:updated_at" json:"updated_at"`
 }
 
 func (Refund) TableName() string { return "refunds" }
