@@ -114,6 +114,7 @@
     STOCK_EXHAUSTED: "the store had no unit left for this reservation",
     DUPLICATE_ORDER: "you already hold another order for this item",
     ITEM_NOT_FOUND: "the item no longer exists",
+    SUPPORT_REFUND: "the shop refunded your payment; the unit went back on sale",
   };
   function reasonWords(reason) {
     if (!reason) return "";
@@ -125,11 +126,19 @@
       case "QUEUED": return "Queued: your unit is reserved and the order is being recorded.";
       case "PENDING_PAYMENT": return "Waiting for your payment.";
       case "PAID": return v.settling ? "Paid: your payment is recorded; the order is being settled." : "Paid: the unit is yours.";
-      case "REFUNDED": return "Refunded: no unit could be delivered, so your payment is refunded.";
+      case "REFUNDED": return refundWords(v);
       case "CANCELLED": return "Cancelled: " + (reasonWords(v.reason) || "no reason given") + ".";
       case "FAILED": return "Failed: " + (reasonWords(v.reason) || "no reason given") + ".";
       default: return `${v.status}${v.reason ? ": " + reasonWords(v.reason) : ""}.`;
     }
+  }
+  // refundWords: "Refunded 9.99 EUR on <date> (refund id …)" once the provider confirmed it.
+  function refundWords(v) {
+    const why = v.reason === "SUPPORT_REFUND" ? reasonWords(v.reason) : "no unit could be delivered, so your payment is refunded";
+    if (!v.refund_id) return `Refunded: ${why}.`;
+    const amount = v.refund_amount ? ` ${S.money(v.refund_amount)} ${v.refund_currency || ""}`.trimEnd() : "";
+    const on = v.refunded_at ? ` on ${new Date(v.refunded_at).toLocaleDateString()}` : "";
+    return `Refunded${amount}${on} (refund id ${v.refund_id}): ${why}.`;
   }
   const statusWords = { QUEUED: "Queued", PENDING_PAYMENT: "Waiting for payment", PAID: "Paid", CANCELLED: "Cancelled", FAILED: "Failed", REFUNDED: "Refunded" };
   const isFinal = s => s === "PAID" || s === "CANCELLED" || s === "FAILED" || s === "REFUNDED";
