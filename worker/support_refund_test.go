@@ -3,11 +3,14 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
 )
@@ -65,7 +69,7 @@ func TestSupportRefundGivesTheUnitBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps.waitStatus(m.OrderID, order.StatusPaid, 30*time.Second)
-	ps.waitWorkflowClosed(m.OrderID, 30*time.Second)
+	ps.waitWorkflowClosed(m.OrderID, 2*time.Minute)
 	ps.wantStock(it.ID, 0)
 	ps.wantLeft(it.ID, 0)
 
@@ -77,7 +81,7 @@ func TestSupportRefundGivesTheUnitBack(t *testing.T) {
 	if st, ans := refund(t, h, m.OrderID, "clicked twice"); (st != http.StatusAccepted && st != http.StatusOK) || ans.WorkflowID != wid {
 		t.Fatalf("second refund: %d %+v", st, ans)
 	}
-	ps.waitWorkflowID(wid, 60*time.Second)
+	ps.waitWorkflowID(wid, 3*time.Minute)
 	row := ps.waitStatus(m.OrderID, order.StatusRefunded, 10*time.Second)
 	rs := ps.refunds(m.OrderID)
 	if len(rs) != 1 || rs[0].Status != store.RefundSucceeded || rs[0].Reason != "damaged in transit" || rs[0].Amount != 100 ||
@@ -103,18 +107,133 @@ func TestSupportRefundGivesTheUnitBack(t *testing.T) {
 	next := ps.buy(it.ID, 7402) // the unit is on sale again
 	ps.waitStatus(next.OrderID, order.StatusPendingPayment, 30*time.Second)
 	ps.wantStock(it.ID, 0)
-	acc := []invariant.Accepted{{OrderID: m.OrderID, UserID: m.UserID}, {OrderID: next.OrderID, UserID: next.UserID}}
+	ps.wantClean(it.ID, []invariant.Accepted{{OrderID: m.OrderID, UserID: m.UserID}, {OrderID: next.OrderID, UserID: next.UserID}})
+}
+
+// Two PAID orders of a sold-out sale are refunded through the route while
+// 64 buyers keep trying to buy: the two units come back once each, exactly
+// two buyers get them, and the sale's invariants are clean.
+func TestSupportRefundDuringStampede(t *testing.T) {
+	t.Parallel()
+	ps := newPaySlice(t)
+	ctx := context.Background()
+	it, first := ps.pending(3, 15*time.Minute, 7501)
+	held := []order.Message{first, ps.buy(it.ID, 7502), ps.buy(it.ID, 7503)}
+	for _, m := range held[1:] {
+		ps.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	}
+	var pids []string
+	for _, m := range held[:2] {
+		c := ps.checkout(m)
+		if _, err := ps.tp.Pay(ctx, c.PaymentID); err != nil {
+			t.Fatal(err)
+		}
+		ps.waitStatus(m.OrderID, order.StatusPaid, 30*time.Second)
+		ps.waitWorkflowClosed(m.OrderID, 2*time.Minute)
+		pids = append(pids, c.PaymentID)
+	}
+
+	const buyers = 64
+	bctx, stop := context.WithTimeout(ctx, 5*time.Minute)
+	defer stop()
+	var (
+		mu      sync.Mutex
+		won     []order.Message
+		refused atomic.Int64
+		wg      sync.WaitGroup
+	)
+	running := make(chan struct{})
+	var once sync.Once
+	for i := range buyers {
+		wg.Go(func() {
+			for bctx.Err() == nil {
+				m, err := ps.reserve(it.ID, int64(8000+i))
+				if err == nil {
+					mu.Lock()
+					won = append(won, m)
+					mu.Unlock()
+					return
+				}
+				if !errors.Is(err, stock.ErrSoldOut) {
+					t.Errorf("buyer %d: %v", i, err)
+					return
+				}
+				if refused.Add(1) == buyers {
+					once.Do(func() { close(running) })
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	<-running // every buyer was refused at least about once: the stampede runs
+	h := ps.supportRoutes()
+	var rw sync.WaitGroup
+	for _, m := range held[:2] {
+		rw.Go(func() {
+			for range 2 { // a double click
+				if st, ans := refund(t, h, m.OrderID, "stampede"); st != http.StatusAccepted && st != http.StatusOK {
+					t.Errorf("refund %s: %d %+v", m.OrderID, st, ans)
+				}
+			}
+		})
+	}
+	rw.Wait()
+	for _, pid := range pids {
+		ps.waitWorkflowID(workflows.RefundWorkflowID(pid), 3*time.Minute)
+	}
+	for { // the two units are bought back; the buyers keep trying meanwhile
+		mu.Lock()
+		n := len(won)
+		mu.Unlock()
+		if n >= 2 || bctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the stampede goes on a little past the second sale
+	stop()
+	wg.Wait()
+	if len(won) != 2 {
+		t.Fatalf("%d buyers got a unit back, want 2", len(won))
+	}
+	ps.wantLeft(it.ID, 0)
+	for _, m := range won {
+		if err := ps.producer.PublishOrder(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range won {
+		ps.waitStatus(m.OrderID, order.StatusPendingPayment, 30*time.Second)
+	}
+	ps.wantStock(it.ID, 0)
+	for _, m := range held[:2] {
+		if rs := ps.refunds(m.OrderID); len(rs) != 1 || rs[0].Status != store.RefundSucceeded {
+			t.Fatalf("refunds of %s: %+v", m.OrderID, rs)
+		}
+	}
+	var acc []invariant.Accepted
+	for _, m := range append(held, won...) {
+		acc = append(acc, invariant.Accepted{OrderID: m.OrderID, UserID: m.UserID})
+	}
+	ps.wantClean(it.ID, acc)
+}
+
+// wantClean fails the test unless the sale's invariants hold (sagas included)
+// once Temporal's visibility has caught up.
+func (ps *paySlice) wantClean(itemID int64, acc []invariant.Accepted) {
+	ps.t.Helper()
 	deps := invariant.Deps{Store: ps.st, Stock: ps.stk,
 		Workflows: snapshot.TemporalLister{Client: ps.tc, Namespace: ps.cfg.Temporal.Namespace}}
 	var rep invariant.Report
 	for range 10 { // visibility catches up with the sagas
-		if rep, err = invariant.Check(ctx, deps, invariant.Input{ItemID: it.ID, Accepted: acc, AcceptedComplete: true}); err != nil {
-			t.Fatal(err)
+		var err error
+		if rep, err = invariant.Check(context.Background(), deps, invariant.Input{ItemID: itemID, Accepted: acc, AcceptedComplete: true}); err != nil {
+			ps.t.Fatal(err)
 		}
 		if rep.OK() {
 			return
 		}
 		time.Sleep(time.Second)
 	}
-	t.Fatalf("invariants: %v", rep.Violations)
+	ps.t.Fatalf("invariants: %v", rep.Violations)
 }
