@@ -50,6 +50,30 @@ func TestRefundDue(t *testing.T) {
 	}
 }
 
+// PaidWith: the payment that paid the row (what support refunds), and no other.
+func TestPaidWith(t *testing.T) {
+	at, other := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC)
+	p := store.Payment{OrderID: "O", UserID: 1, Status: store.PaymentSucceeded, SucceededAt: &at}
+	row := store.Order{OrderID: "O", UserID: 1, Status: order.StatusPaid, PaidAt: &at}
+	if !store.PaidWith(p, row) {
+		t.Fatal("the payment that paid the order")
+	}
+	for name, c := range map[string]func(p *store.Payment, r *store.Order){
+		"another payment":   func(_ *store.Payment, r *store.Order) { r.PaidAt = &other },
+		"paid at no time":   func(_ *store.Payment, r *store.Order) { r.PaidAt = nil },
+		"not succeeded":     func(p *store.Payment, _ *store.Order) { p.Status = store.PaymentMismatch },
+		"another buyer's":   func(p *store.Payment, _ *store.Order) { p.UserID = 2 },
+		"another order's":   func(p *store.Payment, _ *store.Order) { p.OrderID = "P" },
+		"success not known": func(p *store.Payment, _ *store.Order) { p.SucceededAt = nil },
+	} {
+		p2, r2 := p, row
+		c(&p2, &r2)
+		if store.PaidWith(p2, r2) {
+			t.Errorf("%s: PaidWith", name)
+		}
+	}
+}
+
 // A refund is recorded once per payment, whoever asks; its success makes a
 // closed order REFUNDED, and a PAID one when it refunds the payment that
 // paid it.
