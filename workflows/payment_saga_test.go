@@ -148,15 +148,20 @@ func TestSupportRefundWorkflow(t *testing.T) {
 	}
 }
 
-// A support refund that finds nothing refunded (the order no longer PAID)
-// gives no unit back and publishes nothing.
+// A support refund that refunded nothing (no payment of this worker's
+// provider) gives no unit back, publishes nothing and fails, so it shows.
 func TestSupportRefundNothingDue(t *testing.T) {
 	env, c := newEnv(t)
 	env.RegisterWorkflowWithOptions(PaymentRefund, workflowOptions(RefundWorkflowType))
 	env.OnActivity(comp.RefundPayment, mock.Anything, mock.Anything).
-		Return(compensation.RefundResult{Order: view(order.StatusCancelled, order.ReasonBuyerCancelled)}, nil).Once().Run(c.add("RefundPayment"))
+		Return(compensation.RefundResult{Order: view(order.StatusPaid, "")}, nil).Once().Run(c.add("RefundPayment"))
 	env.ExecuteWorkflow(RefundWorkflowType, RefundInput{OrderID: testIn.OrderID, PaymentID: "pi_1", Reason: "damaged", Support: true})
-	ended(t, env, c, order.StatusCancelled, "", "RefundPayment")
+	var appErr *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != ErrTypeNotRefunded {
+		t.Fatalf("workflow error %v, want %s", err, ErrTypeNotRefunded)
+	}
+	equal(t, c.list(), []string{"RefundPayment"})
+	env.AssertExpectations(t)
 }
 
 // The pay wakes a saga whose order support refunded meanwhile: the close

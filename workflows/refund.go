@@ -37,6 +37,9 @@ type RefundInput struct {
 	Support bool `json:"support,omitempty"`
 }
 
+// ErrTypeNotRefunded fails a support refund that refunded nothing.
+const ErrTypeNotRefunded = "NOT_REFUNDED"
+
 // unitOptions: ReleaseUnit as a regular activity, retried until Redis answers.
 var unitOptions = workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, Summary: "the unit back to the sale",
 	RetryPolicy: doubling(time.Second, time.Minute)}
@@ -54,7 +57,13 @@ func PaymentRefund(ctx workflow.Context, in RefundInput) (order.View, error) {
 	if err := runRefund(ctx, pin, &res); err != nil {
 		return order.View{}, err
 	}
-	if in.Support && res.Order.Status == order.StatusRefunded {
+	if in.Support && res.Order.Status != order.StatusRefunded {
+		// Nothing refunded (the payment's provider is not this worker's):
+		// failed, so it shows, and a new ask starts it again.
+		return res.Order, temporal.NewNonRetryableApplicationError("support refund: the order is "+string(res.Order.Status)+
+			", not refunded", ErrTypeNotRefunded, nil)
+	}
+	if in.Support {
 		actx := workflow.WithActivityOptions(ctx, unitOptions)
 		rel := compensation.ReleaseInput{OrderID: in.OrderID, ItemID: res.Order.ItemID}
 		if err := workflow.ExecuteActivity(actx, comp.ReleaseUnit, rel).Get(actx, nil); err != nil {
