@@ -197,10 +197,11 @@ func (f *fakeItems) AddApplied(_ context.Context, addID string) (bool, error) {
 
 // fakeOrders is the MySQL order table.
 type fakeOrders struct {
-	mu     sync.Mutex
-	rows   map[string]store.Order
-	err    error
-	counts atomic.Int64 // CountOrders calls
+	mu      sync.Mutex
+	rows    map[string]store.Order
+	refunds map[string][]store.Refund
+	err     error
+	counts  atomic.Int64 // CountOrders calls
 }
 
 func newFakeOrders() *fakeOrders { return &fakeOrders{rows: map[string]store.Order{}} }
@@ -235,6 +236,14 @@ func (f *fakeOrders) ListUserOrders(_ context.Context, user int64, before string
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+func (f *fakeOrders) OrderPayments(context.Context, string) ([]store.Payment, error) { return nil, nil }
+
+func (f *fakeOrders) OrderRefunds(_ context.Context, id string) ([]store.Refund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refunds[id], nil
 }
 
 func (f *fakeOrders) HeldOrders(_ context.Context, itemID int64) ([]store.Order, error) {

@@ -26,6 +26,7 @@ import (
 	"github.com/seckill/seckill/api/payhook"
 	"github.com/seckill/seckill/api/purchase"
 	"github.com/seckill/seckill/api/sale"
+	"github.com/seckill/seckill/api/support"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/order"
@@ -42,6 +43,7 @@ type (
 	// OrderReader reads persisted orders (store.Store).
 	OrderReader interface {
 		orders.Rows
+		support.Rows
 		controlroom.OrderCounts
 		HeldOrders(ctx context.Context, itemID int64) ([]store.Order, error)
 	}
@@ -79,14 +81,15 @@ type Tokens interface {
 type Check func(ctx context.Context) error
 
 // Deps are what the server is built from. Optional: Actions (pay and cancel
-// then answer 503), DevSecret (enables POST /api/v1/dev/token), Relay,
-// Checks and Temporal.
+// then answer 503), Refunds (support refunds then answer 503), DevSecret
+// (enables POST /api/v1/dev/token), Relay, Checks and Temporal.
 type Deps struct {
 	Items     ItemStore
 	Orders    OrderReader
 	Units     Units
 	Views     Views
 	Actions   OrderActions
+	Refunds   support.Refunds
 	Stock     StockFence
 	Tokens    Tokens
 	Metrics   *Metrics
@@ -197,6 +200,8 @@ func (s *Server) compose(e *gin.Engine) {
 		Rows: d.Orders, Views: d.Views, Marks: d.Units, Items: items, Actions: d.Actions,
 		Config: s.cfg, Log: s.log, Now: s.now, Auth: s.authenticate, Fail: s.fail,
 	})
+	support.Register(e, support.Deps{Rows: d.Orders, Refunds: d.Refunds, Temporal: d.Temporal, Log: s.log,
+		Auth: s.authenticate, Fail: s.fail})
 	payhook.Register(e, payhook.Deps{Options: d.Payments, Log: s.log, Now: s.now, Auth: s.authenticate, Fail: s.fail})
 	s.room = controlroom.Register(e, controlroom.Deps{
 		Items: items, Pulses: d.Units, Orders: d.Orders, FirstPay: controlroom.NewFirstPay(reg),

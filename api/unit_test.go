@@ -435,6 +435,17 @@ func TestUnitGetOrder(t *testing.T) {
 	dbID := order.NewID()
 	h.orders.put(store.Order{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusPaid, CreatedAt: now, UpdatedAt: now})
 	h.checkPaidRow(t, dbID)
+	// A REFUNDED row says its refund: id, amount, currency and when.
+	refID := order.NewID()
+	h.orders.put(store.Order{OrderID: refID, UserID: 13, ItemID: item, Status: order.StatusRefunded, Reason: order.ReasonSupportRefund})
+	h.orders.mu.Lock()
+	h.orders.refunds = map[string][]store.Refund{refID: {{ProviderRefundID: "re_1", Amount: 999, Currency: "EUR",
+		Status: store.RefundSucceeded, UpdatedAt: now}}}
+	h.orders.mu.Unlock()
+	if v := h.do("GET", "/api/v1/orders/"+refID, h.buyer(13), nil).json(t); v["refund_id"] != "re_1" || v["refund_amount"] != 999.0 ||
+		v["refund_currency"] != "EUR" || v["refunded_at"] != now.Format(time.RFC3339Nano) {
+		t.Fatalf("refunded order %v", v)
+	}
 	// A view stuck in QUEUED past staleAfter defers to the row.
 	stuck := order.View{OrderID: dbID, UserID: 13, ItemID: item, Status: order.StatusQueued, UpdatedAt: now.Add(-time.Minute)}
 	h.views.publish(stuck)

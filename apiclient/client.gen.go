@@ -52,6 +52,7 @@ const (
 	ErrorObjectCodeITEMNOTFOUND         ErrorObjectCode = "ITEM_NOT_FOUND"
 	ErrorObjectCodeMETHODNOTALLOWED     ErrorObjectCode = "METHOD_NOT_ALLOWED"
 	ErrorObjectCodeNOTFOUND             ErrorObjectCode = "NOT_FOUND"
+	ErrorObjectCodeNOTREFUNDABLE        ErrorObjectCode = "NOT_REFUNDABLE"
 	ErrorObjectCodeORDERNOTFOUND        ErrorObjectCode = "ORDER_NOT_FOUND"
 	ErrorObjectCodeORDERNOTPAYABLE      ErrorObjectCode = "ORDER_NOT_PAYABLE"
 	ErrorObjectCodePAYLOADTOOLARGE      ErrorObjectCode = "PAYLOAD_TOO_LARGE"
@@ -83,6 +84,8 @@ func (e ErrorObjectCode) Valid() bool {
 	case ErrorObjectCodeMETHODNOTALLOWED:
 		return true
 	case ErrorObjectCodeNOTFOUND:
+		return true
+	case ErrorObjectCodeNOTREFUNDABLE:
 		return true
 	case ErrorObjectCodeORDERNOTFOUND:
 		return true
@@ -155,6 +158,87 @@ func (e OrderStatus) Valid() bool {
 	case OrderStatusQUEUED:
 		return true
 	case OrderStatusREFUNDED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PaymentProvider.
+const (
+	Stripe  PaymentProvider = "stripe"
+	Testpay PaymentProvider = "testpay"
+)
+
+// Valid indicates whether the value is a known member of the PaymentProvider enum.
+func (e PaymentProvider) Valid() bool {
+	switch e {
+	case Stripe:
+		return true
+	case Testpay:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PaymentStatus.
+const (
+	PaymentStatusCanceled  PaymentStatus = "canceled"
+	PaymentStatusMismatch  PaymentStatus = "mismatch"
+	PaymentStatusPending   PaymentStatus = "pending"
+	PaymentStatusSucceeded PaymentStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the PaymentStatus enum.
+func (e PaymentStatus) Valid() bool {
+	switch e {
+	case PaymentStatusCanceled:
+		return true
+	case PaymentStatusMismatch:
+		return true
+	case PaymentStatusPending:
+		return true
+	case PaymentStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RefundStatus.
+const (
+	RefundStatusFailed    RefundStatus = "failed"
+	RefundStatusPending   RefundStatus = "pending"
+	RefundStatusSucceeded RefundStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the RefundStatus enum.
+func (e RefundStatus) Valid() bool {
+	switch e {
+	case RefundStatusFailed:
+		return true
+	case RefundStatusPending:
+		return true
+	case RefundStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SupportRefundStatus.
+const (
+	SupportRefundStatusPAID     SupportRefundStatus = "PAID"
+	SupportRefundStatusREFUNDED SupportRefundStatus = "REFUNDED"
+)
+
+// Valid indicates whether the value is a known member of the SupportRefundStatus enum.
+func (e SupportRefundStatus) Valid() bool {
+	switch e {
+	case SupportRefundStatusPAID:
+		return true
+	case SupportRefundStatusREFUNDED:
 		return true
 	default:
 		return false
@@ -338,19 +422,35 @@ type ErrorObject struct {
 // ErrorObjectCode defines model for ErrorObject.Code.
 type ErrorObjectCode string
 
+// FoundOrder defines model for FoundOrder.
+type FoundOrder struct {
+	Order    Order     `json:"order"`
+	Payments []Payment `json:"payments"`
+
+	// RefundWorkflowID The support refund's workflow, once asked.
+	RefundWorkflowID  *string `json:"refund_workflow_id,omitempty"`
+	RefundWorkflowURL *string `json:"refund_workflow_url,omitempty"`
+
+	// Refundable PAID through a provider payment: POST …/refund answers 202.
+	Refundable bool     `json:"refundable"`
+	Refunds    []Refund `json:"refunds"`
+
+	// SagaID The order's saga: order-<order id>.
+	SagaID string `json:"saga_id"`
+
+	// SagaURL The saga in the Temporal UI (SECKILL_TEMPORAL_UI_URL set).
+	SagaURL *string `json:"saga_url,omitempty"`
+}
+
 // Item defines model for Item.
 type Item struct {
-	// Currency ISO 4217 code, upper case (the item table's column; EUR by default).
-	Currency              string    `json:"currency"`
-	EndAt                 time.Time `json:"end_at"`
-	ID                    int64     `json:"id"`
-	Name                  string    `json:"name"`
-	PaymentTimeoutSeconds int       `json:"payment_timeout_seconds"`
-
-	// PriceCents The price in the currency's minor units (999 EUR is 9.99 EUR).
-	PriceCents int64      `json:"price_cents"`
-	StartAt    time.Time  `json:"start_at"`
-	Status     ItemStatus `json:"status"`
+	EndAt                 time.Time  `json:"end_at"`
+	ID                    int64      `json:"id"`
+	Name                  string     `json:"name"`
+	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
+	PriceCents            int64      `json:"price_cents"`
+	StartAt               time.Time  `json:"start_at"`
+	Status                ItemStatus `json:"status"`
 
 	// StockLeft Units not reserved (Redis).
 	StockLeft  int64 `json:"stock_left"`
@@ -371,26 +471,110 @@ type Order struct {
 	// PayBy The payment deadline, from the 202 on (orders reserved by APIs from before early payment: once PENDING_PAYMENT).
 	PayBy *time.Time `json:"pay_by,omitempty"`
 
-	// Reason Why a CANCELLED, FAILED or REFUNDED order is so (e.g. PAYMENT_TIMEOUT, BUYER_CANCELLED, STOCK_EXHAUSTED); empty otherwise.
+	// Reason Why a CANCELLED, FAILED or REFUNDED order is so (e.g. PAYMENT_TIMEOUT, BUYER_CANCELLED, STOCK_EXHAUSTED, SUPPORT_REFUND); empty otherwise.
 	Reason string `json:"reason"`
 
-	// RefundID The payment provider's id of the refund of this order's payment (a REFUNDED order whose payment went through a provider; the event stream sends the REFUNDED view with it once the provider confirms). Absent otherwise, and on a view read from the database before the saga published it.
+	// RefundAmount The refund's amount in minor units (999 is 9.99), with refund_id.
+	RefundAmount *int64 `json:"refund_amount,omitempty"`
+
+	// RefundCurrency The refund's currency, with refund_id.
+	RefundCurrency *string `json:"refund_currency,omitempty"`
+
+	// RefundID The payment provider's id of the refund of this order's payment (a REFUNDED order whose payment went through a provider; the event stream sends the REFUNDED view with it once the provider confirms). Absent otherwise.
 	RefundID *string `json:"refund_id,omitempty"`
+
+	// RefundedAt When the provider confirmed the refund, with refund_id.
+	RefundedAt *time.Time `json:"refunded_at,omitempty"`
 
 	// Settling Present and true on a PAID order paid while QUEUED whose unit is not confirmed yet: it becomes PAID without it, or REFUNDED. Event streams stay open until then.
 	Settling *bool `json:"settling,omitempty"`
 
-	// Status QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (it ended without its unit and a payment for it was given back: paid while QUEUED but the stock row had no unit for it, or, with a payment provider, a payment that succeeded after the order closed or could not pay it).
+	// Status QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (it ended without its unit and a payment for it was given back: paid while QUEUED but the stock row had no unit for it, or, with a payment provider, a payment that succeeded after the order closed or could not pay it, or a PAID order refunded by support).
 	Status    OrderStatus `json:"status"`
 	UpdatedAt time.Time   `json:"updated_at"`
 	UserID    int64       `json:"user_id"`
 }
 
-// OrderStatus QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (it ended without its unit and a payment for it was given back: paid while QUEUED but the stock row had no unit for it, or, with a payment provider, a payment that succeeded after the order closed or could not pay it).
+// OrderStatus QUEUED (unit reserved, saga not yet started; payable before pay_by with early payment), PENDING_PAYMENT (pay before pay_by), PAID, CANCELLED (by the buyer, or the deadline passed; the unit went back), FAILED (a step failed for good; the unit went back), REFUNDED (it ended without its unit and a payment for it was given back: paid while QUEUED but the stock row had no unit for it, or, with a payment provider, a payment that succeeded after the order closed or could not pay it, or a PAID order refunded by support).
 type OrderStatus string
 
 // OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
 type OrderID = string
+
+// Payment A provider payment of an order (table payments).
+type Payment struct {
+	// Amount Minor units.
+	Amount      int64     `json:"amount"`
+	CheckoutURL *string   `json:"checkout_url,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	Currency    string    `json:"currency"`
+	ID          int64     `json:"id"`
+	ItemID      int64     `json:"item_id"`
+
+	// OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
+	OrderID           OrderID         `json:"order_id"`
+	PayBy             time.Time       `json:"pay_by"`
+	Provider          PaymentProvider `json:"provider"`
+	ProviderPaymentID string          `json:"provider_payment_id"`
+	Status            PaymentStatus   `json:"status"`
+	SucceededAt       *time.Time      `json:"succeeded_at,omitempty"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+	UserID            int64           `json:"user_id"`
+}
+
+// PaymentProvider defines model for Payment.Provider.
+type PaymentProvider string
+
+// PaymentStatus defines model for Payment.Status.
+type PaymentStatus string
+
+// Refund A refund of a payment (table refunds; one per payment).
+type Refund struct {
+	Amount    int64     `json:"amount"`
+	CreatedAt time.Time `json:"created_at"`
+	Currency  string    `json:"currency"`
+	ID        int64     `json:"id"`
+
+	// OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
+	OrderID OrderID `json:"order_id"`
+
+	// PaymentID payments.id
+	PaymentID         int64  `json:"payment_id"`
+	ProviderPaymentID string `json:"provider_payment_id"`
+
+	// ProviderRefundID The provider's refund id (empty until it answered).
+	ProviderRefundID string       `json:"provider_refund_id"`
+	Reason           string       `json:"reason"`
+	Status           RefundStatus `json:"status"`
+	UpdatedAt        time.Time    `json:"updated_at"`
+}
+
+// RefundStatus defines model for Refund.Status.
+type RefundStatus string
+
+// SupportRefund defines model for SupportRefund.
+type SupportRefund struct {
+	// OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
+	OrderID OrderID `json:"order_id"`
+
+	// Reason The reason recorded (the first request's).
+	Reason string `json:"reason"`
+
+	// RefundID The provider's refund id, once known.
+	RefundID *string `json:"refund_id,omitempty"`
+
+	// Status The order's status now (PAID while the refund runs).
+	Status SupportRefundStatus `json:"status"`
+
+	// WorkflowID The refund's workflow in Temporal: refund-<provider payment id>.
+	WorkflowID string `json:"workflow_id"`
+
+	// WorkflowURL Its runs in the Temporal UI (SECKILL_TEMPORAL_UI_URL set).
+	WorkflowURL *string `json:"workflow_url,omitempty"`
+}
+
+// SupportRefundStatus The order's status now (PAID while the refund runs).
+type SupportRefundStatus string
 
 // ItemID defines model for ItemID.
 type ItemID = int64
@@ -427,6 +611,12 @@ type Unauthorized = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// AdminFindOrdersParams defines parameters for AdminFindOrders.
+type AdminFindOrdersParams struct {
+	OrderID *string `form:"order_id,omitempty" json:"order_id,omitempty"`
+	BuyerID *int64  `form:"buyer_id,omitempty" json:"buyer_id,omitempty"`
+}
 
 // DevTokenJSONBody defines parameters for DevToken.
 type DevTokenJSONBody struct {
@@ -469,6 +659,17 @@ type ListOrdersParams struct {
 	Cursor *OrderID `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// RefundOrderJSONBody defines parameters for RefundOrder.
+type RefundOrderJSONBody struct {
+	// Reason Why (stored in refunds.reason); not blank.
+	Reason string `json:"reason"`
+}
+
+// RefundOrderParams defines parameters for RefundOrder.
+type RefundOrderParams struct {
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // PaymentNotificationJSONBody defines parameters for PaymentNotification.
 type PaymentNotificationJSONBody = map[string]interface{}
 
@@ -497,6 +698,9 @@ type CreateItemJSONRequestBody = CreateItem
 
 // AddStockJSONRequestBody defines body for AddStock for application/json ContentType.
 type AddStockJSONRequestBody AddStockJSONBody
+
+// RefundOrderJSONRequestBody defines body for RefundOrder for application/json ContentType.
+type RefundOrderJSONRequestBody RefundOrderJSONBody
 
 // PaymentNotificationJSONRequestBody defines body for PaymentNotification for application/json ContentType.
 type PaymentNotificationJSONRequestBody = PaymentNotificationJSONBody
@@ -585,12 +789,12 @@ type ClientInterface interface {
 	// Corresponds with GET /admin (the `ControlRoom` operationId).
 	ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// AdminSeries Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+	// AdminFindOrders Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 	//
-	// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+	// Exactly one of `order_id` and `buyer_id`. A buyer's orders: the 50 newest. None found: an empty list.
 	//
-	// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
-	AdminSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	// Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
+	AdminFindOrders(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AdminSummary The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 	//
@@ -692,7 +896,7 @@ type ClientInterface interface {
 
 	// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 	CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -708,10 +912,28 @@ type ClientInterface interface {
 
 	// PayOrder Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 	//
-	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
+	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 	PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RefundOrderWithBody Refund a PAID order through the saga (admin); its unit goes back to the sale.
+	//
+	// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+	RefundOrderWithBody(ctx context.Context, orderID OrderID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RefundOrder Refund a PAID order through the saga (admin); its unit goes back to the sale.
+	//
+	// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+	RefundOrder(ctx context.Context, orderID OrderID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PaymentNotificationWithBody The payment provider's notification (signed; no bearer token).
 	//
@@ -761,7 +983,7 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
+	// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -797,13 +1019,13 @@ func (c *Client) ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn)
 	return c.Client.Do(req)
 }
 
-// AdminSeries Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+// AdminFindOrders Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 //
-// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+// Exactly one of `order_id` and `buyer_id`. A buyer's orders: the 50 newest. None found: an empty list.
 //
-// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
-func (c *Client) AdminSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAdminSeriesRequest(c.Server)
+// Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
+func (c *Client) AdminFindOrders(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminFindOrdersRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1054,7 +1276,7 @@ func (c *Client) CancelOrder(ctx context.Context, orderID OrderID, reqEditors ..
 
 // CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
 //
 // Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 func (c *Client) CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1090,11 +1312,49 @@ func (c *Client) OrderEvents(ctx context.Context, orderID OrderID, reqEditors ..
 
 // PayOrder Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 //
-// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
+// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
 //
 // Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 func (c *Client) PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPayOrderRequest(c.Server, orderID)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RefundOrderWithBody Refund a PAID order through the saga (admin); its unit goes back to the sale.
+//
+// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+func (c *Client) RefundOrderWithBody(ctx context.Context, orderID OrderID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRefundOrderRequestWithBody(c.Server, orderID, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RefundOrder Refund a PAID order through the saga (admin); its unit goes back to the sale.
+//
+// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+func (c *Client) RefundOrder(ctx context.Context, orderID OrderID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRefundOrderRequest(c.Server, orderID, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1223,7 +1483,7 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
+// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1292,8 +1552,8 @@ func NewControlRoomRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
-// NewAdminSeriesRequest constructs an http.Request for the AdminSeries method
-func NewAdminSeriesRequest(server string) (*http.Request, error) {
+// NewAdminFindOrdersRequest constructs an http.Request for the AdminFindOrders method
+func NewAdminFindOrdersRequest(server string, params *AdminFindOrdersParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -1301,7 +1561,7 @@ func NewAdminSeriesRequest(server string) (*http.Request, error) {
 		return nil, err
 	}
 
-	operationPath := fmt.Sprintf("/api/v1/admin/series")
+	operationPath := fmt.Sprintf("/api/v1/admin/orders")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1309,6 +1569,45 @@ func NewAdminSeriesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.OrderID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order_id", *params.OrderID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BuyerID != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "buyer_id", *params.BuyerID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1895,6 +2194,68 @@ func NewPayOrderRequest(server string, orderID OrderID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRefundOrderRequest calls the generic RefundOrder builder with application/json body
+func NewRefundOrderRequest(server string, orderID OrderID, params *RefundOrderParams, body RefundOrderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRefundOrderRequestWithBody(server, orderID, params, "application/json", bodyReader)
+}
+
+// NewRefundOrderRequestWithBody constructs an http.Request for the RefundOrder method, with any body, and a specified content type
+func NewRefundOrderRequestWithBody(server string, orderID OrderID, params *RefundOrderParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "orderId", orderID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/orders/%s/refund", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewPaymentNotificationRequest calls the generic PaymentNotification builder with application/json body
 func NewPaymentNotificationRequest(server string, params *PaymentNotificationParams, body PaymentNotificationJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2184,14 +2545,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /admin (the `ControlRoom` operationId).
 	ControlRoomWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ControlRoomResponse, error)
 
-	// AdminSeriesWithResponse Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+	// AdminFindOrdersWithResponse Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 	//
-	// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+	// Exactly one of `order_id` and `buyer_id`. A buyer's orders: the 50 newest. None found: an empty list.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
-	// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
-	AdminSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminSeriesResponse, error)
+	// Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
+	AdminFindOrdersWithResponse(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*AdminFindOrdersResponse, error)
 
 	// AdminSummaryWithResponse The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 	//
@@ -2309,7 +2670,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2329,12 +2690,30 @@ type ClientWithResponsesInterface interface {
 
 	// PayOrderWithResponse Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 	//
-	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
+	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 	PayOrderWithResponse(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*PayOrderResponse, error)
+
+	// RefundOrderWithBodyWithResponse Refund a PAID order through the saga (admin); its unit goes back to the sale.
+	//
+	// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+	RefundOrderWithBodyWithResponse(ctx context.Context, orderID OrderID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
+
+	// RefundOrderWithResponse Refund a PAID order through the saga (admin); its unit goes back to the sale.
+	//
+	// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+	RefundOrderWithResponse(ctx context.Context, orderID OrderID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error)
 
 	// PaymentNotificationWithBodyWithResponse The payment provider's notification (signed; no bearer token).
 	//
@@ -2394,7 +2773,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
-	// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
+	// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2470,36 +2849,20 @@ func (r ControlRoomResponse) ContentType() string {
 	return ""
 }
 
-// AdminSeriesResponse429Headers the declared response headers of an HTTP 429 response for AdminSeries
-type AdminSeriesResponse429Headers struct {
+// AdminFindOrdersResponse429Headers the declared response headers of an HTTP 429 response for AdminFindOrders
+type AdminFindOrdersResponse429Headers struct {
 	RetryAfter *int
 }
 
-type AdminSeriesResponse struct {
+type AdminFindOrdersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		// ReadAt when the series were read (shared by every caller for a second)
-		ReadAt time.Time `json:"read_at"`
-		Sales  []struct {
-			// Accepted orders recorded per bucket
-			Accepted []int64 `json:"accepted"`
-			ItemID   int64   `json:"item_id"`
-
-			// Paid orders paid per bucket
-			Paid []int64 `json:"paid"`
-
-			// Refunded refunds confirmed per bucket
-			Refunded []int64 `json:"refunded"`
-
-			// Start the sale's start_at, the first bucket's start
-			Start time.Time `json:"start"`
-
-			// StepSeconds each bucket's width
-			StepSeconds int64 `json:"step_seconds"`
-		} `json:"sales"`
+		Orders []FoundOrder `json:"orders"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -2511,66 +2874,53 @@ type AdminSeriesResponse struct {
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
-	Headers429 *AdminSeriesResponse429Headers
+	Headers429 *AdminFindOrdersResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r AdminSeriesResponse) GetJSON200() *struct {
-	// ReadAt when the series were read (shared by every caller for a second)
-	ReadAt time.Time `json:"read_at"`
-	Sales  []struct {
-		// Accepted orders recorded per bucket
-		Accepted []int64 `json:"accepted"`
-		ItemID   int64   `json:"item_id"`
-
-		// Paid orders paid per bucket
-		Paid []int64 `json:"paid"`
-
-		// Refunded refunds confirmed per bucket
-		Refunded []int64 `json:"refunded"`
-
-		// Start the sale's start_at, the first bucket's start
-		Start time.Time `json:"start"`
-
-		// StepSeconds each bucket's width
-		StepSeconds int64 `json:"step_seconds"`
-	} `json:"sales"`
+func (r AdminFindOrdersResponse) GetJSON200() *struct {
+	Orders []FoundOrder `json:"orders"`
 } {
 	return r.JSON200
 }
 
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminFindOrdersResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r AdminSeriesResponse) GetJSON401() *Unauthorized {
+func (r AdminFindOrdersResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
 }
 
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r AdminSeriesResponse) GetJSON403() *Forbidden {
+func (r AdminFindOrdersResponse) GetJSON403() *Forbidden {
 	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r AdminSeriesResponse) GetJSON429() *RateLimited {
+func (r AdminFindOrdersResponse) GetJSON429() *RateLimited {
 	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r AdminSeriesResponse) GetJSON500() *Internal {
+func (r AdminFindOrdersResponse) GetJSON500() *Internal {
 	return r.JSON500
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r AdminSeriesResponse) GetJSON503() *Unavailable {
+func (r AdminFindOrdersResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
-func (r AdminSeriesResponse) GetBody() []byte {
+func (r AdminFindOrdersResponse) GetBody() []byte {
 	return r.Body
 }
 
 // Status returns HTTPResponse.Status
-func (r AdminSeriesResponse) Status() string {
+func (r AdminFindOrdersResponse) Status() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Status
 	}
@@ -2578,7 +2928,7 @@ func (r AdminSeriesResponse) Status() string {
 }
 
 // StatusCode returns HTTPResponse.StatusCode
-func (r AdminSeriesResponse) StatusCode() int {
+func (r AdminFindOrdersResponse) StatusCode() int {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.StatusCode
 	}
@@ -2586,7 +2936,7 @@ func (r AdminSeriesResponse) StatusCode() int {
 }
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
-func (r AdminSeriesResponse) ContentType() string {
+func (r AdminFindOrdersResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2609,21 +2959,6 @@ type AdminSummaryResponse struct {
 			// Accepted the 202s (buyer marks in Redis)
 			Accepted int64 `json:"accepted"`
 			Item     Item  `json:"item"`
-
-			// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
-			Money []struct {
-				// Captured payments that took money (succeeded or mismatch)
-				Captured int64 `json:"captured"`
-
-				// Currency ISO 4217
-				Currency string `json:"currency"`
-
-				// Refunded refunds the provider confirmed
-				Refunded int64 `json:"refunded"`
-
-				// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
-				RefundsPending int64 `json:"refunds_pending"`
-			} `json:"money"`
 
 			// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 			Orders        map[string]int64 `json:"orders"`
@@ -2669,21 +3004,6 @@ func (r AdminSummaryResponse) GetJSON200() *struct {
 		// Accepted the 202s (buyer marks in Redis)
 		Accepted int64 `json:"accepted"`
 		Item     Item  `json:"item"`
-
-		// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
-		Money []struct {
-			// Captured payments that took money (succeeded or mismatch)
-			Captured int64 `json:"captured"`
-
-			// Currency ISO 4217
-			Currency string `json:"currency"`
-
-			// Refunded refunds the provider confirmed
-			Refunded int64 `json:"refunded"`
-
-			// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
-			RefundsPending int64 `json:"refunds_pending"`
-		} `json:"money"`
 
 		// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 		Orders        map[string]int64 `json:"orders"`
@@ -3975,6 +4295,124 @@ func (r PayOrderResponse) ContentType() string {
 	return ""
 }
 
+// RefundOrderResponse429Headers the declared response headers of an HTTP 429 response for RefundOrder
+type RefundOrderResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RefundOrderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportRefund
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *SupportRefund
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OrderNotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *PayloadTooLarge
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RefundOrderResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RefundOrderResponse) GetJSON200() *SupportRefund {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RefundOrderResponse) GetJSON202() *SupportRefund {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RefundOrderResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RefundOrderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RefundOrderResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RefundOrderResponse) GetJSON404() *OrderNotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RefundOrderResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RefundOrderResponse) GetJSON413() *PayloadTooLarge {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RefundOrderResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RefundOrderResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RefundOrderResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RefundOrderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RefundOrderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RefundOrderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RefundOrderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PaymentNotificationResponse429Headers the declared response headers of an HTTP 429 response for PaymentNotification
 type PaymentNotificationResponse429Headers struct {
 	RetryAfter *int
@@ -4218,10 +4656,8 @@ type ServerTimeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
-		Checkout bool      `json:"checkout"`
-		Dev      bool      `json:"dev"`
-		Now      time.Time `json:"now"`
+		Dev bool      `json:"dev"`
+		Now time.Time `json:"now"`
 	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
@@ -4231,10 +4667,8 @@ type ServerTimeResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ServerTimeResponse) GetJSON200() *struct {
-	// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
-	Checkout bool      `json:"checkout"`
-	Dev      bool      `json:"dev"`
-	Now      time.Time `json:"now"`
+	Dev bool      `json:"dev"`
+	Now time.Time `json:"now"`
 } {
 	return r.JSON200
 }
@@ -4497,19 +4931,19 @@ func (c *ClientWithResponses) ControlRoomWithResponse(ctx context.Context, reqEd
 	return ParseControlRoomResponse(rsp)
 }
 
-// AdminSeriesWithResponse Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+// AdminFindOrdersWithResponse Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 //
-// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+// Exactly one of `order_id` and `buyer_id`. A buyer's orders: the 50 newest. None found: an empty list.
 //
 // Returns a wrapper object for the known response body format(s).
 //
-// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
-func (c *ClientWithResponses) AdminSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminSeriesResponse, error) {
-	rsp, err := c.AdminSeries(ctx, reqEditors...)
+// Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
+func (c *ClientWithResponses) AdminFindOrdersWithResponse(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*AdminFindOrdersResponse, error) {
+	rsp, err := c.AdminFindOrders(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
-	return ParseAdminSeriesResponse(rsp)
+	return ParseAdminFindOrdersResponse(rsp)
 }
 
 // AdminSummaryWithResponse The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
@@ -4712,7 +5146,7 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 
 // CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4744,7 +5178,7 @@ func (c *ClientWithResponses) OrderEventsWithResponse(ctx context.Context, order
 
 // PayOrderWithResponse Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 //
-// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
+// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4755,6 +5189,36 @@ func (c *ClientWithResponses) PayOrderWithResponse(ctx context.Context, orderID 
 		return nil, err
 	}
 	return ParsePayOrderResponse(rsp)
+}
+
+// RefundOrderWithBodyWithResponse Refund a PAID order through the saga (admin); its unit goes back to the sale.
+//
+// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+func (c *ClientWithResponses) RefundOrderWithBodyWithResponse(ctx context.Context, orderID OrderID, params *RefundOrderParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
+	rsp, err := c.RefundOrderWithBody(ctx, orderID, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRefundOrderResponse(rsp)
+}
+
+// RefundOrderWithResponse Refund a PAID order through the saga (admin); its unit goes back to the sale.
+//
+// For a PAID order paid through a payment provider: starts the workflow `refund-<provider payment id>` (PaymentRefund, support): the provider refunds the payment (idempotency key `refund-<provider payment id>`), the order becomes REFUNDED (reason SUPPORT_REFUND) and its unit goes back to the stock row and to Redis (on sale again while the sale is open). Idempotent by the order: a repeat while the refund runs answers 202 with the same workflow, one after it answers 200 REFUNDED; either way the first request's reason stands and the payment is refunded once. The Idempotency-Key header is accepted and not needed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/orders/{orderId}/refund (the `RefundOrder` operationId).
+func (c *ClientWithResponses) RefundOrderWithResponse(ctx context.Context, orderID OrderID, params *RefundOrderParams, body RefundOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*RefundOrderResponse, error) {
+	rsp, err := c.RefundOrder(ctx, orderID, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRefundOrderResponse(rsp)
 }
 
 // PaymentNotificationWithBodyWithResponse The payment provider's notification (signed; no bearer token).
@@ -4857,7 +5321,7 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 	return ParseMetricsResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
+// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4902,15 +5366,15 @@ func ParseControlRoomResponse(rsp *http.Response) (*ControlRoomResponse, error) 
 	return response, nil
 }
 
-// ParseAdminSeriesResponse parses an HTTP response from a AdminSeriesWithResponse call
-func ParseAdminSeriesResponse(rsp *http.Response) (*AdminSeriesResponse, error) {
+// ParseAdminFindOrdersResponse parses an HTTP response from a AdminFindOrdersWithResponse call
+func ParseAdminFindOrdersResponse(rsp *http.Response) (*AdminFindOrdersResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
 	defer func() { _ = rsp.Body.Close() }()
 	if err != nil {
 		return nil, err
 	}
 
-	response := &AdminSeriesResponse{
+	response := &AdminFindOrdersResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
@@ -4918,30 +5382,19 @@ func ParseAdminSeriesResponse(rsp *http.Response) (*AdminSeriesResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			// ReadAt when the series were read (shared by every caller for a second)
-			ReadAt time.Time `json:"read_at"`
-			Sales  []struct {
-				// Accepted orders recorded per bucket
-				Accepted []int64 `json:"accepted"`
-				ItemID   int64   `json:"item_id"`
-
-				// Paid orders paid per bucket
-				Paid []int64 `json:"paid"`
-
-				// Refunded refunds confirmed per bucket
-				Refunded []int64 `json:"refunded"`
-
-				// Start the sale's start_at, the first bucket's start
-				Start time.Time `json:"start"`
-
-				// StepSeconds each bucket's width
-				StepSeconds int64 `json:"step_seconds"`
-			} `json:"sales"`
+			Orders []FoundOrder `json:"orders"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -4982,7 +5435,7 @@ func ParseAdminSeriesResponse(rsp *http.Response) (*AdminSeriesResponse, error) 
 
 	switch {
 	case rsp.StatusCode == 429:
-		var headers AdminSeriesResponse429Headers
+		var headers AdminFindOrdersResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -5018,21 +5471,6 @@ func ParseAdminSummaryResponse(rsp *http.Response) (*AdminSummaryResponse, error
 				// Accepted the 202s (buyer marks in Redis)
 				Accepted int64 `json:"accepted"`
 				Item     Item  `json:"item"`
-
-				// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
-				Money []struct {
-					// Captured payments that took money (succeeded or mismatch)
-					Captured int64 `json:"captured"`
-
-					// Currency ISO 4217
-					Currency string `json:"currency"`
-
-					// Refunded refunds the provider confirmed
-					Refunded int64 `json:"refunded"`
-
-					// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
-					RefundsPending int64 `json:"refunds_pending"`
-				} `json:"money"`
 
 				// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 				Orders        map[string]int64 `json:"orders"`
@@ -6201,6 +6639,115 @@ func ParsePayOrderResponse(rsp *http.Response) (*PayOrderResponse, error) {
 	return response, nil
 }
 
+// ParseRefundOrderResponse parses an HTTP response from a RefundOrderWithResponse call
+func ParseRefundOrderResponse(rsp *http.Response) (*RefundOrderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RefundOrderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportRefund
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest SupportRefund
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OrderNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RefundOrderResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParsePaymentNotificationResponse parses an HTTP response from a PaymentNotificationWithResponse call
 func ParsePaymentNotificationResponse(rsp *http.Response) (*PaymentNotificationResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6426,10 +6973,8 @@ func ParseServerTimeResponse(rsp *http.Response) (*ServerTimeResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
-			Checkout bool      `json:"checkout"`
-			Dev      bool      `json:"dev"`
-			Now      time.Time `json:"now"`
+			Dev bool      `json:"dev"`
+			Now time.Time `json:"now"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment/provider"
@@ -54,7 +55,12 @@ const (
 type PaymentInput struct {
 	OrderID string `json:"order_id"`
 	Reason  string `json:"reason,omitempty"`
+	// Support: an admin's refund of a PAID order; its own payment is due too.
+	Support bool `json:"support,omitempty"`
 }
+
+// ErrTypeNoProvider: a support refund reached a worker without a provider.
+const ErrTypeNoProvider = "NO_PAYMENT_PROVIDER"
 
 type CancelResult struct {
 	Outcome string `json:"outcome"`
@@ -146,6 +152,9 @@ type RefundResult struct {
 // until the provider confirms each refund.
 func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (RefundResult, error) {
 	var out RefundResult
+	if c.pay == nil && in.Support {
+		return out, temporal.NewNonRetryableApplicationError("this worker has no payment provider (SECKILL_PAYMENT_PROVIDER)", ErrTypeNoProvider, nil)
+	}
 	if c.pay == nil {
 		return out, nil
 	}
@@ -158,55 +167,54 @@ func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (Refund
 	if err != nil && !errors.Is(err, order.ErrNotFound) {
 		return out, err
 	}
+	var last store.Refund // the latest refund made or found
 	for _, p := range ps {
-		if p.Provider != c.pay.Name || !store.RefundDue(p, row, found) {
+		support := in.Support && found && row.Status == order.StatusPaid && store.PaidWith(p, row)
+		if p.Provider != c.pay.Name || !support && !store.RefundDue(p, row, found) {
 			continue
 		}
-		id, after, err := c.refundOne(ctx, p, in.Reason)
+		r, after, err := c.refundOne(ctx, p, in.Reason)
 		if err != nil {
 			c.pay.Failures.Inc()
 			activity.GetLogger(ctx).Error("refund failed; retried until the provider confirms", "order_id", p.OrderID,
 				"payment_id", p.ProviderPaymentID, "attempt", activity.GetInfo(ctx).Attempt, "error", err)
 			return RefundResult{}, err
 		}
-		out.RefundIDs = append(out.RefundIDs, id)
+		out.RefundIDs = append(out.RefundIDs, r.ProviderRefundID)
 		if after.OrderID != "" {
 			row = after
 		}
+		last = r
 	}
 	if row.OrderID != "" {
-		out.Order = row.View()
-		if n := len(out.RefundIDs); n > 0 {
-			out.Order.RefundID = out.RefundIDs[n-1]
-		}
+		out.Order = last.Show(row.View())
 	}
 	return out, nil
 }
 
 // refundOne refunds p once (its refunds row says whether it was) and
-// returns the provider's refund id and the order row after.
-func (c *Activities) refundOne(ctx context.Context, p store.Payment, reason string) (string, store.Order, error) {
+// returns the refund and the order row after.
+func (c *Activities) refundOne(ctx context.Context, p store.Payment, reason string) (store.Refund, store.Order, error) {
 	st := c.pay.Store
 	r, err := st.BeginRefund(ctx, p, reason)
 	if err != nil {
-		return "", store.Order{}, err
+		return r, store.Order{}, err
 	}
-	id, status := r.ProviderRefundID, r.Status
-	if status != store.RefundSucceeded {
+	if r.Status != store.RefundSucceeded {
 		pr, err := c.pay.Provider.Refund(ctx, p.ProviderPaymentID, RefundKey(p.ProviderPaymentID))
 		if err != nil {
-			return "", store.Order{}, fmt.Errorf("refund payment %s of order %s: %w", p.ProviderPaymentID, p.OrderID, err)
+			return r, store.Order{}, fmt.Errorf("refund payment %s of order %s: %w", p.ProviderPaymentID, p.OrderID, err)
 		}
-		id, status = pr.ID, string(pr.Status)
+		r.ProviderRefundID, r.Status, r.UpdatedAt = pr.ID, string(pr.Status), time.Now() // as FinishRefund records it
 	}
-	row, err := st.FinishRefund(ctx, r, id, status)
+	row, err := st.FinishRefund(ctx, r, r.ProviderRefundID, r.Status)
 	if err != nil && !errors.Is(err, order.ErrNotFound) {
-		return "", store.Order{}, err
+		return r, store.Order{}, err
 	}
-	if status != store.RefundSucceeded {
-		return "", store.Order{}, fmt.Errorf("refund %s of payment %s is %s, not confirmed", id, p.ProviderPaymentID, status)
+	if r.Status != store.RefundSucceeded {
+		return r, store.Order{}, fmt.Errorf("refund %s of payment %s is %s, not confirmed", r.ProviderRefundID, p.ProviderPaymentID, r.Status)
 	}
 	activity.GetLogger(ctx).Info("RefundPayment", "order_id", p.OrderID, "payment_id", p.ProviderPaymentID,
-		"refund_id", id, "amount", p.Amount, "currency", p.Currency)
-	return id, row, nil
+		"refund_id", r.ProviderRefundID, "amount", p.Amount, "currency", p.Currency, "reason", reason)
+	return r, row, nil
 }

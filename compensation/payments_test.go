@@ -68,7 +68,8 @@ func (f *fakePayments) BeginRefund(_ context.Context, p store.Payment, reason st
 	if r, ok := f.refunds[p.ID]; ok {
 		return r, nil
 	}
-	r := store.Refund{ID: p.ID, OrderID: p.OrderID, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID, Status: store.RefundPending, Reason: reason}
+	r := store.Refund{ID: p.ID, OrderID: p.OrderID, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID,
+		Amount: p.Amount, Currency: p.Currency, Status: store.RefundPending, Reason: reason}
 	f.refunds[p.ID] = r
 	return r, nil
 }
@@ -80,6 +81,11 @@ func (f *fakePayments) FinishRefund(_ context.Context, r store.Refund, id, statu
 	f.refunds[r.PaymentID] = r
 	if status == store.RefundSucceeded && (f.row.Status == order.StatusCancelled || f.row.Status == order.StatusFailed) {
 		f.row.Status = order.StatusRefunded
+	}
+	for _, p := range f.payments { // as store's: the payment that paid the order refunded
+		if status == store.RefundSucceeded && p.ID == r.PaymentID && f.row.Status == order.StatusPaid && store.PaidWith(p, f.row) {
+			f.row.Status = order.StatusRefunded
+		}
 	}
 	return f.row, nil
 }
@@ -183,5 +189,49 @@ func TestRefundPaymentOnce(t *testing.T) {
 	}
 	if _, err := tp.Refund(ctx, pp.ID, "another-key"); err == nil {
 		t.Fatal("refunded twice or not at all")
+	}
+}
+
+// Support's refund: a PAID order's own payment is refunded only when asked
+// (Support), then the order is REFUNDED with the refund on its view; a worker
+// without a provider refuses a support refund for good.
+func TestRefundPaymentSupport(t *testing.T) {
+	ctx := context.Background()
+	tp := testpay.New(testpay.Options{})
+	defer tp.Close()
+	payBy := time.Now().Add(time.Hour)
+	pp, _ := tp.Create(ctx, provider.Request{OrderID: "O1", Amount: 999, Currency: "EUR", PayBy: payBy})
+	won, _ := tp.Pay(ctx, pp.ID)
+	paid := openRow
+	paid.Status, paid.PaidAt = order.StatusPaid, &won.SucceededAt
+	st := &fakePayments{row: paid, refunds: map[int64]store.Refund{}, payments: []store.Payment{{ID: 1, OrderID: "O1", UserID: 7,
+		Provider: "testpay", ProviderPaymentID: pp.ID, Amount: 999, Currency: "EUR", Status: store.PaymentSucceeded, PayBy: payBy, SucceededAt: &won.SucceededAt}}}
+	e := payEnv(st, tp, &count{})
+	refund := func(in compensation.PaymentInput) compensation.RefundResult {
+		t.Helper()
+		v, err := e.ExecuteActivity("RefundPayment", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res compensation.RefundResult
+		if err := v.Get(&res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := refund(compensation.PaymentInput{OrderID: "O1"}); len(res.RefundIDs) != 0 || res.Order.Status != order.StatusPaid {
+		t.Fatalf("without Support a PAID order's own payment was refunded: %+v", res)
+	}
+	res := refund(compensation.PaymentInput{OrderID: "O1", Reason: "damaged", Support: true})
+	if v := res.Order; len(res.RefundIDs) != 1 || v.Status != order.StatusRefunded || v.RefundID != res.RefundIDs[0] ||
+		v.RefundAmount != 999 || v.RefundCurrency != "EUR" || v.RefundedAt == nil || st.refunds[1].Reason != "damaged" {
+		t.Fatalf("support refund: %+v, refunds %+v", res, st.refunds)
+	}
+	if again := refund(compensation.PaymentInput{OrderID: "O1", Reason: "again", Support: true}); len(again.RefundIDs) != 1 ||
+		again.RefundIDs[0] != res.RefundIDs[0] {
+		t.Fatalf("repeat: %+v", again)
+	}
+	if _, err := payEnv(nil, nil, nil).ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1", Support: true}); err == nil {
+		t.Fatal("a worker without a provider accepted a support refund")
 	}
 }

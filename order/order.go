@@ -37,6 +37,8 @@ var (
 	ErrNotFound     = errors.New("order not found")
 	ErrItemNotFound = errors.New("item not found")
 	ErrNotPayable   = errors.New("order is no longer pending payment")
+	// ErrNotRefundable: support refunds only a PAID order paid through a provider.
+	ErrNotRefundable = errors.New("order is not refundable")
 )
 
 // NewID returns a new order id: a ULID, unique and ordered by creation time.
@@ -104,10 +106,14 @@ type View struct {
 	// Settling: PAID while QUEUED, its stock-row unit not taken yet; it
 	// settles PAID, or REFUNDED if the row has none.
 	Settling bool `json:"settling,omitempty"`
-	// RefundID is the provider's refund of the order's payment (REFUNDED).
-	RefundID  string    `json:"refund_id,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	// The refund of the order's payment (REFUNDED): the provider's id, the
+	// amount in minor units, its currency, when the provider confirmed it.
+	RefundID       string     `json:"refund_id,omitempty"`
+	RefundAmount   int64      `json:"refund_amount,omitempty"`
+	RefundCurrency string     `json:"refund_currency,omitempty"`
+	RefundedAt     *time.Time `json:"refunded_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
 // Settled reports whether the view can no longer change.
@@ -146,4 +152,5 @@ const (
 	ReasonItemNotFound      = "ITEM_NOT_FOUND"
 	ReasonOrderClosed       = "ORDER_CLOSED" // the row was already final when a step ran
 	ReasonNotPayable        = "ORDER_NOT_PAYABLE"
+	ReasonSupportRefund     = "SUPPORT_REFUND" // a PAID order refunded by support (REFUNDED)
 )

@@ -15,20 +15,20 @@ import (
 // Payment is a provider payment of an order (table payments), created at
 // checkout. UserID, ItemID and PayBy are the order's, proven at checkout.
 type Payment struct {
-	ID                int64      `gorm:"column:id;primaryKey"`
-	OrderID           string     `gorm:"column:order_id"`
-	UserID            int64      `gorm:"column:user_id"`
-	ItemID            int64      `gorm:"column:item_id"`
-	Provider          string     `gorm:"column:provider"`
-	ProviderPaymentID string     `gorm:"column:provider_payment_id"`
-	Amount            int64      `gorm:"column:amount"` // minor units
-	Currency          string     `gorm:"column:currency"`
-	Status            string     `gorm:"column:status"`
-	CheckoutURL       string     `gorm:"column:checkout_url"`
-	PayBy             time.Time  `gorm:"column:pay_by"`
-	SucceededAt       *time.Time `gorm:"column:succeeded_at"`
-	CreatedAt         time.Time  `gorm:"column:created_at"`
-	UpdatedAt         time.Time  `gorm:"column:updated_at"`
+	ID                int64      `gorm:"column:id;primaryKey" json:"id"`
+	OrderID           string     `gorm:"column:order_id" json:"order_id"`
+	UserID            int64      `gorm:"column:user_id" json:"user_id"`
+	ItemID            int64      `gorm:"column:item_id" json:"item_id"`
+	Provider          string     `gorm:"column:provider" json:"provider"`
+	ProviderPaymentID string     `gorm:"column:provider_payment_id" json:"provider_payment_id"`
+	Amount            int64      `gorm:"column:amount" json:"amount"` // minor units
+	Currency          string     `gorm:"column:currency" json:"currency"`
+	Status            string     `gorm:"column:status" json:"status"`
+	CheckoutURL       string     `gorm:"column:checkout_url" json:"checkout_url,omitempty"`
+	PayBy             time.Time  `gorm:"column:pay_by" json:"pay_by"`
+	SucceededAt       *time.Time `gorm:"column:succeeded_at" json:"succeeded_at"`
+	CreatedAt         time.Time  `gorm:"column:created_at" json:"created_at"`
+	UpdatedAt         time.Time  `gorm:"column:updated_at" json:"updated_at"`
 }
 
 func (Payment) TableName() string { return "payments" }

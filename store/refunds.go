@@ -15,17 +15,17 @@ import (
 // Refund is a refund of a payment through its provider (table refunds, one
 // per payment), made by the saga's RefundPayment step.
 type Refund struct {
-	ID                int64     `gorm:"column:id;primaryKey"`
-	OrderID           string    `gorm:"column:order_id"`
-	PaymentID         int64     `gorm:"column:payment_id"` // payments.id
-	ProviderPaymentID string    `gorm:"column:provider_payment_id"`
-	ProviderRefundID  string    `gorm:"column:provider_refund_id"`
-	Amount            int64     `gorm:"column:amount"`
-	Currency          string    `gorm:"column:currency"`
-	Status            string    `gorm:"column:status"`
-	Reason            string    `gorm:"column:reason"`
-	CreatedAt         time.Time `gorm:"column:created_at"`
-	UpdatedAt         time.Time `gorm:"column:updated_at"`
+	ID                int64     `gorm:"column:id;primaryKey" json:"id"`
+	OrderID           string    `gorm:"column:order_id" json:"order_id"`
+	PaymentID         int64     `gorm:"column:payment_id" json:"payment_id"` // payments.id
+	ProviderPaymentID string    `gorm:"column:provider_payment_id" json:"provider_payment_id"`
+	ProviderRefundID  string    `gorm:"column:provider_refund_id" json:"provider_refund_id"`
+	Amount            int64     `gorm:"column:amount" json:"amount"`
+	Currency          string    `gorm:"column:currency" json:"currency"`
+	Status            string    `gorm:"column:status" json:"status"`
+	Reason            string    `gorm:"column:reason" json:"reason"`
+	CreatedAt         time.Time `gorm:"column:created_at" json:"created_at"`
+	UpdatedAt         time.Time `gorm:"column:updated_at" json:"updated_at"`
 }
 
 func (Refund) TableName() string { return "refunds" }
@@ -70,6 +70,22 @@ func RefundDue(p Payment, row Order, found bool) bool {
 	return !p.SucceededAt.Before(p.PayBy)
 }
 
+// PaidWith reports whether p is the payment that paid row: succeeded, the
+// row's buyer, its success the row's paid_at (what support refunds).
+func PaidWith(p Payment, row Order) bool {
+	return p.Status == PaymentSucceeded && p.SucceededAt != nil && row.PaidAt != nil &&
+		row.PaidAt.Equal(*p.SucceededAt) && row.UserID == p.UserID && row.OrderID == p.OrderID
+}
+
+// Show adds r to v when r succeeded (refunded_at: its last update).
+func (r Refund) Show(v order.View) order.View {
+	if r.Status == RefundSucceeded {
+		at := r.UpdatedAt.UTC()
+		v.RefundID, v.RefundAmount, v.RefundCurrency, v.RefundedAt = r.ProviderRefundID, r.Amount, r.Currency, &at
+	}
+	return v
+}
+
 // BeginRefund records p's refund as pending unless it is recorded already,
 // and returns the row: one per payment, whoever asks.
 func (s *Store) BeginRefund(ctx context.Context, p Payment, reason string) (Refund, error) {
@@ -89,9 +105,11 @@ func (s *Store) BeginRefund(ctx context.Context, p Payment, reason string) (Refu
 
 // FinishRefund records the provider's answer on r in one transaction; a
 // succeeded refund makes its order REFUNDED when it is CANCELLED or FAILED
-// (an open order is closed by its saga, which refunds it then; a PAID one
-// keeps its status: the refund was of another payment). It returns the
-// order row as it is now (order.ErrNotFound when there is none).
+// (an open order is closed by its saga, which refunds it then), or PAID by
+// r's payment (PaidWith: a support refund), whose stock-row unit then goes
+// back too; a PAID order keeps its status when the refund was of another
+// payment. It returns the order row as it is now (order.ErrNotFound when
+// there is none).
 func (s *Store) FinishRefund(ctx context.Context, r Refund, providerRefundID, status string) (Order, error) {
 	var row Order
 	var rowErr error // no order row: the refund is recorded all the same
@@ -104,6 +122,9 @@ func (s *Store) FinishRefund(ctx context.Context, r Refund, providerRefundID, st
 			if err := tx.Exec("UPDATE seckill_order SET status = ? WHERE order_id = ? AND status IN ?", order.StatusRefunded,
 				r.OrderID, []order.Status{order.StatusCancelled, order.StatusFailed}).Error; err != nil {
 				return fmt.Errorf("mark order %s refunded: %w", r.OrderID, err)
+			}
+			if err := refundPaid(tx, r); err != nil {
+				return err
 			}
 		}
 		row, rowErr = orderRow(tx, r.OrderID)
@@ -172,4 +193,20 @@ func AddMoney(ms []Money, m Money) []Money {
 		}
 	}
 	return append(ms, m)
+}
+
+// refundPaid makes r's order REFUNDED if r's payment paid it, and gives its
+// deducted unit back to the stock row (once: restoreDeduction).
+func refundPaid(tx *gorm.DB, r Refund) error {
+	res := tx.Exec(`UPDATE seckill_order o JOIN payments p ON p.id = ? AND p.order_id = o.order_id AND p.user_id = o.user_id
+		SET o.status = ?, o.reason = ? WHERE o.order_id = ? AND o.status = ? AND p.status = ? AND o.paid_at = p.succeeded_at`,
+		r.PaymentID, order.StatusRefunded, order.ReasonSupportRefund, r.OrderID, order.StatusPaid, PaymentSucceeded)
+	if res.Error != nil {
+		return fmt.Errorf("mark paid order %s refunded: %w", r.OrderID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil
+	}
+	_, err := restoreDeduction(tx, r.OrderID)
+	return err
 }

@@ -50,8 +50,33 @@ func TestRefundDue(t *testing.T) {
 	}
 }
 
+// PaidWith: the payment that paid the row (what support refunds), and no other.
+func TestPaidWith(t *testing.T) {
+	at, other := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC)
+	p := store.Payment{OrderID: "O", UserID: 1, Status: store.PaymentSucceeded, SucceededAt: &at}
+	row := store.Order{OrderID: "O", UserID: 1, Status: order.StatusPaid, PaidAt: &at}
+	if !store.PaidWith(p, row) {
+		t.Fatal("the payment that paid the order")
+	}
+	for name, c := range map[string]func(p *store.Payment, r *store.Order){
+		"another payment":   func(_ *store.Payment, r *store.Order) { r.PaidAt = &other },
+		"paid at no time":   func(_ *store.Payment, r *store.Order) { r.PaidAt = nil },
+		"not succeeded":     func(p *store.Payment, _ *store.Order) { p.Status = store.PaymentMismatch },
+		"another buyer's":   func(p *store.Payment, _ *store.Order) { p.UserID = 2 },
+		"another order's":   func(p *store.Payment, _ *store.Order) { p.OrderID = "P" },
+		"success not known": func(p *store.Payment, _ *store.Order) { p.SucceededAt = nil },
+	} {
+		p2, r2 := p, row
+		c(&p2, &r2)
+		if store.PaidWith(p2, r2) {
+			t.Errorf("%s: PaidWith", name)
+		}
+	}
+}
+
 // A refund is recorded once per payment, whoever asks; its success makes a
-// closed order REFUNDED, leaves an open one to its saga.
+// closed order REFUNDED, and a PAID one when it refunds the payment that
+// paid it.
 func TestRefundRecordedOnce(t *testing.T) {
 	st, it := newSale(t, 3)
 	ctx := context.Background()
@@ -70,9 +95,15 @@ func TestRefundRecordedOnce(t *testing.T) {
 	if again, err := st.BeginRefund(ctx, p, "again"); err != nil || again.ID != r.ID || again.Reason != "payment late" {
 		t.Fatalf("begin again: %+v %v", again, err)
 	}
-	row, err := st.FinishRefund(ctx, r, "re_1", store.RefundSucceeded)
-	if err != nil || row.Status != order.StatusPaid {
-		t.Fatalf("finish on a PAID order: %+v %v, want it PAID", row, err)
+	// The payment that paid the order refunded (support's): REFUNDED, its unit back in the stock row, once.
+	for range 2 {
+		row, err := st.FinishRefund(ctx, r, "re_1", store.RefundSucceeded)
+		if err != nil || row.Status != order.StatusRefunded || row.Reason != order.ReasonSupportRefund {
+			t.Fatalf("finish on the PAID order it paid: %+v %v, want it REFUNDED", row, err)
+		}
+		if s, err := st.ReadItemState(ctx, it.ID); err != nil || s.Stock.Stock != 3 {
+			t.Fatalf("stock row %+v %v, want the unit back (3)", s.Stock, err)
+		}
 	}
 	if _, err := st.CloseOrder(ctx, store.Order{OrderID: "R2", UserID: 42, ItemID: it.ID},
 		store.Closing{Status: order.StatusCancelled, Reason: order.ReasonBuyerCancelled}); err != nil {

@@ -292,8 +292,17 @@ func (p *pipeline) saveHistory(orderID, name string) {
 		return
 	}
 	p.waitWorkflowClosed(orderID, time.Minute)
+	p.saveWorkflowHistory(workflows.WorkflowID(orderID), name)
+}
+
+// saveWorkflowHistory is saveHistory of a closed workflow by its id.
+func (p *pipeline) saveWorkflowHistory(workflowID, name string) {
+	p.t.Helper()
+	if os.Getenv("SECKILL_RECORD_HISTORIES") != "1" {
+		return
+	}
 	ctx := context.Background()
-	it := p.tc.GetWorkflowHistory(ctx, workflows.WorkflowID(orderID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := p.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -310,7 +319,7 @@ func (p *pipeline) saveHistory(orderID, name string) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		p.t.Fatal(err)
 	}
-	p.t.Logf("history of %s saved to %s (%d events)", orderID, path, len(h.Events))
+	p.t.Logf("history of %s saved to %s (%d events)", workflowID, path, len(h.Events))
 }
 
 // pay is the buyer's pay as the API takes it: judged at the door, now.

@@ -67,16 +67,30 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 // StartRefund starts the payment's refund workflow; one already started or
 // closed is success (WorkflowIDReusePolicy: reject duplicate).
 func (c *Client) StartRefund(ctx context.Context, orderID, paymentID, reason string) error {
+	return c.startRefund(ctx, RefundInput{OrderID: orderID, PaymentID: paymentID, Reason: reason},
+		enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+}
+
+// StartSupportRefund starts support's refund of a PAID order's payment
+// (RefundInput.Support) under the same id: a repeat while it runs or after
+// it completed is success and refunds nothing twice; one that failed (a
+// worker without a provider) runs again.
+func (c *Client) StartSupportRefund(ctx context.Context, orderID, paymentID, reason string) error {
+	return c.startRefund(ctx, RefundInput{OrderID: orderID, PaymentID: paymentID, Reason: reason, Support: true},
+		enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY)
+}
+
+func (c *Client) startRefund(ctx context.Context, in RefundInput, reuse enumspb.WorkflowIdReusePolicy) error {
 	opts := client.StartWorkflowOptions{
-		ID:                                       RefundWorkflowID(paymentID),
+		ID:                                       RefundWorkflowID(in.PaymentID),
 		TaskQueue:                                c.taskQueue,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:                    reuse,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}
-	_, err := c.c.ExecuteWorkflow(ctx, opts, RefundWorkflowType, RefundInput{OrderID: orderID, PaymentID: paymentID, Reason: reason})
+	_, err := c.c.ExecuteWorkflow(ctx, opts, RefundWorkflowType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
-		return fmt.Errorf("start refund of payment %s of order %s: %w", paymentID, orderID, err)
+		return fmt.Errorf("start refund of payment %s of order %s: %w", in.PaymentID, in.OrderID, err)
 	}
 	return nil
 }

@@ -271,7 +271,13 @@ func (s *saga) settlePaid(ctx workflow.Context) (order.View, error) {
 	if errors.As(err, &appErr) && appErr.Type() == order.ReasonNotPayable {
 		var row order.View
 		if appErr.HasDetails() && appErr.Details(&row) == nil && row.Status.Final() {
-			return s.close(ctx, row.Status, row.Reason, false, nil)
+			st := row.Status
+			if st == order.StatusRefunded {
+				// Refunded by support before the pay woke the saga: the
+				// close finds its steps done and ends on the row.
+				st = order.StatusCancelled
+			}
+			return s.close(ctx, st, row.Reason, false, nil)
 		}
 		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -126,4 +128,58 @@ func TestSagaDoorTakesNoPaymentStep(t *testing.T) {
 	env.ExecuteWorkflow(WorkflowType, testIn)
 	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout,
 		"PersistOrder", "DecrementStock", "Notify", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
+}
+
+// Support's refund of a PAID order: its own payment refunded (Support), the
+// order REFUNDED, its unit back to the sale, the REFUNDED view published.
+func TestSupportRefundWorkflow(t *testing.T) {
+	env, c := newEnv(t)
+	env.RegisterWorkflowWithOptions(PaymentRefund, workflowOptions(RefundWorkflowType))
+	res := refunded()
+	res.Order.Reason = order.ReasonSupportRefund
+	env.OnActivity(comp.RefundPayment, mock.Anything, compensation.PaymentInput{OrderID: testIn.OrderID, Reason: "damaged", Support: true}).
+		Return(res, nil).Once().Run(c.add("RefundPayment"))
+	env.OnActivity(comp.ReleaseUnit, mock.Anything, compensation.ReleaseInput{OrderID: testIn.OrderID, ItemID: testIn.ItemID}).
+		Return(true, nil).Once().Run(c.add("ReleaseUnit"))
+	env.OnActivity(acts.Notify, mock.Anything, withStatus(order.StatusRefunded)).Return(nil).Once().Run(c.add("Notify:REFUNDED"))
+	env.ExecuteWorkflow(RefundWorkflowType, RefundInput{OrderID: testIn.OrderID, PaymentID: "pi_1", Reason: "damaged", Support: true})
+	if v := ended(t, env, c, order.StatusRefunded, order.ReasonSupportRefund, "RefundPayment", "ReleaseUnit", "Notify:REFUNDED"); v.RefundID != "re_test_1" {
+		t.Fatalf("result %+v", v)
+	}
+}
+
+// A support refund that refunded nothing (no payment of this worker's
+// provider) gives no unit back, publishes nothing and fails, so it shows.
+func TestSupportRefundNothingDue(t *testing.T) {
+	env, c := newEnv(t)
+	env.RegisterWorkflowWithOptions(PaymentRefund, workflowOptions(RefundWorkflowType))
+	env.OnActivity(comp.RefundPayment, mock.Anything, mock.Anything).
+		Return(compensation.RefundResult{Order: view(order.StatusPaid, "")}, nil).Once().Run(c.add("RefundPayment"))
+	env.ExecuteWorkflow(RefundWorkflowType, RefundInput{OrderID: testIn.OrderID, PaymentID: "pi_1", Reason: "damaged", Support: true})
+	var appErr *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != ErrTypeNotRefunded {
+		t.Fatalf("workflow error %v, want %s", err, ErrTypeNotRefunded)
+	}
+	equal(t, c.list(), []string{"RefundPayment"})
+	env.AssertExpectations(t)
+}
+
+// The pay wakes a saga whose order support refunded meanwhile: the close
+// runs on the REFUNDED row (its steps idempotent) and the saga ends REFUNDED.
+func TestSagaPayFindsSupportRefund(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	notPayable := temporal.NewNonRetryableApplicationError("order is REFUNDED", order.ReasonNotPayable, nil,
+		view(order.StatusRefunded, order.ReasonSupportRefund))
+	env.OnActivity(acts.MarkPaid, mock.Anything, testRef).Return(order.View{}, notPayable).Once().Run(c.add("MarkPaid"))
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelNone, Succeeded: true, Due: true})
+	mockClose(env, c, order.StatusCancelled, order.ReasonSupportRefund, false, order.StatusRefunded, order.ReasonSupportRefund, "ReleaseUnit")
+	res := refunded()
+	res.Order.Reason = order.ReasonSupportRefund
+	env.OnActivity(comp.RefundPayment, mock.Anything, compensation.PaymentInput{OrderID: testIn.OrderID, Reason: order.ReasonSupportRefund}).
+		Return(res, nil).Once().Run(c.add("RefundPayment"))
+	signal(env, SignalPay, time.Minute)
+	env.ExecuteWorkflow(WorkflowType, payIn)
+	ended(t, env, c, order.StatusRefunded, order.ReasonSupportRefund,
+		"PersistOrder", "DecrementStock", "Notify", "MarkPaid", "CancelPayment", "CloseOrder", "ReleaseUnit", "RefundPayment", "Notify:REFUNDED")
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // TestReplayHistories replays the saved histories of real runs on the dev
-// server (one per path; recorded by the worker package's integration tests
+// server (one per path, of the saga and of PaymentRefund; recorded by the worker package's integration tests
 // with SECKILL_RECORD_HISTORIES=1), so a change that makes the saga
 // non-deterministic for orders already in flight fails here.
 func TestReplayHistories(t *testing.T) {
@@ -23,13 +23,16 @@ func TestReplayHistories(t *testing.T) {
 		"paid_while_queued", "refunded", "timeout_while_queued", "cancel_while_queued",
 		// Payments through a provider (recorded by worker/payment_saga_test.go): canceled at pay_by, the
 		// payment won at the cancel, refunded after the close.
-		"payment_canceled", "payment_won", "payment_refunded"} {
+		"payment_canceled", "payment_won", "payment_refunded",
+		// Support's refund of a PAID order (PaymentRefund, Support; worker/support_refund_test.go).
+		"support_refund"} {
 		want[path+".json"] = false
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflowWithOptions(OrderSaga, workflow.RegisterOptions{Name: WorkflowType})
+			r.RegisterWorkflowWithOptions(PaymentRefund, workflow.RegisterOptions{Name: RefundWorkflowType})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatal(err)
 			}

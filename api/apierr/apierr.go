@@ -73,6 +73,7 @@ var (
 	ErrPayloadTooLarge     = newError(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "request body too large")
 	ErrInternal            = newError(http.StatusInternalServerError, "INTERNAL", "internal error")
 	ErrOrderNotPayable     = newError(http.StatusConflict, order.ReasonNotPayable, "the order is not pending payment")
+	ErrNotRefundable       = newError(http.StatusConflict, "NOT_REFUNDABLE", "only a PAID order paid through a payment provider can be refunded")
 	ErrSaleAlreadyEnded    = newError(http.StatusConflict, "SALE_ENDED", "the sale has already ended")
 	ErrBadNotification     = newError(http.StatusBadRequest, "BAD_NOTIFICATION", "the notification's signature or timestamp does not verify") // nothing written
 	ErrProviderUnavailable = newError(http.StatusServiceUnavailable, "UNAVAILABLE", "the payment provider did not answer; try again")
@@ -144,6 +145,8 @@ func To(err error) *Error {
 		return BadRequest(fmt.Sprintf("add: stock_total would exceed %d", store.MaxStockTotal))
 	case errors.Is(err, order.ErrNotPayable):
 		return ErrOrderNotPayable
+	case errors.Is(err, order.ErrNotRefundable):
+		return ErrNotRefundable.With(err.Error())
 	case errors.Is(err, payment.ErrNotRecorded):
 		return ErrActionNotRecorded
 	case errors.Is(err, provider.ErrBadSignature), errors.Is(err, provider.ErrStale), errors.Is(err, provider.ErrMalformed):

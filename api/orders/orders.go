@@ -114,8 +114,9 @@ type refunds interface {
 	OrderRefunds(ctx context.Context, orderID string) ([]store.Refund, error)
 }
 
-// withRefund adds the provider's refund id to a REFUNDED view read from the
-// database (the saga publishes it; a lookup failure only leaves it out).
+// withRefund adds the refund (id, amount, currency, when) to a REFUNDED view
+// read from the database (the saga publishes it; a lookup failure only
+// leaves it out).
 func (s *Orders) withRefund(ctx context.Context, v order.View) order.View {
 	rf, ok := s.d.Rows.(refunds)
 	if !ok || v.Status != order.StatusRefunded {
@@ -123,9 +124,7 @@ func (s *Orders) withRefund(ctx context.Context, v order.View) order.View {
 	}
 	rs, err := rf.OrderRefunds(ctx, v.OrderID)
 	for _, r := range rs {
-		if r.Status == store.RefundSucceeded {
-			v.RefundID = r.ProviderRefundID
-		}
+		v = r.Show(v)
 	}
 	if err != nil {
 		s.log.Debug("refunds of order", "order_id", v.OrderID, "err", err)

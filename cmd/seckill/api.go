@@ -79,7 +79,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	}
 	pays, actions := newPayments(d, p, desk, refundStarter{tc, cfg.Temporal.TaskQueue})
 	apiDeps := p.apiDeps(cfg, log, desk, rel, tc)
-	apiDeps.Payments, apiDeps.Actions = pays, actions
+	apiDeps.Payments, apiDeps.Actions, apiDeps.Refunds = pays, actions, refundStarter{tc, cfg.Temporal.TaskQueue}
 	if err := useOIDC(bgCtx, cfg, log, &apiDeps); err != nil {
 		return err
 	}
@@ -266,11 +266,21 @@ type refundStarter struct {
 }
 
 func (r refundStarter) StartRefund(ctx context.Context, orderID, paymentID, reason string) error {
+	return r.start(ctx, orderID, paymentID, reason, (*workflows.Client).StartRefund)
+}
+
+// StartSupportRefund starts support's refund of a PAID order (api/support).
+func (r refundStarter) StartSupportRefund(ctx context.Context, orderID, paymentID, reason string) error {
+	return r.start(ctx, orderID, paymentID, reason, (*workflows.Client).StartSupportRefund)
+}
+
+func (r refundStarter) start(ctx context.Context, orderID, paymentID, reason string,
+	start func(*workflows.Client, context.Context, string, string, string) error) error {
 	c := r.tc.Load()
 	if c == nil {
 		return fmt.Errorf("start refund of payment %s: %w", paymentID, apierr.ErrUnavailable)
 	}
-	return workflows.NewClient(*c, r.taskQueue).StartRefund(ctx, orderID, paymentID, reason)
+	return start(workflows.NewClient(*c, r.taskQueue), ctx, orderID, paymentID, reason)
 }
 
 func (t *temporalConn) close() {

@@ -29,7 +29,7 @@ var layers = [][]string{
 	{"books"},           // an item's money, judged on its snapshot
 	{"payment/cashier"}, // the door's provider payments: checkout and notifications
 	{"api/apierr"},      // the api's error answers, shared by its jobs
-	{"api/controlroom", "api/sale", "api/orders", "api/payhook"}, // the api's jobs, composed by api
+	{"api/controlroom", "api/sale", "api/orders", "api/payhook", "api/support"}, // the api's jobs, composed by api
 	{"api/purchase"}, // a job that reads sale's item read model
 	{"invariant", "reconcile", "api"},
 	{"worker"},

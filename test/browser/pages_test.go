@@ -92,6 +92,12 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 	admin := b.page("admin")
 	admin.do("open the control room's link", chromedp.Navigate(d.base+"/admin#token="+d.token(1, auth.RoleAdmin)))
 	admin.until("signed in from the link", `document.getElementById("signin").hidden && location.hash === ""`, 15*time.Second)
+	// Support finds the first buyer's order: PAID at the door, no provider payment, so no Refund button.
+	admin.do("find the paid order", chromedp.SetValue(chromedp.ID("find-q"), orderID), chromedp.Click(chromedp.ID("find-go")))
+	admin.until("the order found", fmt.Sprintf(`(document.getElementById("found-%s-status")||{}).textContent === "PAID" && `+
+		`document.getElementById("found-%[1]s").textContent.includes("No provider payment") && !document.getElementById("refund-%[1]s")`,
+		orderID), 15*time.Second)
+	admin.shot("control-room-find")
 	admin.do("fill in the new sale",
 		chromedp.SetValue(chromedp.ID("c-name"), "Stampede sale"),
 		chromedp.SetValue(chromedp.ID("c-units"), "200"),

@@ -213,6 +213,59 @@
     else S.say(c.r.msg, "bad", "Not added: " + S.errorText(r));
   }
 
+  // ------------------------------------------------------------ find an order
+  $("find-form").addEventListener("submit", e => { e.preventDefault(); find($("find-q").value.trim()); });
+  async function find(q) {
+    const param = /^\d+$/.test(q) ? "buyer_id=" + q : "order_id=" + encodeURIComponent(q);
+    const r = await S.call("GET", "/api/v1/admin/orders?" + param, { token });
+    if (!r.ok) { S.say($("find-msg"), "bad", "Not read: " + S.errorText(r)); return; }
+    const list = r.data.orders || [];
+    S.say($("find-msg"), "", list.length ? `${list.length} order${list.length > 1 ? "s" : ""}, newest first.` : "No order found.");
+    $("found").replaceChildren(...list.map(foundCard));
+  }
+  const amount = (n, cur) => `${S.money(n)} ${cur}`;
+  const link = (href, text) => href ? S.el("a", { href, target: "_blank", rel: "noopener" }, text) : null;
+  function foundCard(f) {
+    const o = f.order, id = o.order_id;
+    const sale = last && last.sales.find(s => s.item.id === o.item_id);
+    const msg = S.el("p", { class: "msg", role: "status", id: `found-${id}-msg` });
+    return S.el("article", { class: "card", id: `found-${id}` },
+      S.el("h3", {}, S.el("code", {}, id), " ", S.el("span", { class: "badge " + o.status, id: `found-${id}-status` }, o.status)),
+      S.el("p", { class: "muted" }, `Buyer ${o.user_id} · sale #${o.item_id}${sale ? " " + sale.item.name : ""} · ${S.when(o.created_at)}` +
+        (o.reason ? ` · ${o.reason}` : "")),
+      S.el("p", {}, f.payments.length ? "Payments:" : "No provider payment (paid at the door, or not paid)."),
+      S.el("ul", {}, f.payments.map(p => S.el("li", {}, `${p.provider} `, S.el("code", {}, p.provider_payment_id),
+        ` ${p.status} · ${amount(p.amount, p.currency)}`))),
+      f.refunds.length ? S.el("p", {}, "Refunds:") : null,
+      S.el("ul", { id: `found-${id}-refunds` }, f.refunds.map(r => S.el("li", {}, S.el("code", {}, r.provider_refund_id || "(not confirmed)"),
+        ` ${r.status} · ${amount(r.amount, r.currency)} · “${r.reason}” · ${S.when(r.updated_at)}`))),
+      S.el("div", { class: "row" }, link(f.saga_url, "Saga in the Temporal UI"), link(f.refund_workflow_url, "Refund in the Temporal UI"),
+        f.saga_url ? null : S.el("span", { class: "muted" }, `Saga ${f.saga_id}`),
+        f.refundable ? S.el("button", { type: "button", class: "danger", id: `refund-${id}`, onclick: () => refundOrder(f, msg) }, "Refund…") : null),
+      msg);
+  }
+  function askReason(text) {
+    const d = $("refund-dialog");
+    $("refund-text").textContent = text;
+    $("refund-reason").value = "";
+    d.returnValue = "";
+    return new Promise(resolve => {
+      d.addEventListener("close", () => resolve(d.returnValue === "yes" ? $("refund-reason").value.trim() : ""), { once: true });
+      d.showModal();
+    });
+  }
+  async function refundOrder(f, msg) {
+    const p = f.payments.find(p => p.status === "succeeded");
+    const reason = await askReason(`Refund order ${f.order.order_id} of buyer ${f.order.user_id}` +
+      (p ? ` (${amount(p.amount, p.currency)} through ${p.provider})` : "") + "? Its unit goes back to the sale.");
+    if (!reason) { S.say(msg, "", "Not refunded."); return; }
+    const r = await control(`/api/v1/orders/${f.order.order_id}/refund`, { reason });
+    if (!r.ok) { S.say(msg, "bad", "Not refunded: " + S.errorText(r)); return; }
+    if (r.data.status === "REFUNDED") { S.say(msg, "ok", `Refunded already (refund ${r.data.refund_id}).`); return; }
+    S.say(msg, "ok", "Refund started (", r.data.workflow_url ? link(r.data.workflow_url, r.data.workflow_id) : r.data.workflow_id,
+      "); Find again to see it REFUNDED.");
+  }
+
   async function start() {
     $("room").hidden = !token;
     await signin.start();

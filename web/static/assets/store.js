@@ -114,6 +114,7 @@
     STOCK_EXHAUSTED: "the store had no unit left for this reservation",
     DUPLICATE_ORDER: "you already hold another order for this item",
     ITEM_NOT_FOUND: "the item no longer exists",
+    SUPPORT_REFUND: "the shop refunded your payment; the unit went back on sale",
   };
   function reasonWords(reason) {
     if (!reason) return "";
@@ -121,12 +122,13 @@
     return reason;
   }
   // refundWords says a refund in words: its amount (the view's, else the
-  // item's price) and the provider's refund id.
+  // item's price), the provider's refund id and the day it was confirmed.
   function refundWords(v) {
     const it = items.get(v.item_id);
     const amount = v.refund_amount !== undefined ? S.money(v.refund_amount, v.refund_currency)
       : it ? S.money(it.price_cents, it.currency) : "your payment";
-    return `Refunded ${amount}` + (v.refund_id ? `, refund id ${v.refund_id}` : "");
+    const on = v.refunded_at ? ` on ${new Date(v.refunded_at).toLocaleDateString()}` : "";
+    return `Refunded ${amount}` + (v.refund_id ? `, refund id ${v.refund_id}` : "") + on;
   }
   function words(v) {
     switch (v.status) {
