@@ -444,13 +444,17 @@ type FoundOrder struct {
 
 // Item defines model for Item.
 type Item struct {
-	EndAt                 time.Time  `json:"end_at"`
-	ID                    int64      `json:"id"`
-	Name                  string     `json:"name"`
-	PaymentTimeoutSeconds int        `json:"payment_timeout_seconds"`
-	PriceCents            int64      `json:"price_cents"`
-	StartAt               time.Time  `json:"start_at"`
-	Status                ItemStatus `json:"status"`
+	// Currency ISO 4217 code, upper case (the item table's column; EUR by default).
+	Currency              string    `json:"currency"`
+	EndAt                 time.Time `json:"end_at"`
+	ID                    int64     `json:"id"`
+	Name                  string    `json:"name"`
+	PaymentTimeoutSeconds int       `json:"payment_timeout_seconds"`
+
+	// PriceCents The price in the currency's minor units (999 EUR is 9.99 EUR).
+	PriceCents int64      `json:"price_cents"`
+	StartAt    time.Time  `json:"start_at"`
+	Status     ItemStatus `json:"status"`
 
 	// StockLeft Units not reserved (Redis).
 	StockLeft  int64 `json:"stock_left"`
@@ -796,6 +800,13 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
 	AdminFindOrders(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminSeries Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+	//
+	// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+	//
+	// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+	AdminSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AdminSummary The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 	//
 	// Corresponds with GET /api/v1/admin/summary (the `AdminSummary` operationId).
@@ -896,7 +907,7 @@ type ClientInterface interface {
 
 	// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 	CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -912,7 +923,7 @@ type ClientInterface interface {
 
 	// PayOrder Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 	//
-	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 	PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -983,7 +994,7 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+	// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1026,6 +1037,23 @@ func (c *Client) ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
 func (c *Client) AdminFindOrders(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAdminFindOrdersRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminSeries Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+//
+// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+//
+// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+func (c *Client) AdminSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminSeriesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1276,7 +1304,7 @@ func (c *Client) CancelOrder(ctx context.Context, orderID OrderID, reqEditors ..
 
 // CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 func (c *Client) CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1312,7 +1340,7 @@ func (c *Client) OrderEvents(ctx context.Context, orderID OrderID, reqEditors ..
 
 // PayOrder Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 //
-// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 //
 // Corresponds with POST /api/v1/orders/{orderId}/pay (the `PayOrder` operationId).
 func (c *Client) PayOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1483,7 +1511,7 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+// Readyz Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1608,6 +1636,33 @@ func NewAdminFindOrdersRequest(server string, params *AdminFindOrdersParams) (*h
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAdminSeriesRequest constructs an http.Request for the AdminSeries method
+func NewAdminSeriesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/series")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2554,6 +2609,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/admin/orders (the `AdminFindOrders` operationId).
 	AdminFindOrdersWithResponse(ctx context.Context, params *AdminFindOrdersParams, reqEditors ...RequestEditorFn) (*AdminFindOrdersResponse, error)
 
+	// AdminSeriesWithResponse Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+	//
+	// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+	AdminSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminSeriesResponse, error)
+
 	// AdminSummaryWithResponse The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2670,7 +2734,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2690,7 +2754,7 @@ type ClientWithResponsesInterface interface {
 
 	// PayOrderWithResponse Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 	//
-	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+	// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2773,7 +2837,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
-	// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+	// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2943,6 +3007,87 @@ func (r AdminFindOrdersResponse) ContentType() string {
 	return ""
 }
 
+type AdminSeriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// ReadAt when the series were read (shared by every caller for a second)
+		ReadAt time.Time `json:"read_at"`
+		Sales  []struct {
+			// Accepted orders recorded per bucket
+			Accepted []int64 `json:"accepted"`
+			ItemID   int64   `json:"item_id"`
+
+			// Paid orders paid per bucket
+			Paid []int64 `json:"paid"`
+
+			// Refunded refunds confirmed per bucket
+			Refunded []int64 `json:"refunded"`
+
+			// Start the sale's start_at, the first bucket's start
+			Start time.Time `json:"start"`
+
+			// StepSeconds each bucket's width
+			StepSeconds int64 `json:"step_seconds"`
+		} `json:"sales"`
+	}
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminSeriesResponse) GetJSON200() *struct {
+	// ReadAt when the series were read (shared by every caller for a second)
+	ReadAt time.Time `json:"read_at"`
+	Sales  []struct {
+		// Accepted orders recorded per bucket
+		Accepted []int64 `json:"accepted"`
+		ItemID   int64   `json:"item_id"`
+
+		// Paid orders paid per bucket
+		Paid []int64 `json:"paid"`
+
+		// Refunded refunds confirmed per bucket
+		Refunded []int64 `json:"refunded"`
+
+		// Start the sale's start_at, the first bucket's start
+		Start time.Time `json:"start"`
+
+		// StepSeconds each bucket's width
+		StepSeconds int64 `json:"step_seconds"`
+	} `json:"sales"`
+} {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminSeriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminSeriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminSeriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminSeriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AdminSummaryResponse429Headers the declared response headers of an HTTP 429 response for AdminSummary
 type AdminSummaryResponse429Headers struct {
 	RetryAfter *int
@@ -2959,6 +3104,21 @@ type AdminSummaryResponse struct {
 			// Accepted the 202s (buyer marks in Redis)
 			Accepted int64 `json:"accepted"`
 			Item     Item  `json:"item"`
+
+			// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
+			Money []struct {
+				// Captured payments that took money (succeeded or mismatch)
+				Captured int64 `json:"captured"`
+
+				// Currency ISO 4217
+				Currency string `json:"currency"`
+
+				// Refunded refunds the provider confirmed
+				Refunded int64 `json:"refunded"`
+
+				// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+				RefundsPending int64 `json:"refunds_pending"`
+			} `json:"money"`
 
 			// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 			Orders        map[string]int64 `json:"orders"`
@@ -3004,6 +3164,21 @@ func (r AdminSummaryResponse) GetJSON200() *struct {
 		// Accepted the 202s (buyer marks in Redis)
 		Accepted int64 `json:"accepted"`
 		Item     Item  `json:"item"`
+
+		// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
+		Money []struct {
+			// Captured payments that took money (succeeded or mismatch)
+			Captured int64 `json:"captured"`
+
+			// Currency ISO 4217
+			Currency string `json:"currency"`
+
+			// Refunded refunds the provider confirmed
+			Refunded int64 `json:"refunded"`
+
+			// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+			RefundsPending int64 `json:"refunds_pending"`
+		} `json:"money"`
 
 		// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 		Orders        map[string]int64 `json:"orders"`
@@ -4656,8 +4831,10 @@ type ServerTimeResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Dev bool      `json:"dev"`
-		Now time.Time `json:"now"`
+		// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
+		Checkout bool      `json:"checkout"`
+		Dev      bool      `json:"dev"`
+		Now      time.Time `json:"now"`
 	}
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
@@ -4667,8 +4844,10 @@ type ServerTimeResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ServerTimeResponse) GetJSON200() *struct {
-	Dev bool      `json:"dev"`
-	Now time.Time `json:"now"`
+	// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
+	Checkout bool      `json:"checkout"`
+	Dev      bool      `json:"dev"`
+	Now      time.Time `json:"now"`
 } {
 	return r.JSON200
 }
@@ -4946,6 +5125,21 @@ func (c *ClientWithResponses) AdminFindOrdersWithResponse(ctx context.Context, p
 	return ParseAdminFindOrdersResponse(rsp)
 }
 
+// AdminSeriesWithResponse Each sale over time (admin), the control room's chart, of the shown sales that have started; read at most once a second per instance.
+//
+// From MySQL in one round trip: per sale and second since its start_at, the orders recorded (their rows' created_at: the saga's PersistOrder, or a pay of an order not persisted yet), paid (paid_at) and refunded (a succeeded refund's time), in buckets of step_seconds from the start to now: 1 s for the first 600 s, coarser after, so at most 600 points.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/series (the `AdminSeries` operationId).
+func (c *ClientWithResponses) AdminSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminSeriesResponse, error) {
+	rsp, err := c.AdminSeries(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminSeriesResponse(rsp)
+}
+
 // AdminSummaryWithResponse The control room's figures (admin), of the sales upcoming, open or ended within the hour; read at most every 500 ms per instance.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5146,7 +5340,7 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 
 // CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser); the order becomes PAID when the provider's verified notification lands. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5178,7 +5372,7 @@ func (c *ClientWithResponses) OrderEventsWithResponse(ctx context.Context, order
 
 // PayOrderWithResponse Pay the order (its buyer), judged against `pay_by` at the moment the request arrived.
 //
-// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none.
+// Paying a paid order again answers its view. No body. A QUEUED order (early payment) is answered PAID with `settling` true: it becomes PAID once its unit is taken from the stock row, or REFUNDED if the stock row has none. Under `SECKILL_PAYMENT_PROVIDER=testpay` it is the test provider's instant test card: the order is checked out (its payment opened if none), paid at the provider, and the provider's success judged at the door, by its timestamp, before the answer; under `stripe` 409 (only a verified notification pays).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5321,7 +5515,7 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 	return ParseMetricsResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered (cached 1 s).
+// ReadyzWithResponse Readiness: Redis, MySQL, every name server and broker, and Temporal answered, and with an identity provider its keys were fetched once (oidc) (cached 1 s).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5449,6 +5643,52 @@ func ParseAdminFindOrdersResponse(rsp *http.Response) (*AdminFindOrdersResponse,
 	return response, nil
 }
 
+// ParseAdminSeriesResponse parses an HTTP response from a AdminSeriesWithResponse call
+func ParseAdminSeriesResponse(rsp *http.Response) (*AdminSeriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminSeriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// ReadAt when the series were read (shared by every caller for a second)
+			ReadAt time.Time `json:"read_at"`
+			Sales  []struct {
+				// Accepted orders recorded per bucket
+				Accepted []int64 `json:"accepted"`
+				ItemID   int64   `json:"item_id"`
+
+				// Paid orders paid per bucket
+				Paid []int64 `json:"paid"`
+
+				// Refunded refunds confirmed per bucket
+				Refunded []int64 `json:"refunded"`
+
+				// Start the sale's start_at, the first bucket's start
+				Start time.Time `json:"start"`
+
+				// StepSeconds each bucket's width
+				StepSeconds int64 `json:"step_seconds"`
+			} `json:"sales"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseAdminSummaryResponse parses an HTTP response from a AdminSummaryWithResponse call
 func ParseAdminSummaryResponse(rsp *http.Response) (*AdminSummaryResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5471,6 +5711,21 @@ func ParseAdminSummaryResponse(rsp *http.Response) (*AdminSummaryResponse, error
 				// Accepted the 202s (buyer marks in Redis)
 				Accepted int64 `json:"accepted"`
 				Item     Item  `json:"item"`
+
+				// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
+				Money []struct {
+					// Captured payments that took money (succeeded or mismatch)
+					Captured int64 `json:"captured"`
+
+					// Currency ISO 4217
+					Currency string `json:"currency"`
+
+					// Refunded refunds the provider confirmed
+					Refunded int64 `json:"refunded"`
+
+					// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+					RefundsPending int64 `json:"refunds_pending"`
+				} `json:"money"`
 
 				// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 				Orders        map[string]int64 `json:"orders"`
@@ -6973,8 +7228,10 @@ func ParseServerTimeResponse(rsp *http.Response) (*ServerTimeResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Dev bool      `json:"dev"`
-			Now time.Time `json:"now"`
+			// Checkout Whether payments go through a provider (SECKILL_PAYMENT_PROVIDER testpay or stripe): the order page's Pay opens the provider's checkout (POST /api/v1/orders/{orderId}/checkout); false: the door's POST /api/v1/orders/{orderId}/pay.
+			Checkout bool      `json:"checkout"`
+			Dev      bool      `json:"dev"`
+			Now      time.Time `json:"now"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
