@@ -295,6 +295,9 @@ type stagesFlags struct {
 	luaUnits         int64
 	latency          int
 	skipFull         bool
+	paymentUnits     int
+	paymentRounds    int
+	paymentsOnly     bool
 	doc              string
 }
 
@@ -309,6 +312,9 @@ func (f *stagesFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
 	cmd.Flags().IntVar(&f.latency, "latency-units", 1500, "units of stage 3b's sale (buyer-facing latency, every order paid; 0 leaves it out)")
 	cmd.Flags().BoolVar(&f.skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
+	cmd.Flags().IntVar(&f.paymentUnits, "payment-units", 10_000, "S of stage 5, the payment stampede: provider notifications, beside S/2 door pays (0 leaves it out; the API needs SECKILL_PAYMENT_PROVIDER=testpay)")
+	cmd.Flags().IntVar(&f.paymentRounds, "payment-rounds", 3, "stage 5's rounds of door pays and notifications taken in turn; the ratio is the median of the rounds'")
+	cmd.Flags().BoolVar(&f.paymentsOnly, "payments-only", false, "run stage 5 alone")
 	cmd.Flags().StringVar(&f.doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")
 }
 
@@ -356,6 +362,7 @@ func (a *app) runStages(cmd *cobra.Command, c checkDeps, f *stagesFlags) error {
 	}
 	s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: f.duration, Rounds: f.rounds,
 		SagaOrders: f.sagaOrders, Stage2Runs: f.stage2Runs, WaitingWorkflows: f.waitingWorkflows, LuaUnits: f.luaUnits, LatencyUnits: f.latency, Full: full, SkipFull: f.skipFull, Temporal: tc,
+		PaymentUnits: f.paymentUnits, PaymentRounds: f.paymentRounds, PaymentsOnly: f.paymentsOnly,
 		WorkerOps: f.workerOps,
 		Progress:  cmd.ErrOrStderr(), Log: a.log}
 	rep := s.Run(ctx, d)
