@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -108,9 +109,9 @@ type EventResult struct {
 	Order   Order
 }
 
-// afterEventInsert runs between the event's insert and the decision (tests
+// afterEventInsert runs between an event's insert and its decision (tests
 // make it fail: neither may remain).
-var afterEventInsert = func(*gorm.DB) error { return nil }
+var afterEventInsert = func(*gorm.DB, PaymentEvent) error { return nil }
 
 // ApplyPaymentEvent takes a payment event in one transaction: the event id
 // is inserted (a repeat is VerdictRepeated, nothing else done), the payment
@@ -121,17 +122,37 @@ var afterEventInsert = func(*gorm.DB) error { return nil }
 func (s *Store) ApplyPaymentEvent(ctx context.Context, e PaymentEvent) (EventResult, error) {
 	var out EventResult
 	err := retryDeadlock(ctx, func() error {
-		// READ COMMITTED, as CloseOrder: the locking read of an order row
-		// not persisted yet takes no gap lock for the saga's insert to wait on.
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+		return s.eventTx(ctx, func(tx *gorm.DB) (err error) {
 			out, err = applyEvent(tx, e)
 			return err
-		}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		})
 	})
 	if err != nil {
 		return EventResult{}, fmt.Errorf("apply payment event %s: %w", e.ID, err)
 	}
 	return out, nil
+}
+
+// ApplyPaymentEvents takes es in one transaction, each decided as
+// ApplyPaymentEvent would, in turn (an event id repeated within es is
+// VerdictRepeated). On an error nothing is written: apply them one by one.
+func (s *Store) ApplyPaymentEvents(ctx context.Context, es []PaymentEvent) ([]EventResult, error) {
+	var out []EventResult
+	err := s.eventTx(ctx, func(tx *gorm.DB) (err error) {
+		out, err = applyEvents(tx, es)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply %d payment events: %w", len(es), err)
+	}
+	return out, nil
+}
+
+// eventTx runs fn in a READ COMMITTED transaction, as CloseOrder: the
+// locking read of an order row not persisted yet takes no gap lock for the
+// saga's insert to wait on.
+func (s *Store) eventTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.db.WithContext(ctx).Transaction(fn, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 }
 
 func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
@@ -143,7 +164,7 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 	case err != nil:
 		return EventResult{}, fmt.Errorf("insert event: %w", err)
 	}
-	if err := afterEventInsert(tx); err != nil {
+	if err := afterEventInsert(tx, e); err != nil {
 		return EventResult{}, err
 	}
 	p, err := take[Payment](forUpdate(tx), order.ErrNotFound, "payment "+e.PaymentID,
@@ -154,7 +175,89 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 	if err != nil {
 		return EventResult{}, err
 	}
+	return decide(tx, p, e)
+}
+
+// applyEvents is applyEvent over es in one transaction: the event ids taken
+// read and the new ones inserted in one statement each, their payments
+// locked in one, then each decided in turn on the rows as the ones before
+// it left them.
+func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
+	out := make([]EventResult, len(es))
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	var taken []string
+	if err := tx.Raw("SELECT event_id FROM payment_events WHERE event_id IN ?", ids).Scan(&taken).Error; err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	seen := make(map[string]bool, len(es))
+	for _, id := range taken {
+		seen[id] = true
+	}
+	var fresh []int
+	var args []any
+	byProvider := map[string][]string{}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i, e := range es {
+		if seen[e.ID] {
+			out[i].Verdict = VerdictRepeated
+			continue
+		}
+		seen[e.ID] = true
+		fresh = append(fresh, i)
+		args = append(args, e.ID, e.Type, e.PaymentID, now)
+		byProvider[e.Provider] = append(byProvider[e.Provider], e.PaymentID)
+	}
+	if len(fresh) == 0 {
+		return out, nil
+	}
+	// A duplicate here is an event inserted since the read: the caller
+	// applies them one by one.
+	if err := tx.Exec("INSERT INTO payment_events (event_id, type, payment_id, received_at) VALUES (?, ?, ?, ?)"+
+		strings.Repeat(", (?, ?, ?, ?)", len(fresh)-1), args...).Error; err != nil {
+		return nil, fmt.Errorf("insert %d events: %w", len(fresh), err)
+	}
+	type key struct{ provider, id string }
+	rows := map[key]Payment{}
+	for prov, pids := range byProvider {
+		var ps []Payment
+		if err := forUpdate(tx).Where("provider = ? AND provider_payment_id IN ?", prov, pids).Order("id").Find(&ps).Error; err != nil {
+			return nil, fmt.Errorf("read payments: %w", err)
+		}
+		for _, p := range ps {
+			rows[key{p.Provider, p.ProviderPaymentID}] = p
+		}
+	}
+	for _, i := range fresh {
+		e := es[i]
+		if err := afterEventInsert(tx, e); err != nil {
+			return nil, err
+		}
+		p, ok := rows[key{e.Provider, e.PaymentID}]
+		if !ok {
+			out[i].Verdict = VerdictUnknown
+			continue
+		}
+		r, err := decide(tx, p, e)
+		if err != nil {
+			return nil, err
+		}
+		out[i], rows[key{e.Provider, e.PaymentID}] = r, r.Payment
+		if e.Type == "payment_canceled" && p.Status == PaymentPending {
+			rows[key{e.Provider, e.PaymentID}] = withStatus(p, PaymentCanceled)
+		}
+	}
+	return out, nil
+}
+
+func withStatus(p Payment, status string) Payment { p.Status = status; return p }
+
+// decide is e's verdict on its payment row p, locked in tx.
+func decide(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	out := EventResult{Verdict: VerdictRecorded, Payment: p}
+	var err error
 	switch e.Type {
 	case "payment_succeeded":
 		return succeed(tx, p, e)
