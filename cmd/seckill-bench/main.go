@@ -326,7 +326,9 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 		Long: "1. bare gin endpoint vs purchase attempts on a sold-out item, side by side in --rounds rounds; 2. bare gin and the\n" +
 			"reservation Lua script via go-redis, just before and after each sale, vs accepted purchases/s over HTTP (--stage2-runs sales); 3. a minimal workflow (three no-op local activities) vs\n" +
 			"sagas/s from message to PENDING_PAYMENT; 3b and 4. a sale whose orders are paid at their 202, and the full flash\n" +
-			"sale, against a waiting workflow (local activity, timer, local activity). Needs `seckill api` and `seckill worker` running. Writes\n" +
+			"sale, against a waiting workflow (local activity, timer, local activity); 5. provider notifications of a sold-out\n" +
+			"sale (the test provider: 20 % duplicated, 5 % reordered) against the door's pays, side by side in rounds (the API\n" +
+			"needs SECKILL_PAYMENT_PROVIDER=testpay, or --payment-units 0). Needs `seckill api` and `seckill worker` running. Writes\n" +
 			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
 		Args: cobra.NoArgs,
 		RunE: a.onTarget(&f.benchFlags, func(cmd *cobra.Command, c checkDeps) error { return a.runStages(cmd, c, &f) }),

@@ -764,6 +764,12 @@ func MarkdownRatios(r *StagesReport) string {
 			"202 -> payable %s; 202 -> deducted %s; pay answers %s; invariants: %s.\n", s.ItemID, s.Attempts, Counts(s.Answers.ByOutcome),
 			s.Accepted, s.Answers.Latency["all"].P99, s.AcceptedToPayable.Seconds(), s.AcceptedToDeducted.Seconds(), PayAnswers(s.Paid), verdict(s))
 	}
+	if p, ok := r.Details["payment_stampede"].(*PaymentReport); ok && p != nil {
+		printf(&b, "\nPayment stampede (item %d): %d notifications (%d sent: %s), notification -> answer p50 %.0f ms, p99 %.0f ms; "+
+			"%d door pays (%s), pay -> answer p50 %.0f ms, p99 %.0f ms; %d refused in time; MySQL: %d event rows, %d payments succeeded, %d orders PAID.\n",
+			p.ItemID, p.Notifications, p.Sent, Counts(p.Answers), p.Latency.P50, p.Latency.P99, p.DoorPays, Counts(p.DoorAnswers),
+			p.DoorLatency.P50, p.DoorLatency.P99, p.Refused, p.Events, p.Succeeded, p.OrdersPaid)
+	}
 	for _, e := range r.Errors {
 		printf(&b, "\n- error: %s", e)
 	}
