@@ -231,10 +231,32 @@ func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 		}
 	}
 	for _, i := range fresh {
-		e := es[i]
-		if err := afterEventInsert(tx, e); err != nil {
+		if err := afterEventInsert(tx, es[i]); err != nil {
 			return nil, err
 		}
+	}
+	// The first success of each pending payment, matching it: paid together.
+	var plain, rest []int
+	first := map[key]bool{}
+	for _, i := range fresh {
+		e := es[i]
+		k := key{e.Provider, e.PaymentID}
+		p, ok := rows[k]
+		if ok && !first[k] && e.Type == "payment_succeeded" && p.Status == PaymentPending && matches(p, e) {
+			plain = append(plain, i)
+		} else {
+			rest = append(rest, i)
+		}
+		first[k] = true
+	}
+	if err := succeedAll(tx, es, plain, out, func(e PaymentEvent) Payment { return rows[key{e.Provider, e.PaymentID}] }); err != nil {
+		return nil, err
+	}
+	for _, i := range plain {
+		rows[key{es[i].Provider, es[i].PaymentID}] = out[i].Payment
+	}
+	for _, i := range rest {
+		e := es[i]
 		p, ok := rows[key{e.Provider, e.PaymentID}]
 		if !ok {
 			out[i].Verdict = VerdictUnknown
@@ -267,11 +289,101 @@ func decide(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	return out, err
 }
 
+// matches: e is a success of p's amount and currency, for its order.
+func matches(p Payment, e PaymentEvent) bool {
+	return e.Amount == p.Amount && e.Currency == p.Currency && (e.OrderID == "" || e.OrderID == p.OrderID)
+}
+
+// succeedAll is succeed for the events es[i] of idx, each the first success
+// of a pending payment (of) it matches, in a few statements for them all:
+// the payments marked, their orders locked, the payable ones paid by one
+// conditional UPDATE (the door's); any other is decided alone. Its results
+// go to out.
+func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of func(PaymentEvent) Payment) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	var whenPay, whenOrder, whenUser []any
+	var payIDs []int64
+	var orderIDs []string
+	ats := make(map[int]time.Time, len(idx))
+	for _, i := range idx {
+		p, at := of(es[i]), es[i].At.UTC().Truncate(time.Millisecond)
+		whenPay, payIDs, orderIDs = append(whenPay, p.ID, at), append(payIDs, p.ID), append(orderIDs, p.OrderID)
+		ats[i] = at
+		if p.Status = PaymentSucceeded; p.SucceededAt == nil {
+			p.SucceededAt = &at
+		}
+		out[i] = EventResult{Payment: p}
+	}
+	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, CASE id"+strings.Repeat(" WHEN ? THEN ?", len(idx))+" END) WHERE id IN ?",
+		append(append([]any{PaymentSucceeded}, whenPay...), payIDs)...).Error; err != nil {
+		return fmt.Errorf("record %d payments succeeded: %w", len(idx), err)
+	}
+	var rows []Order
+	if err := forUpdate(tx).Where("order_id IN ?", orderIDs).Order("order_id").Find(&rows).Error; err != nil {
+		return fmt.Errorf("read %d orders: %w", len(orderIDs), err)
+	}
+	byID := map[string]Order{}
+	for _, o := range rows {
+		byID[o.OrderID] = o
+	}
+	var payable []string
+	for _, i := range idx {
+		p, at := out[i].Payment, ats[i]
+		o, ok := byID[p.OrderID]
+		switch {
+		case !ok: // no row yet: the row a door pay writes, alone
+			v, row, err := payOrder(tx, p, at)
+			if err != nil {
+				return err
+			}
+			out[i].Verdict, out[i].Order = v, row
+		case o.UserID == p.UserID && o.PaidAt == nil && o.PayBy != nil && o.PayBy.After(at) &&
+			(o.Status == order.StatusPendingPayment || o.Status == order.StatusQueued):
+			payable = append(payable, o.OrderID)
+			whenOrder, whenUser = append(whenOrder, o.OrderID, at), append(whenUser, o.OrderID, o.UserID)
+		default:
+			out[i].Verdict, out[i].Order = judged(o, p, at), o
+		}
+	}
+	if len(payable) == 0 {
+		return nil
+	}
+	// The door's pay, guarded as payOrder's: a row it does not move fails
+	// the batch, which is then decided one event at a time.
+	when := strings.Repeat(" WHEN ? THEN ?", len(payable))
+	args := append(append(append(append([]any{}, whenOrder...), order.StatusPendingPayment, order.StatusPaid), whenUser...),
+		payable, []order.Status{order.StatusPendingPayment, order.StatusQueued})
+	args = append(args, whenOrder...)
+	res := tx.Exec("UPDATE seckill_order SET paid_at = CASE order_id"+when+" END, reason = '', status = IF(status = ?, ?, status) "+
+		"WHERE user_id = CASE order_id"+when+" END AND order_id IN ? AND status IN ? AND paid_at IS NULL AND pay_by > CASE order_id"+when+" END", args...)
+	if res.Error != nil || res.RowsAffected != int64(len(payable)) {
+		return fmt.Errorf("pay %d orders: %d moved: %w", len(payable), res.RowsAffected, errors.Join(res.Error, errNotMoved))
+	}
+	rows = nil
+	if err := tx.Where("order_id IN ?", payable).Find(&rows).Error; err != nil {
+		return fmt.Errorf("read %d paid orders: %w", len(payable), err)
+	}
+	for _, o := range rows {
+		byID[o.OrderID] = o
+	}
+	for _, i := range idx {
+		if out[i].Verdict == "" {
+			out[i].Verdict, out[i].Order = VerdictPaid, byID[out[i].Payment.OrderID]
+		}
+	}
+	return nil
+}
+
+// errNotMoved: a batch's pay moved fewer rows than it judged payable.
+var errNotMoved = errors.New("an order the batch judged payable did not move")
+
 // succeed records the payment's success and pays its order if in time.
 func succeed(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	at := e.At.UTC().Truncate(time.Millisecond)
 	status := PaymentSucceeded
-	if e.Amount != p.Amount || e.Currency != p.Currency || e.OrderID != "" && e.OrderID != p.OrderID {
+	if !matches(p, e) {
 		status = PaymentMismatch
 	}
 	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, ?) WHERE id = ?", status, at, p.ID).Error; err != nil {

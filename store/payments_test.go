@@ -206,6 +206,7 @@ func TestPaymentEventBatchDecidesAsOneByOne(t *testing.T) {
 	pendingOrder(t, st, it.ID, "B3", 73, payBy, "pi_b3")
 	pendingOrder(t, st, it.ID, "B4", 74, now.Add(-time.Second), "pi_b4")
 	pendingOrder(t, st, it.ID, "B5", 75, payBy, "pi_b5")
+	pendingOrder(t, st, it.ID, "B6", 76, payBy, "pi_b6")
 	apply(t, st, succeeded("evt_b0", "pi_b5", now), store.VerdictPaid)
 	mismatch := succeeded("evt_b6", "pi_b3", now)
 	mismatch.Amount = 99
@@ -213,10 +214,10 @@ func TestPaymentEventBatchDecidesAsOneByOne(t *testing.T) {
 		succeeded("evt_b1", "pi_b1", now), succeeded("evt_b1", "pi_b1", now), succeeded("evt_b2", "pi_b1", now),
 		{ID: "evt_b3", Type: "payment_canceled", Provider: "testpay", PaymentID: "pi_b1"},
 		succeeded("evt_b4", "pi_b2", now), succeeded("evt_b5", "pi_unknown", now), mismatch,
-		succeeded("evt_b7", "pi_b4", now), succeeded("evt_b0", "pi_b5", now),
+		succeeded("evt_b7", "pi_b4", now), succeeded("evt_b0", "pi_b5", now), succeeded("evt_b8", "pi_b6", now),
 	}
 	want := []store.Verdict{store.VerdictPaid, store.VerdictRepeated, store.VerdictAlreadyPaid, store.VerdictRecorded,
-		store.VerdictPaid, store.VerdictUnknown, store.VerdictMismatch, store.VerdictLate, store.VerdictRepeated}
+		store.VerdictPaid, store.VerdictUnknown, store.VerdictMismatch, store.VerdictLate, store.VerdictRepeated, store.VerdictPaid}
 	rs, err := st.ApplyPaymentEvents(ctx, batch)
 	if err != nil {
 		t.Fatal(err)
@@ -226,15 +227,41 @@ func TestPaymentEventBatchDecidesAsOneByOne(t *testing.T) {
 			t.Errorf("event %d (%s): %s, want %s", i, batch[i].ID, r.Verdict, want[i])
 		}
 	}
-	if rs[0].Order.Status != order.StatusPaid || !rs[4].Order.PaidQueued() || rs[6].Payment.Status != store.PaymentMismatch {
-		t.Fatalf("paid %+v, early %+v, mismatch %+v", rs[0].Order, rs[4].Order, rs[6].Payment)
+	if rs[0].Order.Status != order.StatusPaid || rs[9].Order.Status != order.StatusPaid || !rs[4].Order.PaidQueued() ||
+		rs[6].Payment.Status != store.PaymentMismatch || rs[9].Payment.Status != store.PaymentSucceeded {
+		t.Fatalf("paid %+v %+v, early %+v, mismatch %+v", rs[0].Order, rs[9], rs[4].Order, rs[6].Payment)
+	}
+	for _, id := range []string{"B1", "B6"} {
+		if o, _ := st.FindOrder(ctx, id); o.Status != order.StatusPaid || o.PaidAt == nil {
+			t.Fatalf("order %s after the batch: %+v", id, o)
+		}
 	}
 	if p, _ := st.OrderPayment(ctx, "B1", "testpay"); p.Status != store.PaymentSucceeded {
 		t.Fatalf("a cancel after the success changed the payment %+v", p)
 	}
-	if n := events(t, st); n != 8 {
-		t.Fatalf("%d events stored, want 8", n)
+	if n := events(t, st); n != 9 {
+		t.Fatalf("%d events stored, want 9", n)
 	}
+}
+
+// Two payments of one order succeeding in one batch: the batch's pay moves
+// one row where it judged two payable, so nothing is written; one by one,
+// the first pays and the second finds the order paid.
+func TestPaymentEventBatchTwoPaymentsOfOneOrder(t *testing.T) {
+	st, it := newSale(t, 1)
+	ctx := context.Background()
+	now := time.Now()
+	pendingOrder(t, st, it.ID, "D1", 77, now.Add(time.Minute), "pi_d1")
+	payment(t, st, it.ID, "D1", 77, now.Add(time.Minute), "pi_d2")
+	batch := []store.PaymentEvent{succeeded("evt_d1", "pi_d1", now), succeeded("evt_d2", "pi_d2", now)}
+	if _, err := st.ApplyPaymentEvents(ctx, batch); err == nil {
+		t.Fatal("a batch paying one order twice committed")
+	}
+	if n := events(t, st); n != 0 {
+		t.Fatalf("%d events left by a failed batch", n)
+	}
+	apply(t, st, batch[0], store.VerdictPaid)
+	apply(t, st, batch[1], store.VerdictAlreadyPaid)
 }
 
 // A failing decision fails its batch as a whole (nothing written), and the

@@ -33,9 +33,9 @@ func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refun
 	if err != nil || prov == nil {
 		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk, err
 	}
-	// Decisions group-committed: 8 lanes (of the 32 MySQL connections) of up
-	// to 32 events each (docs/payments.md, "A payment stampede").
-	events := store.NewBatcher(p.db, 8, 32)
+	// Decisions group-committed: 4 lanes (of the 32 MySQL connections) of up
+	// to 128 events each (docs/payments.md, "Group commit").
+	events := store.NewBatcher(p.db, 4, 128)
 	d.onStop(events.Close)
 	c := cashier.New(events, p.views, prov, desk,
 		cashier.Options{Provider: name, ReturnURL: cfg.ReturnURL, Refunds: refunds}, cashier.NewMetrics(p.metrics.Registry()), d.log)
