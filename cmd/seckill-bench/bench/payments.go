@@ -299,7 +299,7 @@ func (s *sentNotes) RoundTrip(req *http.Request) (*http.Response, error) {
 // to the last payment's first 200, as the door's to its last answer.
 func (s *sentNotes) round(ctx context.Context, tp *testpay.Provider, ids []string) roundFigures {
 	s.mu.Lock()
-	s.payments, s.rec = map[string]string{}, NewRecorder(time.Now())
+	s.payments, s.rec, s.last = map[string]string{}, NewRecorder(time.Now()), time.Time{}
 	s.mu.Unlock()
 	t0 := time.Now()
 	for _, id := range ids {
