@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -249,6 +250,21 @@ func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 		}
 		first[k] = true
 	}
+	// An order another event of the batch may touch is decided in turn.
+	touched := map[string]bool{}
+	for _, i := range rest {
+		if p, ok := rows[key{es[i].Provider, es[i].PaymentID}]; ok {
+			touched[p.OrderID] = true
+		}
+	}
+	plain = slices.DeleteFunc(plain, func(i int) bool {
+		if touched[rows[key{es[i].Provider, es[i].PaymentID}].OrderID] {
+			rest = append(rest, i)
+			return true
+		}
+		return false
+	})
+	slices.Sort(rest)
 	if err := succeedAll(tx, es, plain, out, func(e PaymentEvent) Payment { return rows[key{e.Provider, e.PaymentID}] }); err != nil {
 		return nil, err
 	}
