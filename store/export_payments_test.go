@@ -1,11 +1,21 @@
 package store
 
-import "gorm.io/gorm"
+import (
+	"slices"
 
-// FailAfterEventInsert makes ApplyPaymentEvent fail between the event's
-// insert and the decision until the returned func restores it.
-func FailAfterEventInsert(err error) (restore func()) {
+	"gorm.io/gorm"
+)
+
+// FailAfterEventInsert makes ApplyPaymentEvent(s) fail between an event's
+// insert and its decision, for the events named (every event when none),
+// until the returned func restores it.
+func FailAfterEventInsert(err error, ids ...string) (restore func()) {
 	old := afterEventInsert
-	afterEventInsert = func(*gorm.DB) error { return err }
+	afterEventInsert = func(_ *gorm.DB, e PaymentEvent) error {
+		if len(ids) == 0 || slices.Contains(ids, e.ID) {
+			return err
+		}
+		return nil
+	}
 	return func() { afterEventInsert = old }
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -108,9 +110,9 @@ type EventResult struct {
 	Order   Order
 }
 
-// afterEventInsert runs between the event's insert and the decision (tests
+// afterEventInsert runs between an event's insert and its decision (tests
 // make it fail: neither may remain).
-var afterEventInsert = func(*gorm.DB) error { return nil }
+var afterEventInsert = func(*gorm.DB, PaymentEvent) error { return nil }
 
 // ApplyPaymentEvent takes a payment event in one transaction: the event id
 // is inserted (a repeat is VerdictRepeated, nothing else done), the payment
@@ -121,17 +123,37 @@ var afterEventInsert = func(*gorm.DB) error { return nil }
 func (s *Store) ApplyPaymentEvent(ctx context.Context, e PaymentEvent) (EventResult, error) {
 	var out EventResult
 	err := retryDeadlock(ctx, func() error {
-		// READ COMMITTED, as CloseOrder: the locking read of an order row
-		// not persisted yet takes no gap lock for the saga's insert to wait on.
-		return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+		return s.eventTx(ctx, func(tx *gorm.DB) (err error) {
 			out, err = applyEvent(tx, e)
 			return err
-		}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		})
 	})
 	if err != nil {
 		return EventResult{}, fmt.Errorf("apply payment event %s: %w", e.ID, err)
 	}
 	return out, nil
+}
+
+// ApplyPaymentEvents takes es in one transaction, each decided as
+// ApplyPaymentEvent would, in turn (an event id repeated within es is
+// VerdictRepeated). On an error nothing is written: apply them one by one.
+func (s *Store) ApplyPaymentEvents(ctx context.Context, es []PaymentEvent) ([]EventResult, error) {
+	var out []EventResult
+	err := s.eventTx(ctx, func(tx *gorm.DB) (err error) {
+		out, err = applyEvents(tx, es)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply %d payment events: %w", len(es), err)
+	}
+	return out, nil
+}
+
+// eventTx runs fn in a READ COMMITTED transaction, as CloseOrder: the
+// locking read of an order row not persisted yet takes no gap lock for the
+// saga's insert to wait on.
+func (s *Store) eventTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.db.WithContext(ctx).Transaction(fn, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 }
 
 func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
@@ -143,7 +165,7 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 	case err != nil:
 		return EventResult{}, fmt.Errorf("insert event: %w", err)
 	}
-	if err := afterEventInsert(tx); err != nil {
+	if err := afterEventInsert(tx, e); err != nil {
 		return EventResult{}, err
 	}
 	p, err := take[Payment](forUpdate(tx), order.ErrNotFound, "payment "+e.PaymentID,
@@ -154,7 +176,126 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 	if err != nil {
 		return EventResult{}, err
 	}
+	return decide(tx, p, e)
+}
+
+// applyEvents is applyEvent over es in one transaction: the event ids taken
+// read and the new ones inserted in one statement each, their payments
+// locked in one, then each decided in turn on the rows as the ones before
+// it left them.
+func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
+	out := make([]EventResult, len(es))
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	var taken []string
+	if err := tx.Raw("SELECT event_id FROM payment_events WHERE event_id IN ?", ids).Scan(&taken).Error; err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	seen := make(map[string]bool, len(es))
+	for _, id := range taken {
+		seen[id] = true
+	}
+	var fresh []int
+	var args []any
+	byProvider := map[string][]string{}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i, e := range es {
+		if seen[e.ID] {
+			out[i].Verdict = VerdictRepeated
+			continue
+		}
+		seen[e.ID] = true
+		fresh = append(fresh, i)
+		args = append(args, e.ID, e.Type, e.PaymentID, now)
+		byProvider[e.Provider] = append(byProvider[e.Provider], e.PaymentID)
+	}
+	if len(fresh) == 0 {
+		return out, nil
+	}
+	// A duplicate here is an event inserted since the read: the caller
+	// applies them one by one.
+	if err := tx.Exec("INSERT INTO payment_events (event_id, type, payment_id, received_at) VALUES (?, ?, ?, ?)"+
+		strings.Repeat(", (?, ?, ?, ?)", len(fresh)-1), args...).Error; err != nil {
+		return nil, fmt.Errorf("insert %d events: %w", len(fresh), err)
+	}
+	type key struct{ provider, id string }
+	rows := map[key]Payment{}
+	for prov, pids := range byProvider {
+		var ps []Payment
+		if err := forUpdate(tx).Where("provider = ? AND provider_payment_id IN ?", prov, pids).Order("id").Find(&ps).Error; err != nil {
+			return nil, fmt.Errorf("read payments: %w", err)
+		}
+		for _, p := range ps {
+			rows[key{p.Provider, p.ProviderPaymentID}] = p
+		}
+	}
+	for _, i := range fresh {
+		if err := afterEventInsert(tx, es[i]); err != nil {
+			return nil, err
+		}
+	}
+	// The first success of each pending payment, matching it: paid together.
+	var plain, rest []int
+	first := map[key]bool{}
+	for _, i := range fresh {
+		e := es[i]
+		k := key{e.Provider, e.PaymentID}
+		p, ok := rows[k]
+		if ok && !first[k] && e.Type == "payment_succeeded" && p.Status == PaymentPending && matches(p, e) {
+			plain = append(plain, i)
+		} else {
+			rest = append(rest, i)
+		}
+		first[k] = true
+	}
+	// An order another event of the batch may touch is decided in turn.
+	touched := map[string]bool{}
+	for _, i := range rest {
+		if p, ok := rows[key{es[i].Provider, es[i].PaymentID}]; ok {
+			touched[p.OrderID] = true
+		}
+	}
+	plain = slices.DeleteFunc(plain, func(i int) bool {
+		if touched[rows[key{es[i].Provider, es[i].PaymentID}].OrderID] {
+			rest = append(rest, i)
+			return true
+		}
+		return false
+	})
+	slices.Sort(rest)
+	if err := succeedAll(tx, es, plain, out, func(e PaymentEvent) Payment { return rows[key{e.Provider, e.PaymentID}] }); err != nil {
+		return nil, err
+	}
+	for _, i := range plain {
+		rows[key{es[i].Provider, es[i].PaymentID}] = out[i].Payment
+	}
+	for _, i := range rest {
+		e := es[i]
+		p, ok := rows[key{e.Provider, e.PaymentID}]
+		if !ok {
+			out[i].Verdict = VerdictUnknown
+			continue
+		}
+		r, err := decide(tx, p, e)
+		if err != nil {
+			return nil, err
+		}
+		out[i], rows[key{e.Provider, e.PaymentID}] = r, r.Payment
+		if e.Type == "payment_canceled" && p.Status == PaymentPending {
+			rows[key{e.Provider, e.PaymentID}] = withStatus(p, PaymentCanceled)
+		}
+	}
+	return out, nil
+}
+
+func withStatus(p Payment, status string) Payment { p.Status = status; return p }
+
+// decide is e's verdict on its payment row p, locked in tx.
+func decide(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	out := EventResult{Verdict: VerdictRecorded, Payment: p}
+	var err error
 	switch e.Type {
 	case "payment_succeeded":
 		return succeed(tx, p, e)
@@ -164,11 +305,101 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 	return out, err
 }
 
+// matches: e is a success of p's amount and currency, for its order.
+func matches(p Payment, e PaymentEvent) bool {
+	return e.Amount == p.Amount && e.Currency == p.Currency && (e.OrderID == "" || e.OrderID == p.OrderID)
+}
+
+// succeedAll is succeed for the events es[i] of idx, each the first success
+// of a pending payment (of) it matches, in a few statements for them all:
+// the payments marked, their orders locked, the payable ones paid by one
+// conditional UPDATE (the door's); any other is decided alone. Its results
+// go to out.
+func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of func(PaymentEvent) Payment) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	var whenPay, whenOrder, whenUser []any
+	var payIDs []int64
+	var orderIDs []string
+	ats := make(map[int]time.Time, len(idx))
+	for _, i := range idx {
+		p, at := of(es[i]), es[i].At.UTC().Truncate(time.Millisecond)
+		whenPay, payIDs, orderIDs = append(whenPay, p.ID, at), append(payIDs, p.ID), append(orderIDs, p.OrderID)
+		ats[i] = at
+		if p.Status = PaymentSucceeded; p.SucceededAt == nil {
+			p.SucceededAt = &at
+		}
+		out[i] = EventResult{Payment: p}
+	}
+	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, CASE id"+strings.Repeat(" WHEN ? THEN ?", len(idx))+" END) WHERE id IN ?",
+		append(append([]any{PaymentSucceeded}, whenPay...), payIDs)...).Error; err != nil {
+		return fmt.Errorf("record %d payments succeeded: %w", len(idx), err)
+	}
+	var rows []Order
+	if err := forUpdate(tx).Where("order_id IN ?", orderIDs).Order("order_id").Find(&rows).Error; err != nil {
+		return fmt.Errorf("read %d orders: %w", len(orderIDs), err)
+	}
+	byID := map[string]Order{}
+	for _, o := range rows {
+		byID[o.OrderID] = o
+	}
+	var payable []string
+	for _, i := range idx {
+		p, at := out[i].Payment, ats[i]
+		o, ok := byID[p.OrderID]
+		switch {
+		case !ok: // no row yet: the row a door pay writes, alone
+			v, row, err := payOrder(tx, p, at)
+			if err != nil {
+				return err
+			}
+			out[i].Verdict, out[i].Order = v, row
+		case o.UserID == p.UserID && o.PaidAt == nil && o.PayBy != nil && o.PayBy.After(at) &&
+			(o.Status == order.StatusPendingPayment || o.Status == order.StatusQueued):
+			payable = append(payable, o.OrderID)
+			whenOrder, whenUser = append(whenOrder, o.OrderID, at), append(whenUser, o.OrderID, o.UserID)
+		default:
+			out[i].Verdict, out[i].Order = judged(o, p, at), o
+		}
+	}
+	if len(payable) == 0 {
+		return nil
+	}
+	// The door's pay, guarded as payOrder's: a row it does not move fails
+	// the batch, which is then decided one event at a time.
+	when := strings.Repeat(" WHEN ? THEN ?", len(payable))
+	args := append(append(append(append([]any{}, whenOrder...), order.StatusPendingPayment, order.StatusPaid), whenUser...),
+		payable, []order.Status{order.StatusPendingPayment, order.StatusQueued})
+	args = append(args, whenOrder...)
+	res := tx.Exec("UPDATE seckill_order SET paid_at = CASE order_id"+when+" END, reason = '', status = IF(status = ?, ?, status) "+
+		"WHERE user_id = CASE order_id"+when+" END AND order_id IN ? AND status IN ? AND paid_at IS NULL AND pay_by > CASE order_id"+when+" END", args...)
+	if res.Error != nil || res.RowsAffected != int64(len(payable)) {
+		return fmt.Errorf("pay %d orders: %d moved: %w", len(payable), res.RowsAffected, errors.Join(res.Error, errNotMoved))
+	}
+	rows = nil
+	if err := tx.Where("order_id IN ?", payable).Find(&rows).Error; err != nil {
+		return fmt.Errorf("read %d paid orders: %w", len(payable), err)
+	}
+	for _, o := range rows {
+		byID[o.OrderID] = o
+	}
+	for _, i := range idx {
+		if out[i].Verdict == "" {
+			out[i].Verdict, out[i].Order = VerdictPaid, byID[out[i].Payment.OrderID]
+		}
+	}
+	return nil
+}
+
+// errNotMoved: a batch's pay moved fewer rows than it judged payable.
+var errNotMoved = errors.New("an order the batch judged payable did not move")
+
 // succeed records the payment's success and pays its order if in time.
 func succeed(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	at := e.At.UTC().Truncate(time.Millisecond)
 	status := PaymentSucceeded
-	if e.Amount != p.Amount || e.Currency != p.Currency || e.OrderID != "" && e.OrderID != p.OrderID {
+	if !matches(p, e) {
 		status = PaymentMismatch
 	}
 	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, ?) WHERE id = ?", status, at, p.ID).Error; err != nil {

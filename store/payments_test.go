@@ -141,7 +141,7 @@ func TestPaymentEventIsOneTransaction(t *testing.T) {
 	now := time.Now()
 	pendingOrder(t, st, it.ID, "T1", 51, now.Add(time.Minute), "pi_t1")
 	boom := errors.New("boom")
-	restore := store.FailAfterEventInsert(boom)
+	restore := store.FailAfterEventInsert(boom, "evt_t")
 	_, err := st.ApplyPaymentEvent(ctx, succeeded("evt_t", "pi_t1", now))
 	restore()
 	if !errors.Is(err, boom) {
@@ -189,5 +189,162 @@ func TestPaymentEventRacesPayOnce(t *testing.T) {
 	}
 	if n := events(t, st); n != 6 {
 		t.Fatalf("%d events stored, want 6", n)
+	}
+}
+
+// A batch decides each event as the one-by-one path would, in turn: a
+// repeat within the batch or of an event stored before, a later event of a
+// payment the batch paid, a cancel after it, an order with no row yet, an
+// unknown payment, a mismatch and a late success.
+func TestPaymentEventBatchDecidesAsOneByOne(t *testing.T) {
+	st, it := newSale(t, 5)
+	ctx := context.Background()
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	pendingOrder(t, st, it.ID, "B1", 71, payBy, "pi_b1")
+	payment(t, st, it.ID, "B2", 72, payBy, "pi_b2") // QUEUED, no row yet
+	pendingOrder(t, st, it.ID, "B3", 73, payBy, "pi_b3")
+	pendingOrder(t, st, it.ID, "B4", 74, now.Add(-time.Second), "pi_b4")
+	pendingOrder(t, st, it.ID, "B5", 75, payBy, "pi_b5")
+	pendingOrder(t, st, it.ID, "B6", 76, payBy, "pi_b6")
+	apply(t, st, succeeded("evt_b0", "pi_b5", now), store.VerdictPaid)
+	mismatch := succeeded("evt_b6", "pi_b3", now)
+	mismatch.Amount = 99
+	batch := []store.PaymentEvent{
+		succeeded("evt_b1", "pi_b1", now), succeeded("evt_b1", "pi_b1", now), succeeded("evt_b2", "pi_b1", now),
+		{ID: "evt_b3", Type: "payment_canceled", Provider: "testpay", PaymentID: "pi_b1"},
+		succeeded("evt_b4", "pi_b2", now), succeeded("evt_b5", "pi_unknown", now), mismatch,
+		succeeded("evt_b7", "pi_b4", now), succeeded("evt_b0", "pi_b5", now), succeeded("evt_b8", "pi_b6", now),
+	}
+	want := []store.Verdict{store.VerdictPaid, store.VerdictRepeated, store.VerdictAlreadyPaid, store.VerdictRecorded,
+		store.VerdictPaid, store.VerdictUnknown, store.VerdictMismatch, store.VerdictLate, store.VerdictRepeated, store.VerdictPaid}
+	rs, err := st.ApplyPaymentEvents(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Verdict != want[i] {
+			t.Errorf("event %d (%s): %s, want %s", i, batch[i].ID, r.Verdict, want[i])
+		}
+	}
+	if rs[0].Order.Status != order.StatusPaid || rs[9].Order.Status != order.StatusPaid || !rs[4].Order.PaidQueued() ||
+		rs[6].Payment.Status != store.PaymentMismatch || rs[9].Payment.Status != store.PaymentSucceeded {
+		t.Fatalf("paid %+v %+v, early %+v, mismatch %+v", rs[0].Order, rs[9], rs[4].Order, rs[6].Payment)
+	}
+	for _, id := range []string{"B1", "B6"} {
+		if o, _ := st.FindOrder(ctx, id); o.Status != order.StatusPaid || o.PaidAt == nil {
+			t.Fatalf("order %s after the batch: %+v", id, o)
+		}
+	}
+	if p, _ := st.OrderPayment(ctx, "B1", "testpay"); p.Status != store.PaymentSucceeded {
+		t.Fatalf("a cancel after the success changed the payment %+v", p)
+	}
+	if n := events(t, st); n != 9 {
+		t.Fatalf("%d events stored, want 9", n)
+	}
+}
+
+// Two payments of one order succeeding in one batch: the batch's pay moves
+// one row where it judged two payable, so nothing is written; one by one,
+// the first pays and the second finds the order paid.
+func TestPaymentEventBatchTwoPaymentsOfOneOrder(t *testing.T) {
+	st, it := newSale(t, 1)
+	ctx := context.Background()
+	now := time.Now()
+	pendingOrder(t, st, it.ID, "D1", 77, now.Add(time.Minute), "pi_d1")
+	payment(t, st, it.ID, "D1", 77, now.Add(time.Minute), "pi_d2")
+	batch := []store.PaymentEvent{succeeded("evt_d1", "pi_d1", now), succeeded("evt_d2", "pi_d2", now)}
+	if _, err := st.ApplyPaymentEvents(ctx, batch); err == nil {
+		t.Fatal("a batch paying one order twice committed")
+	}
+	if n := events(t, st); n != 0 {
+		t.Fatalf("%d events left by a failed batch", n)
+	}
+	apply(t, st, batch[0], store.VerdictPaid)
+	apply(t, st, batch[1], store.VerdictAlreadyPaid)
+}
+
+// A failing decision fails its batch as a whole (nothing written), and the
+// batcher then decides the others one by one: only the failing one errs,
+// and its resend pays.
+func TestPaymentEventBatchFailure(t *testing.T) {
+	st, it := newSale(t, 3)
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 3 {
+		pendingOrder(t, st, it.ID, fmt.Sprintf("F%d", i), int64(81+i), now.Add(time.Minute), fmt.Sprintf("pi_f%d", i))
+	}
+	boom := errors.New("boom")
+	restore := store.FailAfterEventInsert(boom, "evt_f1")
+	defer restore()
+	batch := []store.PaymentEvent{succeeded("evt_f0", "pi_f0", now), succeeded("evt_f1", "pi_f1", now), succeeded("evt_f2", "pi_f2", now)}
+	if _, err := st.ApplyPaymentEvents(ctx, batch); !errors.Is(err, boom) {
+		t.Fatalf("want the injected failure, got %v", err)
+	}
+	if n := events(t, st); n != 0 {
+		t.Fatalf("%d events left by a failed batch", n)
+	}
+	b := store.NewBatcher(st, 1, 8)
+	defer b.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, len(batch))
+	for i, e := range batch {
+		wg.Go(func() { _, errs[i] = b.ApplyPaymentEvent(ctx, e) })
+	}
+	wg.Wait()
+	if errs[0] != nil || !errors.Is(errs[1], boom) || errs[2] != nil {
+		t.Fatalf("errors %v: want only evt_f1's", errs)
+	}
+	restore()
+	if r, err := b.ApplyPaymentEvent(ctx, batch[1]); err != nil || r.Verdict != store.VerdictPaid {
+		t.Fatalf("resend %+v %v", r, err)
+	}
+}
+
+// Deliveries racing through the batcher (the same event twice, other
+// events of the same payment, several lanes) pay each order exactly once.
+func TestPaymentEventBatcherPaysOnce(t *testing.T) {
+	st, it := newSale(t, 8)
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	var pis []string
+	for i := range 8 {
+		pi := fmt.Sprintf("pi_g%d", i)
+		pis = append(pis, pi)
+		if i%2 == 0 {
+			pendingOrder(t, st, it.ID, fmt.Sprintf("G%d", i), int64(91+i), payBy, pi)
+		} else {
+			payment(t, st, it.ID, fmt.Sprintf("G%d", i), int64(91+i), payBy, pi) // no row yet
+		}
+	}
+	b := store.NewBatcher(st, 3, 16)
+	defer b.Close()
+	var mu sync.Mutex
+	paid := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Go(func() {
+			for _, pi := range pis {
+				r, err := b.ApplyPaymentEvent(context.Background(), succeeded(fmt.Sprintf("evt_%s_%d", pi, i%3), pi, now))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Verdict == store.VerdictPaid {
+					mu.Lock()
+					paid[pi]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, pi := range pis {
+		if paid[pi] != 1 {
+			t.Errorf("%s paid %d times, want once", pi, paid[pi])
+		}
+	}
+	if n := events(t, st); n != 24 {
+		t.Fatalf("%d events stored, want 24", n)
 	}
 }

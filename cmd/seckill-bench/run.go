@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/seckill/seckill/api/payhook"
 	"github.com/seckill/seckill/cmd/seckill-bench/bench"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
@@ -37,6 +38,7 @@ type runFlags struct {
 	name       string
 	apiAddr    string
 	workerAddr string
+	payAddr    string
 	keep       bool
 }
 
@@ -69,6 +71,7 @@ func newBenchRunCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.name, "name", "seckill_bench", "the bench's database and Redis key prefix (its topic, groups and task queue use it with '-')")
 	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:8180", "the bench api's listen address (apart from make run's 8080)")
 	fl.StringVar(&f.workerAddr, "worker-addr", "127.0.0.1:9191", "the bench worker's metrics and ops listener")
+	fl.StringVar(&f.payAddr, "testpay-addr", "127.0.0.1:8190", "the bench api's test provider checkout listener (apart from make run's 8090)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the Redis keys and the topic at the end")
 	return cmd
 }
@@ -83,6 +86,17 @@ func (f *runFlags) sliceEnv() map[string]string {
 		"SECKILL_TEMPORAL_TASK_QUEUE": dash + "-orders", "SECKILL_API_INSTANCE": dash + "-api",
 		"SECKILL_API_ADDR": f.apiAddr, "SECKILL_WORKER_METRICS_ADDR": f.workerAddr,
 	}
+}
+
+// apiEnv is what the bench's api alone gets: the test provider, so stage 5
+// can notify it (its notification limit raised out of the way: the stage
+// measures the decisions, not the limiter). The worker's sagas stay the
+// door's, as in stages 1 to 4; a buyer's pay is the door's under both.
+func (f *runFlags) apiEnv() []string {
+	return []string{"SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR=" + f.payAddr,
+		"SECKILL_PAYMENT_TESTPAY_URL=http://" + f.payAddr,
+		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL=http://" + f.apiAddr + payhook.NotificationRoute,
+		"SECKILL_PAYMENT_NOTIFY_RPS=100000"}
 }
 
 func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
@@ -151,8 +165,11 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 	}
 	say("starting seckill api on %s and seckill worker (logs in %s)", f.apiAddr, logs)
 	for _, role := range []string{"api", "worker"} {
-		c, err := proc.Start(proc.Spec{Path: f.seckill, Args: []string{role}, Log: filepath.Join(logs, role+".log"),
-			Env: append(os.Environ(), "SECKILL_LOG_LEVEL=info")})
+		env := append(os.Environ(), "SECKILL_LOG_LEVEL=info")
+		if role == "api" {
+			env = append(env, f.apiEnv()...)
+		}
+		c, err := proc.Start(proc.Spec{Path: f.seckill, Args: []string{role}, Log: filepath.Join(logs, role+".log"), Env: env})
 		if err != nil {
 			return fmt.Errorf("start seckill %s: %w", role, err)
 		}

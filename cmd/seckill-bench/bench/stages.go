@@ -58,6 +58,12 @@ type Stages struct {
 	WorkerOps string
 	Full      FlashSale // stage 4; SkipFull leaves it out
 	SkipFull  bool
+	// PaymentUnits is S of stage 5, the payment stampede (0 leaves it out);
+	// PaymentRounds its rounds of door pays and notifications in turn;
+	// PaymentsOnly runs stage 5 alone.
+	PaymentUnits  int
+	PaymentRounds int
+	PaymentsOnly  bool
 	// NoControlRoom leaves the control room closed: by default stage 1 is
 	// measured again with it open (GET /api/v1/admin/summary twice a
 	// second, as /admin polls) and stage 2 runs with it open.
@@ -185,7 +191,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	rep := &StagesReport{Kind: "stages", At: time.Now().UTC(), Machine: ThisMachine(), Load: s.Load,
 		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(), "stage1_rounds": max(s.Rounds, 1),
 			"saga_orders": s.SagaOrders, "stage2_runs": max(s.Stage2Runs, 1), "waiting_workflows": s.WaitingWorkflows,
-			"lua_units": s.LuaUnits, "load": s.Load.String()}}
+			"lua_units": s.LuaUnits, "load": s.Load.String(), "payment_units": s.PaymentUnits, "payment_rounds": s.PaymentRounds}}
 	r := &stagesRun{Stages: s, ctx: ctx, d: d, log: log, rep: rep, secret: []byte(s.Cfg.JWTSecret.Value())}
 	r.base = time.Now().Unix() % 1_000_000 * 1000 // fresh buyer ids per run
 	var err error
@@ -195,6 +201,11 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 		return rep
 	}
 
+	stage5Buyer := 1_000_000_000 + r.base*100 + 50_000_000
+	if s.PaymentsOnly {
+		r.stage5(stage5Buyer)
+		return rep
+	}
 	r.pipelinePIDs = StackPIDs(s.Cfg)
 	r.pipelinePIDs["api"] = []int{s.Full.APIPID}
 	log.Info("CPU charged to the pipeline", "processes", pidsText(r.pipelinePIDs))
@@ -222,6 +233,7 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	if !s.SkipFull {
 		r.stage4(waiting)
 	}
+	r.stage5(stage5Buyer)
 	return rep
 }
 
@@ -751,6 +763,12 @@ func MarkdownRatios(r *StagesReport) string {
 		printf(&b, "\nFull sale (item %d): %d attempts, answers %s, accepted %d; p99 latency %.1f ms (all answers); "+
 			"202 -> payable %s; 202 -> deducted %s; pay answers %s; invariants: %s.\n", s.ItemID, s.Attempts, Counts(s.Answers.ByOutcome),
 			s.Accepted, s.Answers.Latency["all"].P99, s.AcceptedToPayable.Seconds(), s.AcceptedToDeducted.Seconds(), PayAnswers(s.Paid), verdict(s))
+	}
+	if p, ok := r.Details["payment_stampede"].(*PaymentReport); ok && p != nil {
+		printf(&b, "\nPayment stampede (item %d): %d notifications (%d sent: %s), notification -> answer p50 %.0f ms, p99 %.0f ms; "+
+			"%d door pays (%s), pay -> answer p50 %.0f ms, p99 %.0f ms; %d refused in time; MySQL: %d event rows, %d payments succeeded, %d orders PAID.\n",
+			p.ItemID, p.Notifications, p.Sent, Counts(p.Answers), p.Latency.P50, p.Latency.P99, p.DoorPays, Counts(p.DoorAnswers),
+			p.DoorLatency.P50, p.DoorLatency.P99, p.Refused, p.Events, p.Succeeded, p.OrdersPaid)
 	}
 	for _, e := range r.Errors {
 		printf(&b, "\n- error: %s", e)
