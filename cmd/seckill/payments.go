@@ -42,7 +42,9 @@ func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refun
 	case "stripe":
 		actions = checkoutOnly{desk}
 	case "testpay":
-		actions = testCard{desk, c, testpayClient(cfg)}
+		if !cfg.Testpay.DoorPay {
+			actions = testCard{desk, c, testpayClient(cfg)}
+		}
 	}
 	return payhook.Options{Cashier: c, NotifyRPS: cfg.NotifyRPS}, actions
 }
