@@ -61,7 +61,7 @@ func refund(t *testing.T, h http.Handler, orderID, reason string) (int, support.
 // new buyer buys it; the sale's invariants clean.
 func TestSupportRefundGivesTheUnitBack(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	ctx := context.Background()
 	it, m := ps.pending(1, 15*time.Minute, 7401)
 	c := ps.checkout(m)
@@ -115,7 +115,7 @@ func TestSupportRefundGivesTheUnitBack(t *testing.T) {
 // two buyers get them, and the sale's invariants are clean.
 func TestSupportRefundDuringStampede(t *testing.T) {
 	t.Parallel()
-	ps := newPaySlice(t)
+	ps := newPaySlice(t, "")
 	ctx := context.Background()
 	it, first := ps.pending(3, 15*time.Minute, 7501)
 	held := []order.Message{first, ps.buy(it.ID, 7502), ps.buy(it.ID, 7503)}
