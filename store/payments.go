@@ -200,7 +200,10 @@ func payOrder(tx *gorm.DB, p Payment, at time.Time) (Verdict, Order, error) {
 		row, err := orderRow(forUpdate(tx), p.OrderID)
 		switch {
 		case err == nil && res.RowsAffected == 1:
-			return VerdictPaid, row, nil
+			if row.Status == order.StatusPaid { // a QUEUED order stays QUEUED
+				err = recordEvent(tx, p.OrderID)
+			}
+			return VerdictPaid, row, err
 		case err == nil:
 			return judged(row, p, at), row, nil
 		case !errors.Is(err, order.ErrNotFound):

@@ -101,8 +101,9 @@ func (s *Store) FinishRefund(ctx context.Context, r Refund, providerRefundID, st
 			return fmt.Errorf("record refund %s: %w", providerRefundID, err)
 		}
 		if status == RefundSucceeded {
-			if err := tx.Exec("UPDATE seckill_order SET status = ? WHERE order_id = ? AND status IN ?", order.StatusRefunded,
-				r.OrderID, []order.Status{order.StatusCancelled, order.StatusFailed}).Error; err != nil {
+			res := tx.Exec("UPDATE seckill_order SET status = ? WHERE order_id = ? AND status IN ?", order.StatusRefunded,
+				r.OrderID, []order.Status{order.StatusCancelled, order.StatusFailed})
+			if err := eventIf(tx, res, r.OrderID); err != nil {
 				return fmt.Errorf("mark order %s refunded: %w", r.OrderID, err)
 			}
 		}
