@@ -110,8 +110,8 @@ func (s *Store) MarkPublished(ctx context.Context, ids []int64) error {
 	return nil
 }
 
-// Lease is a MySQL named lock (GET_LOCK) held by one connection: it is lost
-// with the connection.
+// Lease is a MySQL named lock (GET_LOCK) of this database, held by one
+// connection: it is lost with the connection.
 type Lease struct {
 	conn *sql.Conn
 	name string
@@ -124,7 +124,7 @@ func (s *Store) TryLease(ctx context.Context, name string) (*Lease, error) {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil || got.Int64 != 1 {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT(DATABASE(), '.', ?), 0)", name).Scan(&got); err != nil || got.Int64 != 1 {
 		_ = conn.Close()
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", name, err)
@@ -137,14 +137,14 @@ func (s *Store) TryLease(ctx context.Context, name string) (*Lease, error) {
 // Held reports whether the lease's session still holds the lock.
 func (l *Lease) Held(ctx context.Context) bool {
 	var mine sql.NullBool
-	err := l.conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", l.name).Scan(&mine)
+	err := l.conn.QueryRowContext(ctx, "SELECT IS_USED_LOCK(CONCAT(DATABASE(), '.', ?)) = CONNECTION_ID()", l.name).Scan(&mine)
 	return err == nil && mine.Bool
 }
 
 // Release gives the lock up; a connection that may still hold it is closed,
 // not returned to the pool.
 func (l *Lease) Release() {
-	if _, err := l.conn.ExecContext(context.Background(), "DO RELEASE_LOCK(?)", l.name); err != nil {
+	if _, err := l.conn.ExecContext(context.Background(), "DO RELEASE_LOCK(CONCAT(DATABASE(), '.', ?))", l.name); err != nil {
 		_ = l.conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	_ = l.conn.Close()
