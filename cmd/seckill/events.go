@@ -37,7 +37,7 @@ func newEventsCmd(a *app) *cobra.Command {
 			}
 			d.onClose(pub.Close)
 			n, err := events.Replay(cmd.Context(), st, pub, a.cfg.Events, from)
-			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d order events since %s to %s\n", n, from.UTC().Format(time.RFC3339Nano), a.cfg.Events.Topic)
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "replayed %d order events since %s to %s\n", n, from.UTC().Format(time.RFC3339Nano), a.cfg.Events.Topic)
 			return err
 		},
 	}
