@@ -57,7 +57,7 @@ func newProducer(cfg config.RocketMQ, opts ...producer.Option) (*Producer, error
 		producer.WithGroupName(cfg.ProducerGroup),
 		producer.WithInstanceName(instanceName("producer")),
 		producer.WithRetry(2),
-		producer.WithSendMsgTimeout(3*time.Second),
+		producer.WithSendMsgTimeout(3 * time.Second),
 	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("new rocketmq producer: %w", err)

@@ -99,16 +99,25 @@ func TestEveryChangeAddsOneEvent(t *testing.T) {
 	if err := early("EARLYREFUND", 6, true); err != nil {
 		t.Fatal(err)
 	}
-	twice("CloseOrder paid while QUEUED", func() error { _, err := st.CloseOrder(ctx, store.Order{OrderID: "EARLYREFUND", UserID: 6, ItemID: it.ID}, closing); return err })
+	twice("CloseOrder paid while QUEUED", func() error {
+		_, err := st.CloseOrder(ctx, store.Order{OrderID: "EARLYREFUND", UserID: 6, ItemID: it.ID}, closing)
+		return err
+	})
 	wantEvents(t, st, "EARLYREFUND", order.StatusRefunded)
 
 	pending("CLOSE", 7)
-	twice("CloseOrder", func() error { _, err := st.CloseOrder(ctx, store.Order{OrderID: "CLOSE", UserID: 7, ItemID: it.ID}, closing); return err })
+	twice("CloseOrder", func() error {
+		_, err := st.CloseOrder(ctx, store.Order{OrderID: "CLOSE", UserID: 7, ItemID: it.ID}, closing)
+		return err
+	})
 	if e := wantEvents(t, st, "CLOSE", order.StatusCancelled)[0]; e.Reason != order.ReasonPaymentTimeout {
 		t.Fatalf("close event %+v", e)
 	}
 	failed := store.Closing{Status: order.StatusFailed, Reason: "boom"}
-	twice("CloseOrder of a missing row", func() error { _, err := st.CloseOrder(ctx, store.Order{OrderID: "NOROW", UserID: 8, ItemID: it.ID}, failed); return err })
+	twice("CloseOrder of a missing row", func() error {
+		_, err := st.CloseOrder(ctx, store.Order{OrderID: "NOROW", UserID: 8, ItemID: it.ID}, failed)
+		return err
+	})
 	wantEvents(t, st, "NOROW", order.StatusFailed)
 
 	// A provider's notification pays once: its resend and a second event of the payment add nothing.

@@ -49,6 +49,7 @@ type shop struct {
 
 func newShop(t *testing.T, cfg config.RocketMQ, topic string) *shop {
 	t.Helper()
+	queue.SetClientLogLevel("warn")
 	sch, err := jsonschema.NewCompiler().Compile("../docs/events.schema.json")
 	if err != nil {
 		t.Fatal(err)
