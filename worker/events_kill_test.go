@@ -17,13 +17,6 @@ import (
 	"github.com/seckill/seckill/workflows"
 )
 
-// received is how many distinct events the shop has.
-func (s *shop) received() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.bodies)
-}
-
 // A `seckill worker` killed -9 mid-sale, while it publishes order events in
 // small rounds, loses none: once a second worker has finished the sagas and
 // taken over the lease, the shop holds exactly the changes MySQL records,
@@ -47,7 +40,7 @@ func TestOrderEventsSurviveWorkerKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = producer.Close() })
-	shop := newShop(t, s.Config.RocketMQ, topic)
+	shop := testkit.NewShop(t, s.Config.RocketMQ, topic)
 
 	bin, logPath := testkit.SeckillBinary(t), filepath.Join(t.TempDir(), "worker.log")
 	worker := func(banner string) *proc.Child {
@@ -82,7 +75,7 @@ func TestOrderEventsSurviveWorkerKill9(t *testing.T) {
 			t.Fatalf("order %d: %v", i, err)
 		}
 	}
-	for deadline := time.Now().Add(time.Minute); shop.received() < 4; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); shop.Received() < 4; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no events published within a minute")
 		}
@@ -90,7 +83,7 @@ func TestOrderEventsSurviveWorkerKill9(t *testing.T) {
 	if err := first.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	atKill := shop.received()
+	atKill := shop.Received()
 	worker("worker 2")
 
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
@@ -105,13 +98,13 @@ func TestOrderEventsSurviveWorkerKill9(t *testing.T) {
 			t.Fatal("orders still open 2 min after the kill")
 		}
 	}
-	want := mysqlChanges(t, s.Store, it.ID, nil)
+	want := testkit.OrderEventChanges(t, s.Store, it.ID, nil)
 	if len(want) != len(ms) || atKill >= len(want) {
 		t.Fatalf("%d changes for %d orders; %d events were received at the kill", len(want), len(ms), atKill)
 	}
-	if got := shop.waitFor(want, len(want), time.Minute); !slices.Equal(got, want) {
+	if got := shop.WaitFor(want, len(want), time.Minute); !slices.Equal(got, want) {
 		t.Fatalf("the shop received %v, MySQL recorded %v", got, want)
 	}
-	waitPublished(t, s.Store)
+	testkit.WaitPublished(t, s.Store)
 	t.Logf("%d events, %d received before the kill -9", len(want), atKill)
 }
