@@ -372,7 +372,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			}
 			return Order{}, false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
 		}
-		var moved Order
+		var after Order
 		err = db.Transaction(func(tx *gorm.DB) error {
 			res := tx.Exec("UPDATE stock SET stock = stock - 1, version = version + 1 WHERE item_id = ? AND version = ? AND stock > 0",
 				itemID, st.Version)
@@ -401,14 +401,14 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			if res.RowsAffected == 0 {
 				return ErrOrderClosed // rolls the decrement and the marker back
 			}
-			if moved, err = orderRow(tx, orderID); err == nil && moved.Status == order.StatusPaid {
+			if after, err = orderRow(tx, orderID); err == nil && after.Status == order.StatusPaid {
 				err = recordEvent(tx, orderID) // paid while QUEUED: PAID now
 			}
 			return err
 		})
 		switch {
 		case err == nil:
-			return moved, true, nil
+			return after, true, nil
 		case errors.Is(err, errAlreadyDeducted):
 			return already()
 		case errors.Is(err, ErrOrderClosed):
