@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -33,17 +33,27 @@ type ShopEvent struct {
 	OccurredAt string `json:"occurred_at"`
 }
 
-// shop is a test consumer of the order events topic, in the shop's shoes:
-// every body valid against the schema, its event_id property the body's.
+// Shop is a test consumer of the order events topic, in the shop's shoes:
+// every body valid against the schema, its event_id property the body's, a
+// duplicate the same body. It consumes concurrently (the library's orderly
+// consumer races under -race), so an order's events are ordered by where the
+// broker stored them: one queue, offsets rising with seq.
 type Shop struct {
 	t      *testing.T
 	schema *jsonschema.Schema
 	mu     sync.Mutex
-	bodies map[string][]byte      // by event id: a duplicate must carry the same
-	seen   map[string][]ShopEvent // by order, first deliveries in arrival order
-	got    int                    // deliveries, duplicates included
+	first  map[string]stored // by event id: its first place on the topic
+	got    int               // deliveries, duplicates included
 }
 
+type stored struct {
+	e      ShopEvent
+	body   []byte
+	queue  int
+	offset int64
+}
+
+// NewShop starts a consumer group of its own on topic, from its first offset.
 func NewShop(t *testing.T, cfg config.RocketMQ, topic string) *Shop {
 	t.Helper()
 	queue.SetClientLogLevel("warn")
@@ -51,63 +61,54 @@ func NewShop(t *testing.T, cfg config.RocketMQ, topic string) *Shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Shop{t: t, schema: sch, bodies: map[string][]byte{}, seen: map[string][]ShopEvent{}}
-	var c rocketmq.PushConsumer
+	s := &Shop{t: t, schema: sch, first: map[string]stored{}}
+	opts := queue.ConsumerOptions{NameServers: cfg.NameServers, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
+		Group: Name(t, "shop"), Topic: topic, MaxReconsume: 3, Goroutines: 4, FromFirstOffset: true,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	var c *queue.Consumer
 	for i := 0; ; i++ { // a fresh topic's route reaches the name server with the next broker registration
-		c, err = rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver(cfg.NameServers)),
-			consumer.WithCredentials(primitive.Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey.Value()}),
-			consumer.WithGroupName(Name(t, "shop")), consumer.WithInstance(Name(t, "shop-c")),
-			consumer.WithConsumerOrder(true), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-		if err == nil {
-			err = c.Subscribe(topic, consumer.MessageSelector{}, s.handle)
-		}
-		if err == nil {
-			err = c.Start()
-		}
-		if err == nil || i == 20 {
+		if c, err = queue.NewConsumer(opts, s.handle); err == nil || i == 20 {
 			break
 		}
-		_ = c.Shutdown()
 		time.Sleep(time.Second)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Shutdown() })
+	t.Cleanup(func() { _ = c.Close() })
 	return s
 }
 
-func (s *Shop) handle(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-	for _, m := range msgs {
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(m.Body))
-		if err == nil {
-			err = s.schema.Validate(inst)
-		}
-		if err != nil {
-			s.t.Errorf("event %s against the schema: %v", m.Body, err)
-			continue
-		}
-		var e ShopEvent
-		if err := json.Unmarshal(m.Body, &e); err != nil {
-			s.t.Errorf("event %s: %v", m.Body, err)
-			continue
-		}
-		if p := m.GetProperty(queue.EventIDProperty); p != e.EventID || m.GetKeys() != e.OrderID {
-			s.t.Errorf("event %s: property event_id %q, key %q", e.EventID, p, m.GetKeys())
-		}
-		s.mu.Lock()
-		s.got++
-		if prev, dup := s.bodies[e.EventID]; dup {
-			if !bytes.Equal(prev, m.Body) {
-				s.t.Errorf("duplicate of %s with another body: %s, then %s", e.EventID, prev, m.Body)
-			}
-		} else {
-			s.bodies[e.EventID] = m.Body
-			s.seen[e.OrderID] = append(s.seen[e.OrderID], e)
-		}
-		s.mu.Unlock()
+func (s *Shop) handle(_ context.Context, m *primitive.MessageExt) error {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(m.Body))
+	if err == nil {
+		err = s.schema.Validate(inst)
 	}
-	return consumer.ConsumeSuccess, nil
+	var e ShopEvent
+	if err == nil {
+		err = json.Unmarshal(m.Body, &e)
+	}
+	if err != nil {
+		s.t.Errorf("event %s against the schema: %v", m.Body, err)
+		return nil
+	}
+	if p := m.GetProperty(queue.EventIDProperty); p != e.EventID || m.GetKeys() != e.OrderID {
+		s.t.Errorf("event %s: property event_id %q, key %q", e.EventID, p, m.GetKeys())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got++
+	here := stored{e: e, body: m.Body, queue: m.Queue.QueueId, offset: m.QueueOffset}
+	prev, dup := s.first[e.EventID]
+	switch {
+	case !dup:
+		s.first[e.EventID] = here
+	case !bytes.Equal(prev.body, m.Body):
+		s.t.Errorf("duplicate of %s with another body: %s, then %s", e.EventID, prev.body, m.Body)
+	case here.queue == prev.queue && here.offset < prev.offset:
+		s.first[e.EventID] = here
+	}
+	return nil
 }
 
 // WaitFor waits until the shop has received every event id of want and at
@@ -117,8 +118,8 @@ func (s *Shop) WaitFor(want []string, deliveries int, within time.Duration) []st
 	deadline := time.Now().Add(within)
 	for {
 		s.mu.Lock()
-		ids := make([]string, 0, len(s.bodies))
-		for id := range s.bodies {
+		ids := make([]string, 0, len(s.first))
+		for id := range s.first {
 			ids = append(ids, id)
 		}
 		got := s.got
@@ -188,16 +189,27 @@ func WaitPublished(t *testing.T, st *store.Store) {
 func (s *Shop) Received() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.bodies)
+	return len(s.first)
 }
 
-// Seen is each order's events as first delivered, in arrival order.
+// Seen is each order's events in the order the broker stored their first
+// copies; an order whose events are not on one queue is an error.
 func (s *Shop) Seen() map[string][]ShopEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string][]ShopEvent, len(s.seen))
-	for k, v := range s.seen {
-		out[k] = slices.Clone(v)
+	byOrder := map[string][]stored{}
+	for _, st := range s.first {
+		byOrder[st.e.OrderID] = append(byOrder[st.e.OrderID], st)
+	}
+	out := make(map[string][]ShopEvent, len(byOrder))
+	for id, sts := range byOrder {
+		slices.SortFunc(sts, func(a, b stored) int { return int(a.offset - b.offset) })
+		for _, st := range sts {
+			if st.queue != sts[0].queue {
+				s.t.Errorf("order %s: events on queues %d and %d", id, sts[0].queue, st.queue)
+			}
+			out[id] = append(out[id], st.e)
+		}
 	}
 	return out
 }

@@ -108,7 +108,7 @@ func TestOrderEventsReachTheShop(t *testing.T) {
 	for orderID, evs := range shop.Seen() {
 		for i, e := range evs {
 			if e.Seq != i+1 {
-				t.Errorf("order %s: its events arrived as %+v", orderID, evs)
+				t.Errorf("order %s: its events stored on the topic as %+v", orderID, evs)
 			}
 		}
 		if refunded[orderID] && (len(evs) != 2 || evs[1].Status != string(order.StatusRefunded) || evs[1].RefundID == "") {
