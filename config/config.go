@@ -49,6 +49,7 @@ type Config struct {
 	API       API       `envPrefix:"API_"`
 	Worker    Worker    `envPrefix:"WORKER_"`
 	Reconcile Reconcile `envPrefix:"RECONCILE_"`
+	Events    Events    `envPrefix:"EVENTS_"`
 	Payment   Payment   `envPrefix:"PAYMENT_"`
 	Auth      Auth      `envPrefix:"AUTH_"`
 	// DevJWTSecret when unset, unless OIDC is on: then unset turns HS256 off (normalize).
@@ -323,6 +324,17 @@ type Reconcile struct {
 	Since    time.Duration `env:"SINCE" envDefault:"2h"`
 	Grace    time.Duration `env:"GRACE" envDefault:"2m"`
 	Repair   bool          `env:"REPAIR" envDefault:"true"` // safe during a sale: each repair re-checks its premise
+}
+
+// Events is the worker's publisher of the order events outbox (docs/events.md).
+type Events struct {
+	Topic string `env:"TOPIC" envDefault:"seckill-order-events"`
+	// Every worker may run it: one at a time holds the database's lease.
+	Publish bool          `env:"PUBLISH" envDefault:"true"`
+	Poll    time.Duration `env:"POLL" envDefault:"200ms" check:"positive"`
+	Batch   int           `env:"BATCH" envDefault:"200" check:"positive"`
+	// Orders whose events are sent side by side (one order's always in turn).
+	Parallel int `env:"PARALLEL" envDefault:"8" check:"positive"`
 }
 
 // Payment is the money side of a sale.

@@ -42,15 +42,23 @@ func (p *Producer) stored(status primitive.SendStatus) bool {
 	return ok
 }
 
-func NewProducer(cfg config.RocketMQ) (*Producer, error) {
-	p, err := rocketmq.NewProducer(
+func NewProducer(cfg config.RocketMQ) (*Producer, error) { return newProducer(cfg) }
+
+// NewKeyedProducer is NewProducer whose messages of one key go to one queue
+// of a topic, where they stay in the order they were sent (SendEvent).
+func NewKeyedProducer(cfg config.RocketMQ) (*Producer, error) {
+	return newProducer(cfg, producer.WithQueueSelector(producer.NewHashQueueSelector()))
+}
+
+func newProducer(cfg config.RocketMQ, opts ...producer.Option) (*Producer, error) {
+	p, err := rocketmq.NewProducer(append([]producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver(cfg.NameServers)),
 		producer.WithCredentials(credentials(cfg.AccessKey, cfg.SecretKey)),
 		producer.WithGroupName(cfg.ProducerGroup),
 		producer.WithInstanceName(instanceName("producer")),
 		producer.WithRetry(2),
-		producer.WithSendMsgTimeout(3*time.Second),
-	)
+		producer.WithSendMsgTimeout(3 * time.Second),
+	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("new rocketmq producer: %w", err)
 	}
@@ -64,7 +72,11 @@ func NewProducer(cfg config.RocketMQ) (*Producer, error) {
 type Encoded struct {
 	OrderID string
 	Body    []byte
+	EventID string // an order event's (SendEvent)
 }
+
+// EventIDProperty carries an order event's id; a redelivery carries the same.
+const EventIDProperty = "event_id"
 
 // PublishOrder sends one order message to the orders topic, keyed by order id.
 func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
@@ -74,6 +86,12 @@ func (p *Producer) PublishOrder(ctx context.Context, m order.Message) error {
 // PublishOrders sends order messages in one request, stored together or not at all.
 func (p *Producer) PublishOrders(ctx context.Context, ms []Encoded) error {
 	return p.send(ctx, p.topic, ms)
+}
+
+// SendEvent sends an order event to topic, keyed and sharded by its order
+// id (one queue per order with NewKeyedProducer), its id as EventIDProperty.
+func (p *Producer) SendEvent(ctx context.Context, topic string, e Encoded) error {
+	return p.send(ctx, topic, []Encoded{e})
 }
 
 // Send sends one message to topic.
@@ -89,6 +107,9 @@ func (p *Producer) send(ctx context.Context, topic string, ms []Encoded) error {
 	for i, m := range ms {
 		msgs[i] = primitive.NewMessage(topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
+		if m.EventID != "" {
+			msgs[i].WithShardingKey(m.OrderID).WithProperty(EventIDProperty, m.EventID)
+		}
 		// Signed at the send, not at the reservation: the outbox is as trusted
 		// as the reservation, the buyers' hot path skips the HMAC, and a key
 		// rotation never meets an entry signed with a dropped key.

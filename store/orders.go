@@ -37,10 +37,13 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 // deadline; any other status is order.ErrNotPayable, with the row.
 func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
 	db := s.db.WithContext(ctx)
-	res := db.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
-		order.StatusPaid, orderID, order.StatusPendingPayment)
-	if res.Error != nil {
-		return Order{}, fmt.Errorf("mark order %s paid: %w", orderID, res.Error)
+	err := db.Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
+			order.StatusPaid, orderID, order.StatusPendingPayment)
+		return eventIf(tx, res, orderID)
+	})
+	if err != nil {
+		return Order{}, fmt.Errorf("mark order %s paid: %w", orderID, err)
 	}
 	o, err := orderRow(db, orderID)
 	if err != nil {
@@ -77,22 +80,30 @@ func (s *Store) recordAtDoor(ctx context.Context, orderID string, userID int64, 
 		action, set, args = "payment", "paid_at = ?, reason = '', status = IF(status = ?, ?, status)", []any{at, order.StatusPendingPayment, order.StatusPaid}
 	}
 	args = append(args, orderID, userID, open, at)
-	var res *gorm.DB
+	var o Order
+	var changed bool
 	err := retryDeadlock(ctx, func() error {
-		res = db.Exec("UPDATE seckill_order SET "+set+" WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?", args...)
-		return res.Error
+		return db.Transaction(func(tx *gorm.DB) (err error) {
+			res := tx.Exec("UPDATE seckill_order SET "+set+" WHERE order_id = ? AND user_id = ? AND status IN ? AND paid_at IS NULL AND pay_by > ?", args...)
+			if res.Error != nil {
+				return fmt.Errorf("record %s of order %s: %w", action, orderID, res.Error)
+			}
+			if o, err = orderRow(tx, orderID); err != nil {
+				return err
+			}
+			changed = res.RowsAffected == 1
+			if changed && o.Status.Final() { // a pay of a QUEUED order stays QUEUED
+				return recordEvent(tx, orderID)
+			}
+			return nil
+		})
 	})
-	if err != nil {
-		return Order{}, false, fmt.Errorf("record %s of order %s: %w", action, orderID, err)
-	}
-	o, err := orderRow(db, orderID)
 	if err != nil {
 		return Order{}, false, err
 	}
 	if o.UserID != userID {
 		return Order{}, false, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
 	}
-	changed := res.RowsAffected == 1
 	switch {
 	case changed:
 		return o, true, nil
@@ -128,7 +139,21 @@ func (s *Store) InsertEarly(ctx context.Context, ds []Early) ([]Order, error) {
 		}
 	}
 	db := s.db.WithContext(ctx)
-	err := retryDeadlock(ctx, func() error { return db.Omit("id").Create(&rows).Error })
+	err := retryDeadlock(ctx, func() error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Omit("id").Create(&rows).Error; err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if r.Status.Final() {
+					if err := recordEvent(tx, r.OrderID); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	})
 	switch {
 	case isDuplicate(err):
 		return nil, fmt.Errorf("record %d door decisions: %w: %w", len(ds), ErrDuplicate, err)
@@ -201,6 +226,9 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			switch {
 			case ierr == nil:
 				out.Order, out.Recorded = row, true
+				if err := recordEvent(tx, o.OrderID); err != nil {
+					return err
+				}
 				return restore()
 			case !isDuplicate(ierr):
 				return fmt.Errorf("insert closed order %s: %w", o.OrderID, ierr)
@@ -237,6 +265,9 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			}
 			if err := tx.Exec("UPDATE seckill_order SET status = ?, reason = ? WHERE id = ?", status, c.Reason, row.ID).Error; err != nil {
 				return fmt.Errorf("close order %s: %w", o.OrderID, err)
+			}
+			if err := recordEvent(tx, o.OrderID); err != nil {
+				return err
 			}
 			row.Status, row.Reason = status, c.Reason
 		}
@@ -341,6 +372,7 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			}
 			return Order{}, false, fmt.Errorf("item %d: %w", itemID, ErrStockExhausted)
 		}
+		var after Order
 		err = db.Transaction(func(tx *gorm.DB) error {
 			res := tx.Exec("UPDATE stock SET stock = stock - 1, version = version + 1 WHERE item_id = ? AND version = ? AND stock > 0",
 				itemID, st.Version)
@@ -369,12 +401,14 @@ func (s *Store) DeductStock(ctx context.Context, orderID string, itemID int64, w
 			if res.RowsAffected == 0 {
 				return ErrOrderClosed // rolls the decrement and the marker back
 			}
-			return nil
+			if after, err = orderRow(tx, orderID); err == nil && after.Status == order.StatusPaid {
+				err = recordEvent(tx, orderID) // paid while QUEUED: PAID now
+			}
+			return err
 		})
 		switch {
 		case err == nil:
-			row, err := orderRow(db, orderID)
-			return row, true, err
+			return after, true, nil
 		case errors.Is(err, errAlreadyDeducted):
 			return already()
 		case errors.Is(err, ErrOrderClosed):

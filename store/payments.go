@@ -383,6 +383,11 @@ func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of
 	}
 	for _, o := range rows {
 		byID[o.OrderID] = o
+		if o.Status == order.StatusPaid { // the shop's event, as payOrder's (a QUEUED order stays QUEUED)
+			if err := recordEvent(tx, o.OrderID); err != nil {
+				return err
+			}
+		}
 	}
 	for _, i := range idx {
 		if out[i].Verdict == "" {
@@ -431,7 +436,10 @@ func payOrder(tx *gorm.DB, p Payment, at time.Time) (Verdict, Order, error) {
 		row, err := orderRow(forUpdate(tx), p.OrderID)
 		switch {
 		case err == nil && res.RowsAffected == 1:
-			return VerdictPaid, row, nil
+			if row.Status == order.StatusPaid { // a QUEUED order stays QUEUED
+				err = recordEvent(tx, p.OrderID)
+			}
+			return VerdictPaid, row, err
 		case err == nil:
 			return judged(row, p, at), row, nil
 		case !errors.Is(err, order.ErrNotFound):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
+	"github.com/seckill/seckill/testkit"
 )
 
 // pendingOrder is a PENDING_PAYMENT order of buyer userID with a pending
@@ -134,9 +135,11 @@ func TestPaymentEventRefusals(t *testing.T) {
 }
 
 // The event's insert and the decision are one transaction: a failure
-// between them leaves neither, and the resend then pays.
+// between them leaves neither, and the resend then pays. Not parallel: the
+// failure it injects is the package's, and parallel tests would meet it.
 func TestPaymentEventIsOneTransaction(t *testing.T) {
-	st, it := newSale(t, 1)
+	st, _ := testkit.MySQL(t)
+	it := newItem(t, st, 1)
 	ctx := context.Background()
 	now := time.Now()
 	pendingOrder(t, st, it.ID, "T1", 51, now.Add(time.Minute), "pi_t1")

@@ -119,8 +119,9 @@ func (s *Store) FinishRefund(ctx context.Context, r Refund, providerRefundID, st
 			return fmt.Errorf("record refund %s: %w", providerRefundID, err)
 		}
 		if status == RefundSucceeded {
-			if err := tx.Exec("UPDATE seckill_order SET status = ? WHERE order_id = ? AND status IN ?", order.StatusRefunded,
-				r.OrderID, []order.Status{order.StatusCancelled, order.StatusFailed}).Error; err != nil {
+			res := tx.Exec("UPDATE seckill_order SET status = ? WHERE order_id = ? AND status IN ?", order.StatusRefunded,
+				r.OrderID, []order.Status{order.StatusCancelled, order.StatusFailed})
+			if err := eventIf(tx, res, r.OrderID); err != nil {
 				return fmt.Errorf("mark order %s refunded: %w", r.OrderID, err)
 			}
 			if err := refundPaid(tx, r); err != nil {
@@ -206,6 +207,9 @@ func refundPaid(tx *gorm.DB, r Refund) error {
 	}
 	if res.RowsAffected == 0 {
 		return nil
+	}
+	if err := recordEvent(tx, r.OrderID); err != nil {
+		return err
 	}
 	_, err := restoreDeduction(tx, r.OrderID)
 	return err

@@ -80,3 +80,6 @@ func NewMetrics(gate *Gate) *Metrics {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
+
+// Registerer is the registry, for the series of the parts the worker runs (events.NewMetrics).
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }

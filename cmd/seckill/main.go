@@ -53,7 +53,7 @@ func newRoot() *cobra.Command {
 			return nil
 		},
 	}
-	root.AddCommand(newMigrateCmd(a), newConfigCmd(a), newWorkerCmd(a), newAPICmd(a), newTokenCmd(a), newReconcileCmd(a), newConsumerCmd(a), newTestpayCmd(a))
+	root.AddCommand(newMigrateCmd(a), newConfigCmd(a), newWorkerCmd(a), newAPICmd(a), newTokenCmd(a), newReconcileCmd(a), newConsumerCmd(a), newTestpayCmd(a), newEventsCmd(a))
 	return root
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/queue"
@@ -73,7 +74,7 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if err != nil {
 		return err
 	}
-	for _, start := range []func(context.Context) error{w.startTemporal, w.startConsumers, w.startReconcile} {
+	for _, start := range []func(context.Context) error{w.startTemporal, w.startConsumers, w.startReconcile, w.startEvents} {
 		if err := start(ctx); err != nil {
 			return err
 		}
@@ -175,5 +176,27 @@ func (w *workerParts) startReconcile(ctx context.Context) error {
 	w.onStop(stop)
 	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, rc.Grace, w.log), rc, w.metrics, w.log)
 	w.log.Info("reconcile running", "interval", rc.Interval, "repair", rc.Repair)
+	return nil
+}
+
+// startEvents runs the order events publisher; its stop waits for the round
+// in flight, before the producer closes.
+func (w *workerParts) startEvents(ctx context.Context) error {
+	if !w.cfg.Events.Publish {
+		return nil
+	}
+	pub, err := queue.NewKeyedProducer(w.cfg.RocketMQ)
+	if err != nil {
+		return err
+	}
+	w.onClose(pub.Close)
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		events.New(w.st, pub, w.cfg.Events, events.NewMetrics(w.metrics.Registerer()), w.log).Run(ctx)
+	}()
+	w.onStop(func() { stop(); <-done })
+	w.log.Info("order events publisher standing by", "topic", w.cfg.Events.Topic)
 	return nil
 }

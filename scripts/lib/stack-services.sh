@@ -26,7 +26,7 @@ TEMPORAL_DYNAMIC_CONFIG=(system.enableActivityEagerExecution=true)
 ROCKETMQ_CLUSTER=DefaultCluster
 ROCKETMQ_BROKER_NAME=broker-a
 # topic:queues (read = write queues)
-ROCKETMQ_TOPICS=(seckill-orders:4 seckill-test:4 seckill-smoke:1)
+ROCKETMQ_TOPICS=(seckill-orders:4 seckill-order-events:4 seckill-test:4 seckill-smoke:1)
 ROCKETMQ_GROUPS=(seckill-order-consumer)
 BROKER_SERVICES=(rocketmq-broker)
 REDIS_EXTRA_ARGS=()

@@ -23,7 +23,7 @@ var layers = [][]string{
 	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc", "payment/provider"}, // vocabulary, settings, leaves
 	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
 	{"internal/redisx", "internal/temporalx", "store", "queue", "payment/provider/stripepay", "payment/provider/testpay"}, // clients of one service
-	{"orderstatus", "outbox", "activities", "compensation"},
+	{"orderstatus", "outbox", "activities", "compensation", "events"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
 	{"books"},           // an item's money, judged on its snapshot

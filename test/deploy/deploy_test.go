@@ -20,12 +20,12 @@ func repoRoot(t *testing.T) string {
 var metricName = regexp.MustCompile(`seckill_[a-z0-9_]+`)
 
 // exported collects the metric names the code registers, in the files of the
-// API, its jobs, its relay and the worker (Name: "seckill_...",
+// API, its jobs, its relay, the worker and its events publisher (Name: "seckill_...",
 // NewDesc("seckill_...") and the worker's counter/gauge("seckill_...", help)).
 func exported(t *testing.T) map[string]bool {
 	names := map[string]bool{}
 	def := regexp.MustCompile(`(?:Name:\s*|NewDesc\(|counters?\(|gauge\()"(seckill_[a-z0-9_]+)"`)
-	for _, f := range []string{"api/metrics.go", "api/sale/cache.go", "api/purchase/purchase.go", "api/controlroom/room.go", "relay/metrics.go", "worker/metrics.go", "payment/cashier/notify.go"} {
+	for _, f := range []string{"api/metrics.go", "api/sale/cache.go", "api/purchase/purchase.go", "api/controlroom/room.go", "relay/metrics.go", "worker/metrics.go", "events/metrics.go", "payment/cashier/notify.go"} {
 		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
 		if err != nil {
 			t.Fatal(err)
