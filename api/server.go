@@ -101,6 +101,8 @@ type Deps struct {
 	// Payments: checkout and the provider's notifications (no Cashier:
 	// payments at the door only, the routes answer 404).
 	Payments payhook.Options
+	// Currency is a new item's when its request names none (ISO 4217).
+	Currency string
 }
 
 // check panics naming a missing dependency or setting.
@@ -188,7 +190,7 @@ func (s *Server) compose(e *gin.Engine) {
 		Catalog: d.Items, Controls: d.Items, Rows: saleRows{d.Stock, d.Orders},
 		Loader: d.Units, Live: d.Units, Announcer: d.Units, Relay: d.Relay,
 		Refresh: s.cfg.ItemRefresh, Registry: reg, Log: s.log, Now: s.now,
-		Auth: s.authenticate, AllowIP: s.allowIP, Fail: s.fail,
+		Auth: s.authenticate, AllowIP: s.allowIP, Fail: s.fail, Currency: d.Currency,
 	})
 	items := s.sale.Items()
 	purchase.Register(e, purchase.Deps{

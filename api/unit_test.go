@@ -70,10 +70,10 @@ func TestUnitCreateItem(t *testing.T) {
 		expectErr(t, h.do("POST", "/api/v1/items", h.admin, body), http.StatusBadRequest, "BAD_REQUEST")
 	}
 	r := h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "", "price_cents": -5, "stock_total": 0,
-		"start_at": "x", "end_at": "y", "payment_timeout_seconds": 1})
+		"start_at": "x", "end_at": "y", "payment_timeout_seconds": 1, "currency": "eur"})
 	expectErr(t, r, http.StatusBadRequest, "BAD_REQUEST")
 	msg := r.json(t)["error"].(map[string]any)["message"].(string)
-	for _, f := range []string{"name", "price_cents", "stock_total", "start_at", "end_at", "payment_timeout_seconds"} {
+	for _, f := range []string{"name", "price_cents", "stock_total", "start_at", "end_at", "payment_timeout_seconds", "currency"} {
 		if !strings.Contains(msg, f+":") {
 			t.Fatalf("message %q does not name %s", msg, f)
 		}
@@ -94,8 +94,14 @@ func TestUnitCreateItem(t *testing.T) {
 	r = h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "x", "price_cents": 0, "stock": 2,
 		"start_at": start, "end_at": end, "payment_timeout_seconds": 60})
 	expect(t, r, http.StatusCreated, "")
-	if m := r.json(t); m["stock_total"].(float64) != 2 || m["payment_timeout_seconds"].(float64) != 60 {
+	if m := r.json(t); m["stock_total"].(float64) != 2 || m["payment_timeout_seconds"].(float64) != 60 || m["currency"] != "EUR" {
 		t.Fatalf("alias create %s", r.body)
+	}
+	// A currency of its own.
+	r = h.do("POST", "/api/v1/items", h.admin, map[string]any{"name": "y", "price_cents": 500, "stock": 1,
+		"start_at": start, "end_at": end, "currency": "USD"})
+	if expect(t, r, http.StatusCreated, ""); r.json(t)["currency"] != "USD" {
+		t.Fatalf("create with a currency %s", r.body)
 	}
 
 	// Stock not loadable: 503 naming the warmup; the item exists.

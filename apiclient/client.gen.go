@@ -391,6 +391,9 @@ type Checks map[string]string
 
 // CreateItem defines model for CreateItem.
 type CreateItem struct {
+	// Currency ISO 4217 code of price_cents (minor units); absent, SECKILL_PAYMENT_CURRENCY (EUR by default).
+	Currency *string `json:"currency,omitempty"`
+
 	// EndAt After start_at.
 	EndAt time.Time `json:"end_at"`
 	Name  string    `json:"name"`

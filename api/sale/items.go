@@ -66,6 +66,7 @@ type createItemRequest struct {
 	StartAt               json.RawMessage `json:"start_at"`
 	EndAt                 json.RawMessage `json:"end_at"`
 	PaymentTimeoutSeconds json.RawMessage `json:"payment_timeout_seconds"`
+	Currency              json.RawMessage `json:"currency"`
 }
 
 type validationErrors []string
@@ -116,9 +117,12 @@ func (v *validationErrors) instant(raw json.RawMessage, field string) (time.Time
 	return time.Time{}, false
 }
 
-func parseCreateItem(req createItemRequest) (store.Item, error) {
+func parseCreateItem(req createItemRequest, currency string) (store.Item, error) {
 	var errs validationErrors
-	var it store.Item
+	it := store.Item{Currency: currency}
+	if present(req.Currency) && (json.Unmarshal(req.Currency, &it.Currency) != nil || !isCurrency(it.Currency)) {
+		errs.add("currency", "must be an ISO 4217 code in upper case, such as EUR")
+	}
 	switch {
 	case !present(req.Name):
 		errs.add("name", "is required")
@@ -159,7 +163,7 @@ func (s *Sale) createItem(c *gin.Context) error {
 	if err := apierr.ReadJSON(c, &req, "body must be a JSON object with name, price_cents, stock_total, start_at, end_at"); err != nil {
 		return err
 	}
-	it, err := parseCreateItem(req)
+	it, err := parseCreateItem(req, s.d.Currency)
 	ctx := c.Request.Context()
 	if err == nil {
 		it, err = s.d.Catalog.CreateItem(ctx, it)
@@ -336,4 +340,9 @@ func (s *Sale) listItems(c *gin.Context) error {
 	})
 	c.JSON(http.StatusOK, gin.H{"items": views})
 	return nil
+}
+
+// isCurrency: three upper-case letters (ISO 4217's form).
+func isCurrency(c string) bool {
+	return len(c) == 3 && !strings.ContainsFunc(c, func(r rune) bool { return r < 'A' || r > 'Z' })
 }

@@ -88,6 +88,9 @@ type Deps struct {
 	Auth    func(c *gin.Context, role auth.Role) (auth.Principal, error)
 	AllowIP func(c *gin.Context) error
 	Fail    func(c *gin.Context, err error)
+	// Currency is a new item's when its request names none (empty: the
+	// column's default).
+	Currency string
 }
 
 // Sale serves the item routes and keeps the item read model.

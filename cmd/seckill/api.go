@@ -80,6 +80,7 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	pays, actions := newPayments(d, p, desk, refundStarter{tc, cfg.Temporal.TaskQueue})
 	apiDeps := p.apiDeps(cfg, log, desk, rel, tc)
 	apiDeps.Payments, apiDeps.Actions, apiDeps.Refunds = pays, actions, refundStarter{tc, cfg.Temporal.TaskQueue}
+	apiDeps.Currency = cfg.Payment.Currency
 	if err := useOIDC(bgCtx, cfg, log, &apiDeps); err != nil {
 		return err
 	}
