@@ -72,7 +72,7 @@ func TestPayThroughTheCheckout(t *testing.T) {
 	refunded := buyAndCheckOut(d, bob, lamp.ID, 1002)
 	bob.until("the order still open (the notification held back)", `!document.getElementById("order-cancel").disabled`, 30*time.Second)
 	bob.do("cancel", chromedp.Click(chromedp.ID("order-cancel")))
-	bob.until("REFUNDED, in words", status+` === "REFUNDED" && /^Refunded 19\.99 EUR, refund id \S+: you cancelled it/.test(document.getElementById("order-words").textContent)`, 90*time.Second)
+	bob.until("REFUNDED, in words", status+` === "REFUNDED" && /^Refunded 19\.99 EUR( on [^,]+)?, refund id \S+: you cancelled it/.test(document.getElementById("order-words").textContent)`, 90*time.Second)
 	bob.shot("order-refunded")
 	if paid == refunded {
 		t.Fatal("one order for two buyers")

@@ -128,7 +128,7 @@
     const amount = v.refund_amount !== undefined ? S.money(v.refund_amount, v.refund_currency)
       : it ? S.money(it.price_cents, it.currency) : "your payment";
     const on = v.refunded_at ? ` on ${new Date(v.refunded_at).toLocaleDateString()}` : "";
-    return `Refunded ${amount}` + (v.refund_id ? `, refund id ${v.refund_id}` : "") + on;
+    return `Refunded ${amount}${on}` + (v.refund_id ? `, refund id ${v.refund_id}` : "");
   }
   function words(v) {
     switch (v.status) {
