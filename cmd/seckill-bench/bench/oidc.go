@@ -11,10 +11,12 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
 // OIDCAudience is the audience of the bench's identity provider's tokens.
@@ -85,4 +87,82 @@ func (i *Issuer) Mint(first int64, n int, ttl time.Duration) ([]Buyer, error) {
 		}
 		return tok, nil
 	})
+}
+
+// soldOutOIDC is stage 1's subject with the issuer's tokens.
+const soldOutOIDC = "sold out, OIDC tokens (RS256)"
+
+// oidcTarget mints RS256 tokens for stage 1's buyers after the first and
+// aims sold-out attempts at url with them, in the rotation the HS256 ones
+// use. 2,000 per core: the signatures take about as many seconds as there
+// are cores, and one core verifies at most ~5,000 RS256 tokens/s, which
+// keeps each buyer under its limiter (5/s).
+func (r *stagesRun) oidcTarget(url string) (func(uint64, *vegeta.Target), error) {
+	n := min(2000*runtime.NumCPU(), len(r.buyers)-1)
+	r.log.Info("stage 1: minting RS256 tokens for the OIDC variant", "tokens", n)
+	bs, err := r.OIDC.Mint(r.buyers[1].ID, n, 2*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	r.rep.Settings["stage1_oidc_tokens"] = n
+	return func(_ uint64, t *vegeta.Target) {
+		i := r.nextBuyer.Add(1)
+		t.Method, t.URL, t.Header = http.MethodPost, url, header(bs[i%uint64(n)].Token)
+	}, nil
+}
+
+// soldOutRatios are stage 1's rate and CPU per answer of the sold-out
+// answers (tokens: how they were signed, "" for HS256) against bare gin's.
+func soldOutRatios(tokens string, sold, bare []Window) [2]Ratio {
+	return [2]Ratio{
+		sideBySide("1", "sold-out rejections/s"+tokens+" vs bare gin", perSecond(sold), perSecond(bare), "req/s", 0.8, true,
+			roundsNote(len(sold), perSecond(sold), perSecond(bare), "%.0f")+"; "+othersNote(sold, bare)),
+		sideBySide("1", "CPU-µs per sold-out answer"+tokens+" vs bare gin", cpuTotal(sold), cpuTotal(bare), "µs", 1.25, false,
+			cpuNote(medianByKey(cpuMaps(sold)))+"; "+roundsNote(len(sold), cpuTotal(sold), cpuTotal(bare), "%.0f")),
+	}
+}
+
+// Stage1Tokens is stage 1's sold-out answers with one kind of token: rate
+// and CPU per answer against the same bare gin rounds, the API's share of
+// the CPU and the p99 latency (medians of the rounds).
+type Stage1Tokens struct {
+	Rate   Ratio   `json:"rate_vs_bare_gin"`
+	CPU    Ratio   `json:"cpu_vs_bare_gin"`
+	APICPU float64 `json:"api_cpu_us_per_answer"`
+	P99MS  float64 `json:"p99_ms"`
+}
+
+// Stage1OIDC is `stage1_oidc` in the results: HS256 and RS256 side by side.
+type Stage1OIDC struct {
+	HS256 Stage1Tokens `json:"hs256"`
+	RS256 Stage1Tokens `json:"rs256"`
+}
+
+func stage1Tokens(ws []Window, rs [2]Ratio) Stage1Tokens {
+	var p99s []float64
+	for _, w := range ws {
+		p99s = append(p99s, w.P99MS)
+	}
+	return Stage1Tokens{Rate: rs[0], CPU: rs[1], APICPU: median(column(cpuMaps(ws), "api")), P99MS: median(p99s)}
+}
+
+// stage1OIDC reports the sold-out answers with the issuer's tokens beside
+// HS256's (hs256: their ratios), against the same bare gin rounds. The
+// issue sets no target for them: reported only.
+func (r *stagesRun) stage1OIDC(bare, sold, oidc []Window, hs256 [2]Ratio) {
+	rs256 := soldOutRatios(" with OIDC tokens (RS256)", oidc, bare)
+	for i := range rs256 {
+		rs256[i].Target, rs256[i].Met = "-", true
+	}
+	r.rep.Ratios = append(r.rep.Ratios, rs256[:]...)
+	r.rep.Details["stage1_oidc"] = Stage1OIDC{HS256: stage1Tokens(sold, hs256), RS256: stage1Tokens(oidc, rs256)}
+}
+
+// text is the comparison in one line for the console and the docs.
+func (o Stage1OIDC) text() string {
+	side := func(t Stage1Tokens) string {
+		return fmt.Sprintf("CPU ratio %s (%.0f µs per answer, API %.0f µs), rate ratio %s (%.0f/s), p99 %.1f ms",
+			t.CPU.ratioText(), t.CPU.Pipeline, t.APICPU, t.Rate.ratioText(), t.Rate.Pipeline, t.P99MS)
+	}
+	return fmt.Sprintf("Stage 1 by token against the same bare gin rounds: HS256 %s; OIDC RS256 %s.", side(o.HS256), side(o.RS256))
 }
