@@ -281,7 +281,8 @@ func (r *stagesRun) bareWindow() Window {
 }
 
 // stage1 measures bare gin against the sold-out answers (and those again
-// with the control room open), side by side in rounds (sidebyside.go).
+// with OIDC tokens and with the control room open), side by side in rounds
+// (sidebyside.go).
 func (r *stagesRun) stage1() {
 	var bare1, sold, open, oidc []Window
 	var roomReports []ControlRoomReport
