@@ -299,6 +299,7 @@ type stagesFlags struct {
 	paymentRounds    int
 	paymentsOnly     bool
 	doc              string
+	issuer           *bench.Issuer // the identity provider `run` started, if any
 }
 
 func (f *stagesFlags) register(cmd *cobra.Command) {
@@ -365,8 +366,8 @@ func (a *app) runStages(cmd *cobra.Command, c checkDeps, f *stagesFlags) error {
 	s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: f.duration, Rounds: f.rounds,
 		SagaOrders: f.sagaOrders, Stage2Runs: f.stage2Runs, WaitingWorkflows: f.waitingWorkflows, LuaUnits: f.luaUnits, LatencyUnits: f.latency, Full: full, SkipFull: f.skipFull, Temporal: tc,
 		PaymentUnits: f.paymentUnits, PaymentRounds: f.paymentRounds, PaymentsOnly: f.paymentsOnly,
-		WorkerOps: f.workerOps,
-		Progress:  cmd.ErrOrStderr(), Log: a.log}
+		WorkerOps: f.workerOps, OIDC: f.issuer,
+		Progress: cmd.ErrOrStderr(), Log: a.log}
 	rep := s.Run(ctx, d)
 	if err := a.writeStagesReport(cmd, f, rep); err != nil {
 		return err

@@ -40,6 +40,7 @@ type runFlags struct {
 	workerAddr string
 	payAddr    string
 	keep       bool
+	oidc       bool
 }
 
 // validName is a bench slice's name: the MySQL user may create seckill_*
@@ -73,6 +74,7 @@ func newBenchRunCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.workerAddr, "worker-addr", "127.0.0.1:9191", "the bench worker's metrics and ops listener")
 	fl.StringVar(&f.payAddr, "testpay-addr", "127.0.0.1:8190", "the bench api's test provider checkout listener (apart from make run's 8090)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the Redis keys and the topic at the end")
+	fl.BoolVar(&f.oidc, "oidc", true, "serve a JWKS of one RS256 key, start the api taking its tokens beside HS256's, and run stage 1's sold-out answers with both (false: HS256 only)")
 	return cmd
 }
 
@@ -98,6 +100,28 @@ func (f *runFlags) apiEnv() []string {
 		"SECKILL_PAYMENT_TESTPAY_URL=http://" + f.payAddr,
 		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL=http://" + f.apiAddr + payhook.NotificationRoute,
 		"SECKILL_PAYMENT_NOTIFY_RPS=100000", "SECKILL_PAYMENT_TESTPAY_DOOR_PAY=true"}
+}
+
+// oidcEnv points the api at the bench's identity provider too, with the
+// JWT secret set: with OIDC on, an unset one would turn HS256 off.
+func (f *runFlags) oidcEnv(secret string) []string {
+	if f.issuer == nil {
+		return nil
+	}
+	return append(f.issuer.Env(), "SECKILL_JWT_SECRET="+secret)
+}
+
+// startIssuer starts the bench's identity provider unless --oidc=false (or
+// stage 1 does not run); stop it after the roles.
+func (f *runFlags) startIssuer(say func(string, ...any)) (stop func(), err error) {
+	if !f.oidc || f.paymentsOnly {
+		return func() {}, nil
+	}
+	if f.issuer, err = bench.StartIssuer(); err != nil {
+		return nil, fmt.Errorf("the bench's identity provider: %w", err)
+	}
+	say("serving the bench's own JWKS (one RS256 key) on %s: the api takes its tokens beside HS256's", f.issuer.JWKSURL())
+	return func() { _ = f.issuer.Close() }, nil
 }
 
 func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
@@ -143,6 +167,11 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 	if err := a.freshDatabase(ctx); err != nil {
 		return err
 	}
+	stopIssuer, err := f.startIssuer(say)
+	if err != nil {
+		return err
+	}
+	defer stopIssuer() // after the roles: the api's refreshes fetch from it
 	var roles []*proc.Child
 	defer func() {
 		for _, c := range roles { // the api first: its relay flushes the outbox on SIGTERM
@@ -165,16 +194,8 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 		return err
 	}
 	say("starting seckill api on %s and seckill worker (logs in %s)", f.apiAddr, logs)
-	for _, role := range []string{"api", "worker"} {
-		env := append(os.Environ(), "SECKILL_LOG_LEVEL=info")
-		if role == "api" {
-			env = append(env, f.apiEnv()...)
-		}
-		c, err := proc.Start(proc.Spec{Path: f.seckill, Args: []string{role}, Log: filepath.Join(logs, role+".log"), Env: env})
-		if err != nil {
-			return fmt.Errorf("start seckill %s: %w", role, err)
-		}
-		roles = append(roles, c)
+	if roles, err = f.startRoles(logs, a.cfg.JWTSecret.Value()); err != nil {
+		return err
 	}
 	f.apiURL, f.apiPID, f.workerPID = "http://"+f.apiAddr, roles[0].PID(), roles[1].PID()
 	f.workerOps = "http://" + f.workerAddr
@@ -183,6 +204,25 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 	}
 	say("running the stages (api pid %d, worker pid %d)", f.apiPID, f.workerPID)
 	return a.onTarget(&f.benchFlags, func(cmd *cobra.Command, c checkDeps) error { return a.runStages(cmd, c, &f.stagesFlags) })(cmd, nil)
+}
+
+// startRoles starts `seckill api` and `seckill worker` on the bench's
+// slice (secret: the JWT secret the api keeps beside OIDC); on an error,
+// with the roles started so far.
+func (f *runFlags) startRoles(logs, secret string) ([]*proc.Child, error) {
+	var roles []*proc.Child
+	for _, role := range []string{"api", "worker"} {
+		env := append(os.Environ(), "SECKILL_LOG_LEVEL=info")
+		if role == "api" {
+			env = append(append(env, f.apiEnv()...), f.oidcEnv(secret)...)
+		}
+		c, err := proc.Start(proc.Spec{Path: f.seckill, Args: []string{role}, Log: filepath.Join(logs, role+".log"), Env: env})
+		if err != nil {
+			return roles, fmt.Errorf("start seckill %s: %w", role, err)
+		}
+		roles = append(roles, c)
+	}
+	return roles, nil
 }
 
 // answers says whether url answers at all.

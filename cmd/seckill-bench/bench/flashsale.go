@@ -164,6 +164,12 @@ func ThisMachine() Machine {
 // secret, the way `seckill token` does.
 func MintBuyers(secret []byte, first int64, n int, ttl time.Duration) ([]Buyer, error) {
 	now := time.Now()
+	return mintEach(first, n, func(id int64) (string, error) { return auth.Sign(secret, id, auth.RoleBuyer, ttl, now) })
+}
+
+// mintEach signs a token per buyer (ids first..first+n-1) with sign, on
+// every core.
+func mintEach(first int64, n int, sign func(id int64) (string, error)) ([]Buyer, error) {
 	out := make([]Buyer, n)
 	var wg sync.WaitGroup
 	var firstErr error
@@ -175,7 +181,7 @@ func MintBuyers(secret []byte, first int64, n int, ttl time.Duration) ([]Buyer, 
 			defer wg.Done()
 			for i := w; i < n; i += workers {
 				id := first + int64(i)
-				tok, err := auth.Sign(secret, id, auth.RoleBuyer, ttl, now)
+				tok, err := sign(id)
 				if err != nil {
 					once.Do(func() { firstErr = err })
 					return

@@ -68,9 +68,13 @@ type Stages struct {
 	// measured again with it open (GET /api/v1/admin/summary twice a
 	// second, as /admin polls) and stage 2 runs with it open.
 	NoControlRoom bool
-	Temporal      client.Client
-	Progress      io.Writer
-	Log           *slog.Logger
+	// OIDC, when set, is the identity provider the API also takes tokens
+	// from: stage 1 measures the sold-out answers again with its RS256
+	// tokens (oidc.go).
+	OIDC     *Issuer
+	Temporal client.Client
+	Progress io.Writer
+	Log      *slog.Logger
 }
 
 // Ratio is one pipeline figure against its baseline.
@@ -191,7 +195,8 @@ func (s Stages) Run(ctx context.Context, d Deps) *StagesReport {
 	rep := &StagesReport{Kind: "stages", At: time.Now().UTC(), Machine: ThisMachine(), Load: s.Load,
 		Details: map[string]any{}, Settings: map[string]any{"http_duration_s": s.HTTPDuration.Seconds(), "stage1_rounds": max(s.Rounds, 1),
 			"saga_orders": s.SagaOrders, "stage2_runs": max(s.Stage2Runs, 1), "waiting_workflows": s.WaitingWorkflows,
-			"lua_units": s.LuaUnits, "load": s.Load.String(), "payment_units": s.PaymentUnits, "payment_rounds": s.PaymentRounds}}
+			"lua_units": s.LuaUnits, "load": s.Load.String(), "payment_units": s.PaymentUnits, "payment_rounds": s.PaymentRounds,
+			"stage1_oidc": s.OIDC != nil}}
 	r := &stagesRun{Stages: s, ctx: ctx, d: d, log: log, rep: rep, secret: []byte(s.Cfg.JWTSecret.Value())}
 	r.base = time.Now().Unix() % 1_000_000 * 1000 // fresh buyer ids per run
 	var err error
@@ -276,24 +281,24 @@ func (r *stagesRun) bareWindow() Window {
 }
 
 // stage1 measures bare gin against the sold-out answers (and those again
-// with the control room open), side by side in rounds (sidebyside.go).
+// with OIDC tokens and with the control room open), side by side in rounds
+// (sidebyside.go).
 func (r *stagesRun) stage1() {
-	var bare1, sold, open []Window
+	var bare1, sold, open, oidc []Window
 	var roomReports []ControlRoomReport
 	if it, err := r.soldOutItem(r.ctx, r.secret, r.buyers[0]); err != nil {
 		r.fail("stage 1", err)
 	} else {
 		ws, rooms := r.stage1Rounds(it)
-		bare1, sold, open, roomReports = ws["bare gin"], ws["sold out"], ws["sold out, control room open"], rooms
+		bare1, sold, open, oidc, roomReports = ws["bare gin"], ws["sold out"], ws["sold out, control room open"], ws[soldOutOIDC], rooms
 		r.rep.Details["stage1_rounds"] = ws
 	}
 	rep := r.rep
-	soldCPU := medianByKey(cpuMaps(sold))
-	rep.Ratios = append(rep.Ratios,
-		sideBySide("1", "sold-out rejections/s vs bare gin", perSecond(sold), perSecond(bare1), "req/s", 0.8, true,
-			roundsNote(len(sold), perSecond(sold), perSecond(bare1), "%.0f")+"; "+othersNote(sold, bare1)),
-		sideBySide("1", "CPU-µs per sold-out answer vs bare gin", cpuTotal(sold), cpuTotal(bare1), "µs", 1.25, false,
-			cpuNote(soldCPU)+"; "+roundsNote(len(sold), cpuTotal(sold), cpuTotal(bare1), "%.0f")))
+	hs256 := soldOutRatios("", sold, bare1)
+	rep.Ratios = append(rep.Ratios, hs256[:]...)
+	if len(oidc) > 0 {
+		r.stage1OIDC(bare1, sold, oidc, hs256)
+	}
 	if len(open) > 0 {
 		rep.Details["control_room_stage1"] = roomReports
 		rr := mergeRooms(roomReports)
@@ -317,6 +322,17 @@ func (r *stagesRun) stage1Rounds(it int64) (map[string][]Window, []ControlRoomRe
 	}
 	subjects := []subject{{"bare gin", r.bareWindow},
 		{"sold out", func() Window { return r.measureWindow(r.ctx, "sold out", "410", r.pipelinePIDs, soldTarget) }}}
+	warm := []func(uint64, *vegeta.Target){r.bareTarget, soldTarget}
+	if r.OIDC != nil {
+		if oidcTarget, err := r.oidcTarget(url); err != nil {
+			r.fail("stage 1 with OIDC tokens", err)
+		} else {
+			warm = append(warm, oidcTarget)
+			subjects = append(subjects, subject{soldOutOIDC, func() Window {
+				return r.measureWindow(r.ctx, soldOutOIDC, "410", r.pipelinePIDs, oidcTarget)
+			}})
+		}
+	}
 	if !r.NoControlRoom {
 		// The same load with the control room open (GET
 		// /api/v1/admin/summary twice a second): what an operator
@@ -335,8 +351,8 @@ func (r *stagesRun) stage1Rounds(it int64) (map[string][]Window, []ControlRoomRe
 	r.settle("stage 1")
 	// A second of each first, not counted: the bare server is a new
 	// process, and both get their connections and heaps going.
-	for _, warm := range []func(uint64, *vegeta.Target){r.bareTarget, soldTarget} {
-		Fixed(r.ctx, r.Load, time.Second, "warm-up", nil, warm)
+	for _, w := range warm {
+		Fixed(r.ctx, r.Load, time.Second, "warm-up", nil, w)
 	}
 	r.log.Info("stage 1: bare gin and sold-out answers side by side", "item", it, "rounds", max(r.Rounds, 1),
 		"window", r.HTTPDuration, "load", r.Load.String())
@@ -731,6 +747,9 @@ func PrintRatios(w io.Writer, r *StagesReport) {
 		printf(tw, "%s\t%s\t%.2f %s\t%s\t%s\t%s\t%v\t\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, x.Met)
 	}
 	_ = tw.Flush()
+	if o, ok := r.Details["stage1_oidc"].(Stage1OIDC); ok {
+		printLine(w, "\n"+o.text())
+	}
 	for _, e := range r.Errors {
 		printLine(w, "ERROR", e)
 	}
@@ -752,6 +771,9 @@ func MarkdownRatios(r *StagesReport) string {
 			met = "✓"
 		}
 		printf(&b, "| %s | %s | %.2f %s | %s | %s | %s | %s | %s |\n", x.Stage, x.Figure, x.Pipeline, x.Unit, base, rat, x.Target, met, x.Note)
+	}
+	if o, ok := r.Details["stage1_oidc"].(Stage1OIDC); ok {
+		printf(&b, "\n%s\n", o.text())
 	}
 	if l, ok := r.Details["buyer_latency_sale"].(*SaleReport); ok && l != nil {
 		printf(&b, "\nStage 3b sale (item %d, %d accepted, 10 s windows, every order paid at its 202): 202 -> payable %s; "+
