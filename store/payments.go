@@ -185,6 +185,55 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 // it left them.
 func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 	out := make([]EventResult, len(es))
+	fresh, err := insertFresh(tx, es, out)
+	if err != nil || len(fresh) == 0 {
+		return out, err
+	}
+	rows, err := lockPayments(tx, es, fresh)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range fresh {
+		if err := afterEventInsert(tx, es[i]); err != nil {
+			return nil, err
+		}
+	}
+	plain, rest := splitPlain(es, fresh, rows)
+	if err := succeedAll(tx, es, plain, out, func(e PaymentEvent) Payment { return rows[paymentKeyOf(e)] }); err != nil {
+		return nil, err
+	}
+	for _, i := range plain {
+		rows[paymentKeyOf(es[i])] = out[i].Payment
+	}
+	for _, i := range rest {
+		e := es[i]
+		p, ok := rows[paymentKeyOf(e)]
+		if !ok {
+			out[i].Verdict = VerdictUnknown
+			continue
+		}
+		r, err := decide(tx, p, e)
+		if err != nil {
+			return nil, err
+		}
+		out[i], rows[paymentKeyOf(e)] = r, r.Payment
+		if e.Type == "payment_canceled" && p.Status == PaymentPending {
+			rows[paymentKeyOf(e)] = withStatus(p, PaymentCanceled)
+		}
+	}
+	return out, nil
+}
+
+// paymentKey names a payment as its provider does.
+type paymentKey struct{ provider, id string }
+
+func paymentKeyOf(e PaymentEvent) paymentKey { return paymentKey{e.Provider, e.PaymentID} }
+
+// insertFresh inserts the events of es not taken before (nor earlier in es)
+// in one statement and returns their indexes; the others are marked
+// repeated in out. A duplicate key here is an event inserted since the
+// read: the caller then applies the batch one by one.
+func insertFresh(tx *gorm.DB, es []PaymentEvent, out []EventResult) ([]int, error) {
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i] = e.ID
@@ -199,7 +248,6 @@ func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 	}
 	var fresh []int
 	var args []any
-	byProvider := map[string][]string{}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for i, e := range es {
 		if seen[e.ID] {
@@ -209,39 +257,45 @@ func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 		seen[e.ID] = true
 		fresh = append(fresh, i)
 		args = append(args, e.ID, e.Type, e.PaymentID, now)
-		byProvider[e.Provider] = append(byProvider[e.Provider], e.PaymentID)
 	}
 	if len(fresh) == 0 {
-		return out, nil
+		return nil, nil
 	}
-	// A duplicate here is an event inserted since the read: the caller
-	// applies them one by one.
 	if err := tx.Exec("INSERT INTO payment_events (event_id, type, payment_id, received_at) VALUES (?, ?, ?, ?)"+
 		strings.Repeat(", (?, ?, ?, ?)", len(fresh)-1), args...).Error; err != nil {
 		return nil, fmt.Errorf("insert %d events: %w", len(fresh), err)
 	}
-	type key struct{ provider, id string }
-	rows := map[key]Payment{}
+	return fresh, nil
+}
+
+// lockPayments locks the payment rows the fresh events name, one
+// statement per provider.
+func lockPayments(tx *gorm.DB, es []PaymentEvent, fresh []int) (map[paymentKey]Payment, error) {
+	byProvider := map[string][]string{}
+	for _, i := range fresh {
+		byProvider[es[i].Provider] = append(byProvider[es[i].Provider], es[i].PaymentID)
+	}
+	rows := map[paymentKey]Payment{}
 	for prov, pids := range byProvider {
 		var ps []Payment
 		if err := forUpdate(tx).Where("provider = ? AND provider_payment_id IN ?", prov, pids).Order("id").Find(&ps).Error; err != nil {
 			return nil, fmt.Errorf("read payments: %w", err)
 		}
 		for _, p := range ps {
-			rows[key{p.Provider, p.ProviderPaymentID}] = p
+			rows[paymentKey{p.Provider, p.ProviderPaymentID}] = p
 		}
 	}
-	for _, i := range fresh {
-		if err := afterEventInsert(tx, es[i]); err != nil {
-			return nil, err
-		}
-	}
-	// The first success of each pending payment, matching it: paid together.
-	var plain, rest []int
-	first := map[key]bool{}
+	return rows, nil
+}
+
+// splitPlain splits the fresh events into the first matching success of
+// each pending payment whose order no other event of the batch touches
+// (paid together) and the rest (decided in turn, in arrival order).
+func splitPlain(es []PaymentEvent, fresh []int, rows map[paymentKey]Payment) (plain, rest []int) {
+	first := map[paymentKey]bool{}
 	for _, i := range fresh {
 		e := es[i]
-		k := key{e.Provider, e.PaymentID}
+		k := paymentKeyOf(e)
 		p, ok := rows[k]
 		if ok && !first[k] && e.Type == "payment_succeeded" && p.Status == PaymentPending && matches(p, e) {
 			plain = append(plain, i)
@@ -250,44 +304,21 @@ func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 		}
 		first[k] = true
 	}
-	// An order another event of the batch may touch is decided in turn.
 	touched := map[string]bool{}
 	for _, i := range rest {
-		if p, ok := rows[key{es[i].Provider, es[i].PaymentID}]; ok {
+		if p, ok := rows[paymentKeyOf(es[i])]; ok {
 			touched[p.OrderID] = true
 		}
 	}
 	plain = slices.DeleteFunc(plain, func(i int) bool {
-		if touched[rows[key{es[i].Provider, es[i].PaymentID}].OrderID] {
+		if touched[rows[paymentKeyOf(es[i])].OrderID] {
 			rest = append(rest, i)
 			return true
 		}
 		return false
 	})
 	slices.Sort(rest)
-	if err := succeedAll(tx, es, plain, out, func(e PaymentEvent) Payment { return rows[key{e.Provider, e.PaymentID}] }); err != nil {
-		return nil, err
-	}
-	for _, i := range plain {
-		rows[key{es[i].Provider, es[i].PaymentID}] = out[i].Payment
-	}
-	for _, i := range rest {
-		e := es[i]
-		p, ok := rows[key{e.Provider, e.PaymentID}]
-		if !ok {
-			out[i].Verdict = VerdictUnknown
-			continue
-		}
-		r, err := decide(tx, p, e)
-		if err != nil {
-			return nil, err
-		}
-		out[i], rows[key{e.Provider, e.PaymentID}] = r, r.Payment
-		if e.Type == "payment_canceled" && p.Status == PaymentPending {
-			rows[key{e.Provider, e.PaymentID}] = withStatus(p, PaymentCanceled)
-		}
-	}
-	return out, nil
+	return plain, rest
 }
 
 func withStatus(p Payment, status string) Payment { p.Status = status; return p }

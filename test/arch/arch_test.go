@@ -9,7 +9,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,6 +47,7 @@ var roof = []string{"testkit", "stock/stocktwin", "auth/oidctest"}
 
 type pkg struct {
 	ImportPath string
+	Dir        string
 	Imports    []string
 	GoFiles    []string
 }
@@ -150,6 +155,35 @@ func TestProductionBinaryLinksNoClient(t *testing.T) {
 		for _, not := range []string{"apiclient", "testkit", "cmd/seckill-bench/bench", "cmd/seckill-demo"} {
 			if dep == module+not {
 				t.Errorf("cmd/seckill links %s", not)
+			}
+		}
+	}
+}
+
+// maxFuncLines: no hand-written non-test function is longer; one that
+// grows past it is split by what its parts do.
+const maxFuncLines = 100
+
+func TestNoLongFunctions(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, p := range listPackages(t) {
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ast.IsGenerated(f) {
+				continue
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > maxFuncLines {
+					t.Errorf("%s: %s is %d lines (at most %d)", fset.Position(fd.Pos()), fd.Name.Name, n, maxFuncLines)
+				}
 			}
 		}
 	}
