@@ -60,6 +60,7 @@ type OIDC struct {
 	now    func() time.Time
 	ctx    context.Context // ends the refreshes
 	keys   atomic.Pointer[keyfunc.Keyfunc]
+	seen   *verified // tokens checked before, by their hash
 
 	loading  sync.Mutex // one load at a time; verifiers never wait for it
 	lastLoad time.Time
@@ -78,7 +79,11 @@ func NewOIDC(ctx context.Context, o OIDCOptions) (*OIDC, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	v := &OIDC{opts: o, now: time.Now, ctx: ctx}
+	maxAge := o.Refresh
+	if maxAge <= 0 {
+		maxAge = time.Minute
+	}
+	v := &OIDC{opts: o, now: time.Now, ctx: ctx, seen: newVerified(maxAge, verifiedMax)}
 	popts := []jwt.ParserOption{jwt.WithValidMethods(OIDCAlgorithms), jwt.WithAudience(o.Audience), jwt.WithExpirationRequired(),
 		jwt.WithLeeway(oidcLeeway), jwt.WithJSONNumber(), jwt.WithTimeFunc(func() time.Time { return v.now() })}
 	if o.Issuer != "" {
@@ -208,25 +213,45 @@ func (s *keyStore) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) 
 }
 
 // Verify returns the principal of a valid token; the error wraps
-// ErrInvalidToken with the reason.
+// ErrInvalidToken with the reason. A token verified before is taken from
+// the verified tokens until it expires or the keys' next refresh is due
+// (verified.go): the signature is checked once per token, not per request.
 func (v *OIDC) Verify(token string) (Principal, error) {
-	kf, err := v.keyfunc(v.ctx)
+	now := v.now()
+	p, k, ok := v.seen.get(token, now)
+	if ok {
+		return p, nil
+	}
+	p, exp, err := v.verify(token)
 	if err != nil {
 		return Principal{}, err
 	}
+	v.seen.put(k, p, now, exp)
+	return p, nil
+}
+
+// verify checks token's signature, claims and principal; exp is its expiry.
+func (v *OIDC) verify(token string) (_ Principal, exp time.Time, _ error) {
+	kf, err := v.keyfunc(v.ctx)
+	if err != nil {
+		return Principal{}, exp, err
+	}
 	c := jwt.MapClaims{}
 	if _, err := v.parser.ParseWithClaims(token, c, kf.Keyfunc); err != nil {
-		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+		return Principal{}, exp, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if e, err := c.GetExpirationTime(); err == nil && e != nil {
+		exp = e.Time
 	}
 	id, ok := positiveID(claim(c, v.opts.BuyerClaim))
 	if !ok {
-		return Principal{}, fmt.Errorf("%w: claim %s must hold a positive integer buyer id", ErrInvalidToken, v.opts.BuyerClaim)
+		return Principal{}, exp, fmt.Errorf("%w: claim %s must hold a positive integer buyer id", ErrInvalidToken, v.opts.BuyerClaim)
 	}
 	p := Principal{UserID: id, Role: RoleBuyer}
 	if v.opts.AdminClaim != "" && holds(claim(c, v.opts.AdminClaim), v.opts.AdminValue) {
 		p.Role = RoleAdmin
 	}
-	return p, nil
+	return p, exp, nil
 }
 
 // claim is the claim named name, or else at its dotted path (Keycloak's

@@ -311,8 +311,36 @@ func TestEitherRoutesByAlgorithm(t *testing.T) {
 	refused(t, auth.Either{OIDC: e.OIDC}, "HS256 without a shared secret", hs)
 }
 
+// A token remembered as verified is still refused once it expired, and
+// bytes changed in its signature are checked again (and refused).
+func TestOIDCRemembersVerifiedTokensOnlyWhileGood(t *testing.T) {
+	iss := oidctest.New(t)
+	kid := iss.Key(jose.RS256)
+	iss.Publish(kid)
+	v := newOIDC(t, iss, nil)
+	var mu sync.Mutex
+	now := time.Now()
+	v.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	tok := iss.Sign(kid, iss.Claims(5, audience)) // exp in an hour
+	for range 2 {
+		if p, err := v.Verify(tok); err != nil || p.UserID != 5 {
+			t.Fatalf("a fresh token: %+v, %v", p, err)
+		}
+	}
+	h, rest, _ := strings.Cut(tok, ".")
+	body, sig, _ := strings.Cut(rest, ".")
+	flipped := []byte(sig)
+	flipped[len(flipped)/2] ^= 1
+	refused(t, v, "the remembered token with a changed signature", h+"."+body+"."+string(flipped))
+	mu.Lock()
+	now = now.Add(time.Hour + 31*time.Second) // past exp and the parser's 30 s of skew
+	mu.Unlock()
+	refused(t, v, "the remembered token once expired", tok)
+}
+
 // BenchmarkVerifyOIDC compares a token's verification: the HS256 fast path,
-// and the provider's tokens with their key cached.
+// and the provider's tokens with their key cached (each token after its first
+// check is a remembered one: a hash and a map read).
 func BenchmarkVerifyOIDC(b *testing.B) {
 	iss := oidctest.New(b)
 	secret := []byte("bench-secret")
