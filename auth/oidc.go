@@ -83,7 +83,7 @@ func NewOIDC(ctx context.Context, o OIDCOptions) (*OIDC, error) {
 	if maxAge <= 0 {
 		maxAge = time.Minute
 	}
-	v := &OIDC{opts: o, now: time.Now, ctx: ctx, seen: newVerified(maxAge, verifiedMax)}
+	v := &OIDC{opts: o, now: time.Now, ctx: ctx, seen: newVerified(maxAge, verifiedMax, verifiedShards)}
 	popts := []jwt.ParserOption{jwt.WithValidMethods(OIDCAlgorithms), jwt.WithAudience(o.Audience), jwt.WithExpirationRequired(),
 		jwt.WithLeeway(oidcLeeway), jwt.WithJSONNumber(), jwt.WithTimeFunc(func() time.Time { return v.now() })}
 	if o.Issuer != "" {

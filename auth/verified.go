@@ -14,14 +14,18 @@ import (
 // a key the provider withdraws is refused within one JWKS refresh either way.
 // Refusals are never remembered.
 //
-// Two generations bound it: when the current one holds max/2 entries it
-// becomes the previous one and the one before is dropped; a hit in the
-// previous generation moves to the current.
+// The entries are in shards (by the hash's first byte) so that buyers rarely
+// contend for a lock. Two generations bound each shard: when the current one
+// holds its share of max/2 entries it becomes the previous one and the one
+// before is dropped; a hit in the previous generation moves to the current.
 type verified struct {
 	maxAge time.Duration
-	half   int
+	shards []verifiedShard
+}
 
+type verifiedShard struct {
 	mu        sync.Mutex
+	half      int
 	cur, prev map[[sha256.Size]byte]verifiedEntry
 }
 
@@ -30,22 +34,48 @@ type verifiedEntry struct {
 	until time.Time
 }
 
-// verifiedMax bounds the remembered tokens (~100 bytes each).
-const verifiedMax = 200_000
+// verifiedMax bounds the remembered tokens (~100 bytes each), in
+// verifiedShards shards.
+const (
+	verifiedMax    = 200_000
+	verifiedShards = 64
+)
 
-func newVerified(maxAge time.Duration, max int) *verified {
-	return &verified{maxAge: maxAge, half: max / 2, cur: map[[sha256.Size]byte]verifiedEntry{}}
+// maxHashedOnStack: tokens up to this long are hashed from a stack copy
+// (a provider's RS256 tokens are ~600-900 bytes).
+const maxHashedOnStack = 2048
+
+func newVerified(maxAge time.Duration, bound, shards int) *verified {
+	c := &verified{maxAge: maxAge, shards: make([]verifiedShard, shards)}
+	for i := range c.shards {
+		c.shards[i] = verifiedShard{half: max(bound/shards/2, 1), cur: map[[sha256.Size]byte]verifiedEntry{}}
+	}
+	return c
+}
+
+func (c *verified) shard(k [sha256.Size]byte) *verifiedShard {
+	return &c.shards[int(k[0])%len(c.shards)]
+}
+
+// tokenKey is token's SHA-256, without allocating for a token of the usual size.
+func tokenKey(token string) [sha256.Size]byte {
+	if len(token) > maxHashedOnStack {
+		return sha256.Sum256([]byte(token))
+	}
+	var buf [maxHashedOnStack]byte
+	return sha256.Sum256(append(buf[:0], token...))
 }
 
 // get returns token's principal when it was verified and is still good at now.
 func (c *verified) get(token string, now time.Time) (Principal, [sha256.Size]byte, bool) {
-	k := sha256.Sum256([]byte(token))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.cur[k]
+	k := tokenKey(token)
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.cur[k]
 	if !ok {
-		if e, ok = c.prev[k]; ok {
-			c.putLocked(k, e)
+		if e, ok = s.prev[k]; ok {
+			s.putLocked(k, e)
 		}
 	}
 	if !ok || !now.Before(e.until) {
@@ -60,14 +90,15 @@ func (c *verified) put(k [sha256.Size]byte, p Principal, now, exp time.Time) {
 	if exp.Before(until) {
 		until = exp
 	}
-	c.mu.Lock()
-	c.putLocked(k, verifiedEntry{p: p, until: until})
-	c.mu.Unlock()
+	s := c.shard(k)
+	s.mu.Lock()
+	s.putLocked(k, verifiedEntry{p: p, until: until})
+	s.mu.Unlock()
 }
 
-func (c *verified) putLocked(k [sha256.Size]byte, e verifiedEntry) {
-	if len(c.cur) >= c.half {
-		c.prev, c.cur = c.cur, make(map[[sha256.Size]byte]verifiedEntry, c.half)
+func (s *verifiedShard) putLocked(k [sha256.Size]byte, e verifiedEntry) {
+	if len(s.cur) >= s.half {
+		s.prev, s.cur = s.cur, make(map[[sha256.Size]byte]verifiedEntry, s.half)
 	}
-	c.cur[k] = e
+	s.cur[k] = e
 }

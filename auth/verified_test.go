@@ -7,7 +7,7 @@ import (
 )
 
 func TestVerifiedRemembersUntilExpiryOrMaxAge(t *testing.T) {
-	c := newVerified(time.Minute, 100)
+	c := newVerified(time.Minute, 100, verifiedShards)
 	now := time.Unix(1_800_000_000, 0)
 	p := Principal{UserID: 7, Role: RoleBuyer}
 	if _, _, ok := c.get("tok", now); ok {
@@ -31,13 +31,31 @@ func TestVerifiedRemembersUntilExpiryOrMaxAge(t *testing.T) {
 	}
 }
 
+// remembered counts c's entries over its shards.
+func remembered(c *verified) int {
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].cur) + len(c.shards[i].prev)
+	}
+	return n
+}
+
 func TestVerifiedIsBounded(t *testing.T) {
-	c := newVerified(time.Hour, 100)
 	now := time.Unix(1_800_000_000, 0)
+	sharded := newVerified(time.Hour, 6400, verifiedShards)
+	for i := range 100_000 {
+		_, k, _ := sharded.get(fmt.Sprint(i), now)
+		sharded.put(k, Principal{UserID: int64(i + 1)}, now, now.Add(time.Hour))
+	}
+	if n := remembered(sharded); n > 6400 {
+		t.Fatalf("%d entries in %d shards after 100,000 puts, bound 6400", n, verifiedShards)
+	}
+	// One shard: the generations in their order.
+	c := newVerified(time.Hour, 100, 1)
 	for i := range 1000 {
 		_, k, _ := c.get(fmt.Sprint(i), now)
 		c.put(k, Principal{UserID: int64(i + 1)}, now, now.Add(time.Hour))
-		if n := len(c.cur) + len(c.prev); n > 100 {
+		if n := remembered(c); n > 100 {
 			t.Fatalf("%d entries after %d puts, bound 100", n, i+1)
 		}
 	}
