@@ -104,17 +104,23 @@ func payEnv(st *fakePayments, p provider.Provider, failures *count) *testsuite.T
 	return e
 }
 
-func cancelPayment(t *testing.T, e *testsuite.TestActivityEnvironment) compensation.CancelResult {
+// execute runs the activity name on in and decodes its result.
+func execute[R any](t *testing.T, e *testsuite.TestActivityEnvironment, name string, in compensation.PaymentInput) R {
 	t.Helper()
-	v, err := e.ExecuteActivity("CancelPayment", compensation.PaymentInput{OrderID: "O1"})
+	v, err := e.ExecuteActivity(name, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res compensation.CancelResult
+	var res R
 	if err := v.Get(&res); err != nil {
 		t.Fatal(err)
 	}
 	return res
+}
+
+func cancelPayment(t *testing.T, e *testsuite.TestActivityEnvironment) compensation.CancelResult {
+	t.Helper()
+	return execute[compensation.CancelResult](t, e, "CancelPayment", compensation.PaymentInput{OrderID: "O1"})
 }
 
 // Without a provider (door), or without a payment, no provider is asked.
@@ -178,13 +184,9 @@ func TestRefundPaymentOnce(t *testing.T) {
 		t.Fatalf("first attempt: %v, failures %d", err, failures.n)
 	}
 	for range 2 { // the retry, then a second ask (the cashier's workflow): the same refund
-		v, err := e.ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res compensation.RefundResult
-		if err := v.Get(&res); err != nil || len(res.RefundIDs) != 1 || res.Order.Status != order.StatusRefunded || res.Order.RefundID != res.RefundIDs[0] {
-			t.Fatalf("refund: %+v %v", res, err)
+		res := execute[compensation.RefundResult](t, e, "RefundPayment", compensation.PaymentInput{OrderID: "O1"})
+		if len(res.RefundIDs) != 1 || res.Order.Status != order.StatusRefunded || res.Order.RefundID != res.RefundIDs[0] {
+			t.Fatalf("refund: %+v", res)
 		}
 	}
 	if _, err := tp.Refund(ctx, pp.ID, "another-key"); err == nil {
@@ -209,15 +211,7 @@ func TestRefundPaymentSupport(t *testing.T) {
 	e := payEnv(st, tp, &count{})
 	refund := func(in compensation.PaymentInput) compensation.RefundResult {
 		t.Helper()
-		v, err := e.ExecuteActivity("RefundPayment", in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res compensation.RefundResult
-		if err := v.Get(&res); err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return execute[compensation.RefundResult](t, e, "RefundPayment", in)
 	}
 	if res := refund(compensation.PaymentInput{OrderID: "O1"}); len(res.RefundIDs) != 0 || res.Order.Status != order.StatusPaid {
 		t.Fatalf("without Support a PAID order's own payment was refunded: %+v", res)
