@@ -238,6 +238,19 @@ type Temporal struct {
 	APIKey      Secret   `env:"API_KEY"` // implies TLS
 }
 
+// WorkflowsURL is the Temporal Web UI's list of the namespace's workflows
+// matching query (a visibility query; "" lists them all), or "" with no UI.
+func (t Temporal) WorkflowsURL(query string) string {
+	if t.UIURL == "" {
+		return ""
+	}
+	u := t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
+	if query != "" {
+		u += "?query=" + url.QueryEscape(query)
+	}
+	return u
+}
+
 // API is the buyer-facing HTTP server.
 type API struct {
 	Addr              string        `env:"ADDR" envDefault:"127.0.0.1:8080" check:"hostport"`

@@ -281,3 +281,18 @@ func TestOIDCSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkflowsURL(t *testing.T) {
+	tm := Temporal{UIURL: "http://ui:8233", Namespace: "shop a"}
+	for query, want := range map[string]string{
+		"":                     "http://ui:8233/namespaces/shop%20a/workflows",
+		`WorkflowId="order-1"`: "http://ui:8233/namespaces/shop%20a/workflows?query=WorkflowId%3D%22order-1%22",
+	} {
+		if got := tm.WorkflowsURL(query); got != want {
+			t.Errorf("WorkflowsURL(%q) = %q, want %q", query, got, want)
+		}
+	}
+	if got := (Temporal{Namespace: "default"}).WorkflowsURL("x"); got != "" {
+		t.Errorf("without a UI: %q", got)
+	}
+}

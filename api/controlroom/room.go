@@ -5,7 +5,6 @@ package controlroom
 
 import (
 	"context"
-	"net/url"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -74,10 +73,8 @@ type Room struct {
 
 // Register adds the control room's routes to r.
 func Register(r gin.IRoutes, d Deps) *Room {
-	rm := &Room{d: d, pages: loadPages(web.Files()), paid: firstPays{byItem: make(map[int64]map[string]struct{})}}
-	if t := d.Temporal; t.UIURL != "" {
-		rm.temporalUI = t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows"
-	}
+	rm := &Room{d: d, pages: loadPages(web.Files()), paid: firstPays{byItem: make(map[int64]map[string]struct{})},
+		temporalUI: d.Temporal.WorkflowsURL("")}
 	r.GET("/", func(c *gin.Context) { rm.writePage(c, "index.html") })
 	r.GET("/admin", func(c *gin.Context) { rm.writePage(c, "admin.html") })
 	r.GET("/assets/*file", rm.asset)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -117,9 +116,7 @@ func (rm *Room) readSummary(ctx context.Context) (summaryBody, error) {
 			}
 		}
 		ss.Orders[order.StatusQueued] = max(f.Marks-beyondQueued, counts[it.ID][order.StatusQueued])
-		if rm.temporalUI != "" {
-			ss.SagasURL = rm.temporalUI + "?query=" + url.QueryEscape(fmt.Sprintf("SeckillItemId=%d", it.ID))
-		}
+		ss.SagasURL = rm.d.Temporal.WorkflowsURL(fmt.Sprintf("SeckillItemId=%d", it.ID))
 		if ss.Money == nil {
 			ss.Money = []store.Money{}
 		}

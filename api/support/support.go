@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -155,12 +154,7 @@ func (s *desk) paidWith(ctx context.Context, row store.Order) (store.Payment, er
 
 // link is the Temporal UI's list of the workflow id's runs, or "".
 func (s *desk) link(workflowID string) string {
-	t := s.d.Temporal
-	if t.UIURL == "" {
-		return ""
-	}
-	return t.UIURL + "/namespaces/" + url.PathEscape(t.Namespace) + "/workflows?query=" +
-		url.QueryEscape(fmt.Sprintf("WorkflowId=%q", workflowID))
+	return s.d.Temporal.WorkflowsURL(fmt.Sprintf("WorkflowId=%q", workflowID))
 }
 
 // Found is one order as the find route shows it.
