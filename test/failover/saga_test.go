@@ -1,6 +1,7 @@
 // Saga failure tests: the worker stopped with SIGTERM mid-stream; the
 // Temporal server stopped for 30 s while order messages arrive; MariaDB
-// stopped for 120 s and Redis for 60 s during a 500-unit sale. They stop
+// and Redis each stopped for 60 s (twice the saga steps' local retry budget)
+// during a 500-unit sale. They stop
 // shared processes, so they run only with SECKILL_FAILOVER=1, serially:
 //
 //	flock /tmp/seckill-failover.lock env SECKILL_FAILOVER=1 go test ./test/failover/ -run Saga -v
@@ -324,12 +325,12 @@ func TestSagaTemporalOutage(t *testing.T) {
 	e.checkUnits(ms, units)
 }
 
-// An outage of MariaDB (120 s) or Redis (60 s) in the middle of a 500-unit
+// An outage of MariaDB or Redis (60 s, twice localBudget) in the middle of a 500-unit
 // sale delays orders and never fails them: sagas in flight keep retrying
 // (locally, then as regular activities), new messages keep arriving, and once
 // the service is back every order reaches PENDING_PAYMENT and then PAID or
 // CANCELLED, with 0 FAILED, 0 lost and the invariant checker clean.
-func TestSagaMySQLOutage(t *testing.T) { outageSale(t, "mariadb", 120*time.Second) }
+func TestSagaMySQLOutage(t *testing.T) { outageSale(t, "mariadb", 60*time.Second) }
 
 func TestSagaRedisOutage(t *testing.T) { outageSale(t, "redis", 60*time.Second) }
 
