@@ -359,7 +359,8 @@ func handoffThroughBrokerOutage(t *testing.T, p *party) {
 	e := newHandoffEnv(t, units)
 	ctx := context.Background()
 	a := e.startAPI("outage")
-	p.Ready() // the buyers start when the other test is ready too, outageLead before the stop
+	// The buyers start once the other test is ready too, outageLead before the stop.
+	p.Ready()
 	b := e.startBuyers(a.url, 4, 100*time.Millisecond) // ~35 purchases/s
 	outageStart := p.Down()
 	before := b.snapshot()
