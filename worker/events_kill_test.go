@@ -30,7 +30,7 @@ func TestOrderEventsSurviveWorkerKill9(t *testing.T) {
 	if err := queue.EnsureTopic(ctx, s.Config.RocketMQ, topic, 4); err != nil {
 		t.Fatal(err)
 	}
-	it := s.Sale(ctx, t, "events kill -9", 30, 2*time.Second)
+	it := s.Sale(ctx, t, "events kill -9", 30, 8*time.Second) // 30 bought, then paid or canceled, in time on a busy machine
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	tc := s.Temporal(ctx, t, log)
 	desk := testkit.Desk(t, s.Store, orderstatus.New(s.Redis, s.Config.Redis.KeyPrefix), s.Stock,
