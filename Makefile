@@ -17,7 +17,7 @@ run: ## install + start the services (Prometheus included), migrate, start api a
 stop: ## stop the api and worker started by `make run` (services keep running)
 	@scripts/run stop $(STACK_PROFILE)
 
-test: ## start the services if needed, lint, then every test (unit, integration, failover) with -race; the cluster profile's fault sales and the secure profile's sales beside the failover tests
+test: ## start the services if needed, lint, then every test in three lanes side by side: failover (on a stack of its own), unit + integration (-race), then the cluster and secure profiles
 	@scripts/test
 
 lint: ## go vet, the layering test (test/arch), staticcheck, errcheck, workflowcheck, promtool (the Prometheus config and the alert rules' unit tests)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
@@ -13,12 +12,20 @@ import (
 // RepoRoot returns the repository's root directory.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("repo root not found from %s", file)
+	// From the test's working directory (its package's) up to go.mod: right
+	// under -trimpath too, where runtime.Caller names no directory.
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return root
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("repo root (go.mod) not found above %s", dir)
+		}
+	}
 }
 
 var (

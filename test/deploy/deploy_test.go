@@ -8,14 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"testing"
+
+	"github.com/seckill/seckill/testkit"
 )
 
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+func repoRoot(t *testing.T) string { return testkit.RepoRoot(t) }
 
 var metricName = regexp.MustCompile(`seckill_[a-z0-9_]+`)
 

@@ -1,8 +1,11 @@
 // Package failover_test kills and stops real services and processes
 // mid-flight (kill -9 of the API and the worker, the broker and Temporal
 // stopped) and checks that no order and no unit is lost. The tests stop
-// shared services, so they run only with SECKILL_FAILOVER=1, one at a time
-// (`make test` runs them after everything else).
+// the services of the stack they run on, so they run only with
+// SECKILL_FAILOVER=1, one at a time: `make test` runs them from the start
+// on the failover profile's stack (scripts/stack --profile failover, with
+// SECKILL_STACK_PROFILE=failover so that their scripts/stack calls reach
+// it), beside the other tests on the default stack.
 package failover_test
 
 import (
