@@ -202,15 +202,34 @@ func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-// until waits for a JavaScript condition to hold in the page.
+// until waits for a JavaScript condition to hold in the page. A poll that
+// started in a document a navigation then replaced (on a busy machine, one
+// started right after a Navigate) is started again in the new one.
 func (p *page) until(what, cond string, within time.Duration) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, within+5*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(within))); err != nil {
+	deadline := time.Now().Add(within)
+	for {
+		left := time.Until(deadline)
+		ctx, cancel := context.WithTimeout(p.ctx, left+5*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(left)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if navigatedAway(err) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		p.shot("FAILED-" + strings.ReplaceAll(what, " ", "-"))
 		p.t.Fatalf("%s: waiting for %s (%s): %v", p.name, what, cond, err)
 	}
+}
+
+// navigatedAway tells an evaluation ended by a navigation from a failed one.
+func navigatedAway(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") || strings.Contains(msg, "Inspected target navigated or closed")
 }
 
 // across waits for a JavaScript condition through navigations, which end
