@@ -216,6 +216,22 @@ func (p *pipeline) waitStatus(orderID string, want order.Status, within time.Dur
 	return last
 }
 
+// waitView waits until the status the saga publishes for the API (its Notify
+// step, after the row is written) is want.
+func (p *pipeline) waitView(orderID string, want order.Status, within time.Duration) order.View {
+	p.t.Helper()
+	var last order.View
+	var ok bool
+	var err error
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if last, ok, err = p.views.Status(context.Background(), orderID); err == nil && ok && last.Status == want {
+			return last
+		}
+	}
+	p.t.Fatalf("order %s: published status %+v (found %v, err %v) after %s, want %s", orderID, last, ok, err, within, want)
+	return last
+}
+
 func (p *pipeline) stockRow(itemID int64) store.Stock {
 	p.t.Helper()
 	s, err := p.st.ReadItemState(context.Background(), itemID)
