@@ -304,14 +304,16 @@ func TestSagaTemporalOutage(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	time.Sleep(time.Until(stoppedAt.Add(30 * time.Second)))
-	run("start", "temporal")
-	restarted = true
-	t.Logf("temporal back after %s", time.Since(stoppedAt).Round(time.Second))
+	// Checked while Temporal is still down: once it answers, a redelivered
+	// message can start its saga at any moment.
 	for _, m := range ms {
 		if s := e.status(m.OrderID); s != "" {
 			t.Fatalf("order %s is %s although Temporal was down", m.OrderID, s)
 		}
 	}
+	run("start", "temporal")
+	restarted = true
+	t.Logf("temporal back after %s", time.Since(stoppedAt).Round(time.Second))
 	ms = append(ms, probe)
 	// Redelivery backs off 10 s, 30 s, 1 min, 2 min...: allow a few rounds.
 	e.waitAll(ms, 4*time.Minute, "pending", pending)
