@@ -68,13 +68,13 @@ func startOutage(t *testing.T, service string, down time.Duration, parties int) 
 		o.ready.Wait()
 		close(o.allReady)
 		time.Sleep(outageLead)
-		if err := runStack(root, "stop", service); err != nil {
+		if _, err := runStack(root, "stop", service); err != nil {
 			t.Errorf("outage: %v", err)
 		}
 		o.at = time.Now()
 		close(o.stopped)
 		time.Sleep(down)
-		if err := runStack(root, "start", service); err != nil {
+		if _, err := runStack(root, "start", service); err != nil {
 			t.Errorf("outage: %v", err)
 		}
 		t.Logf("%s stopped for %s and started again (back %s after the stop)", service, down, time.Since(o.at).Round(time.Second))
@@ -115,10 +115,12 @@ func (p *party) Down() time.Time {
 	return p.o.at
 }
 
-func runStack(root string, args ...string) error {
+// runStack runs scripts/stack from any goroutine; stackCmd and sagaEnv.stack
+// are its forms for a test's own goroutine.
+func runStack(root string, args ...string) ([]byte, error) {
 	out, err := exec.Command(filepath.Join(root, "scripts", "stack"), args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("scripts/stack %v: %w\n%s", args, err, out)
+		return out, fmt.Errorf("scripts/stack %v: %w\n%s", args, err, out)
 	}
-	return nil
+	return out, nil
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -329,10 +328,9 @@ func TestHandoffSurvivesKill9MidSale(t *testing.T) {
 
 func stackCmd(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(testkit.RepoRoot(t), "scripts", "stack"), args...)
-	out, err := cmd.CombinedOutput()
+	out, err := runStack(testkit.RepoRoot(t), args...)
 	if err != nil {
-		t.Fatalf("scripts/stack %v: %v\n%s", args, err, out)
+		t.Fatal(err)
 	}
 	t.Logf("scripts/stack %v: %s", args, lastLine(out))
 }

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -200,9 +199,8 @@ func (e *sagaEnv) pay(m order.Message) {
 // stack runs scripts/stack with args (stop/start a service).
 func (e *sagaEnv) stack(args ...string) {
 	e.t.Helper()
-	cmd := exec.Command(filepath.Join(e.root, "scripts", "stack"), args...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		e.t.Errorf("scripts/stack %v: %v\n%s", args, err, out)
+	if _, err := runStack(e.root, args...); err != nil {
+		e.t.Error(err)
 	}
 }
 
