@@ -5,7 +5,9 @@
 // SECKILL_FAILOVER=1, one at a time: `make test` runs them from the start
 // on the failover profile's stack (scripts/stack --profile failover, with
 // SECKILL_STACK_PROFILE=failover so that their scripts/stack calls reach
-// it), beside the other tests on the default stack.
+// it), beside the other tests on the default stack. TestLiveRepairDuringASale
+// stops no shared service (it kills a private Redis and runs on a private
+// Temporal): make test runs it on the default stack, after the secure tests.
 package failover_test
 
 import (
