@@ -481,3 +481,38 @@ func TestDocsNameOnlyRoutes(t *testing.T) {
 		t.Fatalf("found %d routes named in the docs", n)
 	}
 }
+
+// performance.md stays a reference (method, latest figures, what bounds each
+// stage, how to reproduce) of at most 200 lines; dated analyses go to
+// docs/history/performance-notes.md, and its links to them resolve.
+func TestPerformanceDocIsAReference(t *testing.T) {
+	doc := read(t, "performance.md")
+	if n := strings.Count(doc, "\n"); n > 200 {
+		t.Errorf("performance.md has %d lines; keep it to 200 and move dated analyses to history/performance-notes.md", n)
+	}
+	history := read(t, "history/performance-notes.md")
+	anchors := map[string]bool{}
+	for _, l := range strings.Split(history, "\n") {
+		if h, ok := strings.CutPrefix(l, "## "); ok {
+			a := strings.Map(func(r rune) rune {
+				switch {
+				case r == ' ':
+					return '-'
+				case r == '-' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+					return r
+				}
+				return -1
+			}, strings.ToLower(h))
+			anchors[a] = true
+		}
+	}
+	links := regexp.MustCompile(`history/performance-notes\.md#([a-z0-9-]+)`).FindAllStringSubmatch(doc, -1)
+	if len(links) == 0 {
+		t.Fatal("performance.md links no history section")
+	}
+	for _, m := range links {
+		if !anchors[m[1]] {
+			t.Errorf("performance.md links history/performance-notes.md#%s: no such section", m[1])
+		}
+	}
+}
