@@ -280,6 +280,14 @@ func TestSideBySideIsTheMedianOfThePairs(t *testing.T) {
 	if none := sideBySide("2", "y", nil, []float64{1}, "req/s", 0.4, true, ""); none.Met || none.Pairs != 0 || none.ratioText() != "0.00" {
 		t.Fatalf("%+v", none)
 	}
+	// Two decimals that would read as the other verdict get a third.
+	near := sideBySide("2", "z", []float64{3996}, []float64{10000}, "req/s", 0.4, true, "")
+	if near.Met || near.ratioText() != "0.3996" {
+		t.Fatalf("%+v reads %q", near, near.ratioText())
+	}
+	if over := sideBySide("1", "cpu", []float64{1252}, []float64{1000}, "µs", 1.25, false, ""); over.Met || over.ratioText() != "1.252" {
+		t.Fatalf("%+v reads %q", over, over.ratioText())
+	}
 	if meanOf(10, 0, 20) != 15 || meanOf(0) != 0 {
 		t.Fatal("meanOf")
 	}

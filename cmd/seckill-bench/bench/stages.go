@@ -728,10 +728,29 @@ func (s Stages) soldOutItem(ctx context.Context, secret []byte, buyer Buyer) (in
 
 // ratioText is the ratio, with the spread of its pairs when it is a median.
 func (r Ratio) ratioText() string {
+	f := r.ratioFormat()
 	if r.Pairs > 1 {
-		return fmt.Sprintf("%.2f (%.2f–%.2f)", r.Ratio, r.RatioMin, r.RatioMax)
+		return fmt.Sprintf(f+" ("+f+"–"+f+")", r.Ratio, r.RatioMin, r.RatioMax)
 	}
-	return fmt.Sprintf("%.2f", r.Ratio)
+	return fmt.Sprintf(f, r.Ratio)
+}
+
+// ratioFormat is two decimals, or as many more (up to four) as it takes for
+// the text to read as its verdict against a ratio target: a median ratio of
+// 0.3996 against ">= 0.4x" shows 0.3996, not 0.40 beside a ✗.
+func (r Ratio) ratioFormat() string {
+	var op string
+	var bound float64
+	if n, _ := fmt.Sscanf(strings.TrimSuffix(r.Target, "x"), "%s %g", &op, &bound); n != 2 || !strings.HasSuffix(r.Target, "x") {
+		return "%.2f"
+	}
+	for d := 2; d < 4; d++ {
+		shown, _ := strconv.ParseFloat(strconv.FormatFloat(r.Ratio, 'f', d, 64), 64)
+		if looksMet := (op == ">=" && shown >= bound) || (op == "<=" && shown <= bound); looksMet == r.Met {
+			return "%." + strconv.Itoa(d) + "f"
+		}
+	}
+	return "%.4f"
 }
 
 // PrintRatios writes the ratio table.
