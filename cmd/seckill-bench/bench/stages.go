@@ -741,7 +741,8 @@ func (r Ratio) ratioText() string {
 func (r Ratio) ratioFormat() string {
 	var op string
 	var bound float64
-	if n, _ := fmt.Sscanf(strings.TrimSuffix(r.Target, "x"), "%s %g", &op, &bound); n != 2 || !strings.HasSuffix(r.Target, "x") {
+	target, isRatio := strings.CutSuffix(r.Target, "x")
+	if n, _ := fmt.Sscanf(target, "%s %g", &op, &bound); !isRatio || n != 2 {
 		return "%.2f"
 	}
 	for d := 2; d < 4; d++ {
