@@ -20,7 +20,7 @@ type OrderStore interface {
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	CreateQueuedOrder(ctx context.Context, o store.Order) (store.Order, error)
 	DeductStock(ctx context.Context, orderID string, itemID int64, window time.Duration) (store.Order, bool, error)
-	SetOrderPaid(ctx context.Context, orderID string) (store.Order, error)
+	ConfirmPaid(ctx context.Context, orderID string) (store.Order, error)
 }
 
 // StatusPublisher publishes an order's status for the API (orderstatus.Board).
@@ -119,7 +119,7 @@ func (a *Activities) Notify(ctx context.Context, v order.View) error {
 
 // MarkPaid moves the order to PAID; any status but PAID is ORDER_NOT_PAYABLE.
 func (a *Activities) MarkPaid(ctx context.Context, ref OrderRef) (order.View, error) {
-	row, err := a.orders.SetOrderPaid(ctx, ref.OrderID)
+	row, err := a.orders.ConfirmPaid(ctx, ref.OrderID)
 	if errors.Is(err, order.ErrNotPayable) || errors.Is(err, order.ErrNotFound) {
 		return order.View{}, temporal.NewNonRetryableApplicationError(err.Error(), order.ReasonNotPayable, err, row.View())
 	}

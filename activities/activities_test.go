@@ -22,7 +22,7 @@ import (
 
 // fakeStore is an in-memory twin of store.Store's contract for the forward
 // steps: CreateQueuedOrder is idempotent on the order id, DeductStock takes a
-// unit once per order (a deduction marker), SetOrderPaid accepts a PAID row.
+// unit once per order (a deduction marker), ConfirmPaid accepts a PAID row only.
 // err, when set, is returned by every call (a database outage).
 type fakeStore struct {
 	mu       sync.Mutex
@@ -102,7 +102,7 @@ func (f *fakeStore) DeductStock(_ context.Context, orderID string, itemID int64,
 	return row, true, nil
 }
 
-func (f *fakeStore) SetOrderPaid(_ context.Context, orderID string) (store.Order, error) {
+func (f *fakeStore) ConfirmPaid(_ context.Context, orderID string) (store.Order, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -112,10 +112,6 @@ func (f *fakeStore) SetOrderPaid(_ context.Context, orderID string) (store.Order
 	switch {
 	case !ok:
 		return store.Order{}, order.ErrNotFound
-	case row.Status == order.StatusPendingPayment:
-		row.Status = order.StatusPaid
-		f.rows[orderID] = row
-		return row, nil
 	case row.Status == order.StatusPaid:
 		return row, nil
 	default:
@@ -227,6 +223,13 @@ func TestForwardStepsTwiceActLikeOnce(t *testing.T) {
 		t.Fatalf("202 -> PENDING_PAYMENT observed %d times, want once", obs.n)
 	}
 
+	// A pay signal before the door's write pays nothing (the row decides).
+	if _, err := e.ExecuteActivity(markPaid, ref); err == nil {
+		t.Fatal("MarkPaid of a PENDING_PAYMENT row succeeded: a signal paid the order")
+	}
+	row := st.rows[ref.OrderID]
+	row.Status = order.StatusPaid // the door's write
+	st.rows[ref.OrderID] = row
 	for i := range 2 {
 		v, err := e.ExecuteActivity(markPaid, ref)
 		var paid order.View

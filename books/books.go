@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/store"
@@ -82,7 +83,7 @@ func Judge(it *snapshot.Item, o Options) Sale {
 		row, found := it.Orders[p.OrderID]
 		r, asked := refundOf[p.ID]
 		switch {
-		case !store.RefundDue(p, row, found):
+		case !ledger.RefundDue(p.Facts(), row.Facts(), found):
 			kept[p.OrderID] = append(kept[p.OrderID], p)
 			continue
 		case asked && r.Status == store.RefundSucceeded:

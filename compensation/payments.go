@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/store"
@@ -69,6 +70,9 @@ type CancelResult struct {
 	// the order ends as (store.RefundDue now: a mismatch, late, another's).
 	Succeeded bool `json:"succeeded,omitempty"`
 	Due       bool `json:"due,omitempty"`
+	// Paid: the order row is paid now (PAID, or QUEUED with paid_at): a
+	// payment confirmed before pay_by, which the close must not undo.
+	Paid bool `json:"paid,omitempty"`
 }
 
 // CancelPayment closes the order's pending provider payments before the
@@ -134,9 +138,10 @@ func (c *Activities) refundable(ctx context.Context, orderID string, out CancelR
 	if err != nil && !errors.Is(err, order.ErrNotFound) {
 		return CancelResult{}, err
 	}
+	out.Paid = err == nil && (row.Status == order.StatusPaid || row.PaidQueued())
 	for _, p := range ps {
-		out.Succeeded = out.Succeeded || p.Status == store.PaymentSucceeded || p.Status == store.PaymentMismatch
-		out.Due = out.Due || store.RefundDue(p, row, err == nil)
+		out.Succeeded = out.Succeeded || ledger.Took(p.Facts())
+		out.Due = out.Due || ledger.RefundDue(p.Facts(), row.Facts(), err == nil)
 	}
 	return out, nil
 }
@@ -169,8 +174,8 @@ func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (Refund
 	}
 	var last store.Refund // the latest refund made or found
 	for _, p := range ps {
-		support := in.Support && found && row.Status == order.StatusPaid && store.PaidWith(p, row)
-		if p.Provider != c.pay.Name || !support && !store.RefundDue(p, row, found) {
+		support := in.Support && found && row.Status == order.StatusPaid && ledger.PaidWith(p.Facts(), row.Facts())
+		if p.Provider != c.pay.Name || !support && !ledger.RefundDue(p.Facts(), row.Facts(), found) {
 			continue
 		}
 		r, after, err := c.refundOne(ctx, p, in.Reason)

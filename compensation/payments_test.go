@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/seckill/seckill/compensation"
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/payment/provider/testpay"
@@ -83,7 +84,7 @@ func (f *fakePayments) FinishRefund(_ context.Context, r store.Refund, id, statu
 		f.row.Status = order.StatusRefunded
 	}
 	for _, p := range f.payments { // as store's: the payment that paid the order refunded
-		if status == store.RefundSucceeded && p.ID == r.PaymentID && f.row.Status == order.StatusPaid && store.PaidWith(p, f.row) {
+		if status == store.RefundSucceeded && p.ID == r.PaymentID && f.row.Status == order.StatusPaid && ledger.PaidWith(p.Facts(), f.row.Facts()) {
 			f.row.Status = order.StatusRefunded
 		}
 	}

@@ -68,7 +68,7 @@ func TestEveryChangeAddsOneEvent(t *testing.T) {
 	closing := store.Closing{Status: order.StatusCancelled, Reason: order.ReasonPaymentTimeout}
 
 	pending("MARKPAID", 1)
-	twice("SetOrderPaid", func() error { _, err := st.SetOrderPaid(ctx, "MARKPAID"); return err })
+	twice("RecordPayment", func() error { _, _, err := st.RecordPayment(ctx, "MARKPAID", 1, now, false); return err })
 	e := wantEvents(t, st, "MARKPAID", order.StatusPaid)[0]
 	if e.BuyerID != 1 || e.ItemID != it.ID || e.AmountMinor != it.PriceCents || e.Currency != "EUR" || e.PaymentID != "" || e.EventID != "MARKPAID:PAID" {
 		t.Fatalf("event of a pay without provider %+v", e)

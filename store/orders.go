@@ -33,19 +33,12 @@ func (s *Store) CreateQueuedOrder(ctx context.Context, o Order) (Order, error) {
 	return existing, err
 }
 
-// SetOrderPaid moves a PENDING_PAYMENT (or PAID) order to PAID whatever its
-// deadline; any other status is order.ErrNotPayable, with the row.
-func (s *Store) SetOrderPaid(ctx context.Context, orderID string) (Order, error) {
-	db := s.db.WithContext(ctx)
-	err := db.Transaction(func(tx *gorm.DB) error {
-		res := tx.Exec("UPDATE seckill_order SET status = ?, reason = '', paid_at = COALESCE(paid_at, NOW(3)) WHERE order_id = ? AND status = ?",
-			order.StatusPaid, orderID, order.StatusPendingPayment)
-		return eventIf(tx, res, orderID)
-	})
-	if err != nil {
-		return Order{}, fmt.Errorf("mark order %s paid: %w", orderID, err)
-	}
-	o, err := orderRow(db, orderID)
+// ConfirmPaid reads the order the saga was told is paid: a PAID row is
+// returned; any other is order.ErrNotPayable, with the row. It writes
+// nothing: only the door and the provider's confirmed payment pay an order
+// (ledger.Pays), never a signal.
+func (s *Store) ConfirmPaid(ctx context.Context, orderID string) (Order, error) {
+	o, err := orderRow(s.db.WithContext(ctx), orderID)
 	if err != nil {
 		return Order{}, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 )
 
@@ -35,14 +36,19 @@ type Payment struct {
 
 func (Payment) TableName() string { return "payments" }
 
-// A payment row's status. Mismatch: it succeeded with another amount or
-// currency than the row's; the order is never PAID by it.
+// A payment row's status: the ledger's (ledger.Table says how it moves).
 const (
-	PaymentPending   = "pending"
-	PaymentSucceeded = "succeeded"
-	PaymentCanceled  = "canceled"
-	PaymentMismatch  = "mismatch"
+	PaymentPending   = ledger.PaymentPending
+	PaymentSucceeded = ledger.PaymentSucceeded
+	PaymentCanceled  = ledger.PaymentCanceled
+	PaymentMismatch  = ledger.PaymentMismatch
 )
+
+// Facts is what the ledger judges of p.
+func (p Payment) Facts() ledger.Payment {
+	return ledger.Payment{OrderID: p.OrderID, UserID: p.UserID, Amount: p.Amount, Currency: p.Currency,
+		Status: p.Status, PayBy: p.PayBy, SucceededAt: p.SucceededAt}
+}
 
 // SavePayment records p as pending, or returns the row that already holds
 // its provider payment id (a second checkout of the order).
@@ -331,15 +337,40 @@ func decide(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	case "payment_succeeded":
 		return succeed(tx, p, e)
 	case "payment_canceled":
-		err = tx.Exec("UPDATE payments SET status = ? WHERE id = ? AND status = ?", PaymentCanceled, p.ID, PaymentPending).Error
+		if to := ledger.OnCancel(p.Facts()); to != p.Status {
+			err = movePayment(tx, p, to, nil)
+		}
 	}
 	return out, err
 }
 
 // matches: e is a success of p's amount and currency, for its order.
-func matches(p Payment, e PaymentEvent) bool {
-	return e.Amount == p.Amount && e.Currency == p.Currency && (e.OrderID == "" || e.OrderID == p.OrderID)
+func matches(p Payment, e PaymentEvent) bool { return ledger.Matches(p.Facts(), e.success()) }
+
+func (e PaymentEvent) success() ledger.Success {
+	return ledger.Success{OrderID: e.OrderID, Amount: e.Amount, Currency: e.Currency, At: e.At}
 }
+
+// movePayment writes the ledger's move of p to status, conditional on a
+// from-state the ledger allows (a row that moved meanwhile is an error: the
+// caller holds its lock). succeededAt is kept if one is recorded already.
+func movePayment(tx *gorm.DB, p Payment, to string, succeededAt *time.Time) error {
+	if !ledger.Allowed(ledger.FactPayment, p.Status, to) {
+		return fmt.Errorf("payment %s: %s to %s: %w", p.ProviderPaymentID, p.Status, to, ErrRefusedMove)
+	}
+	res := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, ?) WHERE id = ? AND status IN ?",
+		to, succeededAt, p.ID, ledger.From(ledger.FactPayment, to))
+	if res.Error == nil && res.RowsAffected == 0 {
+		res.Error = fmt.Errorf("payment %s moved meanwhile: %w", p.ProviderPaymentID, ErrRefusedMove)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("record payment %s %s: %w", p.ProviderPaymentID, to, res.Error)
+	}
+	return nil
+}
+
+// ErrRefusedMove: a write the ledger's table does not allow.
+var ErrRefusedMove = errors.New("the ledger does not allow this move")
 
 // succeedAll is succeed for the events es[i] of idx, each the first success
 // of a pending payment (of) it matches, in a few statements for them all:
@@ -363,8 +394,8 @@ func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of
 		}
 		out[i] = EventResult{Payment: p}
 	}
-	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, CASE id"+strings.Repeat(" WHEN ? THEN ?", len(idx))+" END) WHERE id IN ?",
-		append(append([]any{PaymentSucceeded}, whenPay...), payIDs)...).Error; err != nil {
+	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, CASE id"+strings.Repeat(" WHEN ? THEN ?", len(idx))+" END) WHERE id IN ? AND status = ?",
+		append(append([]any{PaymentSucceeded}, whenPay...), payIDs, PaymentPending)...).Error; err != nil {
 		return fmt.Errorf("record %d payments succeeded: %w", len(idx), err)
 	}
 	var rows []Order
@@ -431,25 +462,27 @@ func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of
 // errNotMoved: a batch's pay moved fewer rows than it judged payable.
 var errNotMoved = errors.New("an order the batch judged payable did not move")
 
-// succeed records the payment's success and pays its order if in time.
+// succeed records the provider's success on p as the ledger moves it and
+// pays its order if in time. A payment that cannot pay (a mismatch, a
+// success after its cancel) never pays, whatever arrives after.
 func succeed(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	at := e.At.UTC().Truncate(time.Millisecond)
-	status := PaymentSucceeded
-	if !matches(p, e) {
-		status = PaymentMismatch
-	}
-	if err := tx.Exec("UPDATE payments SET status = ?, succeeded_at = COALESCE(succeeded_at, ?) WHERE id = ?", status, at, p.ID).Error; err != nil {
-		return EventResult{}, fmt.Errorf("record payment %s %s: %w", p.ProviderPaymentID, status, err)
-	}
-	p.Status = status
-	if p.SucceededAt == nil {
-		p.SucceededAt = &at
+	to := ledger.OnSuccess(p.Facts(), e.success())
+	if to != p.Status || p.SucceededAt == nil {
+		if err := movePayment(tx, p, to, &at); err != nil {
+			return EventResult{}, err
+		}
+		if p.Status = to; p.SucceededAt == nil {
+			p.SucceededAt = &at
+		}
 	}
 	out := EventResult{Verdict: VerdictMismatch, Payment: p}
-	if status == PaymentMismatch {
+	if p.Status != PaymentSucceeded {
 		return out, nil
 	}
-	v, row, err := payOrder(tx, p, at)
+	// The payment's own success time decides (a second event of the same
+	// success, or one with another timestamp, cannot move it).
+	v, row, err := payOrder(tx, p, *p.SucceededAt)
 	out.Verdict, out.Order = v, row
 	return out, err
 }

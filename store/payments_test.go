@@ -351,3 +351,55 @@ func TestPaymentEventBatcherPaysOnce(t *testing.T) {
 		t.Fatalf("%d events stored, want 24", n)
 	}
 }
+
+// A payment that can never pay stays so (the ledger's moves are monotonic):
+// a mismatch, refunded, is not turned into a success by the provider's own
+// success of the right amount arriving after it; a success after the
+// provider canceled the payment is money to give back, never a PAID order.
+func TestPaymentThatCannotPayNeverPays(t *testing.T) {
+	st, it := newSale(t, 3)
+	ctx := context.Background()
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+
+	pendingOrder(t, st, it.ID, "M1", 41, payBy, "pi_m1")
+	wrong := succeeded("evt_m1_wrong", "pi_m1", now)
+	wrong.Amount = 1
+	if r := apply(t, st, wrong, store.VerdictMismatch); r.Payment.Status != store.PaymentMismatch {
+		t.Fatalf("wrong amount %+v", r)
+	}
+	p, _ := st.OrderPayment(ctx, "M1", "testpay")
+	r, err := st.BeginRefund(ctx, p, "payment mismatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishRefund(ctx, r, "re_m1", store.RefundSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, st, succeeded("evt_m1_right", "pi_m1", now.Add(2*time.Second)), store.VerdictMismatch)
+	row, err := st.FindOrder(ctx, "M1")
+	if err != nil || row.Status != order.StatusPendingPayment || row.PaidAt != nil {
+		t.Fatalf("order after a refunded mismatch's late success: %+v %v, want PENDING_PAYMENT unpaid", row, err)
+	}
+	if p, _ := st.OrderPayment(ctx, "M1", "testpay"); p.Status != store.PaymentMismatch {
+		t.Fatalf("payment %s, want it to stay mismatch", p.Status)
+	}
+
+	pendingOrder(t, st, it.ID, "C1", 42, payBy, "pi_c1")
+	apply(t, st, store.PaymentEvent{ID: "evt_c1_cancel", Type: "payment_canceled", Provider: "testpay", PaymentID: "pi_c1"}, store.VerdictRecorded)
+	if r := apply(t, st, succeeded("evt_c1_ok", "pi_c1", now), store.VerdictMismatch); r.Payment.Status != store.PaymentMismatch || r.Payment.SucceededAt == nil {
+		t.Fatalf("success after cancel %+v, want mismatch with its time", r)
+	}
+	if row, _ := st.FindOrder(ctx, "C1"); row.Status != order.StatusPendingPayment || row.PaidAt != nil {
+		t.Fatalf("order after a canceled payment's success %+v", row)
+	}
+	// A success after a success keeps the first verdict and its time.
+	pendingOrder(t, st, it.ID, "S1", 43, payBy, "pi_s1")
+	first := apply(t, st, succeeded("evt_s1_a", "pi_s1", now), store.VerdictPaid)
+	other := succeeded("evt_s1_b", "pi_s1", now.Add(time.Second))
+	other.Amount = 5
+	if r := apply(t, st, other, store.VerdictAlreadyPaid); r.Payment.Status != store.PaymentSucceeded ||
+		!r.Payment.SucceededAt.Equal(*first.Payment.SucceededAt) {
+		t.Fatalf("contradicting success %+v, want the first verdict kept", r.Payment)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 )
 
@@ -30,11 +31,11 @@ type Refund struct {
 
 func (Refund) TableName() string { return "refunds" }
 
-// A refund row's status.
+// A refund row's status: the ledger's.
 const (
-	RefundPending   = "pending" // asked, not confirmed by the provider yet
-	RefundSucceeded = "succeeded"
-	RefundFailed    = "failed" // the provider refused it
+	RefundPending   = ledger.RefundPending // owed, not confirmed by the provider yet
+	RefundSucceeded = ledger.RefundSucceeded
+	RefundFailed    = ledger.RefundFailed // the provider refused it
 )
 
 // OrderPayments are all payments of an order, oldest first.
@@ -44,37 +45,6 @@ func (s *Store) OrderPayments(ctx context.Context, orderID string) ([]Payment, e
 		return nil, fmt.Errorf("read payments of order %s: %w", orderID, err)
 	}
 	return ps, nil
-}
-
-// RefundDue reports whether p's money must go back, given its order's row
-// (found false: none): a mismatch always; a success when the order closed
-// without its unit, belongs to another buyer, was paid by another payment
-// (its paid_at is not p's success), or is open but p succeeded at or after
-// pay_by (it can never pay it). A PAID row without paid_at keeps p: it may
-// be what paid it.
-func RefundDue(p Payment, row Order, found bool) bool {
-	switch {
-	case p.Status == PaymentMismatch:
-		return true
-	case p.Status != PaymentSucceeded || p.SucceededAt == nil:
-		return false
-	case !found:
-		return !p.SucceededAt.Before(p.PayBy)
-	case row.UserID != p.UserID:
-		return true
-	case row.Status == order.StatusCancelled, row.Status == order.StatusFailed, row.Status == order.StatusRefunded:
-		return true
-	case row.Status == order.StatusPaid || row.PaidAt != nil:
-		return row.PaidAt != nil && !row.PaidAt.Equal(*p.SucceededAt)
-	}
-	return !p.SucceededAt.Before(p.PayBy)
-}
-
-// PaidWith reports whether p is the payment that paid row: succeeded, the
-// row's buyer, its success the row's paid_at (what support refunds).
-func PaidWith(p Payment, row Order) bool {
-	return p.Status == PaymentSucceeded && p.SucceededAt != nil && row.PaidAt != nil &&
-		row.PaidAt.Equal(*p.SucceededAt) && row.UserID == p.UserID && row.OrderID == p.OrderID
 }
 
 // Show adds r to v when r succeeded (refunded_at: its last update).

@@ -154,16 +154,19 @@ func TestOrderWritesAreIdempotent(t *testing.T) {
 	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "A2", UserID: 1, ItemID: 7}); !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("second order of the buyer: %v", err)
 	}
-	// MarkPaid needs PENDING_PAYMENT.
-	if _, err := st.SetOrderPaid(ctx, "A1"); !errors.Is(err, order.ErrNotPayable) {
-		t.Fatalf("pay a QUEUED order: %v", err)
+	// MarkPaid's read pays nothing: a QUEUED or PENDING_PAYMENT row is not payable by a signal.
+	if _, err := st.ConfirmPaid(ctx, "A1"); !errors.Is(err, order.ErrNotPayable) {
+		t.Fatalf("confirm a QUEUED order: %v", err)
 	}
-	st.DB().Exec("UPDATE seckill_order SET status = 'PENDING_PAYMENT' WHERE order_id = 'A1'")
-	if r, err := st.SetOrderPaid(ctx, "A1"); err != nil || r.Status != order.StatusPaid {
-		t.Fatalf("paid %+v %v", r, err)
+	st.DB().Exec("UPDATE seckill_order SET status = 'PENDING_PAYMENT', pay_by = NOW(3) + INTERVAL 1 MINUTE WHERE order_id = 'A1'")
+	if r, err := st.ConfirmPaid(ctx, "A1"); !errors.Is(err, order.ErrNotPayable) || r.Status != order.StatusPendingPayment {
+		t.Fatalf("confirm a PENDING_PAYMENT order: %+v %v", r, err)
 	}
-	if r, err := st.SetOrderPaid(ctx, "A1"); err != nil || r.Status != order.StatusPaid {
-		t.Fatalf("paid again %+v %v", r, err)
+	if _, _, err := st.RecordPayment(ctx, "A1", 1, time.Now(), false); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.ConfirmPaid(ctx, "A1"); err != nil || r.Status != order.StatusPaid {
+		t.Fatalf("confirm paid %+v %v", r, err)
 	}
 	// A paid order is final: closing it changes nothing and gives nothing back.
 	res, err := st.CloseOrder(ctx, o, store.Closing{Status: order.StatusCancelled, Reason: "PAYMENT_TIMEOUT"})

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 )
 
@@ -166,6 +167,11 @@ func (o Order) Reservation() order.Message {
 		m.PayBy = &payBy
 	}
 	return m
+}
+
+// Facts is what the ledger judges of o.
+func (o Order) Facts() ledger.Order {
+	return ledger.Order{OrderID: o.OrderID, UserID: o.UserID, Status: o.Status, Reason: o.Reason, PayBy: o.PayBy, PaidAt: o.PaidAt}
 }
 
 // PaidQueued: paid while QUEUED, holding no stock-row unit yet.

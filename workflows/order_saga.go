@@ -76,10 +76,18 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	if err := s.step(ctx, acts.PersistOrder, s.ref, &persisted); err != nil {
 		return s.fail(ctx, "PersistOrder", err)
 	}
-	// Past pay_by (plus grace) while QUEUED and unpaid: closed, no stock-row unit taken.
+	// Past pay_by (plus grace) while QUEUED and unpaid: closed, no stock-row
+	// unit taken — unless cancel-first learns that the provider confirmed its
+	// payment in time (our side could not write it then): that order is owed
+	// its unit and goes on to take it.
 	if p := persisted.Order; p.Status == order.StatusQueued && p.PayBy != nil &&
 		!workflow.Now(ctx).Before(p.PayBy.Add(order.PayGrace)) {
-		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		pay := s.cancelPayment(dctx)
+		if !pay.Paid {
+			return s.closeAfter(dctx, pay, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+		}
+		workflow.GetLogger(ctx).Info("the provider confirmed the payment before pay_by: the order takes its unit")
 	}
 	var pending order.View
 	in := activities.DeductInput{OrderRef: s.ref, PaymentTimeoutSeconds: persisted.PaymentTimeoutSeconds}
@@ -93,15 +101,20 @@ func (s *saga) run(ctx workflow.Context) (order.View, error) {
 	s.upsertStatus(ctx, order.StatusPendingPayment)
 	s.notify(ctx)
 
-	switch s.await(ctx, persisted.PaymentTimeoutSeconds) {
-	case decidedPay:
-		return s.settlePaid(ctx)
-	case decidedCancel:
-		return s.close(ctx, order.StatusCancelled, order.ReasonBuyerCancelled, false, nil)
-	case decidedAbort:
-		return s.abort(ctx)
-	default:
-		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+	for {
+		switch s.await(ctx, persisted.PaymentTimeoutSeconds) {
+		case decidedPay:
+			if v, open, err := s.settlePaid(ctx); !open {
+				return v, err
+			}
+			// A pay signal the row does not show (not the door's): wait on.
+		case decidedCancel:
+			return s.close(ctx, order.StatusCancelled, order.ReasonBuyerCancelled, false, nil)
+		case decidedAbort:
+			return s.abort(ctx)
+		default:
+			return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+		}
 	}
 }
 
@@ -185,7 +198,12 @@ func (s *saga) abort(ctx workflow.Context) (order.View, error) {
 // money that must go back is refunded last, after the unit.
 func (s *saga) close(ctx workflow.Context, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	pay := s.cancelPayment(dctx)
+	return s.closeAfter(dctx, s.cancelPayment(dctx), status, reason, timeout, cause)
+}
+
+// closeAfter is close once cancel-first answered pay, in the disconnected dctx.
+func (s *saga) closeAfter(dctx workflow.Context, pay compensation.CancelResult, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
+	ctx := dctx
 	var res compensation.CloseResult
 	in := compensation.CloseInput{OrderID: s.ref.OrderID, ItemID: s.ref.ItemID, UserID: s.ref.UserID,
 		Status: status, Reason: reason, Timeout: timeout}
@@ -263,8 +281,10 @@ func (s *saga) refund(ctx workflow.Context, reason string) error {
 	return nil
 }
 
-// settlePaid confirms the payment; a row closed instead is compensated.
-func (s *saga) settlePaid(ctx workflow.Context) (order.View, error) {
+// settlePaid confirms the payment the row records; a row closed instead is
+// compensated. open: the row is still open and unpaid (a pay signal nobody
+// paid for pays nothing), the saga waits on.
+func (s *saga) settlePaid(ctx workflow.Context) (_ order.View, open bool, _ error) {
 	var v order.View
 	err := s.step(ctx, acts.MarkPaid, s.ref, &v)
 	var appErr *temporal.ApplicationError
@@ -277,15 +297,22 @@ func (s *saga) settlePaid(ctx workflow.Context) (order.View, error) {
 				// close finds its steps done and ends on the row.
 				st = order.StatusCancelled
 			}
-			return s.close(ctx, st, row.Reason, false, nil)
+			v, err := s.close(ctx, st, row.Reason, false, nil)
+			return v, false, err
 		}
-		return s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+		if row.Status == order.StatusPendingPayment {
+			workflow.GetLogger(ctx).Warn("pay signal without a paid row: ignored")
+			return s.view, true, nil
+		}
+		v, err := s.close(ctx, order.StatusCancelled, order.ReasonPaymentTimeout, true, nil)
+		return v, false, err
 	}
 	if err != nil {
-		return s.view, err
+		return s.view, false, err
 	}
 	s.view = v
-	return s.finishPaid(ctx)
+	v, err = s.finishPaid(ctx)
+	return v, false, err
 }
 
 func (s *saga) finishPaid(ctx workflow.Context) (order.View, error) {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/seckill/seckill/activities"
 	"github.com/seckill/seckill/compensation"
 	"github.com/seckill/seckill/order"
 )
@@ -182,4 +183,51 @@ func TestSagaPayFindsSupportRefund(t *testing.T) {
 	env.ExecuteWorkflow(WorkflowType, payIn)
 	ended(t, env, c, order.StatusRefunded, order.ReasonSupportRefund,
 		"PersistOrder", "DecrementStock", "Notify", "MarkPaid", "CancelPayment", "CloseOrder", "ReleaseUnit", "RefundPayment", "Notify:REFUNDED")
+}
+
+// The saga could persist the order only after pay_by (MySQL was cut): its
+// cancel-first learns the provider confirmed the payment in time, so the
+// order takes its unit and ends PAID — never refunded for our own outage.
+func TestSagaLateToPersistCompletesAPaymentConfirmedInTime(t *testing.T) {
+	env, c := newEnv(t)
+	in, ref := earlyIn(time.Minute)
+	in.Payments = true
+	env.SetStartTime(in.PayBy.Add(order.PayGrace + time.Minute))
+	mockPersist(env, c, ref, earlyView(order.StatusQueued, "", in.PayBy, false))
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelSucceeded, Succeeded: true, Paid: true})
+	env.OnActivity(acts.DecrementStock, mock.Anything, activities.DeductInput{OrderRef: ref, PaymentTimeoutSeconds: testWindow}).
+		Return(earlyView(order.StatusPaid, "", in.PayBy, false), nil).Once().Run(c.add("DecrementStock"))
+	env.OnActivity(acts.Notify, mock.Anything, withStatus(order.StatusPaid)).Return(nil).Once().Run(c.add("Notify:PAID"))
+	env.ExecuteWorkflow(WorkflowType, in)
+	ended(t, env, c, order.StatusPaid, "", "PersistOrder", "CancelPayment", "DecrementStock", "Notify:PAID")
+}
+
+// The same late saga whose payment the provider did not confirm in time
+// closes as before, asking the provider once.
+func TestSagaLateToPersistUnpaidCloses(t *testing.T) {
+	env, c := newEnv(t)
+	in, ref := earlyIn(time.Minute)
+	in.Payments = true
+	env.SetStartTime(in.PayBy.Add(order.PayGrace + time.Minute))
+	mockPersist(env, c, ref, earlyView(order.StatusQueued, "", in.PayBy, false))
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelCanceled})
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusCancelled, "", "ReleaseUnit")
+	env.ExecuteWorkflow(WorkflowType, in)
+	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout, "PersistOrder", "CancelPayment", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
+}
+
+// A pay signal nobody paid for (the row is still PENDING_PAYMENT, e.g. sent
+// by hand from the Temporal UI) pays nothing: the saga waits on and closes
+// at the deadline.
+func TestSagaPaySignalWithoutPaymentPaysNothing(t *testing.T) {
+	env, c := newEnv(t)
+	mockForward(env, c)
+	notPaid := temporal.NewNonRetryableApplicationError("order is PENDING_PAYMENT", order.ReasonNotPayable, nil, view(order.StatusPendingPayment, ""))
+	env.OnActivity(acts.MarkPaid, mock.Anything, testRef).Return(order.View{}, notPaid).Once().Run(c.add("MarkPaid"))
+	mockCancelPayment(env, c, compensation.CancelResult{Outcome: compensation.CancelCanceled})
+	mockClose(env, c, order.StatusCancelled, order.ReasonPaymentTimeout, true, order.StatusCancelled, "", "ReleaseUnit")
+	signal(env, SignalPay, time.Minute)
+	env.ExecuteWorkflow(WorkflowType, payIn)
+	ended(t, env, c, order.StatusCancelled, order.ReasonPaymentTimeout,
+		"PersistOrder", "DecrementStock", "Notify", "MarkPaid", "CancelPayment", "CloseOrder", "ReleaseUnit", "Notify:CANCELLED")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -142,7 +143,7 @@ func (s *desk) paidWith(ctx context.Context, row store.Order) (store.Payment, er
 		return store.Payment{}, err
 	}
 	for _, p := range ps {
-		if store.PaidWith(p, row) {
+		if ledger.PaidWith(p.Facts(), row.Facts()) {
 			return p, nil
 		}
 	}
@@ -228,7 +229,7 @@ func (s *desk) found(ctx context.Context, row store.Order) (Found, error) {
 		return f, err
 	}
 	for _, p := range f.Payments {
-		if !store.PaidWith(p, row) {
+		if !ledger.PaidWith(p.Facts(), row.Facts()) {
 			continue
 		}
 		f.Refundable = row.Status == order.StatusPaid

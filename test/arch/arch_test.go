@@ -25,6 +25,7 @@ const module = "github.com/seckill/seckill/"
 // packages of a lower layer. A new package gets its place here.
 var layers = [][]string{
 	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc", "payment/provider"}, // vocabulary, settings, leaves
+	{"ledger"},    // the money rules: the order's, payments' and refunds' state machine
 	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
 	{"internal/redisx", "internal/temporalx", "store", "queue", "payment/provider/stripepay", "payment/provider/testpay"}, // clients of one service
 	{"orderstatus", "outbox", "activities", "compensation", "events"},
