@@ -24,10 +24,14 @@ const (
 	RefundStuck          = "refund_stuck"           // a refund asked, not confirmed past the grace
 	RefundWithoutPayment = "refund_without_payment" // a refund of no payment, of one that took no money, or of another amount
 	Unbalanced           = "books_unbalanced"       // captured − refunded − owed != Σ price of the paid orders
+	// PaidInTimeNotPaid: the provider confirmed a payment before pay_by and
+	// its order does not hold its unit (ledger.Owed): a broken promise,
+	// whether or not the money went back.
+	PaidInTimeNotPaid = "paid_in_time_not_paid"
 )
 
 // Kinds are the problem kinds, in report order.
-var Kinds = []string{Unbalanced, PaidWithoutPayment, RefundMissing, RefundStuck, RefundWithoutPayment}
+var Kinds = []string{PaidInTimeNotPaid, Unbalanced, PaidWithoutPayment, RefundMissing, RefundStuck, RefundWithoutPayment}
 
 // Options say which paid orders the books hold and how long a refund may take.
 type Options struct {
@@ -81,6 +85,11 @@ func Judge(it *snapshot.Item, o Options) Sale {
 		}
 		add(store.Money{Currency: p.Currency, Captured: p.Amount})
 		row, found := it.Orders[p.OrderID]
+		if ledger.Owed(p.Facts(), row.Facts(), found, closed(it, p, o.Grace)) {
+			problem(PaidInTimeNotPaid, p.OrderID, p.ProviderPaymentID, "payment %s of %d %s confirmed at %s, before pay_by %s; order %s",
+				p.ProviderPaymentID, p.Amount, p.Currency, p.SucceededAt.UTC().Format(time.RFC3339Nano), p.PayBy.UTC().Format(time.RFC3339Nano),
+				status(row, found)+reasonOf(row, found))
+		}
 		r, asked := refundOf[p.ID]
 		switch {
 		case !ledger.RefundDue(p.Facts(), row.Facts(), found):
@@ -146,6 +155,22 @@ func Judge(it *snapshot.Item, o Options) Sale {
 		return cmp.Or(cmp.Compare(slices.Index(Kinds, a.Kind), slices.Index(Kinds, b.Kind)), cmp.Compare(a.OrderID, b.OrderID))
 	})
 	return s
+}
+
+// closed reports whether p's order can no longer be paid by its saga: the
+// saga ended, or pay_by plus the grace (and the saga's) passed.
+func closed(it *snapshot.Item, p store.Payment, grace time.Duration) bool {
+	if w, ok := it.Sagas[p.OrderID]; ok && !w.Running() {
+		return true
+	}
+	return it.At.Sub(p.PayBy) > order.PayGrace+grace
+}
+
+func reasonOf(row store.Order, found bool) string {
+	if !found || row.Reason == "" {
+		return ""
+	}
+	return " (" + row.Reason + ")"
 }
 
 func later(a, b time.Time) time.Time {

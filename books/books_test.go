@@ -32,6 +32,12 @@ func (s *sale) order(id string, st order.Status, paidAt *time.Time) *sale {
 	return s
 }
 
+// because sets the reason of the last order added.
+func (s *sale) because(reason string) *sale {
+	s.orders[len(s.orders)-1].Reason = reason
+	return s
+}
+
 // pay adds a payment of order id that took money at at (status succeeded, or mismatch), updated at updated.
 func (s *sale) pay(id, orderID, status string, amount int64, at, updated time.Time) *sale {
 	s.payments = append(s.payments, store.Payment{ID: int64(len(s.payments) + 1), OrderID: orderID, UserID: 1, ItemID: 1,
@@ -94,14 +100,25 @@ func TestRules(t *testing.T) {
 			want: []string{books.Unbalanced, books.PaidWithoutPayment}, money: store.Money{Currency: "EUR", Captured: 500}},
 		{name: "a succeeded payment of a CANCELLED order, no refund past the grace", sale: new(sale).
 			order("c", order.StatusCancelled, nil).pay("pi_1", "c", store.PaymentSucceeded, 999, early, long),
-			want: []string{books.RefundMissing}, money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
+			want: []string{books.PaidInTimeNotPaid, books.RefundMissing}, money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
 		{name: "a mismatch of a paid order's buyer, no refund", sale: new(sale).
 			order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 999, early, early).
 			pay("pi_2", "paid", store.PaymentMismatch, 999, early, long),
 			want: []string{books.RefundMissing}, money: store.Money{Currency: "EUR", Captured: 2 * 999, RefundsPending: 999}},
 		{name: "a refund asked and not confirmed past the grace", sale: new(sale).
-			order("c", order.StatusCancelled, nil).pay("pi_1", "c", store.PaymentSucceeded, 999, early, long).refund(1, store.RefundFailed, long),
+			order("c", order.StatusCancelled, nil).because(order.ReasonBuyerCancelled).pay("pi_1", "c", store.PaymentSucceeded, 999, early, long).refund(1, store.RefundFailed, long),
 			want: []string{books.RefundStuck}, money: store.Money{Currency: "EUR", Captured: 999, RefundsPending: 999}},
+		{name: "paid in time, closed as timed out and refunded: the promise broken, the books balanced", sale: new(sale).
+			order("t", order.StatusRefunded, nil).because(order.ReasonPaymentTimeout).pay("pi_1", "t", store.PaymentSucceeded, 999, early, early).refund(1, store.RefundSucceeded, long),
+			want: []string{books.PaidInTimeNotPaid}, money: store.Money{Currency: "EUR", Captured: 999, Refunded: 999}},
+		{name: "paid in time, cancelled by the buyer or refunded by support: clean", sale: new(sale).
+			order("b", order.StatusRefunded, nil).because(order.ReasonBuyerCancelled).pay("pi_1", "b", store.PaymentSucceeded, 999, early, early).refund(1, store.RefundSucceeded, long).
+			order("s", order.StatusRefunded, at(early)).because(order.ReasonSupportRefund).pay("pi_2", "s", store.PaymentSucceeded, 999, early, early).refund(2, store.RefundSucceeded, long).
+			order("p", order.StatusRefunded, at(early)).because("STOCK_EXHAUSTED: DecrementStock: no unit").pay("pi_3", "p", store.PaymentSucceeded, 999, early, early).refund(3, store.RefundSucceeded, long),
+			money: store.Money{Currency: "EUR", Captured: 3 * 999, Refunded: 3 * 999}},
+		{name: "paid in time, the order still unpaid long after pay_by", sale: new(sale).
+			order("q", order.StatusPendingPayment, nil).pay("pi_1", "q", store.PaymentSucceeded, 999, early, early),
+			want: []string{books.PaidInTimeNotPaid, books.Unbalanced}, money: store.Money{Currency: "EUR", Captured: 999}},
 		{name: "a refund of no payment", sale: new(sale).refund(7, store.RefundSucceeded, long),
 			want: []string{books.Unbalanced, books.RefundWithoutPayment}, money: store.Money{Currency: "EUR", Refunded: 999}},
 		{name: "a refund of a payment that took no money", sale: new(sale).order("c", order.StatusCancelled, nil).

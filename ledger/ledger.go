@@ -254,7 +254,7 @@ func Owed(p Payment, o Order, found, closed bool) bool {
 	switch {
 	case !found:
 		return closed
-	case o.Status == order.StatusPaid:
+	case o.Status == order.StatusPaid, o.State() == QueuedPaid: // paid, or settling
 		return false
 	case o.Status == order.StatusQueued || o.Status == order.StatusPendingPayment:
 		return closed
