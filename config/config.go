@@ -355,8 +355,10 @@ type Payment struct {
 	// An item's when created without one (ISO 4217); the item table's column defaults to EUR too.
 	Currency string `env:"CURRENCY" envDefault:"EUR"`
 	// Provider takes the payments: door (the buyer's POST …/pay marks PAID,
-	// no provider), testpay or stripe (checkout, notifications, the saga
-	// cancels and refunds through it: docs/payments.md).
+	// no provider), testpay (development only) or stripe (checkout,
+	// notifications, the saga cancels and refunds through it:
+	// docs/payments.md). Lower-cased and trimmed once (normalize): every
+	// rule and role compares it exactly.
 	Provider string `env:"PROVIDER" envDefault:"door" check:"oneof=door|testpay|stripe"`
 	// RPS bounds a process's calls to the provider, retries included
 	// (provider.Guard); 0: the provider's default, 80 under stripe (Stripe
@@ -371,7 +373,7 @@ type Payment struct {
 // GuardRPS is the provider calls per second a process makes (RPS); 0:
 // provider.Guard's default.
 func (p Payment) GuardRPS() float64 {
-	if p.RPS == 0 && strings.EqualFold(p.Provider, "testpay") {
+	if p.RPS == 0 && p.Provider == "testpay" {
 		return 1000
 	}
 	return float64(p.RPS)
@@ -381,8 +383,17 @@ func (p Payment) GuardRPS() float64 {
 type Stripe struct {
 	Key           Secret `env:"KEY"`            // sk_live_… / sk_test_…
 	WebhookSecret Secret `env:"WEBHOOK_SECRET"` // whsec_…
-	URL           string `env:"URL"`            // empty: Stripe's API (stripe-mock's in tests)
+	// A notification signed with this one is accepted too: a rotation
+	// deploys the new secret beside the old before the endpoint rolls.
+	WebhookSecretPrevious Secret `env:"WEBHOOK_SECRET_PREVIOUS"`
+	// Empty: Stripe's API. Another (stripe-mock, the test provider) only
+	// with SECKILL_DEV: it would take no real money.
+	URL string `env:"URL"`
 }
+
+// StripeAPIURL is Stripe's own API, the one SECKILL_PAYMENT_STRIPE_URL may
+// name outside development.
+const StripeAPIURL = "https://api.stripe.com"
 
 // Testpay is the built-in test provider (SECKILL_PAYMENT_PROVIDER=testpay):
 // the `seckill testpay` role serves it on Addr (checkout pages and its
@@ -398,7 +409,7 @@ type Testpay struct {
 }
 
 // DevTestpaySecret signs the test provider's notifications when no secret is
-// set: published here, as no real money moves through it.
+// set: published here, as no real money moves through it (SECKILL_DEV only).
 const DevTestpaySecret = "whsec_seckill_testpay_dev"
 
 // Load parses and validates the environment, refusing unknown SECKILL_* variables.
@@ -425,6 +436,7 @@ func LoadFrom(environ map[string]string) (Config, error) {
 
 // normalize trims list entries and sets the defaults a struct tag cannot.
 func (c *Config) normalize() {
+	c.Payment.Provider = strings.ToLower(strings.TrimSpace(c.Payment.Provider))
 	for i, p := range c.API.TrustedProxies {
 		c.API.TrustedProxies[i] = strings.TrimSpace(p)
 	}
@@ -503,6 +515,9 @@ func (c Config) Validate() error {
 	if c.Payment.Provider == "stripe" && (c.Payment.Stripe.Key == "" || c.Payment.Stripe.WebhookSecret == "") {
 		bad("PAYMENT_STRIPE_KEY", "SECKILL_PAYMENT_PROVIDER=stripe needs SECKILL_PAYMENT_STRIPE_KEY and SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET")
 	}
+	if !c.Dev {
+		errs = append(errs, c.Payment.devOnly()...)
+	}
 	if cur := c.Payment.Currency; len(cur) != 3 || strings.ContainsFunc(cur, func(r rune) bool { return r < 'A' || r > 'Z' }) {
 		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", cur)
 	}
@@ -522,6 +537,30 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// devOnly refuses what only a development machine may run: a deployment left
+// on a stand-in "takes payments" nobody pays, and the books call them
+// captured; anyone can sign a notification with a published secret.
+func (p Payment) devOnly() []error {
+	const dev = ", or SECKILL_DEV=1 on a development machine"
+	var errs []error
+	if p.Provider == "testpay" {
+		errs = append(errs, errors.New("SECKILL_PAYMENT_PROVIDER: testpay is the test provider, whose payments nobody pays "+
+			"and whose notifications a published secret may sign: set stripe (or door, no provider)"+dev))
+	}
+	if u := strings.TrimSuffix(p.Stripe.URL, "/"); u != "" && u != StripeAPIURL {
+		errs = append(errs, fmt.Errorf("SECKILL_PAYMENT_STRIPE_URL: %q is not Stripe's API: leave it empty (%s)%s", p.Stripe.URL, StripeAPIURL, dev))
+	}
+	published := func(name string, s Secret) {
+		if s.Value() == DevTestpaySecret {
+			errs = append(errs, fmt.Errorf("%s is the published development secret: set the endpoint's signing secret "+
+				"(whsec_…, from Stripe's dashboard)%s", name, dev))
+		}
+	}
+	published("SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET", p.Stripe.WebhookSecret)
+	published("SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET_PREVIOUS", p.Stripe.WebhookSecretPrevious)
+	return errs
 }
 
 // String prints the configuration as JSON, secrets masked, durations as "100ms".

@@ -296,3 +296,67 @@ func TestWorkflowsURL(t *testing.T) {
 		t.Errorf("without a UI: %q", got)
 	}
 }
+
+// The provider name is read in any case and spacing and used lower-case, so
+// no rule is skipped by a capital letter; a real provider without its
+// secrets, the stand-ins (testpay, a Stripe URL not Stripe's) and the
+// published development secret refuse to start outside development, naming
+// the variable and the fix.
+func TestPaymentFailsClosed(t *testing.T) {
+	env := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	const (
+		provider  = "SECKILL_PAYMENT_PROVIDER"
+		key       = "SECKILL_PAYMENT_STRIPE_KEY"
+		secret    = "SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET"
+		previous  = "SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET_PREVIOUS"
+		stripeURL = "SECKILL_PAYMENT_STRIPE_URL"
+		mock      = "http://127.0.0.1:12111" // stripe-mock
+	)
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		refused  string // the variable named ("" for loaded), and with it the fix
+		provider string // the name loaded
+	}{
+		{name: "Stripe without its key", env: env(provider, "Stripe"), refused: key},
+		{name: "Stripe without its signing secret", env: env(provider, "Stripe", key, "sk_test_x"), refused: key},
+		{name: "spaced upper case", env: env(provider, " STRIPE ", key, "sk_test_x", secret, "whsec_x"), provider: "stripe"},
+		{name: "testpay", env: env(provider, "testpay"), refused: provider + ": testpay"},
+		{name: "TestPay", env: env(provider, "TestPay"), refused: provider + ": testpay"},
+		{name: "testpay in development", env: env(provider, "TestPay", "SECKILL_DEV", "1"), provider: "testpay"},
+		{name: "stripe-mock", env: env(provider, "stripe", key, "sk_test_x", secret, "whsec_x", stripeURL, mock), refused: stripeURL},
+		{name: "stripe-mock in development", env: env(provider, "stripe", key, "sk_test_x", secret, "whsec_x", stripeURL, mock, "SECKILL_DEV", "1"), provider: "stripe"},
+		{name: "a Stripe URL on door", env: env(stripeURL, mock), refused: stripeURL},
+		{name: "Stripe's URL", env: env(provider, "stripe", key, "sk_test_x", secret, "whsec_x", stripeURL, StripeAPIURL+"/"), provider: "stripe"},
+		{name: "the published secret", env: env(provider, "stripe", key, "sk_test_x", secret, DevTestpaySecret), refused: secret + " "},
+		{name: "the published secret as the previous one", env: env(provider, "stripe", key, "sk_test_x", secret, "whsec_x", previous, DevTestpaySecret), refused: previous},
+		{name: "the published secret in development", env: env(provider, "stripe", key, "sk_test_x", secret, DevTestpaySecret, "SECKILL_DEV", "1"), provider: "stripe"},
+		{name: "a rotation", env: env(provider, "stripe", key, "sk_test_x", secret, "whsec_new", previous, "whsec_old"), provider: "stripe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadFrom(tc.env)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused == "":
+				if c.Payment.Provider != tc.provider {
+					t.Fatalf("provider %q, want %q", c.Payment.Provider, tc.provider)
+				}
+			case err == nil || !strings.Contains(err.Error(), tc.refused):
+				t.Fatalf("err %v, want a refusal naming %q", err, tc.refused)
+			case tc.refused != key && !strings.Contains(err.Error(), "SECKILL_DEV=1 on a development machine"):
+				t.Fatalf("err %v: says not how to fix it", err)
+			}
+		})
+	}
+	// The guard's default rate follows the normalised name.
+	if c, err := LoadFrom(map[string]string{provider: "TESTPAY", "SECKILL_DEV": "1"}); err != nil || c.Payment.GuardRPS() != 1000 {
+		t.Fatalf("TESTPAY: %v, guard rate %v, want 1000", err, c.Payment.GuardRPS())
+	}
+}

@@ -73,7 +73,8 @@ func TestKnownVariablesAccepted(t *testing.T) {
 			secrets[v.Name] = true
 		}
 	}
-	for _, name := range []string{"SECKILL_JWT_SECRET", "SECKILL_MYSQL_PASSWORD", "SECKILL_REDIS_PASSWORD", "SECKILL_TEMPORAL_API_KEY"} {
+	for _, name := range []string{"SECKILL_JWT_SECRET", "SECKILL_MYSQL_PASSWORD", "SECKILL_REDIS_PASSWORD", "SECKILL_TEMPORAL_API_KEY",
+		"SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET", "SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET_PREVIOUS"} {
 		if !secrets[name] {
 			t.Errorf("%s is not marked secret", name)
 		}

@@ -94,11 +94,12 @@ func (f *runFlags) sliceEnv() map[string]string {
 
 // apiEnv is what the bench's api alone gets: the test provider, so stage 5
 // can notify it (its notification limit raised out of the way: the stage
-// measures the decisions, not the limiter). The worker's sagas stay the
-// door's, as in stages 1 to 4; a buyer's pay is the door's under both
+// measures the decisions, not the limiter), which runs only on a
+// development machine (SECKILL_DEV). The worker's sagas stay the door's, as
+// in stages 1 to 4; a buyer's pay is the door's under both
 // (SECKILL_PAYMENT_TESTPAY_DOOR_PAY: no test card).
 func (f *runFlags) apiEnv() []string {
-	return []string{"SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR=" + f.payAddr,
+	return []string{"SECKILL_DEV=1", "SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR=" + f.payAddr,
 		"SECKILL_PAYMENT_TESTPAY_URL=http://" + f.payAddr,
 		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL=http://" + f.apiAddr + payhook.NotificationRoute,
 		"SECKILL_PAYMENT_NOTIFY_RPS=100000", "SECKILL_PAYMENT_TESTPAY_DOOR_PAY=true"}

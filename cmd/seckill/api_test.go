@@ -51,6 +51,16 @@ func TestRolesRefuseTheDevelopmentSigningKey(t *testing.T) {
 	}
 }
 
+// `seckill testpay` serves the test provider only on a development machine:
+// its payments move no money, and its secret defaults to a published one.
+func TestTestpayRefusesOutsideDevelopment(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	err := runTestpay(context.Background(), &app{cfg: config.Config{}, log: log})
+	if err == nil || !strings.Contains(err.Error(), "SECKILL_DEV=1") {
+		t.Fatalf("err %v, want a refusal naming SECKILL_DEV=1", err)
+	}
+}
+
 // A role told to stop while it is still starting (here: before it has
 // reached Temporal) stops cleanly, exit status 0; the same failure with no
 // stop asked for is an error.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/seckill/seckill/api"
@@ -26,7 +25,7 @@ import (
 // refunded by a PaymentRefund workflow the cashier starts.
 func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refunds) (payhook.Options, api.OrderActions) {
 	cfg := d.cfg.Payment
-	name := strings.ToLower(cfg.Provider)
+	name := cfg.Provider // lower case (config normalizes it)
 	prov := newProvider(d, name)
 	if prov == nil {
 		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk
@@ -57,7 +56,8 @@ func newProvider(d *deps, name string) provider.Provider {
 	var prov provider.Provider
 	switch name {
 	case "stripe":
-		prov = stripepay.New(stripepay.Config{Key: cfg.Stripe.Key.Value(), WebhookSecret: cfg.Stripe.WebhookSecret.Value(), URL: cfg.Stripe.URL})
+		prov = stripepay.New(stripepay.Config{Key: cfg.Stripe.Key.Value(), WebhookSecret: cfg.Stripe.WebhookSecret.Value(),
+			WebhookSecretPrevious: cfg.Stripe.WebhookSecretPrevious.Value(), URL: cfg.Stripe.URL})
 	case "testpay":
 		prov = testpayClient(cfg)
 	default:
@@ -73,8 +73,7 @@ func testpayClient(cfg config.Payment) *testpay.Client {
 // viaProvider reports whether payments go through a provider: the sagas
 // started then cancel and refund provider payments (workflows.Input.Payments).
 func viaProvider(cfg config.Config) bool {
-	name := strings.ToLower(cfg.Payment.Provider)
-	return name != "" && name != "door"
+	return cfg.Payment.Provider != "" && cfg.Payment.Provider != "door"
 }
 
 // checkoutOnly is the desk without the buyer's pay: a real provider's

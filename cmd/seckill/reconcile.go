@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -97,7 +96,7 @@ func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient
 		Sagas:     sagas,
 		Workflows: snapshot.TemporalLister{Client: tc, Namespace: cfg.Temporal.Namespace},
 		// Only a verified notification pays under stripe; door and testpay pay at the door too.
-		RequirePayments: strings.EqualFold(cfg.Payment.Provider, "stripe"),
+		RequirePayments: cfg.Payment.Provider == "stripe",
 	}
 	if viaProvider(cfg) {
 		d.Refunds = sagas

@@ -25,9 +25,15 @@ func newTestpayCmd(a *app) *cobra.Command {
 // runTestpay serves the test provider on SECKILL_PAYMENT_TESTPAY_ADDR until
 // ctx ends: the pages buyers pay on, the API every role reaches it through
 // (testpay.Client), /healthz. Its payments live in this process's memory.
-// Its knobs start at zero; PUT /v1/knobs turns them.
+// Its knobs start at zero; PUT /v1/knobs turns them. Only on a development
+// machine (SECKILL_DEV), as SECKILL_PAYMENT_PROVIDER=testpay: its payments
+// move no money, and its secret defaults to a published one.
 func runTestpay(ctx context.Context, a *app) (err error) {
 	cfg, log := a.cfg.Payment.Testpay, a.log
+	if !a.cfg.Dev {
+		return errors.New("seckill testpay is the test payment provider, for development only: no money moves through it " +
+			"and its secret may be the published one; set SECKILL_DEV=1 on a development machine")
+	}
 	log.Info("starting testpay", "config", a.cfg.String())
 	d := &deps{cfg: a.cfg, log: log}
 	defer func() { err = errors.Join(d.stoppedWhileStarting(ctx, err), d.close()) }()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -127,7 +126,7 @@ func (w *workerParts) startTemporal(context.Context) error {
 	}
 	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)
 	comp := compensation.New(w.st, units, w.metrics.PhantomUnits, w.metrics.Refunds)
-	name := strings.ToLower(cfg.Payment.Provider)
+	name := cfg.Payment.Provider
 	if prov := newProvider(w.deps, name); prov != nil { // the saga cancels and refunds through it (door: no provider)
 		comp = compensation.WithPayments(comp, compensation.Payments{Provider: prov, Name: name, Store: w.st, Failures: w.metrics.RefundFailures})
 	}

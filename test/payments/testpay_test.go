@@ -47,7 +47,8 @@ func TestTestProviderAcrossProcesses(t *testing.T) {
 	bin := testkit.SeckillBinary(t)
 	tpAddr, apiAddr, workerAddr := testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
 	tpURL, apiURL := "http://"+tpAddr, "http://"+apiAddr
-	env := s.Env("SECKILL_JWT_SECRET="+jwtSecret, "SECKILL_PAYMENT_PROVIDER=testpay",
+	// The test provider runs only on a development machine (SECKILL_DEV).
+	env := s.Env("SECKILL_DEV=1", "SECKILL_JWT_SECRET="+jwtSecret, "SECKILL_PAYMENT_PROVIDER=testpay",
 		"SECKILL_PAYMENT_TESTPAY_SECRET="+tpSecret, "SECKILL_PAYMENT_TESTPAY_ADDR="+tpAddr, "SECKILL_PAYMENT_TESTPAY_URL="+tpURL,
 		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL="+apiURL+"/api/v1/payments/notifications",
 		"SECKILL_API_ADDR="+apiAddr, "SECKILL_API_INSTANCE="+testkit.Name(t, "api"), "SECKILL_WORKER_METRICS_ADDR="+workerAddr)

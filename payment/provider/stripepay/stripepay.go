@@ -26,6 +26,9 @@ type Config struct {
 	Tolerance     time.Duration // a notification's age limit (default provider.DefaultTolerance)
 	URL           string        // the API's base URL: empty for Stripe's, stripe-mock's in tests
 	HTTPClient    *http.Client  // default: a 20 s timeout per request
+	// During a rotation, the secret before WebhookSecret: a notification
+	// signed with either is accepted.
+	WebhookSecretPrevious string
 }
 
 // Client is Stripe as a provider.Provider. Wrap it in provider.Guard.
@@ -131,10 +134,18 @@ func (c *Client) Lookup(ctx context.Context, id string) (provider.Payment, error
 }
 
 // Verify checks the Stripe-Signature header with the library (any API
-// version: the shop reads only fields every version has).
+// version: the shop reads only fields every version has) against the
+// signing secret, then the previous one. Without a secret it refuses
+// everything: the library would take a signature anyone can make with "".
 func (c *Client) Verify(payload []byte, signature string) (provider.Event, error) {
-	e, err := webhook.ConstructEventWithOptions(payload, signature, c.cfg.WebhookSecret,
-		webhook.ConstructEventOptions{Tolerance: c.cfg.Tolerance, IgnoreAPIVersionMismatch: true})
+	if c.cfg.WebhookSecret == "" {
+		return provider.Event{}, fmt.Errorf("stripe: %w: no webhook signing secret", provider.ErrBadSignature)
+	}
+	opts := webhook.ConstructEventOptions{Tolerance: c.cfg.Tolerance, IgnoreAPIVersionMismatch: true}
+	e, err := webhook.ConstructEventWithOptions(payload, signature, c.cfg.WebhookSecret, opts)
+	if errors.Is(err, webhook.ErrNoValidSignature) && c.cfg.WebhookSecretPrevious != "" {
+		e, err = webhook.ConstructEventWithOptions(payload, signature, c.cfg.WebhookSecretPrevious, opts)
+	}
 	switch {
 	case errors.Is(err, webhook.ErrTooOld):
 		return provider.Event{}, fmt.Errorf("stripe: %w", provider.ErrStale)

@@ -2,6 +2,7 @@ package stripepay_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -72,6 +73,39 @@ func TestVerifyBadSignature(t *testing.T) {
 		if _, err := provider.VerifyNotification(c.body, c.header, secret, provider.DefaultTolerance, now); !errors.Is(err, provider.ErrBadSignature) {
 			t.Errorf("%s, shared verifier: %v, want ErrBadSignature", name, err)
 		}
+	}
+}
+
+// During a rotation a notification signed with the current or the previous
+// secret is read (the library's multi-signature header too); one signed
+// with neither is refused, and a client without a secret refuses every
+// notification, even one "signed" with the empty secret.
+func TestVerifyDuringARotation(t *testing.T) {
+	const previous = "whsec_seckill_previous"
+	rotating := stripepay.New(stripepay.Config{Key: key, WebhookSecret: secret, WebhookSecretPrevious: previous})
+	now := time.Now()
+	body := event("payment_intent.succeeded", now)
+	both := signed(body, secret, now) + ",v1=" + hex.EncodeToString(webhook.ComputeSignature(now, body, previous))
+	for name, header := range map[string]string{"current": signed(body, secret, now), "previous": signed(body, previous, now), "both": both} {
+		if ev, err := rotating.Verify(body, header); err != nil || ev.PaymentID != "pi_1" {
+			t.Errorf("signed with the %s secret: %+v, %v", name, ev, err)
+		}
+	}
+	if _, err := rotating.Verify(body, signed(body, "whsec_other", now)); !errors.Is(err, provider.ErrBadSignature) {
+		t.Errorf("signed with neither: %v, want ErrBadSignature", err)
+	}
+	// Without the rotation the previous secret's signature is refused.
+	if _, err := verifier.Verify(body, signed(body, previous, now)); !errors.Is(err, provider.ErrBadSignature) {
+		t.Errorf("previous secret, no rotation: %v, want ErrBadSignature", err)
+	}
+	// A stale notification stays stale under either secret.
+	then := now.Add(-provider.DefaultTolerance - time.Minute)
+	if _, err := rotating.Verify(body, signed(body, previous, then)); !errors.Is(err, provider.ErrStale) {
+		t.Errorf("stale, previous secret: %v, want ErrStale", err)
+	}
+	unset := stripepay.New(stripepay.Config{Key: key})
+	if _, err := unset.Verify(body, signed(body, "", now)); !errors.Is(err, provider.ErrBadSignature) {
+		t.Errorf("no secret configured, signed with the empty one: %v, want ErrBadSignature", err)
 	}
 }
 
