@@ -67,7 +67,7 @@ type CancelResult struct {
 	Outcome string `json:"outcome"`
 	// Succeeded: some payment of the order took money (refunded if the
 	// order ends without its unit). Due: some must be refunded whatever
-	// the order ends as (store.RefundDue now: a mismatch, late, another's).
+	// the order ends as (ledger.RefundDue now: a mismatch, late, another's).
 	Succeeded bool `json:"succeeded,omitempty"`
 	Due       bool `json:"due,omitempty"`
 	// Paid: the order row is paid now (PAID, or QUEUED with paid_at): a
@@ -152,7 +152,7 @@ type RefundResult struct {
 }
 
 // RefundPayment refunds every payment of the order whose money must go back
-// (store.RefundDue) through the provider, keyed RefundKey, and records it
+// (ledger.RefundDue) through the provider, keyed RefundKey, and records it
 // (refunds; a closed order becomes REFUNDED). It fails, and is retried,
 // until the provider confirms each refund.
 func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (RefundResult, error) {

@@ -33,9 +33,10 @@
 //
 // and the money rules (package books; amount: how many orders or payments):
 //
+//	paid_in_time_not_paid   a payment the provider confirmed before pay_by whose order does not hold its unit (ledger.Owed)
 //	books_unbalanced        captured - refunded - owed != the price of the paid orders, in a currency
 //	paid_order_payment      a paid order without exactly one succeeded payment of its price (Input.RequirePayments)
-//	refund_missing          money owed back (store.RefundDue) with no refund asked, past Input.RefundGrace
+//	refund_missing          money owed back (ledger.RefundDue) with no refund asked, past Input.RefundGrace
 //	refund_stuck            a refund asked and not confirmed past Input.RefundGrace
 //	refund_without_payment  a refund of no payment, of one that took no money, or of another amount
 package invariant
