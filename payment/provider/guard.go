@@ -121,6 +121,10 @@ func (g *guarded) Lookup(ctx context.Context, id string) (Payment, error) {
 	return call(ctx, g, "look up payment", func(ctx context.Context) (Payment, error) { return g.p.Lookup(ctx, id) })
 }
 
+func (g *guarded) LookupRefund(ctx context.Context, id string) (Refund, error) {
+	return call(ctx, g, "look up refund", func(ctx context.Context) (Refund, error) { return g.p.LookupRefund(ctx, id) })
+}
+
 func (g *guarded) Verify(payload []byte, signature string) (Event, error) {
 	return g.p.Verify(payload, signature)
 }

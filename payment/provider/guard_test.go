@@ -30,6 +30,9 @@ func (f *flaky) Cancel(_ context.Context, id string) (provider.Payment, error) {
 func (f *flaky) Lookup(context.Context, string) (provider.Payment, error) {
 	return provider.Payment{}, nil
 }
+func (f *flaky) LookupRefund(context.Context, string) (provider.Refund, error) {
+	return provider.Refund{}, nil
+}
 func (f *flaky) Verify([]byte, string) (provider.Event, error) { return provider.Event{}, nil }
 func (f *flaky) Refund(_ context.Context, id, key string) (provider.Refund, error) {
 	f.mu.Lock()

@@ -34,6 +34,10 @@ type Provider interface {
 	// Lookup fetches the payment's current state from the provider: where
 	// order matters, this is the truth, not the order notifications came in.
 	Lookup(ctx context.Context, paymentID string) (Payment, error)
+	// LookupRefund fetches a refund's current state: a refund created
+	// pending is confirmed (or failed) here, never by asking for it again
+	// (the same idempotency key answers the first answer, pending, for a day).
+	LookupRefund(ctx context.Context, refundID string) (Refund, error)
 	// Verify checks a notification's signature (the Stripe-Signature header)
 	// and its timestamp's age, and reads it. ErrBadSignature, ErrStale or
 	// ErrMalformed when it must not be believed; an event of a type the shop

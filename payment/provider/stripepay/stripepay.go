@@ -111,7 +111,26 @@ func (c *Client) Refund(ctx context.Context, id, key string) (provider.Refund, e
 	if err != nil {
 		return provider.Refund{}, classify("refund payment "+id, err)
 	}
-	r := provider.Refund{ID: re.ID, PaymentID: id, Amount: re.Amount, Currency: strings.ToUpper(string(re.Currency))}
+	return refund(re, id), nil
+}
+
+// LookupRefund reads a refund's state (GET /v1/refunds/{id}).
+func (c *Client) LookupRefund(ctx context.Context, id string) (provider.Refund, error) {
+	re, err := c.sc.V1Refunds.Retrieve(ctx, id, nil)
+	if err != nil {
+		return provider.Refund{}, classify("look up refund "+id, err)
+	}
+	pi := ""
+	if re.PaymentIntent != nil {
+		pi = re.PaymentIntent.ID
+	}
+	return refund(re, pi), nil
+}
+
+// refund is Stripe's refund in the shop's words: canceled (by Stripe, or in
+// the dashboard) is failed, anything not final is pending.
+func refund(re *stripe.Refund, paymentID string) provider.Refund {
+	r := provider.Refund{ID: re.ID, PaymentID: paymentID, Amount: re.Amount, Currency: strings.ToUpper(string(re.Currency))}
 	switch re.Status {
 	case stripe.RefundStatusSucceeded:
 		r.Status = provider.RefundSucceeded
@@ -120,7 +139,7 @@ func (c *Client) Refund(ctx context.Context, id, key string) (provider.Refund, e
 	default:
 		r.Status = provider.RefundPending
 	}
-	return r, nil
+	return r
 }
 
 func (c *Client) Lookup(ctx context.Context, id string) (provider.Payment, error) {

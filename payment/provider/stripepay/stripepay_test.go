@@ -65,9 +65,12 @@ func TestCancelLookupRefund(t *testing.T) {
 	if err != nil || r.ID == "" || r.PaymentID != "pi_123" || r.Status != provider.RefundSucceeded {
 		t.Fatalf("refund: %+v, %v", r, err)
 	}
+	if got, err := c.LookupRefund(ctx, "re_123"); err != nil || got.ID == "" || got.Status == "" {
+		t.Fatalf("lookup refund: %+v, %v", got, err)
+	}
 	reqs := p.requests()
 	want := []request{{Method: "POST", Path: "/v1/payment_intents/pi_123/cancel"}, {Method: "GET", Path: "/v1/payment_intents/pi_123"},
-		{Method: "POST", Path: "/v1/refunds", IdempotencyKey: "refund-01ORDER"}}
+		{Method: "POST", Path: "/v1/refunds", IdempotencyKey: "refund-01ORDER"}, {Method: "GET", Path: "/v1/refunds/re_123"}}
 	if len(reqs) != len(want) {
 		t.Fatalf("requests %+v", reqs)
 	}

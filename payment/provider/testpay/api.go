@@ -19,6 +19,7 @@ import (
 //	GET  /v1/payments/{id}          payment; 404 not_found
 //	POST /v1/payments/{id}/cancel   payment; 409 already_succeeded (with the payment)
 //	POST /v1/payments/{id}/refund   {key} → refund; 503 unavailable (FailRefunds)
+//	GET  /v1/refunds/{id}           refund: a pending one settles (PendingRefunds, FailingRefunds)
 //	POST /v1/payments/{id}/pay      payment: the test card; 409 closed (with the payment)
 //	PUT  /v1/knobs, GET /v1/knobs   Knobs → the knobs now
 func (p *Provider) api() http.Handler {
@@ -45,6 +46,9 @@ func (p *Provider) api() http.Handler {
 		if decode(w, r, &req) {
 			reply(w)(p.Refund(r.Context(), r.PathValue("id"), req.Key))
 		}
+	})
+	mux.HandleFunc("GET /v1/refunds/{id}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w)(p.LookupRefund(r.Context(), r.PathValue("id")))
 	})
 	mux.HandleFunc("PUT /v1/knobs", func(w http.ResponseWriter, r *http.Request) {
 		var k Knobs

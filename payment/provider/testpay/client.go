@@ -58,6 +58,10 @@ func (c *Client) Refund(ctx context.Context, id, key string) (r provider.Refund,
 }
 
 // SetKnobs replaces the provider's knobs.
+func (c *Client) LookupRefund(ctx context.Context, id string) (r provider.Refund, err error) {
+	return r, c.do(ctx, http.MethodGet, "/v1/refunds/"+url.PathEscape(id), nil, &r)
+}
+
 func (c *Client) SetKnobs(ctx context.Context, k Knobs) error {
 	return c.do(ctx, http.MethodPut, "/v1/knobs", k, nil)
 }

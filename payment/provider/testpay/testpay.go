@@ -56,6 +56,14 @@ type Knobs struct {
 	// FailRefunds: the next N Refund calls fail with provider.ErrUnavailable
 	// (before doing anything, so a retry with the same key refunds once).
 	FailRefunds int
+	// PendingRefunds: the next N refunds are created pending (Stripe's
+	// answer for some cards and methods); each succeeds at its first
+	// LookupRefund. Asked again with its key, it answers pending.
+	PendingRefunds int
+	// FailingRefunds: the next N refunds are created pending and fail at
+	// their first LookupRefund (Stripe: pending for a day, then failed for
+	// good); the payment can be refunded again under another key.
+	FailingRefunds int
 }
 
 // Provider is the test provider. Its zero value is not usable: New.
@@ -76,6 +84,7 @@ type Provider struct {
 	byOrder  map[string]string // order id -> payment id (Create's idempotency)
 	refunds  map[string]provider.Refund
 	refunded map[string]string // payment id -> refund id
+	failing  map[string]bool   // refund ids that fail at their lookup (FailingRefunds)
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -101,7 +110,7 @@ func New(o Options) *Provider {
 	p := &Provider{o: o, ctx: ctx, stop: stop, prefix: strings.ToLower(crand.Text()[:8]),
 		rnd:      rand.New(rand.NewPCG(o.Seed, o.Seed^0x5eC1)),
 		payments: map[string]*provider.Payment{}, expires: map[string]time.Time{}, returns: map[string]string{},
-		byOrder: map[string]string{}, refunds: map[string]provider.Refund{}, refunded: map[string]string{}}
+		byOrder: map[string]string{}, refunds: map[string]provider.Refund{}, refunded: map[string]string{}, failing: map[string]bool{}}
 	p.SetKnobs(o.Knobs)
 	return p
 }
@@ -243,8 +252,39 @@ func (p *Provider) Refund(_ context.Context, id, key string) (provider.Refund, e
 		return provider.Refund{}, fmt.Errorf("testpay: refund %s: already refunded by %s", id, other)
 	}
 	r := provider.Refund{ID: p.id("re"), PaymentID: id, Amount: pay.Amount, Currency: pay.Currency, Status: provider.RefundSucceeded}
+	switch {
+	case p.knobs.PendingRefunds > 0:
+		p.knobs.PendingRefunds--
+		r.Status = provider.RefundPending
+	case p.knobs.FailingRefunds > 0:
+		p.knobs.FailingRefunds--
+		r.Status = provider.RefundPending
+		p.failing[r.ID] = true
+	}
 	p.refunds[key], p.refunded[id] = r, r.ID
 	return r, nil
+}
+
+// LookupRefund answers a refund's state; a pending one settles here (the
+// PendingRefunds and FailingRefunds knobs).
+func (p *Provider) LookupRefund(_ context.Context, id string) (provider.Refund, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, r := range p.refunds {
+		if r.ID != id {
+			continue
+		}
+		if r.Status == provider.RefundPending {
+			r.Status = provider.RefundSucceeded
+			if p.failing[id] {
+				r.Status = provider.RefundFailed
+				delete(p.refunded, r.PaymentID) // refundable again, under another key
+			}
+			p.refunds[key] = r
+		}
+		return r, nil
+	}
+	return provider.Refund{}, fmt.Errorf("testpay: refund %s: %w", id, provider.ErrNotFound)
 }
 
 // Verify checks a notification signed the way this provider (and Stripe)

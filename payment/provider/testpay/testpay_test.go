@@ -222,6 +222,41 @@ func TestKnobFailRefunds(t *testing.T) {
 	})
 }
 
+// PendingRefunds: a refund answers pending, asked again with its key it
+// still does (as Stripe's idempotency answers), and its lookup confirms it.
+// FailingRefunds: pending, then failed at the lookup; the payment is then
+// refundable under another key.
+func TestKnobPendingAndFailingRefunds(t *testing.T) {
+	p := newProvider(t, &receiver{}, testpay.Knobs{PendingRefunds: 1, FailingRefunds: 1})
+	ctx := context.Background()
+	a, b := create(t, p, "o1"), create(t, p, "o2")
+	pay(t, p, a.ID)
+	pay(t, p, b.ID)
+	ra, err := p.Refund(ctx, a.ID, "k-a")
+	if err != nil || ra.Status != provider.RefundPending {
+		t.Fatalf("pending refund: %+v, %v", ra, err)
+	}
+	if again, _ := p.Refund(ctx, a.ID, "k-a"); again.Status != provider.RefundPending {
+		t.Fatalf("asked again: %+v, want pending", again)
+	}
+	if got, err := p.LookupRefund(ctx, ra.ID); err != nil || got.Status != provider.RefundSucceeded || got.ID != ra.ID {
+		t.Fatalf("lookup: %+v, %v, want succeeded", got, err)
+	}
+	rb, _ := p.Refund(ctx, b.ID, "k-b")
+	if got, err := p.LookupRefund(ctx, rb.ID); err != nil || got.Status != provider.RefundFailed {
+		t.Fatalf("failing refund's lookup: %+v, %v, want failed", got, err)
+	}
+	if again, _ := p.Refund(ctx, b.ID, "k-b"); again.Status != provider.RefundFailed {
+		t.Fatalf("the failed key again: %+v", again)
+	}
+	if r2, err := p.Refund(ctx, b.ID, "k-b-2"); err != nil || r2.Status != provider.RefundSucceeded || r2.ID == rb.ID {
+		t.Fatalf("a new key after the failure: %+v, %v", r2, err)
+	}
+	if _, err := p.LookupRefund(ctx, "re_nope"); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("unknown refund: %v", err)
+	}
+}
+
 // Delay: nothing arrives before the delay, the notification at it.
 func TestKnobDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
