@@ -246,6 +246,12 @@ func (f *fakeOrders) OrderRefunds(_ context.Context, id string) ([]store.Refund,
 	return f.refunds[id], nil
 }
 
+// OweSupportRefund: the unit tests' orders have no provider payment to
+// refund (support's refund route is tested in api/support and on MySQL).
+func (f *fakeOrders) OweSupportRefund(_ context.Context, id, _, _ string) (store.Refund, store.Payment, error) {
+	return store.Refund{}, store.Payment{}, fmt.Errorf("order %s: %w", id, order.ErrNotRefundable)
+}
+
 func (f *fakeOrders) HeldOrders(_ context.Context, itemID int64) ([]store.Order, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

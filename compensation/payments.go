@@ -20,7 +20,10 @@ type PaymentStore interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 	OrderPayments(ctx context.Context, orderID string) ([]store.Payment, error)
 	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.EventResult, error)
+	OrderRefunds(ctx context.Context, orderID string) ([]store.Refund, error)
 	BeginRefund(ctx context.Context, p store.Payment, reason string) (store.Refund, error)
+	RetryRefund(ctx context.Context, r store.Refund) (store.Refund, error)
+	NoteRefundError(ctx context.Context, r store.Refund, msg string) error
 	FinishRefund(ctx context.Context, r store.Refund, providerRefundID, status string) (store.Order, error)
 }
 
@@ -28,15 +31,17 @@ var _ PaymentStore = (*store.Store)(nil)
 
 // Payments is the provider the saga cancels and refunds through.
 type Payments struct {
-	Provider provider.Provider // behind provider.Guard
+	Provider provider.Provider // behind provider.Guard; nil: none (door)
 	Name     string            // its name in the payments table (testpay, stripe)
 	Store    PaymentStore
 	Failures Counter // refund attempts that failed (seckill_payment_refund_failures_total)
 }
 
-// WithPayments gives c a provider; without one (SECKILL_PAYMENT_PROVIDER=door)
-// CancelPayment and RefundPayment do nothing. (A function: every method of
-// Activities is registered as an activity.)
+// WithPayments gives c the payments it cancels and refunds. Without it
+// CancelPayment and RefundPayment do nothing (unit tests); with a nil
+// Provider (SECKILL_PAYMENT_PROVIDER=door) a payment found pending or owed
+// fails the step, retried until a worker with its provider takes it.
+// (A function: every method of Activities is registered as an activity.)
 func WithPayments(c *Activities, p Payments) *Activities {
 	c.pay = &p
 	return c
@@ -45,6 +50,31 @@ func WithPayments(c *Activities, p Payments) *Activities {
 // RefundKey is the provider's idempotency key of a payment's refund: the
 // saga, a late notification's refund workflow and every retry meet one refund.
 func RefundKey(providerPaymentID string) string { return "refund-" + providerPaymentID }
+
+// refundKey is the key of a refund row's attempt: after the provider failed
+// one for good, the next asks under a new key (the old one answers failed).
+func refundKey(r store.Refund) string {
+	if r.Attempt == 0 {
+		return RefundKey(r.ProviderPaymentID)
+	}
+	return fmt.Sprintf("%s-%d", RefundKey(r.ProviderPaymentID), r.Attempt)
+}
+
+// ErrTypeWrongProvider: the order's money is with a provider this worker
+// does not have (a rolling change of SECKILL_PAYMENT_PROVIDER): retried
+// until a worker that has it takes the step, never completed without it.
+const ErrTypeWrongProvider = "WRONG_PAYMENT_PROVIDER"
+
+// elsewhere is the retryable failure of a step whose payment p is with a
+// provider this worker does not have.
+func (c *Activities) elsewhere(p store.Payment) error {
+	here := "none (door)"
+	if c.pay != nil {
+		here = c.pay.Name
+	}
+	return temporal.NewApplicationError(fmt.Sprintf("payment %s of order %s is with provider %q; this worker's is %s",
+		p.ProviderPaymentID, p.OrderID, p.Provider, here), ErrTypeWrongProvider)
+}
 
 // CancelPayment's outcomes.
 const (
@@ -90,8 +120,11 @@ func (c *Activities) CancelPayment(ctx context.Context, in PaymentInput) (Cancel
 		return out, err
 	}
 	for _, p := range ps {
-		if p.Status != store.PaymentPending || p.Provider != c.pay.Name {
+		if p.Status != store.PaymentPending {
 			continue
+		}
+		if p.Provider != c.pay.Name {
+			return CancelResult{}, c.elsewhere(p)
 		}
 		if out.Outcome, err = c.cancelOne(ctx, p); err != nil {
 			return CancelResult{}, err
@@ -152,22 +185,33 @@ type RefundResult struct {
 }
 
 // RefundPayment refunds every payment of the order whose money must go back
-// (ledger.RefundDue) through the provider, keyed RefundKey, and records it
-// (refunds; a closed order becomes REFUNDED). It fails, and is retried,
-// until the provider confirms each refund.
+// (ledger.RefundDue, or a refund row not confirmed yet: support's included)
+// through the provider, and records it (refunds; a closed order becomes
+// REFUNDED). It fails, and is retried, until the provider confirms each
+// refund; a payment with another provider than this worker's fails it too
+// (retried until a worker with that provider takes it).
 func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (RefundResult, error) {
 	var out RefundResult
-	if c.pay == nil && in.Support {
+	if (c.pay == nil || c.pay.Provider == nil) && in.Support {
 		return out, temporal.NewNonRetryableApplicationError("this worker has no payment provider (SECKILL_PAYMENT_PROVIDER)", ErrTypeNoProvider, nil)
 	}
 	if c.pay == nil {
 		return out, nil
 	}
-	ps, err := c.pay.Store.OrderPayments(ctx, in.OrderID)
+	st := c.pay.Store
+	ps, err := st.OrderPayments(ctx, in.OrderID)
 	if err != nil {
 		return out, err
 	}
-	row, err := c.pay.Store.FindOrder(ctx, in.OrderID)
+	rs, err := st.OrderRefunds(ctx, in.OrderID)
+	if err != nil {
+		return out, err
+	}
+	open := map[int64]bool{} // payments with a refund owed and not confirmed
+	for _, r := range rs {
+		open[r.PaymentID] = r.Status != store.RefundSucceeded
+	}
+	row, err := st.FindOrder(ctx, in.OrderID)
 	found := err == nil
 	if err != nil && !errors.Is(err, order.ErrNotFound) {
 		return out, err
@@ -175,8 +219,14 @@ func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (Refund
 	var last store.Refund // the latest refund made or found
 	for _, p := range ps {
 		support := in.Support && found && row.Status == order.StatusPaid && ledger.PaidWith(p.Facts(), row.Facts())
-		if p.Provider != c.pay.Name || !support && !ledger.RefundDue(p.Facts(), row.Facts(), found) {
+		if !support && !open[p.ID] && !ledger.RefundDue(p.Facts(), row.Facts(), found) {
 			continue
+		}
+		if !ledger.Took(p.Facts()) {
+			continue // nothing to give back (a row written by hand is the books' refund_without_payment)
+		}
+		if p.Provider != c.pay.Name {
+			return RefundResult{}, c.elsewhere(p)
 		}
 		r, after, err := c.refundOne(ctx, p, in.Reason)
 		if err != nil {
@@ -197,18 +247,29 @@ func (c *Activities) RefundPayment(ctx context.Context, in PaymentInput) (Refund
 	return out, nil
 }
 
-// refundOne refunds p once (its refunds row says whether it was) and
-// returns the refund and the order row after.
+// refundOne takes p's refund row to the provider until it confirms it: a
+// refund asked before is looked up, never asked again (its key would answer
+// its first answer); one the provider failed for good is asked anew under
+// the next attempt's key. It returns the refund and the order row after.
 func (c *Activities) refundOne(ctx context.Context, p store.Payment, reason string) (store.Refund, store.Order, error) {
 	st := c.pay.Store
 	r, err := st.BeginRefund(ctx, p, reason)
+	if err == nil && r.Status == store.RefundFailed {
+		r, err = st.RetryRefund(ctx, r)
+	}
 	if err != nil {
 		return r, store.Order{}, err
 	}
 	if r.Status != store.RefundSucceeded {
-		pr, err := c.pay.Provider.Refund(ctx, p.ProviderPaymentID, RefundKey(p.ProviderPaymentID))
+		var pr provider.Refund
+		if r.ProviderRefundID != "" {
+			pr, err = c.pay.Provider.LookupRefund(ctx, r.ProviderRefundID)
+		} else {
+			pr, err = c.pay.Provider.Refund(ctx, p.ProviderPaymentID, refundKey(r))
+		}
 		if err != nil {
-			return r, store.Order{}, fmt.Errorf("refund payment %s of order %s: %w", p.ProviderPaymentID, p.OrderID, err)
+			err = fmt.Errorf("refund payment %s of order %s: %w", p.ProviderPaymentID, p.OrderID, err)
+			return r, store.Order{}, errors.Join(err, st.NoteRefundError(ctx, r, err.Error()))
 		}
 		r.ProviderRefundID, r.Status, r.UpdatedAt = pr.ID, string(pr.Status), time.Now() // as FinishRefund records it
 	}
@@ -217,7 +278,8 @@ func (c *Activities) refundOne(ctx context.Context, p store.Payment, reason stri
 		return r, store.Order{}, err
 	}
 	if r.Status != store.RefundSucceeded {
-		return r, store.Order{}, fmt.Errorf("refund %s of payment %s is %s, not confirmed", r.ProviderRefundID, p.ProviderPaymentID, r.Status)
+		err := fmt.Errorf("refund %s of payment %s is %s, not confirmed", r.ProviderRefundID, p.ProviderPaymentID, r.Status)
+		return r, store.Order{}, errors.Join(err, st.NoteRefundError(ctx, r, err.Error()))
 	}
 	activity.GetLogger(ctx).Info("RefundPayment", "order_id", p.OrderID, "payment_id", p.ProviderPaymentID,
 		"refund_id", r.ProviderRefundID, "amount", p.Amount, "currency", p.Currency, "reason", reason)

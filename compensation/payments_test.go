@@ -2,6 +2,7 @@ package compensation_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/seckill/seckill/compensation"
@@ -73,6 +75,36 @@ func (f *fakePayments) BeginRefund(_ context.Context, p store.Payment, reason st
 		Amount: p.Amount, Currency: p.Currency, Status: store.RefundPending, Reason: reason}
 	f.refunds[p.ID] = r
 	return r, nil
+}
+
+func (f *fakePayments) OrderRefunds(context.Context, string) ([]store.Refund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.Refund
+	for _, r := range f.refunds {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (f *fakePayments) RetryRefund(_ context.Context, r store.Refund) (store.Refund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur := f.refunds[r.PaymentID]; cur.Status == store.RefundFailed {
+		cur.Status, cur.Attempt, cur.ProviderRefundID = store.RefundPending, cur.Attempt+1, ""
+		f.refunds[r.PaymentID] = cur
+	}
+	return f.refunds[r.PaymentID], nil
+}
+
+func (f *fakePayments) NoteRefundError(_ context.Context, r store.Refund, msg string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur, ok := f.refunds[r.PaymentID]; ok && cur.Status != store.RefundSucceeded {
+		cur.LastError = msg
+		f.refunds[r.PaymentID] = cur
+	}
+	return nil
 }
 
 func (f *fakePayments) FinishRefund(_ context.Context, r store.Refund, id, status string) (store.Order, error) {
@@ -228,5 +260,102 @@ func TestRefundPaymentSupport(t *testing.T) {
 	}
 	if _, err := payEnv(nil, nil, nil).ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1", Support: true}); err == nil {
 		t.Fatal("a worker without a provider accepted a support refund")
+	}
+}
+
+// paidAndClosed is a CANCELLED order whose payment (through tp) took its money.
+func paidAndClosed(t *testing.T, tp *testpay.Provider) *fakePayments {
+	t.Helper()
+	ctx := context.Background()
+	payBy := time.Now().Add(time.Hour)
+	pp, _ := tp.Create(ctx, provider.Request{OrderID: "O1", Amount: 100, Currency: "EUR", PayBy: payBy})
+	won, err := tp.Pay(ctx, pp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := openRow
+	closed.Status = order.StatusCancelled
+	return &fakePayments{row: closed, refunds: map[int64]store.Refund{}, payments: []store.Payment{{ID: 1, OrderID: "O1", UserID: 7,
+		Provider: "testpay", ProviderPaymentID: pp.ID, Amount: 100, Currency: "EUR", Status: store.PaymentSucceeded, PayBy: payBy, SucceededAt: &won.SucceededAt}}}
+}
+
+// A refund the provider answers pending is not confirmed (the step fails
+// and is retried, the row stays pending with the provider's refund id); the
+// retry looks it up instead of asking again, and the lookup confirms it.
+func TestRefundAnsweredPendingIsConfirmedByLookup(t *testing.T) {
+	tp := testpay.New(testpay.Options{Knobs: testpay.Knobs{PendingRefunds: 1}})
+	defer tp.Close()
+	st := paidAndClosed(t, tp)
+	e := payEnv(st, tp, &count{})
+	if _, err := e.ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1"}); err == nil {
+		t.Fatal("a pending refund was taken as done")
+	}
+	r := st.refunds[1]
+	if r.Status != store.RefundPending || r.ProviderRefundID == "" || r.LastError == "" || st.row.Status != order.StatusCancelled {
+		t.Fatalf("after the pending answer: refund %+v, order %s", r, st.row.Status)
+	}
+	res := execute[compensation.RefundResult](t, e, "RefundPayment", compensation.PaymentInput{OrderID: "O1"})
+	if len(res.RefundIDs) != 1 || res.RefundIDs[0] != r.ProviderRefundID || res.Order.Status != order.StatusRefunded {
+		t.Fatalf("after the lookup: %+v", res)
+	}
+}
+
+// A refund the provider fails for good (pending, then failed) is asked anew
+// under the next attempt's key, and that one is confirmed: REFUNDED once.
+func TestRefundFailedForGoodIsAskedAnew(t *testing.T) {
+	tp := testpay.New(testpay.Options{Knobs: testpay.Knobs{FailingRefunds: 1}})
+	defer tp.Close()
+	st := paidAndClosed(t, tp)
+	e := payEnv(st, tp, &count{})
+	for i, want := range []string{store.RefundPending, store.RefundFailed} {
+		if _, err := e.ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1"}); err == nil || st.refunds[1].Status != want {
+			t.Fatalf("attempt %d: %v, refund %+v, want %s", i+1, err, st.refunds[1], want)
+		}
+	}
+	first := st.refunds[1].ProviderRefundID
+	res := execute[compensation.RefundResult](t, e, "RefundPayment", compensation.PaymentInput{OrderID: "O1"})
+	if r := st.refunds[1]; len(res.RefundIDs) != 1 || res.RefundIDs[0] == first || r.Attempt != 1 || r.Status != store.RefundSucceeded ||
+		res.Order.Status != order.StatusRefunded {
+		t.Fatalf("asked anew: %+v, refund %+v (first %s)", res, r, first)
+	}
+	if again, err := tp.Refund(context.Background(), st.payments[0].ProviderPaymentID, "refund-"+st.payments[0].ProviderPaymentID+"-1"); err != nil ||
+		again.ID != res.RefundIDs[0] {
+		t.Fatalf("the second attempt's key at the provider: %+v %v", again, err)
+	}
+}
+
+// Money with another provider than the worker's (a rolling change of the
+// setting, or a worker under door) fails the step, retryably: it is never
+// completed without cancelling or refunding.
+func TestPaymentsOfAnotherProviderFailTheStep(t *testing.T) {
+	tp := testpay.New(testpay.Options{})
+	defer tp.Close()
+	for name, env := range map[string]func(st *fakePayments) *testsuite.TestActivityEnvironment{
+		"another provider": func(st *fakePayments) *testsuite.TestActivityEnvironment {
+			for i := range st.payments {
+				st.payments[i].Provider = "stripe"
+			}
+			return payEnv(st, tp, &count{})
+		},
+		"no provider (door)": func(st *fakePayments) *testsuite.TestActivityEnvironment {
+			var s testsuite.WorkflowTestSuite
+			e := s.NewTestActivityEnvironment()
+			e.RegisterActivity(compensation.WithPayments(compensation.New(&fakeStore{}, &fakeUnits{}, &count{}, &count{}),
+				compensation.Payments{Name: "door", Store: st, Failures: &count{}}))
+			return e
+		},
+	} {
+		st := paidAndClosed(t, tp)
+		e := env(st)
+		_, err := e.ExecuteActivity("RefundPayment", compensation.PaymentInput{OrderID: "O1"})
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != compensation.ErrTypeWrongProvider || appErr.NonRetryable() {
+			t.Errorf("%s: refund: %v, want a retryable %s", name, err, compensation.ErrTypeWrongProvider)
+		}
+		st.payments[0].Status, st.row = store.PaymentPending, openRow
+		if _, err := e.ExecuteActivity("CancelPayment", compensation.PaymentInput{OrderID: "O1"}); !errors.As(err, &appErr) ||
+			appErr.Type() != compensation.ErrTypeWrongProvider {
+			t.Errorf("%s: cancel: %v, want %s", name, err, compensation.ErrTypeWrongProvider)
+		}
 	}
 }

@@ -49,6 +49,7 @@ type Config struct {
 	API       API       `envPrefix:"API_"`
 	Worker    Worker    `envPrefix:"WORKER_"`
 	Reconcile Reconcile `envPrefix:"RECONCILE_"`
+	Refunds   Refunds   `envPrefix:"REFUNDS_"`
 	Events    Events    `envPrefix:"EVENTS_"`
 	Payment   Payment   `envPrefix:"PAYMENT_"`
 	Auth      Auth      `envPrefix:"AUTH_"`
@@ -337,6 +338,17 @@ type Reconcile struct {
 	Since    time.Duration `env:"SINCE" envDefault:"2h"`
 	Grace    time.Duration `env:"GRACE" envDefault:"2m"`
 	Repair   bool          `env:"REPAIR" envDefault:"true"` // safe during a sale: each repair re-checks its premise
+}
+
+// Refunds is the worker's driver of owed refunds (worker.RunRefunds).
+type Refunds struct {
+	Interval time.Duration `env:"INTERVAL" envDefault:"30s"` // 0: off
+	// Idle: a refund row untouched this long has no saga or workflow
+	// working on it (theirs retry at most a minute apart): the driver starts one.
+	Idle time.Duration `env:"IDLE" envDefault:"2m" check:"positive"`
+	// Grace: a refund owed longer than this is overdue (seckill_refunds_owed_overdue).
+	Grace time.Duration `env:"GRACE" envDefault:"15m" check:"positive"`
+	Batch int           `env:"BATCH" envDefault:"200" check:"positive"`
 }
 
 // Events is the worker's publisher of the order events outbox (docs/events.md).

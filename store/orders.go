@@ -222,6 +222,9 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 				if err := recordEvent(tx, o.OrderID); err != nil {
 					return err
 				}
+				if err := oweDue(tx, o.OrderID, row, true, closingReason(row), AskedBySaga); err != nil {
+					return err
+				}
 				return restore()
 			case !isDuplicate(ierr):
 				return fmt.Errorf("insert closed order %s: %w", o.OrderID, ierr)
@@ -265,6 +268,9 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 			row.Status, row.Reason = status, c.Reason
 		}
 		out.Order = row
+		if err := oweDue(tx, o.OrderID, row, true, closingReason(row), AskedBySaga); err != nil {
+			return err
+		}
 		return restore()
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
@@ -272,6 +278,9 @@ func (s *Store) CloseOrder(ctx context.Context, o Order, c Closing) (CloseResult
 	}
 	return out, nil
 }
+
+// closingReason is why a closed order's payments are refunded.
+func closingReason(row Order) string { return "order " + string(row.Status) + ": " + row.Reason }
 
 // FindOrder reads an order by its order id (order.ErrNotFound when none).
 func (s *Store) FindOrder(ctx context.Context, orderID string) (Order, error) {

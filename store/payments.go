@@ -329,13 +329,19 @@ func splitPlain(es []PaymentEvent, fresh []int, rows map[paymentKey]Payment) (pl
 
 func withStatus(p Payment, status string) Payment { p.Status = status; return p }
 
-// decide is e's verdict on its payment row p, locked in tx.
+// decide is e's verdict on its payment row p, locked in tx. A success the
+// order cannot take owes its refund: the row is written here, in the
+// decision's transaction.
 func decide(tx *gorm.DB, p Payment, e PaymentEvent) (EventResult, error) {
 	out := EventResult{Verdict: VerdictRecorded, Payment: p}
 	var err error
 	switch e.Type {
 	case "payment_succeeded":
-		return succeed(tx, p, e)
+		out, err = succeed(tx, p, e)
+		if err == nil && owes(out.Verdict) {
+			err = oweAfter(tx, p.OrderID, "payment "+string(out.Verdict), AskedByNotification)
+		}
+		return out, err
 	case "payment_canceled":
 		if to := ledger.OnCancel(p.Facts()); to != p.Status {
 			err = movePayment(tx, p, to, nil)
@@ -424,6 +430,11 @@ func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of
 		default:
 			out[i].Verdict, out[i].Order = judged(o, p, at), o
 		}
+		if owes(out[i].Verdict) {
+			if err := oweAfter(tx, p.OrderID, "payment "+string(out[i].Verdict), AskedByNotification); err != nil {
+				return err
+			}
+		}
 	}
 	if len(payable) == 0 {
 		return nil
@@ -457,6 +468,11 @@ func succeedAll(tx *gorm.DB, es []PaymentEvent, idx []int, out []EventResult, of
 		}
 	}
 	return nil
+}
+
+// owes reports whether a success's verdict may leave money to give back.
+func owes(v Verdict) bool {
+	return v == VerdictMismatch || v == VerdictLate || v == VerdictNotPayable || v == VerdictAlreadyPaid
 }
 
 // errNotMoved: a batch's pay moved fewer rows than it judged payable.

@@ -18,6 +18,8 @@ type Metrics struct {
 	Drift                                          *prometheus.GaugeVec
 	Captured, Refunded, RefundsPending, Stuck      *prometheus.GaugeVec // the books of the last reconcile run
 	Payable                                        prometheus.Histogram
+	RefundDrives                                   prometheus.Counter
+	RefundsOwed, RefundsOverdue, RefundOldest      prometheus.Gauge // every refund row not confirmed, whatever its sale's age
 }
 
 // NewMetrics creates and registers the worker's metrics (with a gate, whether it holds).
@@ -69,6 +71,14 @@ func NewMetrics(gate *Gate) *Metrics {
 			Help: "Drift between Redis, MySQL and Temporal left unrepaired by the last reconcile run, by kind."}, []string{"kind"}),
 		Repairs: f.NewCounterVec(prometheus.CounterOpts{Name: "seckill_reconcile_repairs_total",
 			Help: "Drift repaired by reconcile runs, by kind."}, []string{"kind"}),
+		RefundDrives: counter("seckill_refund_drives_total",
+			"PaymentRefund workflows the refund driver started for owed refunds no saga or workflow was working on."),
+		RefundsOwed: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_refunds_owed",
+			Help: "Refund rows the provider has not confirmed (pending or failed), whatever the age of their sale."}),
+		RefundsOverdue: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_refunds_owed_overdue",
+			Help: "Refund rows owed for longer than SECKILL_REFUNDS_GRACE and not confirmed: money kept without a unit (alert SeckillRefundOwedOverdue)."}),
+		RefundOldest: f.NewGauge(prometheus.GaugeOpts{Name: "seckill_refund_owed_oldest_seconds",
+			Help: "Age of the oldest refund row not confirmed (0: none)."}),
 		Payable: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "seckill_order_payable_seconds",
 			Help:    "Time from an order's 202 (its id's timestamp) to its stock-row unit taken (PENDING_PAYMENT, or PAID when paid while QUEUED). With early payment an order is payable from its 202: this is the order tier's catch-up.",

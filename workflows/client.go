@@ -64,11 +64,12 @@ func (c *Client) Start(ctx context.Context, m order.Message) error {
 	return nil
 }
 
-// StartRefund starts the payment's refund workflow; one already started or
-// closed is success (WorkflowIDReusePolicy: reject duplicate).
+// StartRefund starts the payment's refund workflow; one running is success.
+// One that closed runs again (it refunds only what is still owed, under the
+// refund row's key): a refund it left unconfirmed is never stranded.
 func (c *Client) StartRefund(ctx context.Context, orderID, paymentID, reason string) error {
 	return c.startRefund(ctx, RefundInput{OrderID: orderID, PaymentID: paymentID, Reason: reason},
-		enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE)
+		enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
 }
 
 // StartSupportRefund starts support's refund of a PAID order's payment

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -29,6 +30,9 @@ type Rows interface {
 	ListUserOrders(ctx context.Context, userID int64, before string, limit int) ([]store.Order, error)
 	OrderPayments(ctx context.Context, orderID string) ([]store.Payment, error)
 	OrderRefunds(ctx context.Context, orderID string) ([]store.Refund, error)
+	// OweSupportRefund writes the refund row of a PAID order's payment (the
+	// first ask's, with who asked and why), or returns the one written before.
+	OweSupportRefund(ctx context.Context, orderID, reason, askedBy string) (store.Refund, store.Payment, error)
 }
 
 // Refunds starts support refunds (workflows.Client.StartSupportRefund).
@@ -102,55 +106,27 @@ func (s *desk) refund(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	pay, err := s.paidWith(ctx, row)
+	if row.Status == order.StatusPaid && s.d.Refunds == nil {
+		return apierr.ErrUnavailable
+	}
+	// The row is written before the workflow starts: the refund is owed
+	// whatever happens to the start, and a second ask answers the first's.
+	r, pay, err := s.d.Rows.OweSupportRefund(ctx, id, reason, store.AskedBySupport+strconv.FormatInt(p.UserID, 10))
 	if err != nil {
 		return err
 	}
 	wid := workflows.RefundWorkflowID(pay.ProviderPaymentID)
-	ans := Refund{OrderID: id, Status: row.Status, WorkflowID: wid, WorkflowURL: s.link(wid), Reason: reason}
+	ans := Refund{OrderID: id, Status: row.Status, WorkflowID: wid, WorkflowURL: s.link(wid), Reason: r.Reason, RefundID: r.ProviderRefundID}
 	code := http.StatusOK
-	if row.Status == order.StatusPaid {
-		if s.d.Refunds == nil {
-			return apierr.ErrUnavailable
-		}
-		if err := s.d.Refunds.StartSupportRefund(ctx, id, pay.ProviderPaymentID, reason); err != nil {
+	if r.Status != store.RefundSucceeded {
+		if err := s.d.Refunds.StartSupportRefund(ctx, id, pay.ProviderPaymentID, r.Reason); err != nil {
 			return err
 		}
-		s.d.Log.Info("support refund asked", "order_id", id, "payment_id", pay.ProviderPaymentID, "admin", p.UserID, "reason", reason)
+		s.d.Log.Info("support refund asked", "order_id", id, "payment_id", pay.ProviderPaymentID, "admin", p.UserID, "reason", r.Reason)
 		code = http.StatusAccepted
-	}
-	rs, err := s.d.Rows.OrderRefunds(ctx, id)
-	if err != nil {
-		return err
-	}
-	for _, r := range rs {
-		if r.PaymentID == pay.ID {
-			ans.RefundID, ans.Reason = r.ProviderRefundID, r.Reason
-		}
 	}
 	c.JSON(code, ans)
 	return nil
-}
-
-// paidWith is the provider payment that paid row, which support may
-// refund: the order PAID by it, or REFUNDED by support already.
-func (s *desk) paidWith(ctx context.Context, row store.Order) (store.Payment, error) {
-	if row.Status != order.StatusPaid && row.Status != order.StatusRefunded {
-		return store.Payment{}, fmt.Errorf("the order is %s, not PAID: %w", row.Status, order.ErrNotRefundable)
-	}
-	ps, err := s.d.Rows.OrderPayments(ctx, row.OrderID)
-	if err != nil {
-		return store.Payment{}, err
-	}
-	for _, p := range ps {
-		if ledger.PaidWith(p.Facts(), row.Facts()) {
-			return p, nil
-		}
-	}
-	if row.Status == order.StatusRefunded {
-		return store.Payment{}, fmt.Errorf("the order is REFUNDED already: %w", order.ErrNotRefundable)
-	}
-	return store.Payment{}, fmt.Errorf("the order was paid at the door, with no provider payment to refund: %w", order.ErrNotRefundable)
 }
 
 // link is the Temporal UI's list of the workflow id's runs, or "".

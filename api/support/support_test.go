@@ -19,6 +19,7 @@ import (
 	"github.com/seckill/seckill/api/support"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -72,13 +73,40 @@ func (f *fakeDesk) StartSupportRefund(_ context.Context, orderID, paymentID, rea
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, paymentID)
-	if !f.running[paymentID] {
-		f.running[paymentID] = true
-		p := f.payments[orderID][0]
-		f.refunds[orderID] = append(f.refunds[orderID], store.Refund{OrderID: orderID, PaymentID: p.ID,
-			ProviderPaymentID: paymentID, Status: store.RefundPending, Reason: reason, Amount: p.Amount, Currency: p.Currency})
-	}
+	f.running[paymentID] = true
 	return nil
+}
+
+// OweSupportRefund is store's: the refund row of the payment that paid a
+// PAID order, written once (the first ask's reason stays).
+func (f *fakeDesk) OweSupportRefund(_ context.Context, orderID, reason, askedBy string) (store.Refund, store.Payment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.rows[orderID]
+	switch {
+	case !ok:
+		return store.Refund{}, store.Payment{}, order.ErrNotFound
+	case o.Status != order.StatusPaid && o.Status != order.StatusRefunded:
+		return store.Refund{}, store.Payment{}, fmt.Errorf("order is %s: %w", o.Status, order.ErrNotRefundable)
+	}
+	for _, p := range f.payments[orderID] {
+		if !ledger.PaidWith(p.Facts(), o.Facts()) {
+			continue
+		}
+		for _, r := range f.refunds[orderID] {
+			if r.PaymentID == p.ID {
+				return r, p, nil
+			}
+		}
+		if o.Status != order.StatusPaid {
+			break
+		}
+		r := store.Refund{OrderID: orderID, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID, Status: store.RefundPending,
+			Reason: reason, AskedBy: askedBy, Amount: p.Amount, Currency: p.Currency}
+		f.refunds[orderID] = append(f.refunds[orderID], r)
+		return r, p, nil
+	}
+	return store.Refund{}, store.Payment{}, fmt.Errorf("no provider payment: %w", order.ErrNotRefundable)
 }
 
 // finish is the workflow's end: refund confirmed, order REFUNDED.

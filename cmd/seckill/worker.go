@@ -73,7 +73,10 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if err != nil {
 		return err
 	}
-	for _, start := range []func(context.Context) error{w.startTemporal, w.startConsumers, w.startReconcile, w.startEvents} {
+	if err := w.checkProvider(ctx); err != nil {
+		return err
+	}
+	for _, start := range []func(context.Context) error{w.startTemporal, w.startConsumers, w.startReconcile, w.startRefunds, w.startEvents} {
 		if err := start(ctx); err != nil {
 			return err
 		}
@@ -127,9 +130,13 @@ func (w *workerParts) startTemporal(context.Context) error {
 	views, units := orderstatus.New(w.rdb, cfg.Redis.KeyPrefix), stock.New(w.rdb, cfg.Redis.KeyPrefix)
 	comp := compensation.New(w.st, units, w.metrics.PhantomUnits, w.metrics.Refunds)
 	name := cfg.Payment.Provider
-	if prov := newProvider(w.deps, name); prov != nil { // the saga cancels and refunds through it (door: no provider)
-		comp = compensation.WithPayments(comp, compensation.Payments{Provider: prov, Name: name, Store: w.st, Failures: w.metrics.RefundFailures})
+	// The saga cancels and refunds through the provider (door: none, and a
+	// payment found with one fails its step until a worker that has it runs).
+	pay := compensation.Payments{Name: name, Store: w.st, Failures: w.metrics.RefundFailures}
+	if prov := newProvider(w.deps, name); prov != nil {
+		pay.Provider = prov
 	}
+	comp = compensation.WithPayments(comp, pay)
 	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable), comp)
 	if err := tw.Start(); err != nil {
 		return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
@@ -175,6 +182,44 @@ func (w *workerParts) startReconcile(ctx context.Context) error {
 	w.onStop(stop)
 	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, rc.Grace, w.log), rc, w.metrics, w.log)
 	w.log.Info("reconcile running", "interval", rc.Interval, "repair", rc.Repair)
+	return nil
+}
+
+// checkProvider refuses a saga worker that could not cancel or refund the
+// money MySQL holds open: a payment pending or a refund owed through
+// another provider than its own (a rolling change of the setting).
+func (w *workerParts) checkProvider(ctx context.Context) error {
+	if !w.cfg.Worker.Temporal {
+		return nil
+	}
+	open, err := w.st.OpenMoney(ctx)
+	if err != nil {
+		return err
+	}
+	for prov, n := range open {
+		if prov != w.cfg.Payment.Provider {
+			return fmt.Errorf("worker: MySQL holds %d pending payments or owed refunds through provider %q, and this worker's "+
+				"SECKILL_PAYMENT_PROVIDER is %q: it could not cancel or refund them; run it with SECKILL_PAYMENT_PROVIDER=%s "+
+				"(and that provider's settings) until they are settled", n, prov, w.cfg.Payment.Provider, prov)
+		}
+	}
+	return nil
+}
+
+// startRefunds runs the driver of owed refunds beside the saga worker.
+func (w *workerParts) startRefunds(ctx context.Context) error {
+	rc := w.cfg.Refunds
+	if !w.cfg.Worker.Temporal || rc.Interval <= 0 || newProvider(w.deps, w.cfg.Payment.Provider) == nil {
+		return nil
+	}
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		worker.RunRefunds(ctx, w.st, workflows.NewClient(w.tc, w.cfg.Temporal.TaskQueue), w.cfg.Payment.Provider, rc, w.metrics, w.log)
+	}()
+	w.onStop(func() { stop(); <-done })
+	w.log.Info("refund driver running", "interval", rc.Interval, "idle", rc.Idle, "grace", rc.Grace)
 	return nil
 }
 
