@@ -307,8 +307,17 @@ func TestNotificationsNotBelievedOrNotPaying(t *testing.T) {
 	if row := r.order(t, late); row.Status != order.StatusPendingPayment || row.PaidAt != nil {
 		t.Fatalf("a late success paid %+v", row)
 	}
-	if code, out := r.notify(t, good, tpSecret, now); code != http.StatusOK || out["outcome"] != "paid" {
-		t.Fatalf("the genuine success after all that: %d %v", code, out)
+	// The payment's first verdict stands (the ledger's moves are monotonic):
+	// its success of the right amount, after its mismatch was recorded (and
+	// refunded), never pays the order.
+	if code, out := r.notify(t, good, tpSecret, now); code != http.StatusOK || out["outcome"] != "mismatch" {
+		t.Fatalf("the genuine success after the mismatch: %d %v, want mismatch", code, out)
+	}
+	if row := r.order(t, o); row.Status != order.StatusPendingPayment || row.PaidAt != nil {
+		t.Fatalf("a mismatched payment paid %+v", row)
+	}
+	if m := r.count(t, "SELECT COUNT(*) FROM refunds WHERE provider_payment_id = ? AND status = 'pending' AND asked_by = 'notification'", p); m != 1 {
+		t.Fatalf("the mismatch's refund row: %d, want one owed by the notification", m)
 	}
 }
 
