@@ -73,12 +73,13 @@ func (c *Client) StartRefund(ctx context.Context, orderID, paymentID, reason str
 }
 
 // StartSupportRefund starts support's refund of a PAID order's payment
-// (RefundInput.Support) under the same id: a repeat while it runs or after
-// it completed is success and refunds nothing twice; one that failed (a
-// worker without a provider) runs again.
+// (RefundInput.Support) under the same id: a repeat while it runs is
+// success; after a run closed (completed, failed, or a cashier's run that
+// found nothing owed yet) it runs again and refunds only what its refund
+// row still owes: nothing twice.
 func (c *Client) StartSupportRefund(ctx context.Context, orderID, paymentID, reason string) error {
 	return c.startRefund(ctx, RefundInput{OrderID: orderID, PaymentID: paymentID, Reason: reason, Support: true},
-		enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY)
+		enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE)
 }
 
 func (c *Client) startRefund(ctx context.Context, in RefundInput, reuse enumspb.WorkflowIdReusePolicy) error {
