@@ -24,7 +24,7 @@ const module = "github.com/seckill/seckill/"
 // layers: the production packages from the floor up. A package imports only
 // packages of a lower layer. A new package gets its place here.
 var layers = [][]string{
-	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc", "payment/provider"}, // vocabulary, settings, leaves
+	{"order", "config", "web", "migrations", "auth", "internal/keyspace", "internal/proc", "internal/nemesis", "payment/provider"}, // vocabulary, settings, leaves
 	{"ledger"},    // the money rules: the order's, payments' and refunds' state machine
 	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
 	{"internal/redisx", "internal/temporalx", "store", "queue", "payment/provider/stripepay", "payment/provider/testpay"}, // clients of one service
@@ -38,7 +38,7 @@ var layers = [][]string{
 	{"api/purchase"}, // a job that reads sale's item read model
 	{"invariant", "reconcile", "api"},
 	{"worker"},
-	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench"},
+	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench", "cmd/seckill-nemesis"},
 	{"cmd/seckill-bench"},
 }
 
@@ -143,7 +143,8 @@ func TestBenchImportedByItsBinaryOnly(t *testing.T) {
 }
 
 // The production binary links no client of its own API: the generated
-// client (docs/openapi.yaml's) is for the demo sale, the bench and tests.
+// client (docs/openapi.yaml's) is for the demo sale, the bench and tests;
+// nor the network faults' tool (seckill-nemesis), a binary of its own.
 func TestProductionBinaryLinksNoClient(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "./cmd/seckill")
 	cmd.Dir = "../.."
@@ -153,7 +154,7 @@ func TestProductionBinaryLinksNoClient(t *testing.T) {
 	}
 	for dep := range strings.Lines(string(out)) {
 		dep = strings.TrimSpace(dep)
-		for _, not := range []string{"apiclient", "testkit", "cmd/seckill-bench/bench", "cmd/seckill-demo"} {
+		for _, not := range []string{"apiclient", "testkit", "cmd/seckill-bench/bench", "cmd/seckill-demo", "internal/nemesis", "cmd/seckill-nemesis"} {
 			if dep == module+not {
 				t.Errorf("cmd/seckill links %s", not)
 			}
