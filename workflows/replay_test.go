@@ -24,6 +24,8 @@ func TestReplayHistories(t *testing.T) {
 		// Payments through a provider (recorded by worker/payment_saga_test.go): canceled at pay_by, the
 		// payment won at the cancel, refunded after the close.
 		"payment_canceled", "payment_won", "payment_refunded",
+		// A payment confirmed before pay_by, its saga run after it: completed, not refunded (worker/owed_money_test.go).
+		"payment_in_time_late_saga",
 		// Support's refund of a PAID order (PaymentRefund, Support; worker/support_refund_test.go).
 		"support_refund"} {
 		want[path+".json"] = false
