@@ -30,7 +30,7 @@ func TestPaymentConfirmedInTimeWinsOverALateSaga(t *testing.T) {
 	ctx := context.Background()
 	it := ps.item(2, 3*time.Second)
 	m := ps.reserveEarly(it.ID, 7601, time.Now(), 3*time.Second)
-	c := ps.checkout(m) // the QUEUED order's payment (the saga has not run)
+	c := ps.checkout(m)                    // the QUEUED order's payment (the saga has not run)
 	ps.tp.SetKnobs(testpay.Knobs{Drop: 1}) // its notification never arrives
 	paid, err := ps.tp.Pay(ctx, c.PaymentID)
 	if err != nil || !paid.SucceededAt.Before(*m.PayBy) {
