@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/ledger"
 )
 
 func read(t *testing.T, path string) string {
@@ -514,5 +515,37 @@ func TestPerformanceDocIsAReference(t *testing.T) {
 		if !anchors[m[1]] {
 			t.Errorf("performance.md links history/performance-notes.md#%s: no such section", m[1])
 		}
+	}
+}
+
+// payments.md prints the ledger's table of allowed transitions, row for row.
+func TestPaymentsDocPrintsTheLedgersTable(t *testing.T) {
+	b, err := os.ReadFile("payments.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []ledger.Transition
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == "| fact | from | to | what makes it |":
+			in = true
+		case in && strings.HasPrefix(line, "|---"):
+		case in && strings.HasPrefix(line, "| "):
+			cells := strings.Split(strings.Trim(line, "| "), " | ")
+			if len(cells) != 4 {
+				t.Fatalf("ledger table row %q: want 4 cells", line)
+			}
+			from := strings.Trim(cells[1], "`")
+			if from == "(new row)" {
+				from = ledger.New
+			}
+			got = append(got, ledger.Transition{Fact: ledger.Fact(cells[0]), From: from, To: strings.Trim(cells[2], "`"), By: cells[3]})
+		case in:
+			in = false
+		}
+	}
+	if !slices.Equal(got, ledger.Table) {
+		t.Errorf("payments.md's ledger table (%d rows) is not ledger.Table (%d rows): print it again from the code", len(got), len(ledger.Table))
 	}
 }
