@@ -87,7 +87,7 @@ type world struct {
 	pays     map[string][]*provPayment
 	log      []string
 	last     func()
-	payments map[int64]string // payment id -> its last status seen
+	payments map[int64]string  // payment id -> its last status seen
 	states   map[string]string // order id -> its last ledger state seen
 	seq      int
 }
