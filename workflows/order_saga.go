@@ -29,9 +29,12 @@ var (
 		RetryPolicy: doubling(100*time.Millisecond, 5*time.Second)}
 	slowOptions = workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: doubling(time.Second, 10*time.Second)}
 	// A status the API cannot see yet is a nuisance (GET falls back to the
-	// database), never a reason to hold or fail an order.
-	notifyOptions = workflow.LocalActivityOptions{ScheduleToCloseTimeout: 10 * time.Second, StartToCloseTimeout: 3 * time.Second,
-		RetryPolicy: doubling(200*time.Millisecond, 2*time.Second)}
+	// database), never a reason to hold or fail an order — nor to hold the
+	// workflow task: a Redis that does not answer (its replies lost) fails
+	// Notify within a second, twice at most (it blocked the task 3 s a try,
+	// for up to 10 s, and stalled the saga tier after the heal).
+	notifyOptions = workflow.LocalActivityOptions{ScheduleToCloseTimeout: 2 * time.Second, StartToCloseTimeout: time.Second,
+		RetryPolicy: doubling(100*time.Millisecond, 500*time.Millisecond)}
 )
 
 func doubling(initial, maximum time.Duration) *temporal.RetryPolicy {

@@ -35,6 +35,10 @@ func Open(cfg config.Redis, o Options) (redis.UniversalClient, error) {
 		MasterName: cfg.MasterName, IsClusterMode: cfg.Cluster,
 		SentinelUsername: cfg.SentinelUsername, SentinelPassword: cfg.SentinelPassword.Value(),
 		TLSConfig: tlsCfg, PoolSize: pool, ClientName: o.Name,
+		// A call's context deadline bounds its network wait (a local
+		// activity's StartToClose, a request's): a Redis whose replies are
+		// lost fails the call at the deadline, not at the read timeout.
+		ContextTimeoutEnabled: true,
 	}
 	if o.Timeout > 0 {
 		uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
