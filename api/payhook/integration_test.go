@@ -117,8 +117,12 @@ func (l lazy) Checkout(ctx context.Context, id string, user int64, now time.Time
 	return l.get().Checkout(ctx, id, user, now)
 }
 
-func (l lazy) Notify(ctx context.Context, payload []byte, sig string) (string, error) {
-	return l.get().Notify(ctx, payload, sig)
+func (l lazy) Verify(payload []byte, sig string) (provider.Event, string, error) {
+	return l.get().Verify(payload, sig)
+}
+
+func (l lazy) Judge(ctx context.Context, ev provider.Event) (string, error) {
+	return l.get().Judge(ctx, ev)
 }
 
 // pending is a PENDING_PAYMENT order of buyer user due at payBy, checked

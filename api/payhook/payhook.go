@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -26,7 +28,8 @@ import (
 // Cashier opens payments and judges notifications (cashier.Cashier).
 type Cashier interface {
 	Checkout(ctx context.Context, orderID string, userID int64, now time.Time) (cashier.Checkout, error)
-	Notify(ctx context.Context, payload []byte, signature string) (string, error)
+	Verify(payload []byte, signature string) (provider.Event, string, error)
+	Judge(ctx context.Context, ev provider.Event) (string, error)
 }
 
 var _ Cashier = (*cashier.Cashier)(nil)
@@ -38,9 +41,11 @@ const MaxNotification = 64 << 10
 // provider, the routes answer 404) and the notifications' rate limit.
 type Options struct {
 	Cashier Cashier
-	// NotifyRPS bounds the notifications this instance takes per second
-	// (burst the same); past it they are answered 429 and the provider
-	// resends them. SECKILL_PAYMENT_NOTIFY_RPS.
+	// NotifyRPS bounds the verified notifications this instance decides
+	// per second (burst the same); past it they are answered 429 and the
+	// provider resends them. SECKILL_PAYMENT_NOTIFY_RPS. Notifications that
+	// fail verification never count against it: their source is shed on
+	// its own (BadSourceRPS).
 	NotifyRPS float64
 }
 
@@ -63,7 +68,79 @@ const (
 
 type hook struct {
 	d   Deps
-	lim *rate.Limiter
+	lim *rate.Limiter // verified notifications, all sources
+	bad *badSources
+}
+
+// A source (client address, SECKILL_API_TRUSTED_PROXIES deciding whose)
+// that sent a notification failing verification gets a bucket of its own:
+// BadSourceBurst failures, then BadSourceRPS, and 429 before its body is read
+// while the bucket is empty. A verified notification from it forgets its
+// failures. Sources that never failed are not limited by it: a genuine
+// provider's burst is not slowed by someone else's forgeries.
+const (
+	BadSourceRPS   = 1
+	BadSourceBurst = 5
+	// badSourcesMax bounds the sources remembered; past it the oldest
+	// quarter is forgotten.
+	badSourcesMax = 10000
+)
+
+type badSources struct {
+	mu  sync.Mutex
+	src map[string]*badSource
+}
+
+type badSource struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// shed reports whether ip failed verification before and is out of tokens
+// (checking takes none: only failures spend them).
+func (b *badSources) shed(ip string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.src[ip]
+	return ok && s.lim.TokensAt(now) < 1
+}
+
+// verified forgets ip's failures: a source that sends a genuine
+// notification (several sources behind one address) is not shed for them.
+func (b *badSources) verified(ip string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.src, ip)
+}
+
+// failed charges ip's bucket (created full on its first failure).
+func (b *badSources) failed(ip string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.src[ip]
+	if !ok {
+		if len(b.src) >= badSourcesMax {
+			b.forgetOldest()
+		}
+		s = &badSource{lim: rate.NewLimiter(BadSourceRPS, BadSourceBurst)}
+		b.src[ip] = s
+	}
+	s.seen = now
+	s.lim.AllowN(now, 1)
+}
+
+func (b *badSources) forgetOldest() {
+	seen := make([]time.Time, 0, len(b.src))
+	for _, s := range b.src {
+		seen = append(seen, s.seen)
+	}
+	slices.SortFunc(seen, func(x, y time.Time) int { return x.Compare(y) })
+	cut := seen[len(seen)/4]
+	for ip, s := range b.src {
+		if !s.seen.After(cut) {
+			delete(b.src, ip)
+		}
+	}
 }
 
 // Register adds the routes to r (the API's engine).
@@ -72,7 +149,7 @@ func Register(r gin.IRoutes, d Deps) {
 	if rps <= 0 {
 		rps = 1
 	}
-	h := &hook{d: d, lim: rate.NewLimiter(rate.Limit(rps), max(1, int(rps)))}
+	h := &hook{d: d, lim: rate.NewLimiter(rate.Limit(rps), max(1, int(rps))), bad: &badSources{src: map[string]*badSource{}}}
 	r.POST(CheckoutRoute, apierr.Handle(d.Fail, h.checkout))
 	r.POST(NotificationRoute, apierr.Handle(d.Fail, h.notification))
 }
@@ -109,15 +186,25 @@ func (h *hook) notification(c *gin.Context) error {
 	if h.d.Cashier == nil {
 		return errNoProvider
 	}
-	now := h.d.Now()
-	if !h.lim.AllowN(now, 1) {
-		return apierr.RateLimited(time.Second) // the provider resends
+	now, src := h.d.Now(), c.ClientIP()
+	if h.bad.shed(src, now) {
+		return apierr.RateLimited(time.Second) // a source of bad signatures, shed before its body is read
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxNotification))
 	if err != nil {
 		return err
 	}
-	outcome, err := h.d.Cashier.Notify(c.Request.Context(), body, c.GetHeader(provider.SignatureHeader))
+	ev, _, err := h.d.Cashier.Verify(body, c.GetHeader(provider.SignatureHeader))
+	if err != nil {
+		h.bad.failed(src, now)
+		h.d.Log.Warn("payment notification failed verification", "source", src, "err", err)
+		return err
+	}
+	h.bad.verified(src)
+	if !h.lim.AllowN(now, 1) {
+		return apierr.RateLimited(time.Second) // the provider resends
+	}
+	outcome, err := h.d.Cashier.Judge(c.Request.Context(), ev)
 	if err != nil {
 		return err
 	}

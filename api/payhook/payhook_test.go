@@ -67,8 +67,16 @@ func (f *fakeCashier) Checkout(_ context.Context, id string, user int64, _ time.
 	return cashier.Checkout{OrderID: id, PaymentID: "pi_1", CheckoutURL: "http://pay/pi_1"}, nil
 }
 
-func (f *fakeCashier) Notify(_ context.Context, payload []byte, _ string) (string, error) {
-	f.notified = append(f.notified, string(payload))
+// Verify refuses a payload that says "forged" (its signature, in the fake).
+func (f *fakeCashier) Verify(payload []byte, _ string) (provider.Event, string, error) {
+	if bytes.Contains(payload, []byte("forged")) {
+		return provider.Event{}, cashier.OutcomeBadSignature, fmt.Errorf("notification: %w", provider.ErrBadSignature)
+	}
+	return provider.Event{ID: string(payload)}, "", nil
+}
+
+func (f *fakeCashier) Judge(_ context.Context, ev provider.Event) (string, error) {
+	f.notified = append(f.notified, ev.ID)
 	return "paid", f.err
 }
 
@@ -120,15 +128,49 @@ func TestNotificationLimits(t *testing.T) {
 	if code, out := do(t, e, "POST", payhook.NotificationRoute, big, nil); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a body above the cap: %d %v", code, out)
 	}
-	f.err = fmt.Errorf("notification: %w", provider.ErrBadSignature)
-	if code, out := do(t, e, "POST", payhook.NotificationRoute, []byte(`{}`), nil); code != http.StatusBadRequest ||
+	if code, out := do(t, e, "POST", payhook.NotificationRoute, []byte(`{"forged":1}`), nil); code != http.StatusBadRequest ||
 		out["error"].(map[string]any)["code"] != "BAD_NOTIFICATION" {
 		t.Fatalf("bad signature: %d %v", code, out)
 	}
-	if code, _ := do(t, e, "POST", payhook.NotificationRoute, []byte(`{}`), nil); code != http.StatusTooManyRequests {
+	for i := range 2 { // the verified ones' rate: 3 a second, one taken above
+		if code, _ := do(t, e, "POST", payhook.NotificationRoute, []byte(fmt.Sprintf(`{"id":"evt_%d"}`, i)), nil); code != http.StatusOK {
+			t.Fatalf("verified notification %d: %d", i, code)
+		}
+	}
+	if code, _ := do(t, e, "POST", payhook.NotificationRoute, []byte(`{"id":"evt_more"}`), nil); code != http.StatusTooManyRequests {
 		t.Fatalf("past the notifications' rate: %d", code)
 	}
-	if len(f.notified) != 2 { // not the capped one, nor the limited one
+	if len(f.notified) != 3 { // not the capped one, the forged one nor the limited one
 		t.Fatalf("notified %d", len(f.notified))
+	}
+}
+
+// A source that sends forged notifications is shed on its own (a few more
+// tries, then 429 before its body is read); the genuine provider, from
+// another address, keeps its whole rate meanwhile.
+func TestForgerIsShedNotTheProvider(t *testing.T) {
+	f := &fakeCashier{}
+	e := engine(payhook.Options{Cashier: f, NotifyRPS: 50})
+	from := func(ip string, body string) int {
+		req := httptest.NewRequest("POST", payhook.NotificationRoute, strings.NewReader(body))
+		req.RemoteAddr = ip + ":4242"
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		return w.Code
+	}
+	codes := map[int]int{}
+	for range 100 {
+		codes[from("203.0.113.9", `{"forged":1}`)]++
+	}
+	if codes[http.StatusBadRequest] != payhook.BadSourceBurst || codes[http.StatusTooManyRequests] != 100-payhook.BadSourceBurst {
+		t.Fatalf("forger's answers %v, want %d refusals then 429s", codes, payhook.BadSourceBurst)
+	}
+	for i := range 40 {
+		if code := from("198.51.100.7", fmt.Sprintf(`{"id":"evt_%d"}`, i)); code != http.StatusOK {
+			t.Fatalf("the provider's notification %d during the flood: %d", i, code)
+		}
+	}
+	if len(f.notified) != 40 {
+		t.Fatalf("decided %d, want the provider's 40", len(f.notified))
 	}
 }

@@ -44,13 +44,23 @@ const (
 )
 
 // Notify judges a provider notification (payload and its signature
-// header) and answers its outcome once the decision is durable. An error
-// wrapping provider.ErrBadSignature, ErrStale or ErrMalformed: nothing was
-// written (answer 400). Any other error: whether the decision committed is
-// not known, the provider resends (answer 5xx). An unknown payment, an
-// unhandled type, a mismatch or a late success is no error: the provider
-// must stop resending it.
+// header) and answers its outcome once the decision is durable: Verify,
+// then Judge. An error wrapping provider.ErrBadSignature, ErrStale or
+// ErrMalformed: nothing was written (answer 400). Any other error: whether
+// the decision committed is not known, the provider resends (answer 5xx).
+// An unknown payment, an unhandled type, a mismatch or a late success is no
+// error: the provider must stop resending it.
 func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) (string, error) {
+	ev, outcome, err := c.Verify(payload, signature)
+	if err != nil {
+		return outcome, err
+	}
+	return c.Judge(ctx, ev)
+}
+
+// Verify checks a notification's signature and reads it, writing nothing
+// (a refusal is counted and its outcome returned with the error).
+func (c *Cashier) Verify(payload []byte, signature string) (provider.Event, string, error) {
 	ev, err := c.p.Verify(payload, signature)
 	if err != nil {
 		outcome := OutcomeBadSignature
@@ -62,8 +72,14 @@ func (c *Cashier) Notify(ctx context.Context, payload []byte, signature string) 
 		}
 		c.m.notifications.WithLabelValues(outcome).Inc()
 		c.log.Warn("payment notification refused", "outcome", outcome, "err", err)
-		return outcome, fmt.Errorf("payment notification: %w", err)
+		return provider.Event{}, outcome, fmt.Errorf("payment notification: %w", err)
 	}
+	return ev, "", nil
+}
+
+// Judge decides a verified notification (Verify's event) in MySQL and
+// answers its outcome once the decision is durable.
+func (c *Cashier) Judge(ctx context.Context, ev provider.Event) (string, error) {
 	if ev.Type == provider.Unhandled {
 		c.m.notifications.WithLabelValues(OutcomeUnhandled).Inc()
 		c.log.Info("payment notification of a type not handled", "event", ev.ID, "type", ev.ProviderType)
