@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/ledger"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/store"
 )
@@ -28,10 +29,13 @@ const (
 	// its order does not hold its unit (ledger.Owed): a broken promise,
 	// whether or not the money went back.
 	PaidInTimeNotPaid = "paid_in_time_not_paid"
+	// ProviderDiffers: the provider's own ledger of a payment (captured,
+	// refunded, disputed) is not what our books say of it.
+	ProviderDiffers = "provider_differs"
 )
 
 // Kinds are the problem kinds, in report order.
-var Kinds = []string{PaidInTimeNotPaid, Unbalanced, PaidWithoutPayment, RefundMissing, RefundStuck, RefundWithoutPayment}
+var Kinds = []string{PaidInTimeNotPaid, ProviderDiffers, Unbalanced, PaidWithoutPayment, RefundMissing, RefundStuck, RefundWithoutPayment}
 
 // Options say which paid orders the books hold and how long a refund may take.
 type Options struct {
@@ -42,6 +46,9 @@ type Options struct {
 	RequirePayments bool
 	// Grace: how long money owed back may go without a confirmed refund.
 	Grace time.Duration
+	// Records: the provider's own ledger of the item's payments read so far,
+	// by provider payment id (nil: not read). Each is compared with ours.
+	Records map[string]provider.Record
 }
 
 type Problem struct {
@@ -54,10 +61,15 @@ type Problem struct {
 // Sale is an item's books. Money's RefundsPending is owed back and not
 // confirmed (asked or not); Stuck counts those past the grace.
 type Sale struct {
-	ItemID   int64         `json:"item_id"`
-	Money    []store.Money `json:"money"`
-	Stuck    int           `json:"refunds_stuck"`
-	Problems []Problem     `json:"problems,omitempty"`
+	ItemID int64         `json:"item_id"`
+	Money  []store.Money `json:"money"`
+	// Provider: the same figures as the provider's own ledger has them, over
+	// the payments whose record was read (ProviderRead of them; a payment
+	// not read yet is in Money only).
+	Provider     []store.Money `json:"provider,omitempty"`
+	ProviderRead int           `json:"provider_read,omitempty"`
+	Stuck        int           `json:"refunds_stuck"`
+	Problems     []Problem     `json:"problems,omitempty"`
 }
 
 // Took reports whether a payment took money.
@@ -112,6 +124,9 @@ func Judge(it *snapshot.Item, o Options) Sale {
 				p.ProviderPaymentID, p.Amount, p.Currency, p.Status, status(row, found), what)
 		}
 	}
+	if o.Records != nil {
+		s.compare(it, o.Records, refundOf, problem)
+	}
 	for _, r := range it.MySQL.Refunds {
 		if r.Status == store.RefundSucceeded {
 			add(store.Money{Currency: r.Currency, Refunded: r.Amount})
@@ -155,6 +170,38 @@ func Judge(it *snapshot.Item, o Options) Sale {
 		return cmp.Or(cmp.Compare(slices.Index(Kinds, a.Kind), slices.Index(Kinds, b.Kind)), cmp.Compare(a.OrderID, b.OrderID))
 	})
 	return s
+}
+
+// compare holds each payment whose record was read against the provider's
+// own ledger: the money it captured, refunded and has disputed, to the cent.
+func (s *Sale) compare(it *snapshot.Item, recs map[string]provider.Record, refundOf map[int64]store.Refund,
+	problem func(kind, orderID, paymentID, format string, args ...any)) {
+	for _, p := range it.MySQL.Payments {
+		rec, ok := recs[p.ProviderPaymentID]
+		if !ok {
+			continue
+		}
+		s.ProviderRead++
+		cur := cmp.Or(rec.Currency, p.Currency)
+		s.Provider = store.AddMoney(s.Provider, store.Money{Currency: cur, Captured: rec.Captured, Refunded: rec.Refunded,
+			RefundsPending: rec.RefundsPending})
+		var captured, refunded int64
+		if Took(p) {
+			captured = p.Amount
+		}
+		if r, asked := refundOf[p.ID]; asked && r.Status == store.RefundSucceeded {
+			refunded = r.Amount
+		}
+		switch {
+		case rec.Captured != captured || rec.Captured > 0 && cur != p.Currency:
+			problem(ProviderDiffers, p.OrderID, p.ProviderPaymentID, "the provider captured %d %s, our books %d %s (%s)",
+				rec.Captured, cur, captured, p.Currency, p.Status)
+		case rec.Refunded != refunded:
+			problem(ProviderDiffers, p.OrderID, p.ProviderPaymentID, "the provider refunded %d %s, our books %d", rec.Refunded, cur, refunded)
+		case rec.Disputed > 0:
+			problem(ProviderDiffers, p.OrderID, p.ProviderPaymentID, "%d %s disputed at the provider", rec.Disputed, cur)
+		}
+	}
 }
 
 // closed reports whether p's order can no longer be paid by its saga: the

@@ -1,12 +1,14 @@
 package books_test
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -150,5 +152,54 @@ func TestRules(t *testing.T) {
 				t.Errorf("stuck %d, want %d", b.Stuck, stuck)
 			}
 		})
+	}
+}
+
+// The books against the provider's own ledger, payment by payment, to the
+// cent: a capture of another amount, a refund made in its dashboard, a
+// dispute are findings naming their orders; equal records are clean and
+// the sale's figures are the provider's.
+func TestAgainstTheProvidersRecord(t *testing.T) {
+	early := payBy.Add(-5 * time.Minute)
+	s := new(sale).
+		order("paid", order.StatusPaid, at(early)).pay("pi_1", "paid", store.PaymentSucceeded, 999, early, early).
+		order("gone", order.StatusRefunded, nil).because(order.ReasonBuyerCancelled).pay("pi_2", "gone", store.PaymentSucceeded, 999, early, early).
+		refund(2, store.RefundSucceeded, long)
+	s.payments = append(s.payments, store.Payment{ID: 3, OrderID: "open", UserID: 1, ItemID: 1, Provider: "testpay",
+		ProviderPaymentID: "pi_3", Amount: 999, Currency: "EUR", Status: store.PaymentPending, PayBy: payBy, UpdatedAt: early})
+	s.order("open", order.StatusPendingPayment, nil)
+	judge := func(recs map[string]provider.Record) books.Sale {
+		db := store.ItemState{Item: store.Item{ID: 1, PriceCents: 999, Currency: "EUR", StockTotal: 10},
+			Orders: s.orders, Payments: s.payments, Refunds: s.refunds}
+		return books.Judge(snapshot.New(1, now, db, stock.ItemState{}, nil, nil, false), books.Options{Grace: grace, Records: recs})
+	}
+	equal := map[string]provider.Record{
+		"pi_1": {Currency: "EUR", Captured: 999},
+		"pi_2": {Currency: "EUR", Captured: 999, Refunded: 999},
+		"pi_3": {Currency: "EUR"},
+	}
+	b := judge(equal)
+	if len(b.Problems) != 0 || b.ProviderRead != 3 || len(b.Provider) != 1 || b.Provider[0] != (store.Money{Currency: "EUR", Captured: 2 * 999, Refunded: 999}) {
+		t.Fatalf("equal records: %+v", b)
+	}
+	for name, tc := range map[string]struct {
+		pid string
+		rec provider.Record
+	}{
+		"a capture of another amount":           {"pi_1", provider.Record{Currency: "EUR", Captured: 1999}},
+		"a partial refund in the dashboard":     {"pi_1", provider.Record{Currency: "EUR", Captured: 999, Refunded: 500}},
+		"a dispute":                             {"pi_1", provider.Record{Currency: "EUR", Captured: 999, Disputed: 999}},
+		"our refund the provider did not make":  {"pi_2", provider.Record{Currency: "EUR", Captured: 999, RefundsFailed: 999}},
+		"money taken on a payment we call open": {"pi_3", provider.Record{Currency: "EUR", Captured: 999}},
+	} {
+		recs := maps.Clone(equal)
+		recs[tc.pid] = tc.rec
+		b := judge(recs)
+		if len(b.Problems) != 1 || b.Problems[0].Kind != books.ProviderDiffers || b.Problems[0].PaymentID != tc.pid {
+			t.Errorf("%s: problems %+v, want one %s of %s", name, b.Problems, books.ProviderDiffers, tc.pid)
+		}
+	}
+	if b := judge(nil); b.ProviderRead != 0 || b.Provider != nil {
+		t.Fatalf("no records read: %+v", b)
 	}
 }

@@ -34,6 +34,7 @@
 // and the money rules (package books; amount: how many orders or payments):
 //
 //	paid_in_time_not_paid   a payment the provider confirmed before pay_by whose order does not hold its unit (ledger.Owed)
+//	provider_differs        a payment's figures in the provider's own ledger differ from ours (Deps.Ledger)
 //	books_unbalanced        captured - refunded - owed != the price of the paid orders, in a currency
 //	paid_order_payment      a paid order without exactly one succeeded payment of its price (Input.RequirePayments)
 //	refund_missing          money owed back (ledger.RefundDue) with no refund asked, past Input.RefundGrace
@@ -53,6 +54,7 @@ import (
 
 	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/store"
 )
@@ -92,6 +94,9 @@ type Deps struct {
 	Store     snapshot.MySQL
 	Stock     snapshot.Redis
 	Workflows snapshot.WorkflowLister
+	// Ledger: the provider whose own books the money rules compare with
+	// (its Recorder nil: our copies only).
+	Ledger books.Ledger
 }
 
 // Input says what to check.
@@ -114,6 +119,9 @@ type Input struct {
 	// RefundGrace: how long money owed back may wait for a confirmed refund
 	// (0: DefaultRefundGrace).
 	RefundGrace time.Duration
+	// Records: the provider's own ledger of the item's payments (nil: Check
+	// reads them through Deps.Ledger, if it has a Recorder).
+	Records map[string]provider.Record
 }
 
 // Violation is one broken invariant.
@@ -181,6 +189,11 @@ func Check(ctx context.Context, d Deps, in Input) (Report, error) {
 	it, err := snapshot.Load(ctx, snapshot.Sources{MySQL: d.Store, Redis: d.Stock, Workflows: d.Workflows}, in.ItemID)
 	if err != nil {
 		return Report{ItemID: in.ItemID, Accepted: len(in.Accepted), AfterTimeouts: in.AfterTimeouts}, err
+	}
+	if in.Records == nil {
+		if in.Records, err = d.Ledger.Read(ctx, it); err != nil {
+			return Report{ItemID: in.ItemID, Accepted: len(in.Accepted), AfterTimeouts: in.AfterTimeouts}, err
+		}
 	}
 	rep := Judge(it, in)
 	if it.WorkflowsErr != nil {
@@ -536,7 +549,8 @@ func workflows(c *check) {
 // money: the books balance, each paid order has its payment, each payment
 // owed back is refunded within the grace, each refund has its payment.
 func money(c *check) {
-	b := books.Judge(c.it, books.Options{RequirePayments: c.in.RequirePayments, Grace: cmp.Or(c.in.RefundGrace, DefaultRefundGrace)})
+	b := books.Judge(c.it, books.Options{RequirePayments: c.in.RequirePayments, Grace: cmp.Or(c.in.RefundGrace, DefaultRefundGrace),
+		Records: c.in.Records})
 	c.rep.Money = b.Money
 	byKind := map[string][]string{}
 	for _, p := range b.Problems {

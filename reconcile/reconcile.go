@@ -118,6 +118,9 @@ type Deps struct {
 	Refunds   Refunds
 	// RequirePayments: every paid order must have a provider payment (books.Options).
 	RequirePayments bool
+	// Ledger: the provider whose own books each item's are held against
+	// (its Recorder nil: our copies only).
+	Ledger books.Ledger
 }
 
 type Reconciler struct {
@@ -218,7 +221,12 @@ func (r *Reconciler) item(ctx context.Context, itemID int64, repair bool) (_ []F
 // gets its PaymentRefund, which refunds only what is still owed when it runs
 // (its own premise check). Nothing here marks an order PAID.
 func (r *Reconciler) books(ctx context.Context, it *snapshot.Item, repair bool) (books.Sale, []Finding, error) {
-	b := books.Judge(it, books.Options{RequirePayments: r.d.RequirePayments, Grace: r.grace})
+	recs, err := r.d.Ledger.Read(ctx, it)
+	if err != nil {
+		// The rest of the books stand; the findings say what was not compared.
+		r.log.Warn("the provider's records not read: the books compare our copies only", "item_id", it.ID, "err", err)
+	}
+	b := books.Judge(it, books.Options{RequirePayments: r.d.RequirePayments, Grace: r.grace, Records: recs})
 	out := make([]Finding, 0, len(b.Problems))
 	for _, p := range b.Problems {
 		f := Finding{Kind: p.Kind, ItemID: it.ID, OrderID: p.OrderID, PaymentID: p.PaymentID, Detail: p.Detail,

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,58 @@ func TestBooksReconcile(t *testing.T) {
 	if ms, err := ps.st.SaleMoney(ctx, []int64{it.ID}); err != nil || len(ms[it.ID]) != 1 ||
 		ms[it.ID][0] != (store.Money{Currency: "EUR", Captured: want + 100, Refunded: want}) {
 		t.Fatalf("sale money %+v %v", ms, err)
+	}
+}
+
+// The books are held against the provider's own ledger: a paid sale whose
+// records equal ours is clean; a partial refund made in the provider's
+// dashboard (outside our books) is a violation of the checker and a finding
+// of reconcile naming the order, which no repair touches.
+func TestBooksHeldAgainstTheProvidersLedger(t *testing.T) {
+	t.Parallel()
+	ps := newPaySlice(t, "")
+	ctx := context.Background()
+	it, m := ps.pending(1, 15*time.Minute, 7801)
+	c := ps.checkout(m)
+	if _, err := ps.tp.Pay(ctx, c.PaymentID); err != nil {
+		t.Fatal(err)
+	}
+	ps.waitStatus(m.OrderID, order.StatusPaid, 30*time.Second)
+	ledger := books.Ledger{Name: "testpay", Recorder: ps.tp}
+	check := func() invariant.Report {
+		t.Helper()
+		rep, err := invariant.Check(ctx, invariant.Deps{Store: ps.st, Stock: ps.stk, Ledger: ledger},
+			invariant.Input{ItemID: it.ID, RequirePayments: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := check(); !rep.OK() {
+		t.Fatalf("records equal to ours: %v", rep.Violations)
+	}
+	if _, err := ps.tp.DashboardRefund(ctx, c.PaymentID, 40); err != nil {
+		t.Fatal(err)
+	}
+	rep := check()
+	if v, ok := rep.Find(books.ProviderDiffers); !ok || v.Amount != 1 || !strings.Contains(v.Detail, m.OrderID) {
+		t.Fatalf("after a dashboard refund: %v, want %s naming order %s", rep.Violations, books.ProviderDiffers, m.OrderID)
+	}
+	r := reconcile.New(reconcile.Deps{MySQL: ps.st, Units: ps.stk, Refunds: ps.orders, RequirePayments: true, Ledger: ledger}, time.Second, ps.log)
+	run, err := r.Run(ctx, []int64{it.ID}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range run.Findings {
+		if f.Kind == books.ProviderDiffers {
+			found = f.OrderID == m.OrderID && f.PaymentID == c.PaymentID && !f.Repaired
+		}
+	}
+	if b := run.Books; !found || len(b) != 1 || b[0].ProviderRead != 1 || len(b[0].Provider) != 1 || b[0].Provider[0].Refunded != 40 {
+		t.Fatalf("reconcile: findings %+v, books %+v", run.Findings, run.Books)
+	}
+	if row, _ := ps.st.FindOrder(ctx, m.OrderID); row.Status != order.StatusPaid {
+		t.Fatalf("a finding changed the order: %+v", row)
 	}
 }

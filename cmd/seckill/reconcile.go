@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/outbox"
@@ -100,6 +101,11 @@ func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient
 	}
 	if viaProvider(cfg) {
 		d.Refunds = sagas
+	}
+	// The books are held against the provider's own ledger, within a budget
+	// of its rate (behind the provider's limiter, provider.Guard).
+	if prov := newProvider(&deps{cfg: cfg, log: log}, cfg.Payment.Provider); prov != nil {
+		d.Ledger = books.Ledger{Name: cfg.Payment.Provider, Recorder: prov}
 	}
 	return reconcile.New(d, grace, log)
 }

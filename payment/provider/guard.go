@@ -125,6 +125,10 @@ func (g *guarded) LookupRefund(ctx context.Context, id string) (Refund, error) {
 	return call(ctx, g, "look up refund", func(ctx context.Context) (Refund, error) { return g.p.LookupRefund(ctx, id) })
 }
 
+func (g *guarded) Record(ctx context.Context, id string) (Record, error) {
+	return call(ctx, g, "read the record of payment", func(ctx context.Context) (Record, error) { return g.p.Record(ctx, id) })
+}
+
 func (g *guarded) Verify(payload []byte, signature string) (Event, error) {
 	return g.p.Verify(payload, signature)
 }

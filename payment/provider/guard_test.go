@@ -30,6 +30,9 @@ func (f *flaky) Cancel(_ context.Context, id string) (provider.Payment, error) {
 func (f *flaky) Lookup(context.Context, string) (provider.Payment, error) {
 	return provider.Payment{}, nil
 }
+func (f *flaky) Record(context.Context, string) (provider.Record, error) {
+	return provider.Record{}, nil
+}
 func (f *flaky) LookupRefund(context.Context, string) (provider.Refund, error) {
 	return provider.Refund{}, nil
 }

@@ -38,6 +38,9 @@ type Provider interface {
 	// pending is confirmed (or failed) here, never by asking for it again
 	// (the same idempotency key answers the first answer, pending, for a day).
 	LookupRefund(ctx context.Context, refundID string) (Refund, error)
+	// Record reads the provider's own ledger of a payment: what it captured
+	// and refunded (the books are checked against it, not our copies).
+	Record(ctx context.Context, paymentID string) (Record, error)
 	// Verify checks a notification's signature (the Stripe-Signature header)
 	// and its timestamp's age, and reads it. ErrBadSignature, ErrStale or
 	// ErrMalformed when it must not be believed; an event of a type the shop
@@ -102,6 +105,19 @@ type Refund struct {
 	Amount    int64        `json:"amount"`
 	Currency  string       `json:"currency"`
 	Status    RefundStatus `json:"status"`
+}
+
+// Record is a payment as the provider's own ledger holds it, in minor
+// units of Currency: the money captured (charges), refunded (refunds it
+// confirmed), refunds pending or failed there, and disputed.
+type Record struct {
+	PaymentID      string `json:"payment_id"`
+	Currency       string `json:"currency"`
+	Captured       int64  `json:"captured"`
+	Refunded       int64  `json:"refunded"`
+	RefundsPending int64  `json:"refunds_pending"`
+	RefundsFailed  int64  `json:"refunds_failed"`
+	Disputed       int64  `json:"disputed"`
 }
 
 // EventType is what a notification says happened, in the shop's words.

@@ -20,6 +20,8 @@ import (
 //	POST /v1/payments/{id}/cancel   payment; 409 already_succeeded (with the payment)
 //	POST /v1/payments/{id}/refund   {key} → refund; 503 unavailable (FailRefunds)
 //	GET  /v1/refunds/{id}           refund: a pending one settles (PendingRefunds, FailingRefunds)
+//	GET  /v1/payments/{id}/record   the provider's own ledger of the payment (captured, refunded, ...)
+//	POST /v1/payments/{id}/dashboard-refund  {amount}: a refund made by hand, outside the shop's books
 //	POST /v1/payments/{id}/pay      payment: the test card; 409 closed (with the payment)
 //	PUT  /v1/knobs, GET /v1/knobs   Knobs → the knobs now
 func (p *Provider) api() http.Handler {
@@ -45,6 +47,17 @@ func (p *Provider) api() http.Handler {
 		}
 		if decode(w, r, &req) {
 			reply(w)(p.Refund(r.Context(), r.PathValue("id"), req.Key))
+		}
+	})
+	mux.HandleFunc("GET /v1/payments/{id}/record", func(w http.ResponseWriter, r *http.Request) {
+		reply(w)(p.Record(r.Context(), r.PathValue("id")))
+	})
+	mux.HandleFunc("POST /v1/payments/{id}/dashboard-refund", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Amount int64 `json:"amount"`
+		}
+		if decode(w, r, &req) {
+			reply(w)(p.DashboardRefund(r.Context(), r.PathValue("id"), req.Amount))
 		}
 	})
 	mux.HandleFunc("GET /v1/refunds/{id}", func(w http.ResponseWriter, r *http.Request) {

@@ -62,6 +62,15 @@ func (c *Client) LookupRefund(ctx context.Context, id string) (r provider.Refund
 	return r, c.do(ctx, http.MethodGet, "/v1/refunds/"+url.PathEscape(id), nil, &r)
 }
 
+func (c *Client) Record(ctx context.Context, id string) (r provider.Record, err error) {
+	return r, c.do(ctx, http.MethodGet, "/v1/payments/"+url.PathEscape(id)+"/record", nil, &r)
+}
+
+// DashboardRefund is a refund made by hand in the provider's dashboard.
+func (c *Client) DashboardRefund(ctx context.Context, id string, amount int64) (r provider.Refund, err error) {
+	return r, c.do(ctx, http.MethodPost, "/v1/payments/"+url.PathEscape(id)+"/dashboard-refund", map[string]int64{"amount": amount}, &r)
+}
+
 func (c *Client) SetKnobs(ctx context.Context, k Knobs) error {
 	return c.do(ctx, http.MethodPut, "/v1/knobs", k, nil)
 }

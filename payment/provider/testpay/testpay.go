@@ -251,6 +251,11 @@ func (p *Provider) Refund(_ context.Context, id, key string) (provider.Refund, e
 	if other, ok := p.refunded[id]; ok {
 		return provider.Refund{}, fmt.Errorf("testpay: refund %s: already refunded by %s", id, other)
 	}
+	for _, r := range p.refunds {
+		if r.PaymentID == id && r.Status == provider.RefundSucceeded {
+			return provider.Refund{}, fmt.Errorf("testpay: refund %s: %d of it refunded already (in the dashboard)", id, r.Amount)
+		}
+	}
 	r := provider.Refund{ID: p.id("re"), PaymentID: id, Amount: pay.Amount, Currency: pay.Currency, Status: provider.RefundSucceeded}
 	switch {
 	case p.knobs.PendingRefunds > 0:
@@ -285,6 +290,52 @@ func (p *Provider) LookupRefund(_ context.Context, id string) (provider.Refund, 
 		return r, nil
 	}
 	return provider.Refund{}, fmt.Errorf("testpay: refund %s: %w", id, provider.ErrNotFound)
+}
+
+// Record is the provider's own ledger of a payment: captured when paid,
+// each refund by its state (the ones made in its "dashboard" included).
+func (p *Provider) Record(_ context.Context, id string) (provider.Record, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pay, err := p.lookupLocked(id)
+	if err != nil {
+		return provider.Record{}, err
+	}
+	out := provider.Record{PaymentID: id, Currency: pay.Currency}
+	if pay.Status == provider.Succeeded {
+		out.Captured = pay.Amount
+	}
+	for _, r := range p.refunds {
+		if r.PaymentID != id {
+			continue
+		}
+		switch r.Status {
+		case provider.RefundSucceeded:
+			out.Refunded += r.Amount
+		case provider.RefundFailed:
+			out.RefundsFailed += r.Amount
+		default:
+			out.RefundsPending += r.Amount
+		}
+	}
+	return out, nil
+}
+
+// DashboardRefund is a refund made by hand in the provider's dashboard, of
+// amount (a part of the payment, or all of it), outside the shop's books.
+func (p *Provider) DashboardRefund(_ context.Context, id string, amount int64) (provider.Refund, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pay, err := p.lookupLocked(id)
+	if err != nil {
+		return provider.Refund{}, err
+	}
+	if pay.Status != provider.Succeeded || amount <= 0 || amount > pay.Amount {
+		return provider.Refund{}, fmt.Errorf("testpay: dashboard refund of %d of payment %s (%s, %d)", amount, id, pay.Status, pay.Amount)
+	}
+	r := provider.Refund{ID: p.id("re"), PaymentID: id, Amount: amount, Currency: pay.Currency, Status: provider.RefundSucceeded}
+	p.refunds["dashboard-"+r.ID] = r
+	return r, nil
 }
 
 // Verify checks a notification signed the way this provider (and Stripe)
