@@ -225,8 +225,9 @@ func TestMissingRefundStartsPaymentRefund(t *testing.T) {
 	closed := w.reserve(1, long)
 	w.persistAndDeduct(closed, long.Add(time.Minute))
 	w.closeAndRelease(closed)
+	late := long.Add(2 * time.Minute) // after pay_by: owed back (one in time would be paid_in_time_not_paid too)
 	w.payments = append(w.payments, store.Payment{ID: 1, OrderID: closed, UserID: 1, ItemID: 1, ProviderPaymentID: "pi_1",
-		Amount: 999, Currency: "EUR", Status: store.PaymentSucceeded, SucceededAt: &long, PayBy: long.Add(time.Minute), UpdatedAt: long})
+		Amount: 999, Currency: "EUR", Status: store.PaymentSucceeded, SucceededAt: &late, PayBy: long.Add(time.Minute), UpdatedAt: long})
 	before := *w.orders[closed]
 
 	rep := run(t, w, false)
