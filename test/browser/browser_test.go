@@ -101,7 +101,9 @@ func deployWith(t *testing.T, provider string) *deployment {
 			"-webhook-url", notify, "-keys", standinKey}, Log: filepath.Join(logs, "seckill-stripe.log"), Banner: "browser test seckill-stripe"}, 10*time.Second)
 		testkit.WaitHTTP(t, d.payURL+"/healthz", c, 30*time.Second)
 		admin := standin.NewAdmin(d.payURL, standinKey, nil)
-		d.setKnobs = func(delay time.Duration) error { return admin.SetKnobs(context.Background(), standin.Knobs{Delay: delay}) }
+		d.setKnobs = func(delay time.Duration) error {
+			return admin.SetKnobs(context.Background(), standin.Knobs{Delay: delay})
+		}
 	}
 	env := s.Env(vars...)
 	for _, role := range roles {
