@@ -26,11 +26,12 @@ lint: ## go vet, the layering test (test/arch), staticcheck, errcheck, workflowc
 bench: ## every stage against its own baseline on the local stack (see docs/performance.md)
 	@scripts/bench $(STACK_PROFILE)
 
-build: ## build bin/seckill, bin/seckill-bench, bin/seckill-demo and bin/seckill-nemesis
+build: ## build bin/seckill, bin/seckill-bench, bin/seckill-demo, bin/seckill-nemesis and bin/seckill-stripe (the Stripe stand-in)
 	@go build -o bin/seckill ./cmd/seckill
 	@go build -o bin/seckill-bench ./cmd/seckill-bench
 	@go build -o bin/seckill-demo ./cmd/seckill-demo
 	@go build -o bin/seckill-nemesis ./cmd/seckill-nemesis
+	@go build -o bin/seckill-stripe ./cmd/seckill-stripe
 
 fuzz: ## every fuzz target for a while: each handler on in-memory fakes, then purchase and item create on the local stack
 	@for t in FuzzUnitItems FuzzUnitPurchase FuzzUnitOrders FuzzUnitRouter; do \

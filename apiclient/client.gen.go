@@ -370,7 +370,7 @@ type Checkout struct {
 	// Amount Minor units of currency (999 is 9.99 EUR).
 	Amount int64 `json:"amount"`
 
-	// CheckoutURL Where the buyer pays (the test provider's page); empty for Stripe.
+	// CheckoutURL Where the buyer pays: the Checkout Session's url (Stripe Checkout's page), the test provider's page.
 	CheckoutURL string `json:"checkout_url"`
 	Currency    string `json:"currency"`
 
@@ -378,7 +378,7 @@ type Checkout struct {
 	OrderID OrderID   `json:"order_id"`
 	PayBy   time.Time `json:"pay_by"`
 
-	// PaymentID The provider's payment id (pi_…).
+	// PaymentID The provider's payment id: a Stripe Checkout Session's (cs_…), a PaymentIntent's (pi_…) for one opened before Checkout, the test provider's.
 	PaymentID string         `json:"payment_id"`
 	Status    CheckoutStatus `json:"status"`
 }
@@ -910,7 +910,7 @@ type ClientInterface interface {
 
 	// CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` stripe or testpay): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, closed at `pay_by`, the order id its idempotency key. Under stripe it is a Stripe Checkout Session (`payment_id` cs_…, card only); the buyer pays at `checkout_url` (Stripe Checkout's page, or the test provider's), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 	CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -951,7 +951,7 @@ type ClientInterface interface {
 
 	// PaymentNotificationWithBody The payment provider's notification (signed; no bearer token).
 	//
-	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -960,7 +960,7 @@ type ClientInterface interface {
 
 	// PaymentNotification The payment provider's notification (signed; no bearer token).
 	//
-	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1307,7 +1307,7 @@ func (c *Client) CancelOrder(ctx context.Context, orderID OrderID, reqEditors ..
 
 // CheckoutOrder Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` stripe or testpay): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, closed at `pay_by`, the order id its idempotency key. Under stripe it is a Stripe Checkout Session (`payment_id` cs_…, card only); the buyer pays at `checkout_url` (Stripe Checkout's page, or the test provider's), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Corresponds with POST /api/v1/orders/{orderId}/checkout (the `CheckoutOrder` operationId).
 func (c *Client) CheckoutOrder(ctx context.Context, orderID OrderID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1398,7 +1398,7 @@ func (c *Client) RefundOrder(ctx context.Context, orderID OrderID, params *Refun
 
 // PaymentNotificationWithBody The payment provider's notification (signed; no bearer token).
 //
-// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1417,7 +1417,7 @@ func (c *Client) PaymentNotificationWithBody(ctx context.Context, params *Paymen
 
 // PaymentNotification The payment provider's notification (signed; no bearer token).
 //
-// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2737,7 +2737,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 	//
-	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+	// With a payment provider (`SECKILL_PAYMENT_PROVIDER` stripe or testpay): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, closed at `pay_by`, the order id its idempotency key. Under stripe it is a Stripe Checkout Session (`payment_id` cs_…, card only); the buyer pays at `checkout_url` (Stripe Checkout's page, or the test provider's), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2784,7 +2784,7 @@ type ClientWithResponsesInterface interface {
 
 	// PaymentNotificationWithBodyWithResponse The payment provider's notification (signed; no bearer token).
 	//
-	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2793,7 +2793,7 @@ type ClientWithResponsesInterface interface {
 
 	// PaymentNotificationWithResponse The payment provider's notification (signed; no bearer token).
 	//
-	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+	// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5343,7 +5343,7 @@ func (c *ClientWithResponses) CancelOrderWithResponse(ctx context.Context, order
 
 // CheckoutOrderWithResponse Open the order's payment at the provider (its buyer), or answer the one opened before.
 //
-// With a payment provider (`SECKILL_PAYMENT_PROVIDER` testpay or stripe): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, expiring no later than `pay_by`, the order id its idempotency key. The buyer pays at `checkout_url` (the test provider's page; empty for Stripe, whose form runs in the browser), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
+// With a payment provider (`SECKILL_PAYMENT_PROVIDER` stripe or testpay): the payment of a QUEUED or PENDING_PAYMENT order not paid yet, before `pay_by`, of the item's price and currency, closed at `pay_by`, the order id its idempotency key. Under stripe it is a Stripe Checkout Session (`payment_id` cs_…, card only); the buyer pays at `checkout_url` (Stripe Checkout's page, or the test provider's), which sends the buyer back to `SECKILL_PAYMENT_RETURN_URL` (the storefront's order page by default); the order becomes PAID when the provider's verified notification lands. The storefront's Pay calls it when `GET /api/v1/time` says `checkout`. No body. Without a provider: 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -5420,7 +5420,7 @@ func (c *ClientWithResponses) RefundOrderWithResponse(ctx context.Context, order
 
 // PaymentNotificationWithBodyWithResponse The payment provider's notification (signed; no bearer token).
 //
-// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5435,7 +5435,7 @@ func (c *ClientWithResponses) PaymentNotificationWithBodyWithResponse(ctx contex
 
 // PaymentNotificationWithResponse The payment provider's notification (signed; no bearer token).
 //
-// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's, or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
+// A Stripe-shaped event signed in the `Stripe-Signature` header (Stripe's — checkout.session.completed and payment_intent.succeeded pay, checkout.session.expired and payment_intent.canceled close — or the test provider's), at most 64 KiB, rate limited per instance (`SECKILL_PAYMENT_NOTIFY_RPS`). Answered 200 only once the decision is durable: a repeated event id is dropped; a success the provider timestamps before `pay_by` pays the order; an unknown payment, an unhandled type, another amount or currency, a late success are answered 200 too (so the provider stops resending) and counted. A bad signature or a stale timestamp: 400, nothing written. Without a provider: 404.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -398,8 +398,9 @@ type Stripe struct {
 	// A notification signed with this one is accepted too: a rotation
 	// deploys the new secret beside the old before the endpoint rolls.
 	WebhookSecretPrevious Secret `env:"WEBHOOK_SECRET_PREVIOUS"`
-	// Empty: Stripe's API. Another (stripe-mock, the test provider) only
-	// with SECKILL_DEV: it would take no real money.
+	// Empty: Stripe's API. Another (the Stripe stand-in, cmd/seckill-stripe,
+	// which make run points it at; stripe-mock in tests) only with
+	// SECKILL_DEV: it would take no real money.
 	URL string `env:"URL"`
 }
 

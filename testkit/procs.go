@@ -28,33 +28,52 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
+// built are the binaries this test process built, by package.
+var built sync.Map // package -> *binary
+
+type binary struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// buildBinary builds the command pkg (./cmd/…) once per test process and
+// returns its path.
+func buildBinary(t testing.TB, pkg, name string) string {
+	t.Helper()
+	root := RepoRoot(t)
+	v, _ := built.LoadOrStore(pkg, &binary{})
+	b := v.(*binary)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "seckill-test-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd.Dir = root
+		b.out, b.err = cmd.CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, b.err, b.out)
+	}
+	return b.path
+}
 
 // SeckillBinary builds cmd/seckill once per test process and returns its
 // path: tests run its roles as child processes they can kill -9.
 func SeckillBinary(t testing.TB) string {
 	t.Helper()
-	root := RepoRoot(t)
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "seckill-test-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "seckill")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/seckill")
-		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
+	return buildBinary(t, "./cmd/seckill", "seckill")
+}
+
+// StripeStandinBinary builds cmd/seckill-stripe, the Stripe stand-in, once
+// per test process and returns its path.
+func StripeStandinBinary(t testing.TB) string {
+	t.Helper()
+	return buildBinary(t, "./cmd/seckill-stripe", "seckill-stripe")
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment ago.

@@ -1,7 +1,8 @@
 // Command seckill-demo runs the demo sale `make run` ends with, against a
 // running API: it creates an item, buys one unit each as a few buyers, pays
-// one order at its 202 — through the test provider's checkout page when the
-// API has a checkout, else at the door — and follows the orders until their
+// one order at its 202 — on the provider's checkout page when the API has a
+// checkout (under make run, Stripe Checkout's page as the Stripe stand-in,
+// seckill-stripe, serves it), else at the door — and follows the orders until their
 // sagas have them, telling what it did in words (on stderr). On stdout it
 // prints the demo's item and the order left to pay as shell assignments
 // (ITEM_ID=…, ORDER_ID=…, and CHECKOUT_URL=… with a checkout) for scripts/run. Its calls go through the API's generated

@@ -79,7 +79,7 @@ func sale(ctx context.Context, o options, w io.Writer) (demo, error) {
 	case err != nil:
 		return demo{}, err
 	case page != "":
-		say("buyer %d checked out order %s: the test provider's checkout page is %s", payer, paid, page)
+		say("buyer %d checked out order %s: the provider's checkout page is %s", payer, paid, page)
 		if err := c.payOnPage(ctx, page); err != nil {
 			return demo{}, fmt.Errorf("buyer %d's pay on %s: %w", payer, page, err)
 		}
@@ -135,14 +135,15 @@ func (c client) checkout(ctx context.Context, orderID string, buyer int64) (stri
 		return "", fmt.Errorf("buyer %d's checkout of order %s: %w", buyer, orderID, err)
 	}
 	if res.JSON200.CheckoutURL == "" {
-		return "", fmt.Errorf("order %s: the provider has no checkout page (Stripe's form runs in a browser): the demo pays through the test provider or at the door", orderID)
+		return "", fmt.Errorf("order %s: the provider answered no checkout page (payment %s)", orderID, res.JSON200.PaymentID)
 	}
 	return res.JSON200.CheckoutURL, nil
 }
 
 var formAction = regexp.MustCompile(`<form method="post" action="([^"]+)"`)
 
-// payOnPage pays as a browser would: the checkout page, then its form's
+// payOnPage pays as a browser would: the checkout page (Stripe Checkout's,
+// as the stand-in serves it, or the test provider's), then its form's
 // button (the test card). The provider answers by sending the buyer back to
 // the shop (a 303, not followed: the demo follows the order itself).
 func (c client) payOnPage(ctx context.Context, page string) error {

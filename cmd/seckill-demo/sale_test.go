@@ -17,15 +17,18 @@ import (
 // The demo sale against a real `seckill api` and `seckill worker`: the item
 // is created, three buyers hold a unit each, 1003's order is PAID and
 // 1001's, the one left to pay, PENDING_PAYMENT; the words say so. At the
-// door (1003 pays with POST …/pay), and as make run runs it, through the
-// test provider, `seckill testpay` (1003 pays on its checkout page; 1001's
-// page is printed).
+// door (1003 pays with POST …/pay); through the test provider, `seckill
+// testpay`; and as make run runs it, through Stripe Checkout's code path
+// against the Stripe stand-in, `seckill-stripe` (1003 pays on the
+// provider's checkout page; 1001's page is printed).
 func TestDemoSale(t *testing.T) {
 	testkit.Integration(t)
-	for _, provider := range []string{"door", "testpay"} {
+	for _, provider := range []string{"door", "testpay", "stripe"} {
 		t.Run(provider, func(t *testing.T) { demoSale(t, provider) })
 	}
 }
+
+const demoStripeSecret = "whsec_demo_test"
 
 func demoSale(t *testing.T, provider string) {
 	bin := testkit.SeckillBinary(t)
@@ -40,8 +43,16 @@ func demoSale(t *testing.T, provider string) {
 		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL=http://"+addr+"/api/v1/payments/notifications")
 	logs := t.TempDir()
 	roles := []string{"worker", "api"}
-	if provider == "testpay" {
+	switch provider {
+	case "testpay":
 		roles = append(roles, "testpay")
+	case "stripe": // the Stripe stand-in on tpAddr, as make run starts it
+		env = append(env, "SECKILL_PAYMENT_STRIPE_URL=http://"+tpAddr, "SECKILL_PAYMENT_STRIPE_KEY=sk_test_demo",
+			"SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET="+demoStripeSecret)
+		c := testkit.Start(t, proc.Spec{Path: testkit.StripeStandinBinary(t), Args: []string{"-addr", tpAddr,
+			"-webhook-url", "http://" + addr + "/api/v1/payments/notifications", "-webhook-secret", demoStripeSecret},
+			Log: filepath.Join(logs, "seckill-stripe.log"), Banner: "demo test seckill-stripe"}, 10*time.Second)
+		testkit.WaitHTTP(t, "http://"+tpAddr+"/healthz", c, 30*time.Second)
 	}
 	for _, role := range roles {
 		testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "demo test " + role}, 20*time.Second)
@@ -70,12 +81,12 @@ func demoSale(t *testing.T, provider string) {
 	}
 	words := []string{`put item`, `"Demo phone", 100 units at 999.00`, "buyer 1001 bought one unit", "buyer 1004 bought one unit",
 		"buyer 1003 paid order", "of buyer 1003 is PAID", "of buyer 1001 is PENDING_PAYMENT"}
-	if provider == "testpay" {
+	if provider != "door" {
 		page := "http://" + tpAddr + "/pay/"
 		if !strings.Contains(out.String(), "\nCHECKOUT_URL="+page) {
 			t.Errorf("stdout %q: want CHECKOUT_URL=%s… for scripts/run", out.String(), page)
 		}
-		words = append(words, "buyer 1003 checked out order", "the test provider's checkout page is "+page, "on that page with the test card",
+		words = append(words, "buyer 1003 checked out order", "the provider's checkout page is "+page, "on that page with the test card",
 			"buyer 1001's order "+d.ToPay+" is payable on "+page)
 		var succeeded int64
 		if err := s.Store.DB().Raw("SELECT COUNT(*) FROM payments WHERE status = 'succeeded'").Scan(&succeeded).Error; err != nil || succeeded != 1 {

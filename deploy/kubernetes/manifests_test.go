@@ -161,18 +161,20 @@ func add[T any](list *[]*T) *T {
 
 // Every overlay builds, and every object in it is a known type whose fields
 // all exist (a misspelled or misplaced field fails here, not on a cluster).
-// The local try-out adds the test payment provider.
+// The local try-out adds the Stripe stand-in.
 func TestOverlaysBuildAndDecodeStrictly(t *testing.T) {
 	eachOverlay(t, func(t *testing.T, o objects) {
 		want := 2
 		if filepath.Base(o.overlay) == "local" {
 			want = 3
-			if o.deployment("testpay") == nil {
-				t.Error("local: no seckill testpay Deployment")
+			if o.deployment(standinComponent) == nil {
+				t.Error("local: no Stripe stand-in Deployment")
 			}
+		} else if o.deployment(standinComponent) != nil {
+			t.Errorf("%s: the Stripe stand-in is for the local try-out only", o.overlay)
 		}
 		if len(o.deployments) != want || o.deployment("api") == nil || o.deployment("worker") == nil || len(o.jobs) != 1 || len(o.hpas) != 1 {
-			t.Fatalf("want the api and worker Deployments (and testpay's in local), the migrate Job and the API's HPA; got %d, %d, %d",
+			t.Fatalf("want the api and worker Deployments (and the Stripe stand-in's in local), the migrate Job and the API's HPA; got %d, %d, %d",
 				len(o.deployments), len(o.jobs), len(o.hpas))
 		}
 	})
@@ -292,6 +294,9 @@ func TestEnvironmentIsRealConfig(t *testing.T) {
 					t.Errorf("container %s: secret %s written in the manifest", c.Name, e.Name)
 				}
 			}
+			if c.Name == standinComponent {
+				continue // not a seckill role: its flags are checked by TestStandinWiredToTheAPI
+			}
 			env := o.environment(t, c)
 			cfg, err := config.LoadFrom(env)
 			if err != nil {
@@ -301,6 +306,62 @@ func TestEnvironmentIsRealConfig(t *testing.T) {
 			if cfg.Log.Format != "json" && !cfg.Dev {
 				t.Errorf("container %s: SECKILL_LOG_FORMAT=%s outside development, want json", c.Name, cfg.Log.Format)
 			}
+		}
+	})
+}
+
+// standinComponent is the Stripe stand-in's component (and container) name.
+const standinComponent = "stripe-standin"
+
+// In the local try-out the API and the worker reach the Stripe stand-in at
+// its Service, and it sends its webhooks to the API's Service, signed with
+// the secret the API verifies them with.
+func TestStandinWiredToTheAPI(t *testing.T) {
+	eachOverlay(t, func(t *testing.T, o objects) {
+		d := o.deployment(standinComponent)
+		if d == nil {
+			return
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		flags := map[string]string{}
+		for i := 0; i+1 < len(c.Args); i += 2 {
+			flags[c.Args[i]] = c.Args[i+1]
+		}
+		port, ok := containerPort(c, "http", 0)
+		if !ok || listenPort(t, flags["-addr"]) != port {
+			t.Errorf("%s: listens on %q, its http port is %d", d.Name, flags["-addr"], port)
+		}
+		var svc *corev1.Service
+		for _, s := range o.services {
+			if labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+				svc = s
+			}
+		}
+		if svc == nil {
+			t.Fatalf("%s: no Service", d.Name)
+		}
+		for _, component := range []string{"api", "worker"} {
+			r := o.role(t, component)
+			want := fmt.Sprintf("http://%s:%d", svc.Name, svc.Spec.Ports[0].Port)
+			if r.cfg.Payment.Provider != "stripe" || r.cfg.Payment.Stripe.URL != want {
+				t.Errorf("%s: provider %q at %q, want stripe at the stand-in's Service %s", r.dep.Name, r.cfg.Payment.Provider, r.cfg.Payment.Stripe.URL, want)
+			}
+			if got := r.cfg.Payment.Stripe.WebhookSecret.Value(); got != flags["-webhook-secret"] {
+				t.Errorf("%s: verifies with another webhook secret than the stand-in signs with", r.dep.Name)
+			}
+		}
+		api := o.role(t, "api")
+		var apiSvc *corev1.Service
+		for _, s := range o.services {
+			if labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(api.dep.Spec.Template.Labels)) && len(s.Spec.Selector) > 0 {
+				apiSvc = s
+			}
+		}
+		if apiSvc == nil {
+			t.Fatal("no API Service")
+		}
+		if want := fmt.Sprintf("http://%s:%d/api/v1/payments/notifications", apiSvc.Name, apiSvc.Spec.Ports[0].Port); flags["-webhook-url"] != want {
+			t.Errorf("%s: webhooks to %q, want the API's Service %s", d.Name, flags["-webhook-url"], want)
 		}
 	})
 }

@@ -88,7 +88,7 @@ type Checkout struct {
 	Amount      int64     `json:"amount"` // minor units
 	Currency    string    `json:"currency"`
 	PayBy       time.Time `json:"pay_by"`
-	CheckoutURL string    `json:"checkout_url"` // empty for Stripe: its form runs in the buyer's browser
+	CheckoutURL string    `json:"checkout_url"` // the provider's page: Stripe Checkout's, the test provider's
 }
 
 func checkoutOf(p store.Payment) Checkout {
@@ -98,9 +98,11 @@ func checkoutOf(p store.Payment) Checkout {
 
 // Checkout opens the provider payment of the buyer's payable order (QUEUED
 // or PENDING_PAYMENT, unpaid, before pay_by at now), or returns the one
-// opened before: amount and currency the item's, the order id the
-// idempotency key. order.ErrNotFound when the buyer has no such order,
-// order.ErrNotPayable when it is not payable.
+// opened before: amount and currency the item's, its name what the buyer
+// pays for, the order id the idempotency key. Under Stripe the payment is
+// a Checkout Session, its url the page the buyer pays on (checkout_url),
+// its id what the payments row holds. order.ErrNotFound when the buyer has
+// no such order, order.ErrNotPayable when it is not payable.
 func (c *Cashier) Checkout(ctx context.Context, orderID string, userID int64, now time.Time) (Checkout, error) {
 	p, err := c.store.OrderPayment(ctx, orderID, c.opts.Provider)
 	switch {
@@ -128,7 +130,7 @@ func (c *Cashier) Checkout(ctx context.Context, orderID string, userID int64, no
 	if it.PriceCents <= 0 {
 		return Checkout{}, fmt.Errorf("order %s: item %d is free, nothing to pay through a provider: %w", orderID, it.ID, order.ErrNotPayable)
 	}
-	pay, err := c.p.Create(ctx, provider.Request{OrderID: orderID, Amount: it.PriceCents, Currency: it.Currency,
+	pay, err := c.p.Create(ctx, provider.Request{OrderID: orderID, Amount: it.PriceCents, Currency: it.Currency, Name: it.Name,
 		PayBy: *v.PayBy, ReturnURL: strings.ReplaceAll(c.opts.ReturnURL, "{order_id}", orderID)})
 	if err != nil {
 		return Checkout{}, c.checkoutFailed(fmt.Errorf("checkout of order %s: %w", orderID, err))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/store"
 )
@@ -85,6 +86,13 @@ func (c *Cashier) Judge(ctx context.Context, ev provider.Event) (string, error) 
 		c.log.Info("payment notification of a type not handled", "event", ev.ID, "type", ev.ProviderType)
 		return OutcomeUnhandled, nil
 	}
+	if ev.PaymentIntentID != "" && ev.PaymentID == ev.PaymentIntentID {
+		var err error
+		if ev.PaymentID, err = c.paymentOfIntent(ctx, ev); err != nil {
+			c.m.notifications.WithLabelValues(OutcomeError).Inc()
+			return OutcomeError, err
+		}
+	}
 	r, err := c.decide(ctx, store.PaymentEvent{ID: ev.ID, Type: string(ev.Type), Provider: c.opts.Provider,
 		PaymentID: ev.PaymentID, OrderID: ev.OrderID, Amount: ev.Amount, Currency: ev.Currency, At: ev.At}, ev.ProviderType)
 	if err != nil {
@@ -93,6 +101,27 @@ func (c *Cashier) Judge(ctx context.Context, ev provider.Event) (string, error) 
 	}
 	c.m.notifications.WithLabelValues(string(r.Verdict)).Inc()
 	return string(r.Verdict), nil
+}
+
+// paymentOfIntent is the payment the shop holds for an event that names a
+// PaymentIntent (Stripe's payment_intent.*): a Checkout Session's
+// PaymentIntent carries its order id (the session gave it that metadata),
+// and an order has one payment per provider, so the order's payments row
+// names it — the session id. An order without a row keeps the
+// PaymentIntent's id (then unknown_payment, or the row of a payment opened
+// as a PaymentIntent, before Checkout).
+func (c *Cashier) paymentOfIntent(ctx context.Context, ev provider.Event) (string, error) {
+	if ev.OrderID == "" {
+		return ev.PaymentID, nil
+	}
+	p, err := c.store.OrderPayment(ctx, ev.OrderID, c.opts.Provider)
+	switch {
+	case errors.Is(err, order.ErrNotFound):
+		return ev.PaymentID, nil
+	case err != nil:
+		return "", fmt.Errorf("payment of order %s for event %s of payment intent %s: %w", ev.OrderID, ev.ID, ev.PaymentIntentID, err)
+	}
+	return p.ProviderPaymentID, nil
 }
 
 // decide applies a provider's word about a payment in one MySQL

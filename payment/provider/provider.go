@@ -53,15 +53,31 @@ type Request struct {
 	OrderID  string `json:"order_id"`
 	Amount   int64  `json:"amount"`   // minor units
 	Currency string `json:"currency"` // ISO 4217, upper case
-	// PayBy is the order's payment deadline: the payment expires no later
-	// (the test provider closes it then; a Stripe PaymentIntent has no
-	// expiry, so the saga's cancel at pay_by closes it, and PayBy is in its
-	// metadata).
+	// PayBy is the order's payment deadline. The test provider closes the
+	// payment then; a Stripe Checkout Session can only expire 30 min to 24 h
+	// after its creation (ExpiresAt), so the saga's close at pay_by expires
+	// it through the API (Cancel). PayBy is in the payment's metadata.
 	PayBy time.Time `json:"pay_by"`
-	// ReturnURL is where the test provider's checkout page sends the buyer
-	// once paid (a Stripe PaymentIntent takes it when confirmed, in the
-	// buyer's browser).
+	// ReturnURL is where the provider's checkout page sends the buyer back
+	// to (paid or not): the order's page.
 	ReturnURL string `json:"return_url"`
+	// Name is what the buyer pays for, shown on the checkout page (the
+	// item's name); empty: the order id.
+	Name string `json:"name,omitempty"`
+	// IdempotencyKey keys the create at the provider; empty: the order id.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ExpiresAt is when the provider's checkout closes by itself, as sent;
+	// zero: the provider derives it from PayBy (stripepay.SessionExpiry).
+	// A create replayed under the same key must send the same value.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Key is the request's idempotency key: IdempotencyKey, else the order id.
+func (r Request) Key() string {
+	if r.IdempotencyKey != "" {
+		return r.IdempotencyKey
+	}
+	return r.OrderID
 }
 
 // Status is a payment's state at the provider.
@@ -80,9 +96,13 @@ type Payment struct {
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	Status   Status `json:"status"`
-	// CheckoutURL is the test provider's hosted page where the buyer pays;
-	// empty for Stripe, whose payment form runs in the buyer's browser.
+	// CheckoutURL is the provider's hosted page where the buyer pays (a
+	// Stripe Checkout Session's url, the test provider's page).
 	CheckoutURL string `json:"checkout_url,omitempty"`
+	// PaymentIntentID is Stripe's PaymentIntent of a Checkout Session (ID),
+	// once Stripe names it (when the buyer pays); the money moves on it,
+	// refunds are made of it. Empty when ID is the PaymentIntent itself.
+	PaymentIntentID string `json:"payment_intent_id,omitempty"`
 	// SucceededAt is when the provider says the payment succeeded (zero when
 	// it has not, or the provider does not say): a success a cancel finds is
 	// judged against pay_by by it.
@@ -139,10 +159,15 @@ type Event struct {
 	ID           string
 	Type         EventType
 	ProviderType string // the provider's own name of the type (payment_intent.succeeded)
-	PaymentID    string
-	OrderID      string // from the payment's metadata
-	Amount       int64
-	Currency     string
+	// PaymentID is the payment the shop holds (a Checkout Session's id) or,
+	// for an event about a PaymentIntent, the PaymentIntent's id: then
+	// PaymentIntentID is set too, and the door finds the shop's payment by
+	// OrderID (a Checkout Session's PaymentIntent carries its order id).
+	PaymentID       string
+	PaymentIntentID string
+	OrderID         string // from the payment's metadata
+	Amount          int64
+	Currency        string
 	// At is when the provider says it happened (the event's creation): a
 	// success is judged against pay_by by it, not by when it arrived.
 	At time.Time

@@ -1,8 +1,9 @@
 // Package arch holds the house's layering, checked: every import between the
 // repository's packages points down, the foundation (internal/) imports no
 // domain package, the test kit is imported by tests only, the bench's code
-// by its binary and the suites that drive sales with it, and the production
-// binary links none of the API's callers' code (the generated client).
+// by its binary and the suites that drive sales with it, the Stripe stand-in
+// by its binary and tests, and the production binary links none of the
+// API's callers' code (the generated client) and no stand-in of Stripe.
 package arch
 
 import (
@@ -28,6 +29,7 @@ var layers = [][]string{
 	{"ledger"},    // the money rules: the order's, payments' and refunds' state machine
 	{"apiclient"}, // the API's generated client, for the demo, the bench and tests (never in cmd/seckill)
 	{"internal/redisx", "internal/temporalx", "store", "queue", "payment/provider/stripepay", "payment/provider/testpay"}, // clients of one service
+	{"payment/provider/standin"}, // the Stripe stand-in, served by cmd/seckill-stripe (never in cmd/seckill)
 	{"orderstatus", "outbox", "activities", "compensation", "events"},
 	{"stock", "workflows", "relay"},
 	{"snapshot", "payment"},
@@ -38,7 +40,7 @@ var layers = [][]string{
 	{"api/purchase"}, // a job that reads sale's item read model
 	{"invariant", "reconcile", "api"},
 	{"worker"},
-	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench", "cmd/seckill-nemesis"},
+	{"cmd/seckill", "cmd/seckill-demo", "cmd/seckill-bench/bench", "cmd/seckill-nemesis", "cmd/seckill-stripe"},
 	{"cmd/seckill-bench"},
 }
 
@@ -142,9 +144,21 @@ func TestBenchImportedByItsBinaryOnly(t *testing.T) {
 	}
 }
 
+// The Stripe stand-in is linked by its own binary alone (tests drive it
+// too): a shop's processes reach it over HTTP, as they reach Stripe.
+func TestStandinImportedByItsBinaryOnly(t *testing.T) {
+	const standin = module + "payment/provider/standin"
+	for _, p := range listPackages(t) {
+		if p.ImportPath != "cmd/seckill-stripe" && !isTestOnly(p) && slices.Contains(p.Imports, standin) {
+			t.Errorf("%s imports the Stripe stand-in", p.ImportPath)
+		}
+	}
+}
+
 // The production binary links no client of its own API: the generated
 // client (docs/openapi.yaml's) is for the demo sale, the bench and tests;
-// nor the network faults' tool (seckill-nemesis), a binary of its own.
+// nor the network faults' tool (seckill-nemesis), a binary of its own, nor
+// the Stripe stand-in, which only development runs.
 func TestProductionBinaryLinksNoClient(t *testing.T) {
 	cmd := exec.Command("go", "list", "-deps", "./cmd/seckill")
 	cmd.Dir = "../.."
@@ -154,7 +168,8 @@ func TestProductionBinaryLinksNoClient(t *testing.T) {
 	}
 	for dep := range strings.Lines(string(out)) {
 		dep = strings.TrimSpace(dep)
-		for _, not := range []string{"apiclient", "testkit", "cmd/seckill-bench/bench", "cmd/seckill-demo", "internal/nemesis", "cmd/seckill-nemesis"} {
+		for _, not := range []string{"apiclient", "testkit", "cmd/seckill-bench/bench", "cmd/seckill-demo", "internal/nemesis", "cmd/seckill-nemesis",
+			"cmd/seckill-stripe", "payment/provider/standin"} {
 			if dep == module+not {
 				t.Errorf("cmd/seckill links %s", not)
 			}

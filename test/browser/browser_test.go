@@ -1,8 +1,8 @@
 // Package browser_test drives the storefront and the control room in a real
 // headless Chromium (Debian's package, installed by scripts/stack browser) against
-// child `seckill api` and `seckill worker` processes (and `seckill testpay`,
-// the test provider, for the checkout) on a private slice of the
-// local stack. Screenshots of every step are saved under
+// child `seckill api` and `seckill worker` processes (and, for the checkout,
+// the Stripe stand-in `seckill-stripe` or the test provider `seckill
+// testpay`) on a private slice of the local stack. Screenshots of every step are saved under
 // .stack/test-logs/browser/ (SECKILL_BROWSER_OUT overrides); with
 // SECKILL_BROWSER_DOCS=1 the storefront's and the control room's are
 // also copied to docs/ for the README.
@@ -27,6 +27,7 @@ import (
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/proc"
+	"github.com/seckill/seckill/payment/provider/standin"
 	"github.com/seckill/seckill/payment/provider/testpay"
 	"github.com/seckill/seckill/testkit"
 )
@@ -51,24 +52,27 @@ func chromiumPath(t *testing.T) string {
 }
 
 // deployment is one API and one worker on a private database, Redis prefix,
-// topic and task queue; with a provider, the test provider's role too.
+// topic and task queue; with a provider, the provider's process too.
 type deployment struct {
 	t      *testing.T
 	base   string // http://127.0.0.1:port
 	secret []byte
 	api    *apiclient.ClientWithResponses // of base
-	// With withTestpay: the test provider's URL (its checkout pages) and
-	// its JSON API, for the knobs.
-	payURL  string
-	testpay *testpay.Client
+	// With a provider: its URL (its checkout pages), and the knobs.
+	payURL   string
+	setKnobs func(delay time.Duration) error
 }
 
-func deploy(t *testing.T) *deployment { return deployWith(t, false) }
+func deploy(t *testing.T) *deployment { return deployWith(t, "") }
 
-// deployWith deploys; withTestpay: SECKILL_PAYMENT_PROVIDER=testpay, with
-// `seckill testpay` beside the API and the worker, its checkout returning
-// to the storefront's order page.
-func deployWith(t *testing.T, withTestpay bool) *deployment {
+// standinKey is the API key the browser tests' Stripe stand-in takes.
+const standinKey = "sk_test_browser"
+
+// deployWith deploys with provider (empty: door): stripe runs the Stripe
+// stand-in (`seckill-stripe`, as make run does) and the API's production
+// Stripe code against it; testpay runs `seckill testpay`. Their checkout
+// pages send the buyer back to the storefront's order page.
+func deployWith(t *testing.T, provider string) *deployment {
 	t.Helper()
 	bin := testkit.SeckillBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -79,17 +83,29 @@ func deployWith(t *testing.T, withTestpay bool) *deployment {
 	d := &deployment{t: t, base: "http://" + addr, secret: []byte(s.Config.JWTSecret.Value())}
 	vars := []string{"SECKILL_DEV=1", "SECKILL_API_ADDR=" + addr, "SECKILL_WORKER_METRICS_ADDR=" + testkit.FreeAddr(t)}
 	roles := []string{"worker", "api"}
-	if withTestpay {
-		payAddr := testkit.FreeAddr(t)
-		d.payURL = "http://" + payAddr
+	logs := t.TempDir()
+	payAddr := testkit.FreeAddr(t)
+	d.payURL = "http://" + payAddr
+	notify, back := d.base+"/api/v1/payments/notifications", "SECKILL_PAYMENT_RETURN_URL="+d.base+"/#/orders/{order_id}"
+	switch provider {
+	case "testpay":
 		vars = append(vars, "SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR="+payAddr,
-			"SECKILL_PAYMENT_TESTPAY_URL="+d.payURL, "SECKILL_PAYMENT_TESTPAY_NOTIFY_URL="+d.base+"/api/v1/payments/notifications",
-			"SECKILL_PAYMENT_RETURN_URL="+d.base+"/#/orders/{order_id}")
+			"SECKILL_PAYMENT_TESTPAY_URL="+d.payURL, "SECKILL_PAYMENT_TESTPAY_NOTIFY_URL="+notify, back)
 		roles = append([]string{"testpay"}, roles...)
-		d.testpay = testpay.NewClient(d.payURL, config.DevTestpaySecret, nil)
+		tp := testpay.NewClient(d.payURL, config.DevTestpaySecret, nil)
+		d.setKnobs = func(delay time.Duration) error { return tp.SetKnobs(context.Background(), testpay.Knobs{Delay: delay}) }
+	case "stripe":
+		vars = append(vars, "SECKILL_PAYMENT_PROVIDER=stripe", "SECKILL_PAYMENT_STRIPE_URL="+d.payURL, "SECKILL_PAYMENT_STRIPE_KEY="+standinKey,
+			"SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET="+config.DevTestpaySecret, back)
+		c := testkit.Start(t, proc.Spec{Path: testkit.StripeStandinBinary(t), Args: []string{"-addr", payAddr, "-url", d.payURL,
+			"-webhook-url", notify, "-keys", standinKey}, Log: filepath.Join(logs, "seckill-stripe.log"), Banner: "browser test seckill-stripe"}, 10*time.Second)
+		testkit.WaitHTTP(t, d.payURL+"/healthz", c, 30*time.Second)
+		admin := standin.NewAdmin(d.payURL, standinKey, nil)
+		d.setKnobs = func(delay time.Duration) error {
+			return admin.SetKnobs(context.Background(), standin.Knobs{Delay: delay})
+		}
 	}
 	env := s.Env(vars...)
-	logs := t.TempDir()
 	for _, role := range roles {
 		c := testkit.Start(t, proc.Spec{Path: bin, Args: []string{role}, Env: env, Log: filepath.Join(logs, role+".log"), Banner: "browser test " + role}, 20*time.Second)
 		if role == "testpay" {

@@ -1,6 +1,8 @@
-// Package payments_test runs the test payment provider as make run does:
-// `seckill testpay`, `seckill api` and `seckill worker` as three processes
-// on the real services, reaching each other over HTTP only.
+// Package payments_test runs the payment providers as separate processes on
+// the real services, reaching each other over HTTP only: Stripe's code path
+// against the Stripe stand-in (`seckill-stripe`, as make run does), and the
+// test provider (`seckill testpay`), each with `seckill api` and `seckill
+// worker`.
 package payments_test
 
 import (

@@ -90,6 +90,7 @@ func stripeMock(t *testing.T) *proxy {
 type request struct {
 	Method, Path, IdempotencyKey string
 	Form                         url.Values
+	Query                        url.Values
 	Answer                       int // the status it got
 }
 
@@ -127,7 +128,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	form, _ := url.ParseQuery(string(body))
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	req := request{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Form: form}
+	req := request{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Form: form, Query: r.URL.Query()}
 	p.mu.Lock()
 	var c *canned
 	if len(p.canned) > 0 {

@@ -1,12 +1,15 @@
 // Package stripepay is the payment provider Stripe, through its official
-// library: a payment is a PaymentIntent, a refund a Refund, a notification a
-// webhook event checked with the library's webhook package. The library's
-// own retries are off: provider.Guard retries, behind its limiter.
+// library: a payment is a Checkout Session (Stripe's hosted page, where the
+// buyer pays by card; checkout.go), the money moves on its PaymentIntent, a
+// refund is a Refund of that PaymentIntent, a notification a webhook event
+// checked with the library's webhook package (webhook.go). A PaymentIntent
+// id (pi_…, what payments opened before Checkout hold) still works
+// everywhere a payment id is taken. The library's own retries are off:
+// provider.Guard retries, behind its limiter.
 package stripepay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,7 +17,6 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
-	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/seckill/seckill/payment/provider"
 )
@@ -57,31 +59,21 @@ func New(cfg Config) *Client {
 	return &Client{sc: stripe.NewClient(cfg.Key, stripe.WithBackends(stripe.NewBackendsWithConfig(bc))), cfg: cfg}
 }
 
-// MetadataPayBy is the PaymentIntent metadata key of the order's deadline: a
-// PaymentIntent has no expiry of its own, the saga cancels it at pay_by.
+// MetadataPayBy is the metadata key of the order's deadline (on the
+// Checkout Session and its PaymentIntent): Stripe expires a session 30 min
+// to 24 h after its creation, the saga's close expires it at pay_by.
 const MetadataPayBy = "pay_by"
 
-func (c *Client) Create(ctx context.Context, r provider.Request) (provider.Payment, error) {
-	params := &stripe.PaymentIntentCreateParams{
-		Amount:                  stripe.Int64(r.Amount),
-		Currency:                stripe.String(strings.ToLower(r.Currency)),
-		Metadata:                map[string]string{provider.MetadataOrderID: r.OrderID},
-		AutomaticPaymentMethods: &stripe.PaymentIntentCreateAutomaticPaymentMethodsParams{Enabled: stripe.Bool(true)},
-	}
-	if !r.PayBy.IsZero() {
-		params.Metadata[MetadataPayBy] = r.PayBy.UTC().Format(time.RFC3339)
-	}
-	params.SetIdempotencyKey(r.OrderID)
-	pi, err := c.sc.V1PaymentIntents.Create(ctx, params)
-	if err != nil {
-		return provider.Payment{}, classify("create payment for order "+r.OrderID, err)
-	}
-	p := payment(pi)
-	p.OrderID = r.OrderID // it is in the metadata; an answer without it (stripe-mock's) is still this order's
-	return p, nil
-}
+// isSession reports whether id names a Checkout Session (cs_test_…,
+// cs_live_…); anything else is a PaymentIntent's (pi_…).
+func isSession(id string) bool { return strings.HasPrefix(id, "cs_") }
 
+// Cancel closes a payment: a Checkout Session is expired
+// (cancelSession), a PaymentIntent canceled.
 func (c *Client) Cancel(ctx context.Context, id string) (provider.Payment, error) {
+	if isSession(id) {
+		return c.cancelSession(ctx, id)
+	}
 	pi, err := c.sc.V1PaymentIntents.Cancel(ctx, id, nil)
 	if err == nil {
 		return payment(pi), nil
@@ -104,8 +96,18 @@ func (c *Client) Cancel(ctx context.Context, id string) (provider.Payment, error
 	return p, fmt.Errorf("stripe: cancel payment %s, %s: %w", id, se.Msg, provider.ErrUnavailable)
 }
 
+// Refund refunds the whole PaymentIntent of the payment (a Checkout
+// Session's is read first) under key; the refund names the payment id as
+// given.
 func (c *Client) Refund(ctx context.Context, id, key string) (provider.Refund, error) {
-	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(id)}
+	intent := id
+	if isSession(id) {
+		var err error
+		if intent, err = c.sessionIntent(ctx, id); err != nil {
+			return provider.Refund{}, err
+		}
+	}
+	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(intent)}
 	params.SetIdempotencyKey(key)
 	re, err := c.sc.V1Refunds.Create(ctx, params)
 	if err != nil {
@@ -142,7 +144,12 @@ func refund(re *stripe.Refund, paymentID string) provider.Refund {
 	return r
 }
 
+// Lookup reads the payment's state: a Checkout Session with its
+// PaymentIntent's latest charge (lookupSession), or a PaymentIntent.
 func (c *Client) Lookup(ctx context.Context, id string) (provider.Payment, error) {
+	if isSession(id) {
+		return c.lookupSession(ctx, id)
+	}
 	params := &stripe.PaymentIntentRetrieveParams{}
 	params.AddExpand("latest_charge") // its created: when a succeeded payment succeeded
 	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, params)
@@ -150,41 +157,6 @@ func (c *Client) Lookup(ctx context.Context, id string) (provider.Payment, error
 		return provider.Payment{}, classify("look up payment "+id, err)
 	}
 	return payment(pi), nil
-}
-
-// Verify checks the Stripe-Signature header with the library (any API
-// version: the shop reads only fields every version has) against the
-// signing secret, then the previous one. Without a secret it refuses
-// everything: the library would take a signature anyone can make with "".
-func (c *Client) Verify(payload []byte, signature string) (provider.Event, error) {
-	if c.cfg.WebhookSecret == "" {
-		return provider.Event{}, fmt.Errorf("stripe: %w: no webhook signing secret", provider.ErrBadSignature)
-	}
-	opts := webhook.ConstructEventOptions{Tolerance: c.cfg.Tolerance, IgnoreAPIVersionMismatch: true}
-	e, err := webhook.ConstructEventWithOptions(payload, signature, c.cfg.WebhookSecret, opts)
-	if errors.Is(err, webhook.ErrNoValidSignature) && c.cfg.WebhookSecretPrevious != "" {
-		e, err = webhook.ConstructEventWithOptions(payload, signature, c.cfg.WebhookSecretPrevious, opts)
-	}
-	switch {
-	case errors.Is(err, webhook.ErrTooOld):
-		return provider.Event{}, fmt.Errorf("stripe: %w", provider.ErrStale)
-	case errors.Is(err, webhook.ErrNotSigned), errors.Is(err, webhook.ErrInvalidHeader), errors.Is(err, webhook.ErrNoValidSignature):
-		return provider.Event{}, fmt.Errorf("stripe: %w: %w", provider.ErrBadSignature, err)
-	case err != nil:
-		return provider.Event{}, fmt.Errorf("stripe: %w: %w", provider.ErrMalformed, err)
-	}
-	ev := provider.Event{ID: e.ID, Type: provider.Unhandled, ProviderType: string(e.Type), At: time.Unix(e.Created, 0).UTC()}
-	t, ok := provider.StripeTypes[string(e.Type)]
-	if !ok {
-		return ev, nil
-	}
-	var pi stripe.PaymentIntent
-	if e.Data == nil || json.Unmarshal(e.Data.Raw, &pi) != nil || pi.ID == "" {
-		return provider.Event{}, fmt.Errorf("stripe: %w: %s event %s carries no payment intent", provider.ErrMalformed, e.Type, e.ID)
-	}
-	ev.Type, ev.PaymentID, ev.OrderID = t, pi.ID, pi.Metadata[provider.MetadataOrderID]
-	ev.Amount, ev.Currency = pi.Amount, strings.ToUpper(string(pi.Currency))
-	return ev, nil
 }
 
 func payment(pi *stripe.PaymentIntent) provider.Payment {

@@ -42,11 +42,13 @@ func TestVerifyGoodSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := provider.Event{ID: "evt_1", Type: provider.PaymentSucceeded, ProviderType: "payment_intent.succeeded",
-		PaymentID: "pi_1", OrderID: "01ORDER", Amount: 999, Currency: "EUR", At: now.UTC()}
+		PaymentID: "pi_1", PaymentIntentID: "pi_1", OrderID: "01ORDER", Amount: 999, Currency: "EUR", At: now.UTC()}
 	if ev != want {
 		t.Fatalf("event %+v, want %+v", ev, want)
 	}
-	// The shared verifier (the test provider's) reads it the same.
+	// The shared verifier (the test provider's) reads it the same, but for
+	// PaymentIntentID: its payments are PaymentIntents, held as such.
+	ev.PaymentIntentID = ""
 	if ev2, err := provider.VerifyNotification(body, signed(body, secret, now), secret, provider.DefaultTolerance, time.Now()); err != nil || ev2 != ev {
 		t.Fatalf("provider.VerifyNotification: %+v, %v", ev2, err)
 	}
@@ -121,6 +123,51 @@ func TestVerifyStaleTimestamp(t *testing.T) {
 	}
 }
 
+func sessionEvent(typ, paid string, created time.Time) []byte {
+	return []byte(`{"id":"evt_2","object":"event","type":"` + typ + `","created":` + strconv.FormatInt(created.Unix(), 10) +
+		`,"data":{"object":{"id":"cs_1","object":"checkout.session","status":"complete","payment_status":"` + paid + `",` +
+		`"amount_total":999,"currency":"eur","client_reference_id":"01ORDER","metadata":{"order_id":"01ORDER"},"payment_intent":"pi_1"}}}`)
+}
+
+// A Checkout Session's events name the session (the payment the shop
+// holds) and its PaymentIntent: completed and paid is a success, expired a
+// cancel, an async payment's failure a failure; completed but unpaid (a
+// delayed method) pays nothing yet.
+func TestVerifySessionEvents(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	for typ, want := range map[string]provider.EventType{"checkout.session.completed": provider.PaymentSucceeded,
+		"checkout.session.async_payment_succeeded": provider.PaymentSucceeded, "checkout.session.expired": provider.PaymentCanceled,
+		"checkout.session.async_payment_failed": provider.PaymentFailed} {
+		body := sessionEvent(typ, "paid", now)
+		ev, err := verifier.Verify(body, signed(body, secret, now))
+		w := provider.Event{ID: "evt_2", Type: want, ProviderType: typ, PaymentID: "cs_1", PaymentIntentID: "pi_1", OrderID: "01ORDER",
+			Amount: 999, Currency: "EUR", At: now.UTC()}
+		if err != nil || ev != w {
+			t.Errorf("%s: %+v, %v; want %+v", typ, ev, err, w)
+		}
+	}
+	body := sessionEvent("checkout.session.completed", "unpaid", now)
+	if ev, err := verifier.Verify(body, signed(body, secret, now)); err != nil || ev.Type != provider.Unhandled {
+		t.Errorf("completed, unpaid: %+v, %v; want Unhandled", ev, err)
+	}
+	// The order comes from client_reference_id when the metadata lacks it.
+	body = []byte(strings.Replace(string(sessionEvent("checkout.session.completed", "paid", now)), `"metadata":{"order_id":"01ORDER"},`, "", 1))
+	if ev, err := verifier.Verify(body, signed(body, secret, now)); err != nil || ev.OrderID != "01ORDER" {
+		t.Errorf("no metadata: %+v, %v", ev, err)
+	}
+	body = []byte(`{"id":"evt_3","object":"event","type":"checkout.session.expired","created":1,"data":{"object":{"object":"checkout.session"}}}`)
+	if _, err := verifier.Verify(body, signed(body, secret, now)); !errors.Is(err, provider.ErrMalformed) {
+		t.Errorf("a session event without its session: %v, want ErrMalformed", err)
+	}
+	// A canceled or failed PaymentIntent: a cancel, a failure.
+	for typ, want := range map[string]provider.EventType{"payment_intent.canceled": provider.PaymentCanceled, "payment_intent.payment_failed": provider.PaymentFailed} {
+		body := event(typ, now)
+		if ev, err := verifier.Verify(body, signed(body, secret, now)); err != nil || ev.Type != want || ev.PaymentIntentID != "pi_1" {
+			t.Errorf("%s: %+v, %v", typ, ev, err)
+		}
+	}
+}
+
 // A type the shop does not act on is read as Unhandled, without an error.
 func TestVerifyUnknownEventType(t *testing.T) {
 	now := time.Now()
@@ -165,6 +212,7 @@ func TestTestProviderNotificationsVerifyAsStripes(t *testing.T) {
 		t.Fatal(err)
 	}
 	viaTestpay, err := tp.Verify([]byte(n[0]), n[1])
+	viaTestpay.PaymentIntentID = viaTestpay.PaymentID // Stripe's library names the PaymentIntent of a payment_intent event
 	if err != nil || viaStripe != viaTestpay {
 		t.Fatalf("stripe's library read %+v, the test provider %+v (%v)", viaStripe, viaTestpay, err)
 	}
