@@ -21,6 +21,7 @@ type PaymentStore interface {
 	OrderPayments(ctx context.Context, orderID string) ([]store.Payment, error)
 	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.EventResult, error)
 	OrderRefunds(ctx context.Context, orderID string) ([]store.Refund, error)
+	NamePayment(ctx context.Context, p store.Payment, providerID, checkoutURL string) (store.Payment, error)
 	BeginRefund(ctx context.Context, p store.Payment, reason string) (store.Refund, error)
 	RetryRefund(ctx context.Context, r store.Refund) (store.Refund, error)
 	NoteRefundError(ctx context.Context, r store.Refund, msg string) error
@@ -133,8 +134,20 @@ func (c *Activities) CancelPayment(ctx context.Context, in PaymentInput) (Cancel
 	return c.refundable(ctx, in.OrderID, out)
 }
 
-// cancelOne cancels p at the provider and records what it answered.
+// cancelOne cancels p at the provider and records what it answered. A
+// payment opened but never named (the provider's answer to its create was
+// lost) is created again under its key with its stored parameters — the
+// provider answers the first create — and named first.
 func (c *Activities) cancelOne(ctx context.Context, p store.Payment) (string, error) {
+	if !p.Named() {
+		pay, err := c.pay.Provider.Create(ctx, p.Request())
+		if err != nil {
+			return "", fmt.Errorf("replay the create of order %s's payment: %w", p.OrderID, err)
+		}
+		if p, err = c.pay.Store.NamePayment(ctx, p, pay.ID, pay.CheckoutURL); err != nil {
+			return "", err
+		}
+	}
 	pp, err := c.pay.Provider.Cancel(ctx, p.ProviderPaymentID)
 	ev := store.PaymentEvent{ID: "saga-cancel:" + p.Provider + ":" + p.ProviderPaymentID, Type: string(provider.PaymentCanceled),
 		Provider: p.Provider, PaymentID: p.ProviderPaymentID}

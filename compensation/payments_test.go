@@ -3,6 +3,7 @@ package compensation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -50,6 +51,9 @@ func (f *fakePayments) OrderPayments(context.Context, string) ([]store.Payment, 
 func (f *fakePayments) ApplyPaymentEvent(_ context.Context, e store.PaymentEvent) (store.EventResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if e.PaymentID == "" {
+		return store.EventResult{}, fmt.Errorf("event %s names no payment", e.ID)
+	}
 	f.events = append(f.events, e)
 	for i, p := range f.payments {
 		if p.ProviderPaymentID == e.PaymentID {
@@ -85,6 +89,20 @@ func (f *fakePayments) OrderRefunds(context.Context, string) ([]store.Refund, er
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+func (f *fakePayments) NamePayment(_ context.Context, p store.Payment, id, url string) (store.Payment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.payments {
+		if f.payments[i].ID == p.ID {
+			if !f.payments[i].Named() {
+				f.payments[i].ProviderPaymentID, f.payments[i].CheckoutURL = id, url
+			}
+			return f.payments[i], nil
+		}
+	}
+	return store.Payment{}, order.ErrNotFound
 }
 
 func (f *fakePayments) RetryRefund(_ context.Context, r store.Refund) (store.Refund, error) {
@@ -357,5 +375,28 @@ func TestPaymentsOfAnotherProviderFailTheStep(t *testing.T) {
 			appErr.Type() != compensation.ErrTypeWrongProvider {
 			t.Errorf("%s: cancel: %v, want %s", name, err, compensation.ErrTypeWrongProvider)
 		}
+	}
+}
+
+// The close's cancel-first of a payment opened but never named (the
+// create's answer was lost): the create is replayed under its key — the
+// provider answers the payment it made — the row named, then canceled there.
+func TestCancelPaymentOfAPaymentNeverNamed(t *testing.T) {
+	ctx := context.Background()
+	tp := testpay.New(testpay.Options{})
+	defer tp.Close()
+	payBy := time.Now().Add(time.Hour)
+	made, _ := tp.Create(ctx, provider.Request{OrderID: "O1", Amount: 100, Currency: "EUR", PayBy: payBy}) // its answer lost
+	st := &fakePayments{row: openRow, refunds: map[int64]store.Refund{}, payments: []store.Payment{{ID: 1, OrderID: "O1", UserID: 7,
+		Provider: "testpay", ProviderPaymentID: store.Placeholder("O1"), IdempotencyKey: "O1", Amount: 100, Currency: "EUR",
+		Status: store.PaymentPending, PayBy: payBy}}}
+	if res := cancelPayment(t, payEnv(st, tp, nil)); res.Outcome != compensation.CancelCanceled {
+		t.Fatalf("cancel: %+v", res)
+	}
+	if p := st.payments[0]; p.ProviderPaymentID != made.ID || p.Status != store.PaymentCanceled {
+		t.Fatalf("row %+v, want named %s and canceled", p, made.ID)
+	}
+	if p, _ := tp.Lookup(ctx, made.ID); p.Status != provider.Canceled {
+		t.Fatalf("at the provider %+v", p)
 	}
 }

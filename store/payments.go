@@ -23,12 +23,16 @@ type Payment struct {
 	UserID            int64      `gorm:"column:user_id" json:"user_id"`
 	ItemID            int64      `gorm:"column:item_id" json:"item_id"`
 	Provider          string     `gorm:"column:provider" json:"provider"`
-	ProviderPaymentID string     `gorm:"column:provider_payment_id" json:"provider_payment_id"`
+	ProviderPaymentID string     `gorm:"column:provider_payment_id" json:"provider_payment_id"` // Placeholder until the provider names it
+	IdempotencyKey    string     `gorm:"column:idempotency_key" json:"idempotency_key,omitempty"`
 	Amount            int64      `gorm:"column:amount" json:"amount"` // minor units
 	Currency          string     `gorm:"column:currency" json:"currency"`
+	Name              string     `gorm:"column:name" json:"name,omitempty"` // what the buyer pays for, as sent
 	Status            string     `gorm:"column:status" json:"status"`
 	CheckoutURL       string     `gorm:"column:checkout_url" json:"checkout_url,omitempty"`
+	ReturnURL         string     `gorm:"column:return_url" json:"return_url,omitempty"`
 	PayBy             time.Time  `gorm:"column:pay_by" json:"pay_by"`
+	ExpiresAt         *time.Time `gorm:"column:expires_at" json:"expires_at,omitempty"` // the provider checkout's own expiry, as sent
 	SucceededAt       *time.Time `gorm:"column:succeeded_at" json:"succeeded_at"`
 	CreatedAt         time.Time  `gorm:"column:created_at" json:"created_at"`
 	UpdatedAt         time.Time  `gorm:"column:updated_at" json:"updated_at"`
@@ -176,6 +180,9 @@ func applyEvent(tx *gorm.DB, e PaymentEvent) (EventResult, error) {
 	}
 	p, err := take[Payment](forUpdate(tx), order.ErrNotFound, "payment "+e.PaymentID,
 		"provider = ? AND provider_payment_id = ?", e.Provider, e.PaymentID)
+	if errors.Is(err, order.ErrNotFound) && e.OrderID != "" {
+		p, err = unnamed(tx, e.Provider, e.OrderID, e.PaymentID) // opened, its id not recorded yet
+	}
 	if errors.Is(err, order.ErrNotFound) {
 		return EventResult{Verdict: VerdictUnknown}, nil // the event stays: a resend is dropped
 	}
@@ -214,6 +221,14 @@ func applyEvents(tx *gorm.DB, es []PaymentEvent) ([]EventResult, error) {
 	for _, i := range rest {
 		e := es[i]
 		p, ok := rows[paymentKeyOf(e)]
+		if !ok && e.OrderID != "" {
+			var err error
+			if p, err = unnamed(tx, e.Provider, e.OrderID, e.PaymentID); err == nil {
+				ok = true
+			} else if !errors.Is(err, order.ErrNotFound) {
+				return nil, err
+			}
+		}
 		if !ok {
 			out[i].Verdict = VerdictUnknown
 			continue

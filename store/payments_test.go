@@ -403,3 +403,42 @@ func TestPaymentThatCannotPayNeverPays(t *testing.T) {
 		t.Fatalf("contradicting success %+v, want the first verdict kept", r.Payment)
 	}
 }
+
+// A payment opened before the provider was asked, whose id we could not
+// record (the create's answer lost, MySQL out): the provider's success for
+// it, naming the order in its metadata, finds the row, names it and pays
+// the order; the row is opened once per order, whoever asks again.
+func TestEventForAPaymentNotNamedYet(t *testing.T) {
+	st, it := newSale(t, 2)
+	ctx := context.Background()
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "U1", UserID: 51, ItemID: it.ID, PayBy: &payBy}); err != nil {
+		t.Fatal(err)
+	}
+	expires := payBy.Add(31 * time.Minute).Truncate(time.Second)
+	open := store.Payment{OrderID: "U1", UserID: 51, ItemID: it.ID, Provider: "stripe", IdempotencyKey: "U1", Amount: 100,
+		Currency: "EUR", Name: "x", ReturnURL: "http://shop/U1", PayBy: payBy, ExpiresAt: &expires}
+	p, err := st.OpenPayment(ctx, open)
+	if err != nil || p.Named() || p.ProviderPaymentID != store.Placeholder("U1") || p.Status != store.PaymentPending {
+		t.Fatalf("open: %+v %v", p, err)
+	}
+	if again, err := st.OpenPayment(ctx, open); err != nil || again.ID != p.ID {
+		t.Fatalf("opened again: %+v %v, want the first row", again, err)
+	}
+	if r := p.Request(); r.Key() != "U1" || !r.ExpiresAt.Equal(expires) || r.ReturnURL != "http://shop/U1" || r.Amount != 100 {
+		t.Fatalf("stored request %+v", r)
+	}
+	e := store.PaymentEvent{ID: "evt_u1", Type: "payment_succeeded", Provider: "stripe", PaymentID: "cs_u1", OrderID: "U1",
+		Amount: 100, Currency: "EUR", At: now}
+	r, err := st.ApplyPaymentEvent(ctx, e)
+	if err != nil || r.Verdict != store.VerdictPaid || r.Payment.ProviderPaymentID != "cs_u1" {
+		t.Fatalf("event for the unnamed payment: %+v %v", r, err)
+	}
+	if p, _ := st.OrderPayment(ctx, "U1", "stripe"); !p.Named() || p.ProviderPaymentID != "cs_u1" || p.Status != store.PaymentSucceeded {
+		t.Fatalf("row after the event %+v", p)
+	}
+	if named, err := st.NamePayment(ctx, p, "cs_other", "http://x"); err != nil || named.ProviderPaymentID != "cs_u1" {
+		t.Fatalf("naming a named row: %+v %v, want it kept", named, err)
+	}
+}

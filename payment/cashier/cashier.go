@@ -26,7 +26,8 @@ type Store interface {
 	FindOrder(ctx context.Context, orderID string) (store.Order, error)
 	GetItem(ctx context.Context, id int64) (store.Item, error)
 	OrderPayment(ctx context.Context, orderID, provider string) (store.Payment, error)
-	SavePayment(ctx context.Context, p store.Payment) (store.Payment, error)
+	OpenPayment(ctx context.Context, p store.Payment) (store.Payment, error)
+	NamePayment(ctx context.Context, p store.Payment, providerID, checkoutURL string) (store.Payment, error)
 	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.EventResult, error)
 }
 
@@ -108,9 +109,11 @@ func (c *Cashier) Checkout(ctx context.Context, orderID string, userID int64, no
 	switch {
 	case err == nil && p.UserID != userID:
 		return Checkout{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
-	case err == nil:
+	case err == nil && p.Named():
 		c.m.checkouts.WithLabelValues("existing").Inc()
 		return checkoutOf(p), nil
+	case err == nil: // opened, the provider's answer not recorded: the same create again
+		return c.create(ctx, p)
 	case !errors.Is(err, order.ErrNotFound):
 		return Checkout{}, c.checkoutFailed(err)
 	}
@@ -130,14 +133,32 @@ func (c *Cashier) Checkout(ctx context.Context, orderID string, userID int64, no
 	if it.PriceCents <= 0 {
 		return Checkout{}, fmt.Errorf("order %s: item %d is free, nothing to pay through a provider: %w", orderID, it.ID, order.ErrNotPayable)
 	}
-	pay, err := c.p.Create(ctx, provider.Request{OrderID: orderID, Amount: it.PriceCents, Currency: it.Currency, Name: it.Name,
-		PayBy: *v.PayBy, ReturnURL: strings.ReplaceAll(c.opts.ReturnURL, "{order_id}", orderID)})
-	if err != nil {
-		return Checkout{}, c.checkoutFailed(fmt.Errorf("checkout of order %s: %w", orderID, err))
+	// Durable before the provider: the row, with every parameter the
+	// provider is sent, commits first; the create follows under its key.
+	expires := provider.SessionExpiry(*v.PayBy, now)
+	p, err = c.store.OpenPayment(ctx, store.Payment{OrderID: orderID, UserID: userID, ItemID: it.ID, Provider: c.opts.Provider,
+		IdempotencyKey: orderID, Amount: it.PriceCents, Currency: it.Currency, Name: it.Name,
+		ReturnURL: strings.ReplaceAll(c.opts.ReturnURL, "{order_id}", orderID), PayBy: *v.PayBy, ExpiresAt: &expires})
+	switch {
+	case err != nil:
+		return Checkout{}, c.checkoutFailed(err)
+	case p.UserID != userID:
+		return Checkout{}, fmt.Errorf("order %s: %w", orderID, order.ErrNotFound)
+	case p.Named(): // a concurrent checkout of the order named it
+		c.m.checkouts.WithLabelValues("existing").Inc()
+		return checkoutOf(p), nil
 	}
-	p, err = c.store.SavePayment(ctx, store.Payment{OrderID: orderID, UserID: userID, ItemID: it.ID, Provider: c.opts.Provider,
-		ProviderPaymentID: pay.ID, Amount: it.PriceCents, Currency: it.Currency, CheckoutURL: pay.CheckoutURL, PayBy: *v.PayBy})
+	return c.create(ctx, p)
+}
+
+// create asks the provider for p's payment (its stored request, under its
+// idempotency key: a replay meets the first create) and records its id.
+func (c *Cashier) create(ctx context.Context, p store.Payment) (Checkout, error) {
+	pay, err := c.p.Create(ctx, p.Request())
 	if err != nil {
+		return Checkout{}, c.checkoutFailed(fmt.Errorf("checkout of order %s: %w", p.OrderID, err))
+	}
+	if p, err = c.store.NamePayment(ctx, p, pay.ID, pay.CheckoutURL); err != nil {
 		return Checkout{}, c.checkoutFailed(err)
 	}
 	c.m.checkouts.WithLabelValues("created").Inc()

@@ -3,8 +3,10 @@ package cashier_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -49,12 +51,26 @@ func (f *fakeStore) OrderPayment(_ context.Context, id, _ string) (store.Payment
 	return store.Payment{}, order.ErrNotFound
 }
 
-func (f *fakeStore) SavePayment(_ context.Context, p store.Payment) (store.Payment, error) {
+func (f *fakeStore) OpenPayment(_ context.Context, p store.Payment) (store.Payment, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p.Status = store.PaymentPending
+	p.Status, p.ID, p.ProviderPaymentID = store.PaymentPending, int64(len(f.payments)+1), store.Placeholder(p.IdempotencyKey)
 	f.payments = append(f.payments, p)
 	return p, nil
+}
+
+func (f *fakeStore) NamePayment(_ context.Context, p store.Payment, id, url string) (store.Payment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.payments {
+		if f.payments[i].ID == p.ID && !f.payments[i].Named() {
+			f.payments[i].ProviderPaymentID, f.payments[i].CheckoutURL = id, url
+		}
+		if f.payments[i].ID == p.ID {
+			return f.payments[i], nil
+		}
+	}
+	return store.Payment{}, order.ErrNotFound
 }
 
 func (f *fakeStore) ApplyPaymentEvent(_ context.Context, e store.PaymentEvent) (store.EventResult, error) {
@@ -284,5 +300,48 @@ func TestNotifyStartsRefunds(t *testing.T) {
 	}
 	if got := counted(t, reg, cashier.OutcomeRefundNotStarted); got != 1 {
 		t.Fatalf("refund_not_started counted %v", got)
+	}
+}
+
+// lostReply creates at its provider and loses the first answer (the
+// provider acted, the caller cannot know).
+type lostReply struct {
+	*fakeProvider
+	lost int
+}
+
+func (l *lostReply) Create(ctx context.Context, r provider.Request) (provider.Payment, error) {
+	pay, err := l.fakeProvider.Create(ctx, r)
+	if l.lost > 0 {
+		l.lost--
+		return provider.Payment{}, fmt.Errorf("create: %w", provider.ErrUnavailable)
+	}
+	return pay, err
+}
+
+// Durable before the provider: the payment's row, with every parameter the
+// provider is sent, is committed before the create; the create's answer
+// lost, the buyer's checkout again replays the same create (same key, same
+// parameters) and names the row — one payment at the provider.
+func TestCheckoutIsDurableBeforeTheProvider(t *testing.T) {
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	st := &fakeStore{row: &store.Order{OrderID: orderID, UserID: 7, ItemID: 3, Status: order.StatusPendingPayment, PayBy: &payBy},
+		item: store.Item{ID: 3, Name: "Phone", PriceCents: 999, Currency: "EUR"}}
+	p := &lostReply{fakeProvider: &fakeProvider{}, lost: 1}
+	c := cashierWith(st, p)
+	if _, err := c.Checkout(context.Background(), orderID, 7, now); !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("checkout with the create's answer lost: %v", err)
+	}
+	if len(st.payments) != 1 || st.payments[0].Named() || st.payments[0].Status != store.PaymentPending ||
+		st.payments[0].IdempotencyKey != orderID || st.payments[0].ExpiresAt == nil || st.payments[0].Name != "Phone" {
+		t.Fatalf("the row before the provider's answer: %+v", st.payments)
+	}
+	co, err := c.Checkout(context.Background(), orderID, 7, now.Add(time.Second))
+	if err != nil || co.PaymentID != "pi_1" || co.CheckoutURL != "http://pay/pi_1" || len(st.payments) != 1 {
+		t.Fatalf("checkout again: %+v %v, rows %+v", co, err, st.payments)
+	}
+	if len(p.creates) != 2 || !reflect.DeepEqual(p.creates[0], p.creates[1]) || p.creates[0].Key() != orderID {
+		t.Fatalf("creates %+v, want the same request twice under the order's key", p.creates)
 	}
 }

@@ -72,6 +72,33 @@ type Request struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
+// A hosted checkout's life bounds at the provider (Stripe Checkout: a
+// session expires 30 min to 24 h after its creation).
+const (
+	MinSessionLife = 30 * time.Minute
+	MaxSessionLife = 24 * time.Hour
+	sessionMargin  = time.Minute
+)
+
+// SessionExpiry is the expires_at a checkout for a payment due by payBy is
+// created with at now: pay_by + 31 min, inside the provider's bounds for any
+// checkout before pay_by (a window of up to 23 h 29 min), and the same value
+// for every create of one order, so a create replayed under the same
+// idempotency key sends the same parameters (Stripe refuses a key reused
+// with others: idempotency_error). A longer wait to pay_by is capped at
+// now + 23 h 59 min. The provider's own expiry is only a backstop: the
+// saga's close cancels the payment at pay_by through the API.
+func SessionExpiry(payBy, now time.Time) time.Time {
+	e := payBy.Add(MinSessionLife + sessionMargin)
+	if hi := now.Add(MaxSessionLife - sessionMargin); e.After(hi) {
+		e = hi
+	}
+	if lo := now.Add(MinSessionLife + sessionMargin); e.Before(lo) {
+		e = lo
+	}
+	return e.Truncate(time.Second)
+}
+
 // Key is the request's idempotency key: IdempotencyKey, else the order id.
 func (r Request) Key() string {
 	if r.IdempotencyKey != "" {

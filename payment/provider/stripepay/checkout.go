@@ -17,30 +17,15 @@ import (
 // A Checkout Session's expires_at must lie 30 min to 24 h after its
 // creation (Stripe refuses anything else); margin keeps the value inside
 // those bounds whatever the latency and a clock a little off.
+// A Checkout Session's life bounds (Stripe's), as the provider package states them.
 const (
-	MinSessionLife = 30 * time.Minute
-	MaxSessionLife = 24 * time.Hour
-	sessionMargin  = time.Minute
+	MinSessionLife = provider.MinSessionLife
+	MaxSessionLife = provider.MaxSessionLife
 )
 
-// SessionExpiry is the expires_at a Checkout Session for a payment due by
-// payBy is created with at now: pay_by + 31 min, inside Stripe's bounds for
-// any checkout before pay_by (a window of up to 23 h 29 min), and the same
-// value for every create of one order, so a create replayed under the same
-// idempotency key sends the same parameters (Stripe refuses a key reused
-// with others: idempotency_error). A longer wait to pay_by is capped at
-// now + 23 h 59 min. Stripe's own expiry is only a backstop: the saga's
-// close expires the session at pay_by through the API (Cancel).
-func SessionExpiry(payBy, now time.Time) time.Time {
-	e := payBy.Add(MinSessionLife + sessionMargin)
-	if hi := now.Add(MaxSessionLife - sessionMargin); e.After(hi) {
-		e = hi
-	}
-	if lo := now.Add(MinSessionLife + sessionMargin); e.Before(lo) {
-		e = lo
-	}
-	return e.Truncate(time.Second)
-}
+// SessionExpiry is provider.SessionExpiry: the expires_at a session is
+// created with (the cashier stores it with the payment before the create).
+func SessionExpiry(payBy, now time.Time) time.Time { return provider.SessionExpiry(payBy, now) }
 
 // Create opens a Checkout Session for the order: payment mode, one line of
 // the order's amount and currency (quantity 1, not adjustable), card only
