@@ -206,13 +206,12 @@ func (s *saga) close(ctx workflow.Context, status order.Status, reason string, t
 
 // closeAfter is close once cancel-first answered pay, in the disconnected dctx.
 func (s *saga) closeAfter(dctx workflow.Context, pay compensation.CancelResult, status order.Status, reason string, timeout bool, cause error) (order.View, error) {
-	ctx := dctx
 	var res compensation.CloseResult
 	in := compensation.CloseInput{OrderID: s.ref.OrderID, ItemID: s.ref.ItemID, UserID: s.ref.UserID,
 		Status: status, Reason: reason, Timeout: timeout}
 	if err := s.step(dctx, comp.CloseOrder, in, &res); err != nil {
 		// Only a bug gets here: CloseOrder has no business failure.
-		workflow.GetLogger(ctx).Error("CloseOrder failed for good", "error", err)
+		workflow.GetLogger(dctx).Error("CloseOrder failed for good", "error", err)
 		return s.view, errors.Join(cause, err)
 	}
 	s.view = res.Order
@@ -224,7 +223,7 @@ func (s *saga) closeAfter(dctx workflow.Context, pay compensation.CancelResult, 
 		cause = nil
 	}
 	if s.view.Status == order.StatusPaid {
-		workflow.GetLogger(ctx).Info("the order was paid in time; nothing to give back", "wanted", status)
+		workflow.GetLogger(dctx).Info("the order was paid in time; nothing to give back", "wanted", status)
 		if pay.Due {
 			_ = s.refund(dctx, reason) // another payment's money: the order stays PAID
 			s.view.Status = order.StatusPaid
@@ -237,7 +236,7 @@ func (s *saga) closeAfter(dctx workflow.Context, pay compensation.CancelResult, 
 		unit = comp.RetireUnit
 	}
 	if err := s.step(dctx, unit, compensation.ReleaseInput{OrderID: s.ref.OrderID, ItemID: s.ref.ItemID}, nil); err != nil {
-		workflow.GetLogger(ctx).Error("unit step failed for good", "error", err)
+		workflow.GetLogger(dctx).Error("unit step failed for good", "error", err)
 		cause = errors.Join(cause, err)
 	}
 	if pay.Succeeded || pay.Due {
