@@ -156,8 +156,8 @@ func (c *Cashier) decide(ctx context.Context, e store.PaymentEvent, providerType
 }
 
 // OutcomeRefundNotStarted counts a refund the cashier could not start: the
-// decision is durable and the provider will not resend, so the order's saga
-// (if still open) or the books (issue 29, item 6) must catch it.
+// decision is durable and wrote the refund row, so the order's saga (if
+// still open) or the worker's refund driver takes it to the provider.
 const OutcomeRefundNotStarted = "refund_not_started"
 
 // refundStartTimeout bounds the start, which the provider's answer waits for.
