@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
 	"github.com/seckill/seckill/config"
+	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/store"
 )
@@ -234,6 +237,30 @@ func TestUnitAdminSummary(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("summary with Redis down: %d %s", r.status, r.body)
+		}
+	}
+}
+
+// GET /api/v1/events/keys publishes the order events' public keys, the
+// current first, each with its id: what a shop verifies events with.
+func TestUnitEventKeys(t *testing.T) {
+	cur, old := ed25519.NewKeyFromSeed(make([]byte, 32)), ed25519.NewKeyFromSeed([]byte("0123456789abcdef0123456789abcdef"))
+	h := newUnitHarness(t, func(_ *config.API, d *api.Deps) {
+		d.EventKeys = []ed25519.PublicKey{cur.Public().(ed25519.PublicKey), old.Public().(ed25519.PublicKey)}
+	})
+	r := h.do("GET", "/api/v1/events/keys", "", nil)
+	expect(t, r, http.StatusOK, "")
+	var got struct{ Keys []api.EventKey }
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Keys) != 2 {
+		t.Fatalf("keys %s", r.body)
+	}
+	for i, k := range []ed25519.PrivateKey{cur, old} {
+		pub := k.Public().(ed25519.PublicKey)
+		if g := got.Keys[i]; g.Alg != "Ed25519" || g.PublicKey != base64.StdEncoding.EncodeToString(pub) || g.KeyID != events.KeyID(pub) {
+			t.Errorf("key %d: %+v", i, g)
 		}
 	}
 }

@@ -6,6 +6,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net"
@@ -84,6 +85,8 @@ type Check func(ctx context.Context) error
 // then answer 503), Refunds (support refunds then answer 503), DevSecret
 // (enables POST /api/v1/dev/token), Relay, Checks and Temporal.
 type Deps struct {
+	// EventKeys are the order events' public keys (GET /api/v1/events/keys).
+	EventKeys []ed25519.PublicKey
 	Items     ItemStore
 	Orders    OrderReader
 	Units     Units
@@ -176,6 +179,7 @@ func (s *Server) routes() *gin.Engine {
 		e.GET("/metrics", s.publicMetrics())
 	}
 	e.GET("/api/v1/time", apierr.Handle(s.fail, s.serverTime))
+	e.GET("/api/v1/events/keys", apierr.Handle(s.fail, s.eventKeys))
 	if s.deps.DevSecret != nil {
 		e.POST("/api/v1/dev/token", apierr.Handle(s.fail, s.devToken))
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"net/http"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/api/apierr"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/events"
 )
 
 // GET /api/v1/time (anyone; per-IP limit): the server's clock, which the
@@ -19,6 +21,29 @@ func (s *Server) serverTime(c *gin.Context) error {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"now": s.now().UTC(), "dev": s.deps.DevSecret != nil, "checkout": s.deps.Payments.Cashier != nil})
+	return nil
+}
+
+// EventKey is a public key order events are signed with (docs/events.md).
+type EventKey struct {
+	KeyID     string `json:"kid"`
+	Alg       string `json:"alg"`        // Ed25519
+	PublicKey string `json:"public_key"` // base64, 32 bytes
+}
+
+// GET /api/v1/events/keys (anyone; per-IP limit): the public keys a shop
+// verifies order events with — the current one first, during a rotation
+// the one before it too.
+func (s *Server) eventKeys(c *gin.Context) error {
+	if err := s.allowIP(c); err != nil {
+		return err
+	}
+	keys := make([]EventKey, 0, len(s.deps.EventKeys))
+	for _, k := range s.deps.EventKeys {
+		keys = append(keys, EventKey{KeyID: events.KeyID(k), Alg: "Ed25519", PublicKey: base64.StdEncoding.EncodeToString(k)})
+	}
+	c.Header("Cache-Control", "max-age=300")
+	c.JSON(http.StatusOK, gin.H{"keys": keys})
 	return nil
 }
 

@@ -281,6 +281,21 @@ func (e DevToken200JSONResponseBodyRole) Valid() bool {
 	}
 }
 
+// Defines values for EventKeys200JSONResponseBodyKeysAlg.
+const (
+	Ed25519 EventKeys200JSONResponseBodyKeysAlg = "Ed25519"
+)
+
+// Valid indicates whether the value is a known member of the EventKeys200JSONResponseBodyKeysAlg enum.
+func (e EventKeys200JSONResponseBodyKeysAlg) Valid() bool {
+	switch e {
+	case Ed25519:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PaymentNotification200JSONResponseBodyOutcome.
 const (
 	PaymentNotification200JSONResponseBodyOutcomeAlreadyPaid    PaymentNotification200JSONResponseBodyOutcome = "already_paid"
@@ -637,6 +652,9 @@ type DevTokenJSONBodyRole string
 // DevToken200JSONResponseBodyRole defines parameters for DevToken.
 type DevToken200JSONResponseBodyRole string
 
+// EventKeys200JSONResponseBodyKeysAlg defines parameters for EventKeys.
+type EventKeys200JSONResponseBodyKeysAlg string
+
 // ListItemsParams defines parameters for ListItems.
 type ListItemsParams struct {
 	// Status One status or a comma list (any case).
@@ -828,6 +846,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/dev/token (the `DevToken` operationId).
 	DevToken(ctx context.Context, body DevTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EventKeys The public keys order events are signed with (anyone; per-IP limit); docs/events.md says how to verify one.
+	//
+	// Corresponds with GET /api/v1/events/keys (the `EventKeys` operationId).
+	EventKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListItems Sales upcoming, active, or ended within the last hour (anyone; per-IP limit), by start_at then id. stock_left is at most about a second old (each API instance reads Redis for the list at most once a second).
 	//
@@ -1106,6 +1129,21 @@ func (c *Client) DevTokenWithBody(ctx context.Context, contentType string, body 
 // Corresponds with POST /api/v1/dev/token (the `DevToken` operationId).
 func (c *Client) DevToken(ctx context.Context, body DevTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDevTokenRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EventKeys The public keys order events are signed with (anyone; per-IP limit); docs/events.md says how to verify one.
+//
+// Corresponds with GET /api/v1/events/keys (the `EventKeys` operationId).
+func (c *Client) EventKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEventKeysRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1739,6 +1777,33 @@ func NewDevTokenRequestWithBody(server string, contentType string, body io.Reade
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewEventKeysRequest constructs an http.Request for the EventKeys method
+func NewEventKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/events/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -2642,6 +2707,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/dev/token (the `DevToken` operationId).
 	DevTokenWithResponse(ctx context.Context, body DevTokenJSONRequestBody, reqEditors ...RequestEditorFn) (*DevTokenResponse, error)
 
+	// EventKeysWithResponse The public keys order events are signed with (anyone; per-IP limit); docs/events.md says how to verify one.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/events/keys (the `EventKeys` operationId).
+	EventKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EventKeysResponse, error)
+
 	// ListItemsWithResponse Sales upcoming, active, or ended within the last hour (anyone; per-IP limit), by start_at then id. stock_left is at most about a second old (each API instance reads Redis for the list at most once a second).
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3335,6 +3407,81 @@ func (r DevTokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DevTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EventKeysResponse429Headers the declared response headers of an HTTP 429 response for EventKeys
+type EventKeysResponse429Headers struct {
+	RetryAfter *int
+}
+
+type EventKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Keys []struct {
+			Alg EventKeys200JSONResponseBodyKeysAlg `json:"alg"`
+
+			// Kid the first 8 bytes of the public key's SHA-256, in hex
+			Kid string `json:"kid"`
+
+			// PublicKey the 32-byte Ed25519 public key, base64 (standard, padded)
+			PublicKey string `json:"public_key"`
+		} `json:"keys"`
+	}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EventKeysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EventKeysResponse) GetJSON200() *struct {
+	Keys []struct {
+		Alg EventKeys200JSONResponseBodyKeysAlg `json:"alg"`
+
+		// Kid the first 8 bytes of the public key's SHA-256, in hex
+		Kid string `json:"kid"`
+
+		// PublicKey the 32-byte Ed25519 public key, base64 (standard, padded)
+		PublicKey string `json:"public_key"`
+	} `json:"keys"`
+} {
+	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r EventKeysResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetBody returns the raw response body bytes
+func (r EventKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EventKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EventKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EventKeysResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5182,6 +5329,19 @@ func (c *ClientWithResponses) DevTokenWithResponse(ctx context.Context, body Dev
 	return ParseDevTokenResponse(rsp)
 }
 
+// EventKeysWithResponse The public keys order events are signed with (anyone; per-IP limit); docs/events.md says how to verify one.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/events/keys (the `EventKeys` operationId).
+func (c *ClientWithResponses) EventKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*EventKeysResponse, error) {
+	rsp, err := c.EventKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEventKeysResponse(rsp)
+}
+
 // ListItemsWithResponse Sales upcoming, active, or ended within the last hour (anyone; per-IP limit), by start_at then id. stock_left is at most about a second old (each API instance reads Redis for the list at most once a second).
 //
 // Returns a wrapper object for the known response body format(s).
@@ -5862,6 +6022,62 @@ func ParseDevTokenResponse(rsp *http.Response) (*DevTokenResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers DevTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEventKeysResponse parses an HTTP response from a EventKeysWithResponse call
+func ParseEventKeysResponse(rsp *http.Response) (*EventKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EventKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Keys []struct {
+				Alg EventKeys200JSONResponseBodyKeysAlg `json:"alg"`
+
+				// Kid the first 8 bytes of the public key's SHA-256, in hex
+				Kid string `json:"kid"`
+
+				// PublicKey the 32-byte Ed25519 public key, base64 (standard, padded)
+				PublicKey string `json:"public_key"`
+			} `json:"keys"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers EventKeysResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -3,7 +3,9 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -360,6 +362,63 @@ type Events struct {
 	Batch   int           `env:"BATCH" envDefault:"200" check:"positive"`
 	// Orders whose events are sent side by side (one order's always in turn).
 	Parallel int `env:"PARALLEL" envDefault:"8" check:"positive"`
+	// SigningKey is the publisher's Ed25519 private key (its 32-byte seed,
+	// base64): every event is signed with it (docs/events.md). Only the
+	// workers that publish hold it. DevEventsSigningKey when unset, refused
+	// outside SECKILL_DEV.
+	SigningKey Secret `env:"SIGNING_KEY"`
+	// PublicKeys are the public keys (base64, 32 bytes) GET
+	// /api/v1/events/keys publishes for shops to verify with: the current
+	// one, and during a rotation the one before it. Empty: the public key of
+	// SigningKey (the development one, or a single box's).
+	PublicKeys []string `env:"PUBLIC_KEYS" envSeparator:","`
+}
+
+// DevEventsSigningKey is the published development seed of the events
+// signing key: a shop must never trust events signed with it.
+const DevEventsSigningKey = "c2Vja2lsbC1kZXYtZXZlbnRzLWtleS1jaGFuZ2UtbWU="
+
+// EventsSigningSeed is the events signing key's seed.
+func (e Events) EventsSigningSeed() ([]byte, error) {
+	seed, err := base64.StdEncoding.DecodeString(e.SigningKey.Value())
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("SECKILL_EVENTS_SIGNING_KEY: not the base64 of a %d-byte Ed25519 seed (seckill events keygen makes one)", ed25519.SeedSize)
+	}
+	return seed, nil
+}
+
+// EventKeys are the public keys shops verify events with: PublicKeys, else
+// the signing key's.
+func (e Events) EventKeys() ([]ed25519.PublicKey, error) {
+	if len(e.PublicKeys) == 0 {
+		seed, err := e.EventsSigningSeed()
+		if err != nil {
+			return nil, err
+		}
+		return []ed25519.PublicKey{ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)}, nil
+	}
+	out := make([]ed25519.PublicKey, 0, len(e.PublicKeys))
+	for _, k := range e.PublicKeys {
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k))
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("SECKILL_EVENTS_PUBLIC_KEYS: %q is not the base64 of a %d-byte Ed25519 public key", k, ed25519.PublicKeySize)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
+}
+
+// CheckEventsSigningKey refuses to publish events with the published
+// development key outside SECKILL_DEV: anyone could sign a PAID event then.
+func (c Config) CheckEventsSigningKey() error {
+	if _, err := c.Events.EventsSigningSeed(); err != nil {
+		return err
+	}
+	if !c.Dev && c.Events.SigningKey.Value() == DevEventsSigningKey {
+		return errors.New("SECKILL_EVENTS_SIGNING_KEY: the published development key: make one with `seckill events keygen`, " +
+			"or SECKILL_DEV=1 on a development machine")
+	}
+	return nil
 }
 
 // Payment is the money side of a sale.
@@ -460,6 +519,9 @@ func (c *Config) normalize() {
 	if c.RocketMQ.OrderSigningKey == "" {
 		c.RocketMQ.OrderSigningKey = DevOrderSigningKey
 	}
+	if c.Events.SigningKey == "" {
+		c.Events.SigningKey = DevEventsSigningKey
+	}
 	if c.Payment.Testpay.Secret == "" {
 		c.Payment.Testpay.Secret = DevTestpaySecret
 	}
@@ -530,6 +592,9 @@ func (c Config) Validate() error {
 	}
 	if !c.Dev {
 		errs = append(errs, c.Payment.devOnly()...)
+	}
+	if _, err := c.Events.EventKeys(); err != nil {
+		errs = append(errs, err)
 	}
 	if cur := c.Payment.Currency; len(cur) != 3 || strings.ContainsFunc(cur, func(r rune) bool { return r < 'A' || r > 'Z' }) {
 		bad("PAYMENT_CURRENCY", "%q is not an ISO 4217 code: want three upper-case letters, e.g. EUR", cur)

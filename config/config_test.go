@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -358,5 +359,38 @@ func TestPaymentFailsClosed(t *testing.T) {
 	// The guard's default rate follows the normalised name.
 	if c, err := LoadFrom(map[string]string{provider: "TESTPAY", "SECKILL_DEV": "1"}); err != nil || c.Payment.GuardRPS() != 1000 {
 		t.Fatalf("TESTPAY: %v, guard rate %v, want 1000", err, c.Payment.GuardRPS())
+	}
+}
+
+// The events signing key defaults to the published development key, which
+// a publishing worker refuses unless the development switch is on; a key
+// or a public key that is not Ed25519's refuses to load; the published
+// keys default to the signing key's own.
+func TestEventsSigningKey(t *testing.T) {
+	c, err := LoadFrom(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckEventsSigningKey(); err == nil || !strings.Contains(err.Error(), "SECKILL_EVENTS_SIGNING_KEY") {
+		t.Fatalf("the development key accepted outside SECKILL_DEV: %v", err)
+	}
+	if strings.Contains(c.String(), DevEventsSigningKey) {
+		t.Fatal("the events signing key is printed")
+	}
+	keys, err := c.Events.EventKeys()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("published keys %v %v, want the signing key's", keys, err)
+	}
+	c.Dev = true
+	if err := c.CheckEventsSigningKey(); err != nil {
+		t.Fatalf("the development key refused with SECKILL_DEV: %v", err)
+	}
+	for name, env := range map[string]map[string]string{
+		"SECKILL_EVENTS_SIGNING_KEY": {"SECKILL_EVENTS_SIGNING_KEY": "c2hvcnQ="},
+		"SECKILL_EVENTS_PUBLIC_KEYS": {"SECKILL_EVENTS_PUBLIC_KEYS": base64.StdEncoding.EncodeToString(keys[0]) + ",bm90IGEga2V5"},
+	} {
+		if _, err := LoadFrom(env); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: %v, want a refusal naming %s", env, err, name)
+		}
 	}
 }

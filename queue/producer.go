@@ -72,7 +72,8 @@ func newProducer(cfg config.RocketMQ, opts ...producer.Option) (*Producer, error
 type Encoded struct {
 	OrderID string
 	Body    []byte
-	EventID string // an order event's (SendEvent)
+	EventID string            // an order event's (SendEvent)
+	Props   map[string]string // further message properties (an order event's signature)
 }
 
 // EventIDProperty carries an order event's id; a redelivery carries the same.
@@ -107,8 +108,15 @@ func (p *Producer) send(ctx context.Context, topic string, ms []Encoded) error {
 	for i, m := range ms {
 		msgs[i] = primitive.NewMessage(topic, m.Body)
 		msgs[i].WithKeys([]string{m.OrderID})
+		for k, v := range m.Props {
+			msgs[i].WithProperty(k, v)
+		}
 		if m.EventID != "" {
+			// An order event is the shop's: signed by its publisher's own key
+			// (events.Signed), never with the order signing key, which a shop
+			// must not hold (it lets a message start a saga).
 			msgs[i].WithShardingKey(m.OrderID).WithProperty(EventIDProperty, m.EventID)
+			continue
 		}
 		// Signed at the send, not at the reservation: the outbox is as trusted
 		// as the reservation, the buyers' hot path skips the HMAC, and a key

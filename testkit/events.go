@@ -3,6 +3,10 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -39,11 +43,13 @@ type ShopEvent struct {
 // consumer races under -race), so an order's events are ordered by where the
 // broker stored them: one queue, offsets rising with seq.
 type Shop struct {
-	t      *testing.T
-	schema *jsonschema.Schema
-	mu     sync.Mutex
-	first  map[string]stored // by event id: its first place on the topic
-	got    int               // deliveries, duplicates included
+	t        *testing.T
+	schema   *jsonschema.Schema
+	keys     map[string]ed25519.PublicKey // the published keys, by key id
+	mu       sync.Mutex
+	first    map[string]stored // by event id: its first place on the topic
+	got      int               // deliveries, duplicates included
+	rejected []string          // bodies refused by docs/events.md's recipe
 }
 
 type stored struct {
@@ -53,15 +59,26 @@ type stored struct {
 	offset int64
 }
 
-// NewShop starts a consumer group of its own on topic, from its first offset.
-func NewShop(t *testing.T, cfg config.RocketMQ, topic string) *Shop {
+// NewShop starts a consumer group of its own on topic, from its first
+// offset, verifying each message with the keys the API publishes for cfg
+// (config.Events.EventKeys: GET /api/v1/events/keys).
+func NewShop(t *testing.T, full config.Config, topic string) *Shop {
 	t.Helper()
+	cfg := full.RocketMQ
 	queue.SetClientLogLevel("warn")
 	sch, err := jsonschema.NewCompiler().Compile(filepath.Join(RepoRoot(t), "docs", "events.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Shop{t: t, schema: sch, first: map[string]stored{}}
+	pubs, err := full.Events.EventKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Shop{t: t, schema: sch, first: map[string]stored{}, keys: map[string]ed25519.PublicKey{}}
+	for _, k := range pubs {
+		h := sha256.Sum256(k) // the key id, as docs/events.md says: the first 8 bytes of its SHA-256, in hex
+		s.keys[hex.EncodeToString(h[:8])] = k
+	}
 	opts := queue.ConsumerOptions{NameServers: cfg.NameServers, AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey,
 		Group: Name(t, "shop"), Topic: topic, MaxReconsume: 3, Goroutines: 4, FromFirstOffset: true,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
@@ -79,7 +96,29 @@ func NewShop(t *testing.T, cfg config.RocketMQ, topic string) *Shop {
 	return s
 }
 
+// verified is docs/events.md's recipe, with nothing but the standard
+// library: the key the message names, among the published ones, verifies
+// the base64 signature of the body.
+func (s *Shop) verified(m *primitive.MessageExt) bool {
+	key, ok := s.keys[m.GetProperty("seckill-event-key")]
+	sig, err := base64.StdEncoding.DecodeString(m.GetProperty("seckill-event-signature"))
+	return ok && err == nil && ed25519.Verify(key, m.Body, sig)
+}
+
+// Rejected are the bodies the recipe refused, in arrival order.
+func (s *Shop) Rejected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.rejected)
+}
+
 func (s *Shop) handle(_ context.Context, m *primitive.MessageExt) error {
+	if !s.verified(m) {
+		s.mu.Lock()
+		s.rejected = append(s.rejected, string(m.Body))
+		s.mu.Unlock()
+		return nil // a forgery: not the shop's event
+	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(m.Body))
 	if err == nil {
 		err = s.schema.Validate(inst)

@@ -40,7 +40,7 @@ func TestOrderEventsSurviveWorkerKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = producer.Close() })
-	shop := testkit.NewShop(t, s.Config.RocketMQ, topic)
+	shop := testkit.NewShop(t, s.Config, topic)
 
 	bin, logPath := testkit.SeckillBinary(t), filepath.Join(t.TempDir(), "worker.log")
 	worker := func(banner string) *proc.Child {

@@ -28,9 +28,23 @@ func runPublisher(t *testing.T, p *pipeline, cfg config.Events) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		events.New(p.st, pub, cfg, events.NewMetrics(prometheus.NewRegistry()), p.log).Run(ctx)
+		events.New(p.st, events.Signed(pub, eventSigner(t, p.cfg)), cfg, events.NewMetrics(prometheus.NewRegistry()), p.log).Run(ctx)
 	}()
 	t.Cleanup(func() { stop(); <-done; _ = pub.Close() })
+}
+
+// eventSigner is the publisher's signer of cfg's events signing key.
+func eventSigner(t *testing.T, cfg config.Config) *events.Signer {
+	t.Helper()
+	seed, err := cfg.Events.EventsSigningSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := events.NewSigner(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // A small sale's order events reach a shop's consumer on the events topic
@@ -51,7 +65,7 @@ func TestOrderEventsReachTheShop(t *testing.T) {
 	cfg := config.Events{Topic: topic, Publish: true, Poll: 50 * time.Millisecond, Batch: 5, Parallel: 3}
 	runPublisher(t, p, cfg)
 	runPublisher(t, p, cfg)
-	shop := testkit.NewShop(t, p.cfg.RocketMQ, topic)
+	shop := testkit.NewShop(t, p.cfg, topic)
 
 	// Unpaid orders close at pay_by + PayGrace. Each order is paid or canceled
 	// as soon as it is bought: on a busy machine a second can pass between the
@@ -125,11 +139,36 @@ func TestOrderEventsReachTheShop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = pub.Close() }()
-	n, err := events.Replay(ctx, p.st, pub, cfg, start)
+	n, err := events.Replay(ctx, p.st, events.Signed(pub, eventSigner(t, p.cfg)), cfg, start)
 	if err != nil || n != len(want) {
 		t.Fatalf("replay sent %d (%v), want %d", n, err, len(want))
 	}
 	if got := shop.WaitFor(want, delivered+n, time.Minute); !slices.Equal(got, want) {
 		t.Fatalf("after the replay the shop has %v", got)
+	}
+
+	// Anyone who can publish to the broker — with the order signing key, a
+	// key of their own, or a genuine signature on another body — cannot make
+	// an event the shop's recipe (docs/events.md) takes.
+	fake := []byte(fmt.Sprintf(`{"event_id":"%s:PAID","order_id":"%s","seq":1,"buyer_id":1,"item_id":%d,"status":"PAID","reason":"","amount_minor":1,"currency":"EUR","payment_id":"","refund_id":"","occurred_at":"2026-12-07T00:00:00.000Z"}`,
+		cancelled[0].OrderID, cancelled[0].OrderID, it.ID))
+	mine, err := events.NewSigner([]byte("an attacker's own 32-byte seed!!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := eventSigner(t, p.cfg).Sign([]byte(`{"another":"body"}`))
+	withOrderKey := map[string]string{queue.SignatureProperty: queue.NewSigner(p.cfg.RocketMQ).Sign(fake)}
+	for _, props := range []map[string]string{withOrderKey, mine.Sign(fake), genuine} {
+		if err := pub.SendEvent(ctx, topic, queue.Encoded{OrderID: cancelled[0].OrderID, Body: fake, EventID: cancelled[0].OrderID + ":PAID", Props: props}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); len(shop.Rejected()) < 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shop refused %d of the 3 forged events", len(shop.Rejected()))
+		}
+	}
+	if got := shop.WaitFor(want, delivered+n, time.Second); !slices.Equal(got, want) {
+		t.Fatalf("after the forgeries the shop has %v", got)
 	}
 }

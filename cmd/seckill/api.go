@@ -166,8 +166,10 @@ func newRelay(ctx context.Context, d *deps, db *store.Store, metrics *api.Metric
 
 func (p apiStores) apiDeps(cfg config.Config, log *slog.Logger, desk *payment.Desk, rel *relay.Relay, tc *temporalConn) api.Deps {
 	db, rdb := p.db, p.rdb
+	eventKeys, _ := cfg.Events.EventKeys() // validated at load
 	return api.Deps{
-		Items: db, Orders: db, Units: p.units, Views: p.views, Actions: desk, Stock: db,
+		EventKeys: eventKeys,
+		Items:     db, Orders: db, Units: p.units, Views: p.views, Actions: desk, Stock: db,
 		Tokens: auth.NewVerifier([]byte(cfg.JWTSecret.Value())), Metrics: p.metrics,
 		Relay: rel, Log: log, Temporal: cfg.Temporal,
 		Checks: map[string]api.Check{

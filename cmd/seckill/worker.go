@@ -229,6 +229,10 @@ func (w *workerParts) startEvents(ctx context.Context) error {
 	if !w.cfg.Events.Publish {
 		return nil
 	}
+	signer, err := eventSigner(w.cfg)
+	if err != nil {
+		return err
+	}
 	pub, err := queue.NewKeyedProducer(w.cfg.RocketMQ)
 	if err != nil {
 		return err
@@ -238,7 +242,7 @@ func (w *workerParts) startEvents(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		events.New(w.st, pub, w.cfg.Events, events.NewMetrics(w.metrics.Registerer()), w.log).Run(ctx)
+		events.New(w.st, events.Signed(pub, signer), w.cfg.Events, events.NewMetrics(w.metrics.Registerer()), w.log).Run(ctx)
 	}()
 	w.onStop(func() { stop(); <-done })
 	w.log.Info("order events publisher standing by", "topic", w.cfg.Events.Topic)

@@ -27,7 +27,7 @@ func orderEventsThroughBrokerOutage(t *testing.T, p *party, handoffDone <-chan s
 		t.Fatal(err)
 	}
 	e.env = append(e.env, "SECKILL_EVENTS_TOPIC="+topic, "SECKILL_EVENTS_POLL=100ms")
-	shop := testkit.NewShop(t, e.cfg.RocketMQ, topic)
+	shop := testkit.NewShop(t, e.cfg, topic)
 	e.startWorker("worker")
 	var ms []order.Message
 	for i := range units {
