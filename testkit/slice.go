@@ -2,6 +2,8 @@ package testkit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,6 +53,8 @@ func NewSlice(ctx context.Context, t *testing.T) *Slice {
 	// Of the production shape, so the slice's roles start without
 	// SECKILL_DEV; the test's own producers sign with it too (s.Config).
 	cfg.RocketMQ.OrderSigningKey = config.Secret(Suffix() + Suffix() + Suffix() + Suffix())
+	seed := sha256.Sum256([]byte(cfg.RocketMQ.OrderSigningKey.Value() + ":events"))
+	cfg.Events.SigningKey = config.Secret(base64.StdEncoding.EncodeToString(seed[:]))
 	UniqueItemIDs(t, st)
 	return &Slice{Config: cfg, Store: st, Redis: rdb, Stock: stock.New(rdb, prefix)}
 }
@@ -67,6 +71,7 @@ func (s *Slice) Names() []string {
 		"SECKILL_WORKER_DLQ_GROUP=" + c.Worker.DLQGroup,
 		"SECKILL_TEMPORAL_TASK_QUEUE=" + c.Temporal.TaskQueue,
 		"SECKILL_ROCKETMQ_ORDER_SIGNING_KEY=" + c.RocketMQ.OrderSigningKey.Value(),
+		"SECKILL_EVENTS_SIGNING_KEY=" + c.Events.SigningKey.Value(),
 	}
 }
 
