@@ -530,32 +530,57 @@ type Payment struct {
 	CheckoutURL *string   `json:"checkout_url,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	Currency    string    `json:"currency"`
-	ID          int64     `json:"id"`
-	ItemID      int64     `json:"item_id"`
+
+	// ExpiresAt The provider checkout's own expiry, as sent (Stripe: 30 min to 24 h after creation).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	ID        int64      `json:"id"`
+
+	// IdempotencyKey The key the provider's create is (re)sent under: the order id.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	ItemID         int64   `json:"item_id"`
+
+	// Name What the buyer pays for, as sent to the provider.
+	Name *string `json:"name,omitempty"`
 
 	// OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
-	OrderID           OrderID         `json:"order_id"`
-	PayBy             time.Time       `json:"pay_by"`
-	Provider          PaymentProvider `json:"provider"`
-	ProviderPaymentID string          `json:"provider_payment_id"`
-	Status            PaymentStatus   `json:"status"`
-	SucceededAt       *time.Time      `json:"succeeded_at,omitempty"`
-	UpdatedAt         time.Time       `json:"updated_at"`
-	UserID            int64           `json:"user_id"`
+	OrderID  OrderID         `json:"order_id"`
+	PayBy    time.Time       `json:"pay_by"`
+	Provider PaymentProvider `json:"provider"`
+
+	// ProviderPaymentID The provider's id; `key:<idempotency key>` while the provider has not named it (the row commits before the provider is asked).
+	ProviderPaymentID string `json:"provider_payment_id"`
+
+	// ReturnURL Where the provider's checkout sends the buyer back, as sent.
+	ReturnURL *string `json:"return_url,omitempty"`
+
+	// Status The ledger's (docs/payments.md): mismatch took money that can never pay the order (another amount, currency or order, or a success after the provider canceled it); its money always goes back.
+	Status      PaymentStatus `json:"status"`
+	SucceededAt *time.Time    `json:"succeeded_at,omitempty"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+	UserID      int64         `json:"user_id"`
 }
 
 // PaymentProvider defines model for Payment.Provider.
 type PaymentProvider string
 
-// PaymentStatus defines model for Payment.Status.
+// PaymentStatus The ledger's (docs/payments.md): mismatch took money that can never pay the order (another amount, currency or order, or a success after the provider canceled it); its money always goes back.
 type PaymentStatus string
 
 // Refund A refund of a payment (table refunds; one per payment).
 type Refund struct {
-	Amount    int64     `json:"amount"`
+	Amount int64 `json:"amount"`
+
+	// AskedBy Who owed it: notification, saga, support:<admin id>.
+	AskedBy *string `json:"asked_by,omitempty"`
+
+	// Attempt Refunds the provider failed for good before this one (the next is asked under a new key).
+	Attempt   *int      `json:"attempt,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	Currency  string    `json:"currency"`
 	ID        int64     `json:"id"`
+
+	// LastError The provider's last refusal, for support.
+	LastError *string `json:"last_error,omitempty"`
 
 	// OrderID A ULID (26 characters, Crockford base32), ordered by creation time.
 	OrderID OrderID `json:"order_id"`
@@ -565,13 +590,17 @@ type Refund struct {
 	ProviderPaymentID string `json:"provider_payment_id"`
 
 	// ProviderRefundID The provider's refund id (empty until it answered).
-	ProviderRefundID string       `json:"provider_refund_id"`
-	Reason           string       `json:"reason"`
-	Status           RefundStatus `json:"status"`
-	UpdatedAt        time.Time    `json:"updated_at"`
+	ProviderRefundID string `json:"provider_refund_id"`
+
+	// Reason Why it is owed (the first ask's).
+	Reason string `json:"reason"`
+
+	// Status pending: owed, not confirmed by the provider yet (REFUNDED is only its confirmation).
+	Status    RefundStatus `json:"status"`
+	UpdatedAt time.Time    `json:"updated_at"`
 }
 
-// RefundStatus defines model for Refund.Status.
+// RefundStatus pending: owed, not confirmed by the provider yet (REFUNDED is only its confirmation).
 type RefundStatus string
 
 // SupportRefund defines model for SupportRefund.
