@@ -19,3 +19,11 @@ func FailAfterEventInsert(err error, ids ...string) (restore func()) {
 	}
 	return func() { afterEventInsert = old }
 }
+
+// OnPayMissed runs fn(orderID) whenever a pay's UPDATE moved no row, before
+// the row is read, until the returned func restores it.
+func OnPayMissed(fn func(orderID string)) (restore func()) {
+	old := afterPayMissed
+	afterPayMissed = fn
+	return func() { afterPayMissed = old }
+}

@@ -124,6 +124,10 @@ type EventResult struct {
 // make it fail: neither may remain).
 var afterEventInsert = func(*gorm.DB, PaymentEvent) error { return nil }
 
+// afterPayMissed runs when a pay's UPDATE moved no row, before the order
+// row is read (tests commit the saga's insert there).
+var afterPayMissed = func(orderID string) {}
+
 // ApplyPaymentEvent takes a payment event in one transaction: the event id
 // is inserted (a repeat is VerdictRepeated, nothing else done), the payment
 // row locked and updated, and a success the provider timestamps before
@@ -528,6 +532,9 @@ func payOrder(tx *gorm.DB, p Payment, at time.Time) (Verdict, Order, error) {
 		if res.Error != nil {
 			return "", Order{}, fmt.Errorf("pay order %s: %w", p.OrderID, res.Error)
 		}
+		if res.RowsAffected == 0 {
+			afterPayMissed(p.OrderID)
+		}
 		row, err := orderRow(forUpdate(tx), p.OrderID)
 		switch {
 		case err == nil && res.RowsAffected == 1:
@@ -535,6 +542,11 @@ func payOrder(tx *gorm.DB, p Payment, at time.Time) (Verdict, Order, error) {
 				err = recordEvent(tx, p.OrderID)
 			}
 			return VerdictPaid, row, err
+		case err == nil && try < 2 && ledger.Pays(p.Facts(), row.Facts(), at):
+			// The row was committed after the UPDATE looked (the saga's
+			// insert: READ COMMITTED's UPDATE of a missing row takes no gap
+			// lock) and this read locked it: the pay moves it now.
+			continue
 		case err == nil:
 			return judged(row, p, at), row, nil
 		case !errors.Is(err, order.ErrNotFound):

@@ -442,3 +442,68 @@ func TestEventForAPaymentNotNamedYet(t *testing.T) {
 		t.Fatalf("naming a named row: %+v %v, want it kept", named, err)
 	}
 }
+
+// The saga's insert of an order row lands while a success of its payment is
+// being decided (a 2,000-unit sale under test/failover's money faults found
+// it, one pay in a thousand): the pay's UPDATE finds no row, and the locked
+// read after it finds the row the insert committed meanwhile. The success,
+// in time, pays that row: it is not judged not_payable, whose refund took
+// the unit of a buyer who had paid in time. The same while the insert is
+// still uncommitted when the pay looks: the pay waits for it, then pays.
+// (Not parallel: the hook is the package's.)
+func TestPaymentEventPaysARowPersistedMidDecision(t *testing.T) {
+	st, _ := testkit.MySQL(t)
+	it := newItem(t, st, 2)
+	ctx := context.Background()
+	now := time.Now()
+	payBy := now.Add(time.Minute)
+	payment(t, st, it.ID, "MID1", 71, payBy, "pi_mid1") // checked out before the saga persisted the order
+	restore := store.OnPayMissed(func(orderID string) {
+		if orderID == "MID1" {
+			if _, err := st.CreateQueuedOrder(ctx, store.Order{OrderID: "MID1", UserID: 71, ItemID: it.ID, PayBy: &payBy}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	r, err := st.ApplyPaymentEvent(ctx, succeeded("evt_mid1", "pi_mid1", now))
+	restore()
+	if err != nil || r.Verdict != store.VerdictPaid {
+		t.Fatalf("the success of a row persisted between the pay and its read: %+v %v, want paid", r, err)
+	}
+	if row, err := st.FindOrder(ctx, "MID1"); err != nil || !row.PaidQueued() {
+		t.Fatalf("order %+v %v, want QUEUED with paid_at", row, err)
+	}
+	if rs, err := st.OrderRefunds(ctx, "MID1"); err != nil || len(rs) != 0 {
+		t.Fatalf("refunds %+v %v, want none", rs, err)
+	}
+
+	payment(t, st, it.ID, "MID2", 72, payBy, "pi_mid2")
+	tx := st.DB().Begin() // the saga's insert, held uncommitted
+	created := now.UTC().Truncate(time.Millisecond)
+	if err := tx.Omit("id").Create(&store.Order{OrderID: "MID2", UserID: 72, ItemID: it.ID, Status: order.StatusQueued,
+		PayBy: &payBy, CreatedAt: created, UpdatedAt: created}).Error; err != nil {
+		t.Fatal(err)
+	}
+	type decision struct {
+		r   store.EventResult
+		err error
+	}
+	done := make(chan decision, 1)
+	go func() {
+		r, err := st.ApplyPaymentEvent(ctx, succeeded("evt_mid2", "pi_mid2", now))
+		done <- decision{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case d := <-done:
+		_ = tx.Rollback()
+		t.Fatalf("decided before the row's insert committed: %+v %v", d.r, d.err)
+	default:
+	}
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if d := <-done; d.err != nil || d.r.Verdict != store.VerdictPaid {
+		t.Fatalf("the success of a row inserted, uncommitted, as it was decided: %+v %v, want paid", d.r, d.err)
+	}
+}
