@@ -29,19 +29,43 @@
   }
 
   // ------------------------------------------------------------ create
+  // The price is read as a person writes it ("9.99", "9,99 EUR", "EUR
+  // 1 234,50") into the currency's minor units, exactly (seckill.parsePrice);
+  // a code written in it picks the currency. The API takes price_cents.
+  const currencyField = $("c-currency");
+  currencyField.replaceChildren(...S.currencies.map(c => S.el("option", { value: c }, `${c} (${S.exponent(c)} decimals)`)));
+  currencyField.value = "EUR";
+  function readPrice() {
+    const p = S.parsePrice($("c-price").value, currencyField.value);
+    if (p.ok && p.currency !== currencyField.value) currencyField.value = p.currency;
+    $("c-price").setAttribute("aria-invalid", String(!p.ok));
+    $("c-price-says").className = p.ok ? "muted" : "muted bad";
+    $("c-price-says").textContent = p.ok ? `${p.text} (${p.minor} in minor units)` : p.error;
+    return p;
+  }
+  $("c-price").addEventListener("input", readPrice);
+  currencyField.addEventListener("change", readPrice);
+  readPrice();
+
   $("create-form").addEventListener("submit", async e => {
     e.preventDefault();
+    const price = readPrice();
+    if (!price.ok) {
+      S.say($("create-msg"), "bad", "Not created: the price. " + price.error);
+      $("c-price").focus();
+      return;
+    }
     const start = new Date(S.now() + Number($("c-start").value) * 1000);
     const end = new Date(start.getTime() + Number($("c-minutes").value) * 60000);
     const body = {
-      name: $("c-name").value, price_cents: Number($("c-price").value), stock_total: Number($("c-units").value),
+      name: $("c-name").value, price_cents: price.minor, currency: price.currency, stock_total: Number($("c-units").value),
       start_at: start.toISOString(), end_at: end.toISOString(), payment_timeout_seconds: Number($("c-window").value),
     };
-    const ok = await confirmAction(`Create "${body.name}": ${body.stock_total} units at ${S.money(body.price_cents)}, ` +
+    const ok = await confirmAction(`Create "${body.name}": ${body.stock_total} units at ${price.text}, ` +
       `from ${start.toLocaleTimeString()} to ${end.toLocaleString()}, ${body.payment_timeout_seconds} s to pay?`, "Create the sale");
     if (!ok) { S.say($("create-msg"), "", "Nothing created."); return; }
     const r = await S.call("POST", "/api/v1/items", { token, body });
-    if (r.ok) S.say($("create-msg"), "ok", `Sale ${r.data.id} created: "${r.data.name}", ${r.data.stock_total} units.`);
+    if (r.ok) S.say($("create-msg"), "ok", `Sale ${r.data.id} created: "${r.data.name}", ${r.data.stock_total} units at ${S.money(r.data.price_cents, r.data.currency)}.`);
     else S.say($("create-msg"), "bad", "Not created: " + S.errorText(r));
   });
 
@@ -101,7 +125,7 @@
       r.p50.textContent = ms(s.payable.p50_ms);
       r.p99.textContent = ms(s.payable.p99_ms) + (s.payable.count ? ` (${s.payable.count})` : "");
       r.outbox.textContent = s.outbox_backlog;
-      const sums = key => (s.money || []).map(m => `${S.money(m[key])} ${m.currency}`).join(" · ") || "—";
+      const sums = key => (s.money || []).map(m => S.money(m[key], m.currency)).join(" · ") || "—";
       r.captured.textContent = sums("captured");
       r.refunded.textContent = sums("refunded");
       r.pending.textContent = sums("refunds_pending");
@@ -223,7 +247,7 @@
     S.say($("find-msg"), "", list.length ? `${list.length} order${list.length > 1 ? "s" : ""}, newest first.` : "No order found.");
     $("found").replaceChildren(...list.map(foundCard));
   }
-  const amount = (n, cur) => `${S.money(n)} ${cur}`;
+  const amount = (n, cur) => S.money(n, cur);
   const link = (href, text) => href ? S.el("a", { href, target: "_blank", rel: "noopener" }, text) : null;
   function foundCard(f) {
     const o = f.order, id = o.order_id;
