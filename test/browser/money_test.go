@@ -167,8 +167,8 @@ func TestPriceAsWrittenAndSoldOut(t *testing.T) {
 	admin.do("write an ambiguous price", chromedp.SetValue(chromedp.ID("c-name"), "Price as written"),
 		chromedp.SetValue(chromedp.ID("c-units"), "1"), chromedp.SetValue(chromedp.ID("c-start"), "0"),
 		chromedp.SetValue(chromedp.ID("c-price"), "9.999 EUR"), chromedp.Click(chromedp.ID("c-submit")))
-	admin.until("the refusal", `document.getElementById("create-msg").textContent.startsWith("Not created: the price.") && `+
-		`document.getElementById("c-price-says").textContent.includes("ambiguous") && document.getElementById("c-price").getAttribute("aria-invalid") === "true"`, 10*time.Second)
+	admin.until("the refusal", `document.getElementById("create-msg").textContent.startsWith("Not created: the price cannot be read") && `+
+		`document.getElementById("c-price-msg").textContent.includes("ambiguous") && document.getElementById("c-price").getAttribute("aria-invalid") === "true"`, 10*time.Second)
 	if admin.eval(`String(document.getElementById("confirm").open)`) != "false" {
 		t.Fatal("a refused price asked for confirmation")
 	}
@@ -177,7 +177,7 @@ func TestPriceAsWrittenAndSoldOut(t *testing.T) {
 	// ---- 2. "9.99 EUR": shown as read, confirmed, created at 999 minor units.
 	admin.do("write 9.99 EUR", chromedp.SetValue(chromedp.ID("c-price"), "9"), chromedp.SendKeys(chromedp.ID("c-price"), ".99 EUR"))
 	admin.until("the price as read", `document.getElementById("c-price-says").textContent === "9.99 EUR (999 in minor units)" && `+
-		`document.getElementById("c-currency").value === "EUR"`, 10*time.Second)
+		`document.getElementById("c-currency").value === "EUR" && document.getElementById("c-price-msg").textContent === ""`, 10*time.Second)
 	admin.do("create", chromedp.Click(chromedp.ID("c-submit")))
 	admin.until("the confirmation naming the price", `document.getElementById("confirm").open && document.getElementById("confirm-text").textContent.includes("1 units at 9.99 EUR")`, 10*time.Second)
 	admin.shot("control-room-price-confirm")

@@ -41,7 +41,8 @@
     if (p.ok && p.currency !== currencyField.value) currencyField.value = p.currency;
     $("c-price").setAttribute("aria-invalid", String(!p.ok));
     $("c-price-says").className = p.ok ? "muted" : "muted bad";
-    $("c-price-says").textContent = p.ok ? `${p.text} (${p.minor} in minor units)` : p.error;
+    $("c-price-says").textContent = p.ok ? `${p.text} (${p.minor} in minor units)` : "Not a price: see below.";
+    $("c-price-msg").textContent = p.ok ? "" : "Price: " + p.error;
     return p;
   }
   $("c-price").addEventListener("input", readPrice);
@@ -52,7 +53,7 @@
     e.preventDefault();
     const price = readPrice();
     if (!price.ok) {
-      S.say($("create-msg"), "bad", "Not created: the price. " + price.error);
+      S.say($("create-msg"), "bad", "Not created: the price cannot be read; the line above says why.");
       $("c-price").focus();
       return;
     }
