@@ -18,9 +18,13 @@ import (
 	"github.com/seckill/seckill/api/controlroom"
 	"github.com/seckill/seckill/api/sale"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/order"
+	"github.com/seckill/seckill/payment/provider"
+	"github.com/seckill/seckill/snapshot"
+	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 )
 
@@ -263,4 +267,68 @@ func TestUnitEventKeys(t *testing.T) {
 			t.Errorf("key %d: %+v", i, g)
 		}
 	}
+}
+
+// booksDB is MySQL's side of a books check: item 7, one paid order.
+type booksDB struct{}
+
+func (booksDB) ReadItemState(_ context.Context, id int64) (store.ItemState, error) {
+	if id != 7 {
+		return store.ItemState{}, order.ErrItemNotFound
+	}
+	at := time.Now().Add(-time.Hour)
+	return store.ItemState{Item: store.Item{ID: 7, PriceCents: 999, Currency: "EUR", StockTotal: 1},
+		Orders: []store.Order{{OrderID: "o-1", UserID: 1, ItemID: 7, Status: order.StatusPaid, PayBy: &at, PaidAt: &at, UpdatedAt: at}},
+		Payments: []store.Payment{{ID: 1, OrderID: "o-1", UserID: 1, ItemID: 7, Provider: "testpay", ProviderPaymentID: "pi_1",
+			Amount: 999, Currency: "EUR", Status: store.PaymentSucceeded, PayBy: at, SucceededAt: &at, UpdatedAt: at}}}, nil
+}
+
+type booksRedis struct{}
+
+func (booksRedis) ReadItemState(context.Context, int64) (stock.ItemState, error) {
+	return stock.ItemState{}, nil
+}
+
+// booksLedger is the provider's record of pi_1: 9.99 captured, 5.00 of it
+// refunded in its dashboard.
+type booksLedger struct{}
+
+func (booksLedger) Record(context.Context, string) (provider.Record, error) {
+	return provider.Record{PaymentID: "pi_1", Currency: "EUR", Captured: 999, Refunded: 500}, nil
+}
+
+// The books route through the API: admin only; its answers (with a
+// provider, under door, an unknown sale, and an instance without the
+// books' sources) are the document's.
+func TestUnitAdminItemBooks(t *testing.T) {
+	withBooks := func(rec books.Recorder) unitOpt {
+		return func(_ *config.API, d *api.Deps) {
+			d.Books = controlroom.Books{Sources: snapshot.Sources{MySQL: booksDB{}, Redis: booksRedis{}}, Grace: time.Minute}
+			if rec != nil {
+				d.Books.Ledger = books.Ledger{Name: "testpay", Recorder: rec, Budget: controlroom.BooksBudget}
+			}
+		}
+	}
+	h := newUnitHarness(t, withBooks(booksLedger{}))
+	expectErr(t, h.do("GET", "/api/v1/admin/items/7/books", "", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	expectErr(t, h.do("GET", "/api/v1/admin/items/7/books", h.buyer(5), nil), http.StatusForbidden, "FORBIDDEN")
+	expectErr(t, h.do("GET", "/api/v1/admin/items/0/books", h.admin, nil), http.StatusBadRequest, "BAD_REQUEST")
+	expectErr(t, h.do("GET", "/api/v1/admin/items/8/books", h.admin, nil), http.StatusNotFound, "ITEM_NOT_FOUND")
+	r := h.do("GET", "/api/v1/admin/items/7/books", h.admin, nil)
+	expect(t, r, http.StatusOK, "")
+	var b controlroom.BooksCheck
+	if err := json.Unmarshal(r.body, &b); err != nil || b.Provider != "testpay" || b.ProviderRead != 1 || len(b.Problems) != 1 ||
+		b.Problems[0].Kind != books.ProviderDiffers || b.Problems[0].OrderID != "o-1" {
+		t.Fatalf("books against the provider: %v %s", err, r.body)
+	}
+
+	h = newUnitHarness(t, withBooks(nil))
+	r = h.do("GET", "/api/v1/admin/items/7/books", h.admin, nil)
+	expect(t, r, http.StatusOK, "")
+	if err := json.Unmarshal(r.body, &b); err != nil || b.Provider != "door" || b.ProviderRead != 0 || len(b.ProviderMoney) != 0 || len(b.Money) != 1 {
+		t.Fatalf("books under door: %v %s", err, r.body)
+	}
+
+	h = newUnitHarness(t)
+	expectErr(t, h.do("GET", "/api/v1/admin/items/7/books", h.admin, nil), http.StatusServiceUnavailable, "UNAVAILABLE")
 }

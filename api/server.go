@@ -83,7 +83,7 @@ type Check func(ctx context.Context) error
 
 // Deps are what the server is built from. Optional: Actions (pay and cancel
 // then answer 503), Refunds (support refunds then answer 503), DevSecret
-// (enables POST /api/v1/dev/token), Relay, Checks and Temporal.
+// (enables POST /api/v1/dev/token), Relay, Checks, Temporal and Books.
 type Deps struct {
 	// EventKeys are the order events' public keys (GET /api/v1/events/keys).
 	EventKeys []ed25519.PublicKey
@@ -106,6 +106,9 @@ type Deps struct {
 	Payments payhook.Options
 	// Currency is a new item's when its request names none (ISO 4217).
 	Currency string
+	// Books: what the control room's check of a sale's books against the
+	// provider's own ledger reads (no sources: the route answers 503).
+	Books controlroom.Books
 }
 
 // check panics naming a missing dependency or setting.
@@ -211,6 +214,7 @@ func (s *Server) compose(e *gin.Engine) {
 	payhook.Register(e, payhook.Deps{Options: d.Payments, Log: s.log, Now: s.now, Auth: s.authenticate, Fail: s.fail})
 	s.room = controlroom.Register(e, controlroom.Deps{
 		Items: items, Pulses: d.Units, Orders: d.Orders, FirstPay: controlroom.NewFirstPay(reg),
+		Books: d.Books, BooksMetrics: controlroom.NewBooksMetrics(reg),
 		Temporal: d.Temporal, Now: s.now, Fail: s.fail,
 		Admin: func(c *gin.Context) {
 			if _, err := s.authenticate(c, auth.RoleAdmin); err != nil {

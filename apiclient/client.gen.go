@@ -17,6 +17,39 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BooksProblemKind.
+const (
+	BooksUnbalanced      BooksProblemKind = "books_unbalanced"
+	PaidInTimeNotPaid    BooksProblemKind = "paid_in_time_not_paid"
+	PaidOrderPayment     BooksProblemKind = "paid_order_payment"
+	ProviderDiffers      BooksProblemKind = "provider_differs"
+	RefundMissing        BooksProblemKind = "refund_missing"
+	RefundStuck          BooksProblemKind = "refund_stuck"
+	RefundWithoutPayment BooksProblemKind = "refund_without_payment"
+)
+
+// Valid indicates whether the value is a known member of the BooksProblemKind enum.
+func (e BooksProblemKind) Valid() bool {
+	switch e {
+	case BooksUnbalanced:
+		return true
+	case PaidInTimeNotPaid:
+		return true
+	case PaidOrderPayment:
+		return true
+	case ProviderDiffers:
+		return true
+	case RefundMissing:
+		return true
+	case RefundStuck:
+		return true
+	case RefundWithoutPayment:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CheckoutStatus.
 const (
 	CheckoutStatusCanceled  CheckoutStatus = "canceled"
@@ -166,16 +199,16 @@ func (e OrderStatus) Valid() bool {
 
 // Defines values for PaymentProvider.
 const (
-	Stripe  PaymentProvider = "stripe"
-	Testpay PaymentProvider = "testpay"
+	PaymentProviderStripe  PaymentProvider = "stripe"
+	PaymentProviderTestpay PaymentProvider = "testpay"
 )
 
 // Valid indicates whether the value is a known member of the PaymentProvider enum.
 func (e PaymentProvider) Valid() bool {
 	switch e {
-	case Stripe:
+	case PaymentProviderStripe:
 		return true
-	case Testpay:
+	case PaymentProviderTestpay:
 		return true
 	default:
 		return false
@@ -239,6 +272,27 @@ func (e SupportRefundStatus) Valid() bool {
 	case SupportRefundStatusPAID:
 		return true
 	case SupportRefundStatusREFUNDED:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminItemBooks200JSONResponseBodyProvider.
+const (
+	AdminItemBooks200JSONResponseBodyProviderDoor    AdminItemBooks200JSONResponseBodyProvider = "door"
+	AdminItemBooks200JSONResponseBodyProviderStripe  AdminItemBooks200JSONResponseBodyProvider = "stripe"
+	AdminItemBooks200JSONResponseBodyProviderTestpay AdminItemBooks200JSONResponseBodyProvider = "testpay"
+)
+
+// Valid indicates whether the value is a known member of the AdminItemBooks200JSONResponseBodyProvider enum.
+func (e AdminItemBooks200JSONResponseBodyProvider) Valid() bool {
+	switch e {
+	case AdminItemBooks200JSONResponseBodyProviderDoor:
+		return true
+	case AdminItemBooks200JSONResponseBodyProviderStripe:
+		return true
+	case AdminItemBooks200JSONResponseBodyProviderTestpay:
 		return true
 	default:
 		return false
@@ -380,6 +434,19 @@ func (e Readyz200JSONResponseBodyStatus) Valid() bool {
 	}
 }
 
+// BooksProblem defines model for BooksProblem.
+type BooksProblem struct {
+	Detail  string           `json:"detail"`
+	Kind    BooksProblemKind `json:"kind"`
+	OrderID *string          `json:"order_id,omitempty"`
+
+	// PaymentID the provider's payment id
+	PaymentID *string `json:"payment_id,omitempty"`
+}
+
+// BooksProblemKind defines model for BooksProblem.Kind.
+type BooksProblemKind string
+
 // Checkout defines model for Checkout.
 type Checkout struct {
 	// Amount Minor units of currency (999 is 9.99 EUR).
@@ -481,6 +548,21 @@ type Item struct {
 
 // ItemStatus defines model for Item.Status.
 type ItemStatus string
+
+// Money Money of one currency, in its minor units (999 EUR is 9.99 EUR).
+type Money struct {
+	// Captured payments that took money (ours: succeeded or mismatch)
+	Captured int64 `json:"captured"`
+
+	// Currency ISO 4217
+	Currency string `json:"currency"`
+
+	// Refunded refunds the provider confirmed
+	Refunded int64 `json:"refunded"`
+
+	// RefundsPending refunds not confirmed yet (what each list says it counts)
+	RefundsPending int64 `json:"refunds_pending"`
+}
 
 // Order defines model for Order.
 type Order struct {
@@ -663,6 +745,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// AdminItemBooks200JSONResponseBodyProvider defines parameters for AdminItemBooks.
+type AdminItemBooks200JSONResponseBodyProvider string
+
 // AdminFindOrdersParams defines parameters for AdminFindOrders.
 type AdminFindOrdersParams struct {
 	OrderID *string `form:"order_id,omitempty" json:"order_id,omitempty"`
@@ -842,6 +927,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /admin (the `ControlRoom` operationId).
 	ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminItemBooks A sale's books against the payment provider's own ledger (admin), the control room's "Check against the provider".
+	//
+	// Reads the sale's snapshot (MySQL and Redis, as seckill reconcile does; not its sagas) and, with a provider (SECKILL_PAYMENT_PROVIDER stripe or testpay), the provider's own record of each of the sale's payments (captured, refunded, refunds pending or failed, disputed), at most `budget` (100) records, the payments that took money or have a refund first, behind the provider's limiter that checkouts share. It judges them as reconcile does (books.Judge): ours and the provider's figures per currency, and every problem with its order id. Asked on demand, never polled: one check at a time per API instance, and a check of the same sale within 10 s is answered with the last one's reading (its read_at). **Under SECKILL_PAYMENT_PROVIDER=door** (no provider) the answer is 200 with an empty comparison: `provider` is `door`, `payments` and `provider_read` are 0, `money_read` and `provider_money` are empty, and `money` and `problems` are our books alone. A provider that stops answering (rate limited, unreachable) is not an error: the comparison covers the records read before, and `provider_error` says why it stopped.
+	//
+	// Corresponds with GET /api/v1/admin/items/{id}/books (the `AdminItemBooks` operationId).
+	AdminItemBooks(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AdminFindOrders Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 	//
@@ -1075,6 +1167,23 @@ func (c *Client) Storefront(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /admin (the `ControlRoom` operationId).
 func (c *Client) ControlRoom(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewControlRoomRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminItemBooks A sale's books against the payment provider's own ledger (admin), the control room's "Check against the provider".
+//
+// Reads the sale's snapshot (MySQL and Redis, as seckill reconcile does; not its sagas) and, with a provider (SECKILL_PAYMENT_PROVIDER stripe or testpay), the provider's own record of each of the sale's payments (captured, refunded, refunds pending or failed, disputed), at most `budget` (100) records, the payments that took money or have a refund first, behind the provider's limiter that checkouts share. It judges them as reconcile does (books.Judge): ours and the provider's figures per currency, and every problem with its order id. Asked on demand, never polled: one check at a time per API instance, and a check of the same sale within 10 s is answered with the last one's reading (its read_at). **Under SECKILL_PAYMENT_PROVIDER=door** (no provider) the answer is 200 with an empty comparison: `provider` is `door`, `payments` and `provider_read` are 0, `money_read` and `provider_money` are empty, and `money` and `problems` are our books alone. A provider that stops answering (rate limited, unreachable) is not an error: the comparison covers the records read before, and `provider_error` says why it stopped.
+//
+// Corresponds with GET /api/v1/admin/items/{id}/books (the `AdminItemBooks` operationId).
+func (c *Client) AdminItemBooks(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminItemBooksRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1633,6 +1742,40 @@ func NewControlRoomRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/admin")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAdminItemBooksRequest constructs an http.Request for the AdminItemBooks method
+func NewAdminItemBooksRequest(server string, id ItemID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/admin/items/%s/books", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2697,6 +2840,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /admin (the `ControlRoom` operationId).
 	ControlRoomWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ControlRoomResponse, error)
 
+	// AdminItemBooksWithResponse A sale's books against the payment provider's own ledger (admin), the control room's "Check against the provider".
+	//
+	// Reads the sale's snapshot (MySQL and Redis, as seckill reconcile does; not its sagas) and, with a provider (SECKILL_PAYMENT_PROVIDER stripe or testpay), the provider's own record of each of the sale's payments (captured, refunded, refunds pending or failed, disputed), at most `budget` (100) records, the payments that took money or have a refund first, behind the provider's limiter that checkouts share. It judges them as reconcile does (books.Judge): ours and the provider's figures per currency, and every problem with its order id. Asked on demand, never polled: one check at a time per API instance, and a check of the same sale within 10 s is answered with the last one's reading (its read_at). **Under SECKILL_PAYMENT_PROVIDER=door** (no provider) the answer is 200 with an empty comparison: `provider` is `door`, `payments` and `provider_read` are 0, `money_read` and `provider_money` are empty, and `money` and `problems` are our books alone. A provider that stops answering (rate limited, unreachable) is not an error: the comparison covers the records read before, and `provider_error` says why it stopped.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/admin/items/{id}/books (the `AdminItemBooks` operationId).
+	AdminItemBooksWithResponse(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*AdminItemBooksResponse, error)
+
 	// AdminFindOrdersWithResponse Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 	//
 	// Exactly one of `order_id` and `buyer_id`. A buyer's orders: the 50 newest. None found: an empty list.
@@ -3017,6 +3169,171 @@ func (r ControlRoomResponse) ContentType() string {
 	return ""
 }
 
+// AdminItemBooksResponse429Headers the declared response headers of an HTTP 429 response for AdminItemBooks
+type AdminItemBooksResponse429Headers struct {
+	RetryAfter *int
+}
+
+type AdminItemBooksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Budget the most provider records one check reads
+		Budget int   `json:"budget"`
+		ItemID int64 `json:"item_id"`
+
+		// Money our books, the whole sale, per currency (refunds_pending: owed back and not confirmed, asked or not)
+		Money []Money `json:"money"`
+
+		// MoneyRead our books over the payments read, per currency (refunds_pending: refunds asked, not confirmed): like for like with provider_money
+		MoneyRead []Money `json:"money_read"`
+
+		// Payments the sale's payments at the provider (our payments table)
+		Payments int `json:"payments"`
+
+		// Problems the books' findings, as seckill reconcile reports them (docs/runbook.md); empty when the books hold
+		Problems []BooksProblem `json:"problems"`
+
+		// Provider SECKILL_PAYMENT_PROVIDER: whose ledger was read (door: none)
+		Provider AdminItemBooks200JSONResponseBodyProvider `json:"provider"`
+
+		// ProviderError why the provider's reads stopped before the budget (absent when they did not)
+		ProviderError *string `json:"provider_error,omitempty"`
+
+		// ProviderMoney the provider's own ledger over the same payments, per currency (refunds_pending: refunds pending at the provider)
+		ProviderMoney []Money `json:"provider_money"`
+
+		// ProviderRead how many of them the provider's record was read for (at most budget)
+		ProviderRead int `json:"provider_read"`
+
+		// ReadAt when the check ran (a repeat within 10 s answers the same reading)
+		ReadAt time.Time `json:"read_at"`
+
+		// RefundsStuck money owed back past the grace (SECKILL_RECONCILE_GRACE)
+		RefundsStuck int `json:"refunds_stuck"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ItemNotFound
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Internal
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AdminItemBooksResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminItemBooksResponse) GetJSON200() *struct {
+	// Budget the most provider records one check reads
+	Budget int   `json:"budget"`
+	ItemID int64 `json:"item_id"`
+
+	// Money our books, the whole sale, per currency (refunds_pending: owed back and not confirmed, asked or not)
+	Money []Money `json:"money"`
+
+	// MoneyRead our books over the payments read, per currency (refunds_pending: refunds asked, not confirmed): like for like with provider_money
+	MoneyRead []Money `json:"money_read"`
+
+	// Payments the sale's payments at the provider (our payments table)
+	Payments int `json:"payments"`
+
+	// Problems the books' findings, as seckill reconcile reports them (docs/runbook.md); empty when the books hold
+	Problems []BooksProblem `json:"problems"`
+
+	// Provider SECKILL_PAYMENT_PROVIDER: whose ledger was read (door: none)
+	Provider AdminItemBooks200JSONResponseBodyProvider `json:"provider"`
+
+	// ProviderError why the provider's reads stopped before the budget (absent when they did not)
+	ProviderError *string `json:"provider_error,omitempty"`
+
+	// ProviderMoney the provider's own ledger over the same payments, per currency (refunds_pending: refunds pending at the provider)
+	ProviderMoney []Money `json:"provider_money"`
+
+	// ProviderRead how many of them the provider's record was read for (at most budget)
+	ProviderRead int `json:"provider_read"`
+
+	// ReadAt when the check ran (a repeat within 10 s answers the same reading)
+	ReadAt time.Time `json:"read_at"`
+
+	// RefundsStuck money owed back past the grace (SECKILL_RECONCILE_GRACE)
+	RefundsStuck int `json:"refunds_stuck"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminItemBooksResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminItemBooksResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AdminItemBooksResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminItemBooksResponse) GetJSON404() *ItemNotFound {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AdminItemBooksResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminItemBooksResponse) GetJSON500() *Internal {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminItemBooksResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminItemBooksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminItemBooksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminItemBooksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminItemBooksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AdminFindOrdersResponse429Headers the declared response headers of an HTTP 429 response for AdminFindOrders
 type AdminFindOrdersResponse429Headers struct {
 	RetryAfter *int
@@ -3209,20 +3526,8 @@ type AdminSummaryResponse struct {
 			Accepted int64 `json:"accepted"`
 			Item     Item  `json:"item"`
 
-			// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
-			Money []struct {
-				// Captured payments that took money (succeeded or mismatch)
-				Captured int64 `json:"captured"`
-
-				// Currency ISO 4217
-				Currency string `json:"currency"`
-
-				// Refunded refunds the provider confirmed
-				Refunded int64 `json:"refunded"`
-
-				// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
-				RefundsPending int64 `json:"refunds_pending"`
-			} `json:"money"`
+			// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none); refunds_pending here: refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+			Money []Money `json:"money"`
 
 			// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 			Orders        map[string]int64 `json:"orders"`
@@ -3269,20 +3574,8 @@ func (r AdminSummaryResponse) GetJSON200() *struct {
 		Accepted int64 `json:"accepted"`
 		Item     Item  `json:"item"`
 
-		// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
-		Money []struct {
-			// Captured payments that took money (succeeded or mismatch)
-			Captured int64 `json:"captured"`
-
-			// Currency ISO 4217
-			Currency string `json:"currency"`
-
-			// Refunded refunds the provider confirmed
-			Refunded int64 `json:"refunded"`
-
-			// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
-			RefundsPending int64 `json:"refunds_pending"`
-		} `json:"money"`
+		// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none); refunds_pending here: refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+		Money []Money `json:"money"`
 
 		// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 		Orders        map[string]int64 `json:"orders"`
@@ -5289,6 +5582,21 @@ func (c *ClientWithResponses) ControlRoomWithResponse(ctx context.Context, reqEd
 	return ParseControlRoomResponse(rsp)
 }
 
+// AdminItemBooksWithResponse A sale's books against the payment provider's own ledger (admin), the control room's "Check against the provider".
+//
+// Reads the sale's snapshot (MySQL and Redis, as seckill reconcile does; not its sagas) and, with a provider (SECKILL_PAYMENT_PROVIDER stripe or testpay), the provider's own record of each of the sale's payments (captured, refunded, refunds pending or failed, disputed), at most `budget` (100) records, the payments that took money or have a refund first, behind the provider's limiter that checkouts share. It judges them as reconcile does (books.Judge): ours and the provider's figures per currency, and every problem with its order id. Asked on demand, never polled: one check at a time per API instance, and a check of the same sale within 10 s is answered with the last one's reading (its read_at). **Under SECKILL_PAYMENT_PROVIDER=door** (no provider) the answer is 200 with an empty comparison: `provider` is `door`, `payments` and `provider_read` are 0, `money_read` and `provider_money` are empty, and `money` and `problems` are our books alone. A provider that stops answering (rate limited, unreachable) is not an error: the comparison covers the records read before, and `provider_error` says why it stopped.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/admin/items/{id}/books (the `AdminItemBooks` operationId).
+func (c *ClientWithResponses) AdminItemBooksWithResponse(ctx context.Context, id ItemID, reqEditors ...RequestEditorFn) (*AdminItemBooksResponse, error) {
+	rsp, err := c.AdminItemBooks(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminItemBooksResponse(rsp)
+}
+
 // AdminFindOrdersWithResponse Find orders (admin) by order id or buyer id, with their payments, refunds and sagas.
 //
 // Exactly one of `order_id` and `buyer_id`. A buyer's orders: the 50 newest. None found: an empty list.
@@ -5752,6 +6060,128 @@ func ParseControlRoomResponse(rsp *http.Response) (*ControlRoomResponse, error) 
 	return response, nil
 }
 
+// ParseAdminItemBooksResponse parses an HTTP response from a AdminItemBooksWithResponse call
+func ParseAdminItemBooksResponse(rsp *http.Response) (*AdminItemBooksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminItemBooksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Budget the most provider records one check reads
+			Budget int   `json:"budget"`
+			ItemID int64 `json:"item_id"`
+
+			// Money our books, the whole sale, per currency (refunds_pending: owed back and not confirmed, asked or not)
+			Money []Money `json:"money"`
+
+			// MoneyRead our books over the payments read, per currency (refunds_pending: refunds asked, not confirmed): like for like with provider_money
+			MoneyRead []Money `json:"money_read"`
+
+			// Payments the sale's payments at the provider (our payments table)
+			Payments int `json:"payments"`
+
+			// Problems the books' findings, as seckill reconcile reports them (docs/runbook.md); empty when the books hold
+			Problems []BooksProblem `json:"problems"`
+
+			// Provider SECKILL_PAYMENT_PROVIDER: whose ledger was read (door: none)
+			Provider AdminItemBooks200JSONResponseBodyProvider `json:"provider"`
+
+			// ProviderError why the provider's reads stopped before the budget (absent when they did not)
+			ProviderError *string `json:"provider_error,omitempty"`
+
+			// ProviderMoney the provider's own ledger over the same payments, per currency (refunds_pending: refunds pending at the provider)
+			ProviderMoney []Money `json:"provider_money"`
+
+			// ProviderRead how many of them the provider's record was read for (at most budget)
+			ProviderRead int `json:"provider_read"`
+
+			// ReadAt when the check ran (a repeat within 10 s answers the same reading)
+			ReadAt time.Time `json:"read_at"`
+
+			// RefundsStuck money owed back past the grace (SECKILL_RECONCILE_GRACE)
+			RefundsStuck int `json:"refunds_stuck"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ItemNotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Internal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AdminItemBooksResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseAdminFindOrdersResponse parses an HTTP response from a AdminFindOrdersWithResponse call
 func ParseAdminFindOrdersResponse(rsp *http.Response) (*AdminFindOrdersResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5904,20 +6334,8 @@ func ParseAdminSummaryResponse(rsp *http.Response) (*AdminSummaryResponse, error
 				Accepted int64 `json:"accepted"`
 				Item     Item  `json:"item"`
 
-				// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none)
-				Money []struct {
-					// Captured payments that took money (succeeded or mismatch)
-					Captured int64 `json:"captured"`
-
-					// Currency ISO 4217
-					Currency string `json:"currency"`
-
-					// Refunded refunds the provider confirmed
-					Refunded int64 `json:"refunded"`
-
-					// RefundsPending refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
-					RefundsPending int64 `json:"refunds_pending"`
-				} `json:"money"`
+				// Money the sale's payments and refunds per currency, in minor units (the payments and refunds tables; empty when none); refunds_pending here: refunds asked and not confirmed yet (a refund never asked is reconcile's refund_missing)
+				Money []Money `json:"money"`
 
 				// Orders orders by status; QUEUED is accepted minus the rows past QUEUED
 				Orders        map[string]int64 `json:"orders"`

@@ -68,8 +68,13 @@ type Sale struct {
 	// not read yet is in Money only).
 	Provider     []store.Money `json:"provider,omitempty"`
 	ProviderRead int           `json:"provider_read,omitempty"`
-	Stuck        int           `json:"refunds_stuck"`
-	Problems     []Problem     `json:"problems,omitempty"`
+	// MoneyRead: our figures over the same payments as Provider (what we
+	// captured of them, the refunds the provider confirmed, the refunds
+	// asked and not confirmed), so a check within a budget compares like
+	// with like.
+	MoneyRead []store.Money `json:"money_read,omitempty"`
+	Stuck     int           `json:"refunds_stuck"`
+	Problems  []Problem     `json:"problems,omitempty"`
 }
 
 // Took reports whether a payment took money.
@@ -185,13 +190,16 @@ func (s *Sale) compare(it *snapshot.Item, recs map[string]provider.Record, refun
 		cur := cmp.Or(rec.Currency, p.Currency)
 		s.Provider = store.AddMoney(s.Provider, store.Money{Currency: cur, Captured: rec.Captured, Refunded: rec.Refunded,
 			RefundsPending: rec.RefundsPending})
-		var captured, refunded int64
+		var captured, refunded, pending int64
 		if Took(p) {
 			captured = p.Amount
 		}
 		if r, asked := refundOf[p.ID]; asked && r.Status == store.RefundSucceeded {
 			refunded = r.Amount
+		} else if asked && r.Status == store.RefundPending {
+			pending = r.Amount
 		}
+		s.MoneyRead = store.AddMoney(s.MoneyRead, store.Money{Currency: p.Currency, Captured: captured, Refunded: refunded, RefundsPending: pending})
 		switch {
 		case rec.Captured != captured || rec.Captured > 0 && cur != p.Currency:
 			problem(ProviderDiffers, p.OrderID, p.ProviderPaymentID, "the provider captured %d %s, our books %d %s (%s)",

@@ -182,6 +182,14 @@ func TestAgainstTheProvidersRecord(t *testing.T) {
 	if len(b.Problems) != 0 || b.ProviderRead != 3 || len(b.Provider) != 1 || b.Provider[0] != (store.Money{Currency: "EUR", Captured: 2 * 999, Refunded: 999}) {
 		t.Fatalf("equal records: %+v", b)
 	}
+	if len(b.MoneyRead) != 1 || b.MoneyRead[0] != b.Provider[0] {
+		t.Fatalf("our figures over the payments read %+v, want the provider's %+v", b.MoneyRead, b.Provider)
+	}
+	// Within a budget: ours over the payments read, not the whole sale.
+	if b := judge(map[string]provider.Record{"pi_2": equal["pi_2"]}); b.ProviderRead != 1 ||
+		len(b.MoneyRead) != 1 || b.MoneyRead[0] != (store.Money{Currency: "EUR", Captured: 999, Refunded: 999}) {
+		t.Fatalf("one record read: %+v", b)
+	}
 	for name, tc := range map[string]struct {
 		pid string
 		rec provider.Record
@@ -199,7 +207,7 @@ func TestAgainstTheProvidersRecord(t *testing.T) {
 			t.Errorf("%s: problems %+v, want one %s of %s", name, b.Problems, books.ProviderDiffers, tc.pid)
 		}
 	}
-	if b := judge(nil); b.ProviderRead != 0 || b.Provider != nil {
+	if b := judge(nil); b.ProviderRead != 0 || b.Provider != nil || b.MoneyRead != nil {
 		t.Fatalf("no records read: %+v", b)
 	}
 }

@@ -1,6 +1,6 @@
 // Package controlroom serves the pages (package web's storefront and control
 // room), the admin summary they poll, with its 202 -> first pay latencies,
-// and each sale over time.
+// each sale over time, and a sale's books against the provider's own ledger.
 package controlroom
 
 import (
@@ -47,13 +47,17 @@ type Histogram interface {
 	DeleteLabelValues(lvs ...string) bool
 }
 
-// Deps are what the control room is built from. Temporal is optional.
+// Deps are what the control room is built from. Temporal is optional;
+// Books without its sources answers 503, BooksMetrics unset counts
+// unregistered.
 type Deps struct {
-	Items    Items
-	Pulses   Pulses
-	Orders   OrderCounts
-	FirstPay Histogram
-	Temporal config.Temporal
+	Items        Items
+	Pulses       Pulses
+	Orders       OrderCounts
+	FirstPay     Histogram
+	Books        Books
+	BooksMetrics BooksMetrics
+	Temporal     config.Temporal
 	// The API's admin check, error answer and unknown route's answer.
 	Admin    gin.HandlerFunc
 	Fail     func(c *gin.Context, err error)
@@ -68,18 +72,23 @@ type Room struct {
 	sums       apierr.Reused[summaryBody]
 	series     apierr.Reused[seriesBody]
 	paid       firstPays
+	checks     bookChecks
 	temporalUI string // the sagas' list in the Temporal Web UI, or ""
 }
 
 // Register adds the control room's routes to r.
 func Register(r gin.IRoutes, d Deps) *Room {
+	if d.BooksMetrics.Checks == nil || d.BooksMetrics.Records == nil {
+		d.BooksMetrics = NewBooksMetrics(prometheus.NewRegistry())
+	}
 	rm := &Room{d: d, pages: loadPages(web.Files()), paid: firstPays{byItem: make(map[int64]map[string]struct{})},
-		temporalUI: d.Temporal.WorkflowsURL("")}
+		checks: bookChecks{one: make(chan struct{}, 1), last: make(map[int64]BooksCheck)}, temporalUI: d.Temporal.WorkflowsURL("")}
 	r.GET("/", func(c *gin.Context) { rm.writePage(c, "index.html") })
 	r.GET("/admin", func(c *gin.Context) { rm.writePage(c, "admin.html") })
 	r.GET("/assets/*file", rm.asset)
 	r.GET("/api/v1/admin/summary", d.Admin, rm.adminSummary)
 	r.GET("/api/v1/admin/series", d.Admin, rm.adminSeries)
+	r.GET("/api/v1/admin/items/:id/books", d.Admin, apierr.Handle(d.Fail, rm.adminBooks))
 	return rm
 }
 

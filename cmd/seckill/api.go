@@ -18,15 +18,19 @@ import (
 
 	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/api/apierr"
+	"github.com/seckill/seckill/api/controlroom"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/internal/temporalx"
 	"github.com/seckill/seckill/orderstatus"
 	"github.com/seckill/seckill/outbox"
 	"github.com/seckill/seckill/payment"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/relay"
+	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
 	"github.com/seckill/seckill/workflows"
@@ -77,10 +81,13 @@ func runAPI(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	pays, actions := newPayments(d, p, desk, refundStarter{tc, cfg.Temporal.TaskQueue})
+	// One provider (one limiter) for checkouts and the control room's books checks.
+	prov := newProvider(d, cfg.Payment.Provider)
+	pays, actions := newPayments(d, p, desk, prov, refundStarter{tc, cfg.Temporal.TaskQueue})
 	apiDeps := p.apiDeps(cfg, log, desk, rel, tc)
 	apiDeps.Payments, apiDeps.Actions, apiDeps.Refunds = pays, actions, refundStarter{tc, cfg.Temporal.TaskQueue}
 	apiDeps.Currency = cfg.Payment.Currency
+	apiDeps.Books = p.books(cfg, prov)
 	if err := useOIDC(bgCtx, cfg, log, &apiDeps); err != nil {
 		return err
 	}
@@ -180,6 +187,19 @@ func (p apiStores) apiDeps(cfg config.Config, log *slog.Logger, desk *payment.De
 		},
 		DevSecret: cfg.DevTokenSecret(),
 	}
+}
+
+// books is what the control room's books check reads: the sale's snapshot
+// from MySQL and Redis (not its sagas: an order's window plus the grace
+// says it is closed) and, with a provider, its own ledger within
+// controlroom.BooksBudget, judged as seckill reconcile judges.
+func (p apiStores) books(cfg config.Config, prov provider.Provider) controlroom.Books {
+	b := controlroom.Books{Sources: snapshot.Sources{MySQL: p.db, Redis: p.units},
+		RequirePayments: cfg.Payment.Provider == "stripe", Grace: cfg.Reconcile.Grace}
+	if prov != nil {
+		b.Ledger = books.Ledger{Name: cfg.Payment.Provider, Recorder: prov, Budget: controlroom.BooksBudget}
+	}
+	return b
 }
 
 // useOIDC makes d take the identity provider's tokens (HS256 ones too while

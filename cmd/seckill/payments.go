@@ -17,16 +17,15 @@ import (
 	"github.com/seckill/seckill/store"
 )
 
-// newPayments builds the provider SECKILL_PAYMENT_PROVIDER names, behind
-// provider.Guard, and the cashier over it; door: none (payments at the
-// door only). The buyer's pay and cancel: the desk's, but under Stripe only
+// newPayments builds the cashier over prov, the provider
+// SECKILL_PAYMENT_PROVIDER names behind provider.Guard (newProvider); door,
+// prov nil: none (payments at the door only). The buyer's pay and cancel: the desk's, but under Stripe only
 // a verified notification pays, and under testpay the pay is the test card
 // at the provider, judged at the door. A success the door cannot take is
 // refunded by a PaymentRefund workflow the cashier starts.
-func newPayments(d *deps, p apiStores, desk *payment.Desk, refunds cashier.Refunds) (payhook.Options, api.OrderActions) {
+func newPayments(d *deps, p apiStores, desk *payment.Desk, prov provider.Provider, refunds cashier.Refunds) (payhook.Options, api.OrderActions) {
 	cfg := d.cfg.Payment
 	name := cfg.Provider // lower case (config normalizes it)
-	prov := newProvider(d, name)
 	if prov == nil {
 		return payhook.Options{NotifyRPS: cfg.NotifyRPS}, desk
 	}

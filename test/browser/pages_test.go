@@ -73,12 +73,11 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 	alice.until("PAID", `document.getElementById("order-status").dataset.status === "PAID"`, 30*time.Second)
 	alice.shot("order-paid")
 
-	// ---- 2. A second buyer: sold out, in words.
+	// ---- 2. A second buyer: sold out, in words, and no Buy button.
 	bob := b.page("buyer-1002")
 	signIn(bob, d.base+"/", 1002)
 	bob.until("no unit left", fmt.Sprintf(`(document.getElementById("sale-%d-units")||{}).textContent.startsWith("0 of 1")`, lamp.ID), 15*time.Second)
-	bob.do("try to buy", chromedp.Click(chromedp.ID(fmt.Sprintf("buy-%d", lamp.ID))))
-	bob.until("the sold-out answer", fmt.Sprintf(`document.getElementById("sale-%d-msg").textContent.startsWith("Sold out")`, lamp.ID), 15*time.Second)
+	bob.until("sold out in place of the Buy button", soldOut(lamp.ID), 15*time.Second)
 	bob.shot("second-buyer-sold-out")
 
 	// The first buyer's orders list the paid order.
@@ -205,15 +204,19 @@ func TestStorefrontAndControlRoom(t *testing.T) {
 	bob.until("the second buyer's order page", `location.hash.startsWith("#/orders/")`, 15*time.Second)
 	bob.do("back to the sales", chromedp.Navigate(d.base+"/#/"))
 
-	// ---- 5. End now: the buy button of an open page turns off.
-	buySale := fmt.Sprintf(`document.getElementById("buy-%d")`, sale)
-	bob.until("the stampede sale buyable (sold out, window open)", buySale+" && !"+buySale+".disabled", 15*time.Second)
-	admin.do("end the sale", chromedp.Click(chromedp.ID(fmt.Sprintf("end-%d", sale))))
+	// ---- 5. End now: the buy button of an open page turns off. The
+	// stampede sale is sold out (no Buy button): end a sale with units left.
+	bob.until("the stampede sale sold out", soldOut(sale), 15*time.Second)
+	last := d.createSale("Last call", 5, 0).ID
+	buySale := fmt.Sprintf(`document.getElementById("buy-%d")`, last)
+	bob.until("the last sale buyable", buySale+" && !"+buySale+".disabled && !"+buySale+".hidden", 15*time.Second)
+	admin.until("the last sale in the control room", fmt.Sprintf(`!!document.getElementById("end-%d")`, last), 15*time.Second)
+	admin.do("end the sale", chromedp.Click(chromedp.ID(fmt.Sprintf("end-%d", last))))
 	confirm(admin)
 	ended := time.Now()
 	bob.until("the buy button off after the end", buySale+".disabled", 10*time.Second)
 	t.Logf("end now -> buy button off on an open page: %s", time.Since(ended).Round(10*time.Millisecond))
-	admin.until("the sale shown ended", fmt.Sprintf(`document.getElementById("sale-%d-state").textContent === "ENDED"`, sale), 10*time.Second)
+	admin.until("the sale shown ended", fmt.Sprintf(`document.getElementById("sale-%d-state").textContent === "ENDED"`, last), 10*time.Second)
 	bob.shot("storefront-after-end-now")
 	admin.shot("control-room-after-end-now")
 

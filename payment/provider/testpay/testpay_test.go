@@ -424,7 +424,8 @@ func TestFormatAmount(t *testing.T) {
 		amount   int64
 		currency string
 		want     string
-	}{{999, "EUR", "9.99 EUR"}, {5, "USD", "0.05 USD"}, {500, "JPY", "500 JPY"}, {-150, "EUR", "-1.50 EUR"}} {
+	}{{999, "EUR", "9.99 EUR"}, {5, "USD", "0.05 USD"}, {500, "JPY", "500 JPY"}, {-150, "EUR", "-1.50 EUR"},
+		{9999, "KWD", "9.999 KWD"}, {5, "BHD", "0.005 BHD"}} {
 		if got := testpay.FormatAmount(c.amount, c.currency); got != c.want {
 			t.Errorf("FormatAmount(%d, %s) = %q, want %q", c.amount, c.currency, got, c.want)
 		}

@@ -1,7 +1,8 @@
 // The control room: every sale's live figures (GET /api/v1/admin/summary,
 // polled twice a second; the server reads them at most twice a second
-// whatever the number of open rooms), each sale's chart over time, and the
-// sale controls, each confirmed.
+// whatever the number of open rooms), each sale's chart over time, its books
+// against the provider's own ledger on demand, and the sale controls, each
+// confirmed.
 "use strict";
 
 (() => {
@@ -29,19 +30,44 @@
   }
 
   // ------------------------------------------------------------ create
+  // The price is read as a person writes it ("9.99", "9,99 EUR", "EUR
+  // 1 234,50") into the currency's minor units, exactly (seckill.parsePrice);
+  // a code written in it picks the currency. The API takes price_cents.
+  const currencyField = $("c-currency");
+  currencyField.replaceChildren(...S.currencies.map(c => S.el("option", { value: c }, `${c} (${S.exponent(c)} decimals)`)));
+  currencyField.value = "EUR";
+  function readPrice() {
+    const p = S.parsePrice($("c-price").value, currencyField.value);
+    if (p.ok && p.currency !== currencyField.value) currencyField.value = p.currency;
+    $("c-price").setAttribute("aria-invalid", String(!p.ok));
+    $("c-price-says").className = p.ok ? "muted" : "muted bad";
+    $("c-price-says").textContent = p.ok ? `${p.text} (${p.minor} in minor units)` : "Not a price: see below.";
+    $("c-price-msg").textContent = p.ok ? "" : "Price: " + p.error;
+    return p;
+  }
+  $("c-price").addEventListener("input", readPrice);
+  currencyField.addEventListener("change", readPrice);
+  readPrice();
+
   $("create-form").addEventListener("submit", async e => {
     e.preventDefault();
+    const price = readPrice();
+    if (!price.ok) {
+      S.say($("create-msg"), "bad", "Not created: the price cannot be read; the line above says why.");
+      $("c-price").focus();
+      return;
+    }
     const start = new Date(S.now() + Number($("c-start").value) * 1000);
     const end = new Date(start.getTime() + Number($("c-minutes").value) * 60000);
     const body = {
-      name: $("c-name").value, price_cents: Number($("c-price").value), stock_total: Number($("c-units").value),
+      name: $("c-name").value, price_cents: price.minor, currency: price.currency, stock_total: Number($("c-units").value),
       start_at: start.toISOString(), end_at: end.toISOString(), payment_timeout_seconds: Number($("c-window").value),
     };
-    const ok = await confirmAction(`Create "${body.name}": ${body.stock_total} units at ${S.money(body.price_cents)}, ` +
+    const ok = await confirmAction(`Create "${body.name}": ${body.stock_total} units at ${price.text}, ` +
       `from ${start.toLocaleTimeString()} to ${end.toLocaleString()}, ${body.payment_timeout_seconds} s to pay?`, "Create the sale");
     if (!ok) { S.say($("create-msg"), "", "Nothing created."); return; }
     const r = await S.call("POST", "/api/v1/items", { token, body });
-    if (r.ok) S.say($("create-msg"), "ok", `Sale ${r.data.id} created: "${r.data.name}", ${r.data.stock_total} units.`);
+    if (r.ok) S.say($("create-msg"), "ok", `Sale ${r.data.id} created: "${r.data.name}", ${r.data.stock_total} units at ${S.money(r.data.price_cents, r.data.currency)}.`);
     else S.say($("create-msg"), "bad", "Not created: " + S.errorText(r));
   });
 
@@ -72,7 +98,10 @@
       S.el("dl", { class: "figs" }, figs),
       r.chart = S.el("figure", { class: "chart", id: `s${id}-chart` }),
       S.el("div", { class: "row" },
-        r.sagas = S.el("a", { id: `sale-${id}-sagas`, target: "_blank", rel: "noopener" }, "Sagas in the Temporal UI")),
+        r.sagas = S.el("a", { id: `sale-${id}-sagas`, target: "_blank", rel: "noopener" }, "Sagas in the Temporal UI"),
+        r.check = S.el("button", { type: "button", class: "secondary", id: `books-${id}`, hidden: true, onclick: () => checkBooks(id) },
+          "Check against the provider")),
+      r.books = S.el("div", { class: "books", id: `s${id}-books`, "aria-live": "polite" }),
       S.el("div", { class: "row" },
         r.end = S.el("button", { type: "button", class: "danger", id: `end-${id}`, onclick: () => endSale(id) }, "End now…")),
       S.el("form", { class: "row", onsubmit: e => { e.preventDefault(); addUnits(id); } },
@@ -101,11 +130,12 @@
       r.p50.textContent = ms(s.payable.p50_ms);
       r.p99.textContent = ms(s.payable.p99_ms) + (s.payable.count ? ` (${s.payable.count})` : "");
       r.outbox.textContent = s.outbox_backlog;
-      const sums = key => (s.money || []).map(m => `${S.money(m[key])} ${m.currency}`).join(" · ") || "—";
+      const sums = key => (s.money || []).map(m => S.money(m[key], m.currency)).join(" · ") || "—";
       r.captured.textContent = sums("captured");
       r.refunded.textContent = sums("refunded");
       r.pending.textContent = sums("refunds_pending");
       if (s.sagas_url) { r.sagas.href = s.sagas_url; r.sagas.hidden = false; } else r.sagas.hidden = true;
+      r.check.hidden = !S.viaCheckout(); // door: no provider ledger to read
       r.end.disabled = it.status === "ENDED";
       order.push(c.root);
     }
@@ -213,6 +243,58 @@
     else S.say(c.r.msg, "bad", "Not added: " + S.errorText(r));
   }
 
+  // ------------------------------------------------------------ books
+  // checkBooks asks the sale's books against the provider's own ledger (GET
+  // /api/v1/admin/items/:id/books): up to 100 provider calls, so on this
+  // button only, never on a poll. Ours and the provider's per currency, the
+  // payments read, and each problem with its order.
+  async function checkBooks(id) {
+    const c = cards.get(id);
+    c.r.check.disabled = true;
+    c.r.books.replaceChildren(S.el("p", { class: "msg", role: "status" }, "Reading the provider's records…"));
+    const r = await S.call("GET", `/api/v1/admin/items/${id}/books`, { token });
+    c.r.check.disabled = false;
+    if (!r.ok) {
+      c.r.books.replaceChildren(S.el("p", { class: "msg bad", id: `s${id}-books-msg` }, "The books could not be checked: " + S.errorText(r)));
+      return;
+    }
+    c.r.books.replaceChildren(...booksView(r.data));
+  }
+  const FIGURES = [["captured", "Captured"], ["refunded", "Refunded"], ["refunds_pending", "Refunds pending"]];
+  const PROVIDERS = { stripe: "Stripe", testpay: "the test provider" };
+  function booksView(b) {
+    const id = b.item_id, partial = b.provider_read < b.payments;
+    const byCur = list => new Map((list || []).map(m => [m.currency, m]));
+    const ours = byCur(b.money_read), theirs = byCur(b.provider_money), whole = byCur(b.money);
+    const curs = [...new Set([...ours.keys(), ...theirs.keys(), ...(partial ? whole.keys() : [])])].sort();
+    const cell = (m, cur, key, side, differs) => S.el("td", { id: `s${id}-books-${cur}-${key}-${side}`, class: differs ? "differs" : null },
+      S.money(m ? m[key] : 0, cur));
+    const rows = curs.flatMap(cur => FIGURES.map(([key, label]) => {
+      const o = ours.get(cur), t = theirs.get(cur), differs = (o ? o[key] : 0) !== (t ? t[key] : 0);
+      return S.el("tr", {}, S.el("th", { scope: "row" }, `${label} (${cur})`), cell(o, cur, key, "ours", differs),
+        cell(t, cur, key, "provider", differs), partial ? cell(whole.get(cur), cur, key, "whole", false) : null);
+    }));
+    const who = PROVIDERS[b.provider] || b.provider;
+    const read = `${b.provider_read} of ${b.payments} payment${b.payments === 1 ? "" : "s"} read at ${who}` +
+      (partial ? ` (at most ${b.budget} a check: the figures compare those)` : "") + `, ${new Date(b.read_at).toLocaleTimeString()}.`;
+    const out = [S.el("p", { class: "muted", id: `s${id}-books-read` }, b.provider === "door" ? "No payment provider (door): our books only." : read)];
+    if (curs.length) {
+      out.push(S.el("table", { class: "books", id: `s${id}-books-table` },
+        S.el("caption", { class: "visually-hidden" }, "Our books and the provider's, per currency"),
+        S.el("thead", {}, S.el("tr", {}, S.el("td", {}), S.el("th", { scope: "col" }, "Our books"), S.el("th", { scope: "col" }, `${who[0].toUpperCase() + who.slice(1)}'s ledger`),
+          partial ? S.el("th", { scope: "col" }, "Ours, whole sale") : null)),
+        S.el("tbody", {}, rows)));
+    }
+    if (b.provider_error) out.push(S.el("p", { class: "msg warn", id: `s${id}-books-error` }, "The provider stopped answering: " + b.provider_error));
+    const problems = b.problems || [];
+    out.push(problems.length
+      ? S.el("ul", { id: `s${id}-books-problems`, class: "msg bad" }, problems.map(p => S.el("li", {}, S.el("code", {}, p.kind),
+          p.order_id ? [" order ", S.el("code", {}, p.order_id)] : null, ": ", p.detail)))
+      : S.el("p", { class: "msg ok", id: `s${id}-books-problems` },
+          b.provider_read ? "No problem: the provider's ledger agrees with our books." : "No problem in our books."));
+    return out;
+  }
+
   // ------------------------------------------------------------ find an order
   $("find-form").addEventListener("submit", e => { e.preventDefault(); find($("find-q").value.trim()); });
   async function find(q) {
@@ -223,7 +305,7 @@
     S.say($("find-msg"), "", list.length ? `${list.length} order${list.length > 1 ? "s" : ""}, newest first.` : "No order found.");
     $("found").replaceChildren(...list.map(foundCard));
   }
-  const amount = (n, cur) => `${S.money(n)} ${cur}`;
+  const amount = (n, cur) => S.money(n, cur);
   const link = (href, text) => href ? S.el("a", { href, target: "_blank", rel: "noopener" }, text) : null;
   function foundCard(f) {
     const o = f.order, id = o.order_id;

@@ -88,13 +88,102 @@ const seckill = (() => {
     if (m > 0) return `${m} min ${String(r).padStart(2, "0")} s`;
     return `${r} s`;
   }
-  // money writes minor units as the test provider's page does
-  // (testpay.FormatAmount): 999 EUR is "9.99 EUR", 500 JPY "500 JPY".
-  const zeroDecimal = new Set("BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split(" "));
+  // ---- money: amounts are integers of the currency's minor unit.
+  // exponent is the currency's number of decimals (ISO 4217): 0 for the
+  // zero-decimal currencies as the providers take them (provider.FormatAmount's
+  // list, Stripe's), 3 for the three-decimal ones, 2 for every other code.
+  const zeroDecimal = "BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF".split(" ");
+  const threeDecimal = "BHD IQD JOD KWD LYD OMR TND".split(" ");
+  function exponent(currency) {
+    return zeroDecimal.includes(currency) ? 0 : threeDecimal.includes(currency) ? 3 : 2;
+  }
+  // currencies: the codes the control room's price field knows, most used first.
+  const currencies = ["EUR", "USD", "GBP", "CHF", "JPY", "SEK", "NOK", "DKK", "PLN", "CZK", "HUF", "CAD", "AUD",
+    "NZD", "SGD", "HKD", "CNY", "INR", "KRW", "BRL", "MXN", "ZAR", "TRY", "AED", "SAR", "ILS", "THB", "VND", "CLP",
+    "KWD", "BHD", "OMR", "JOD", "TND", "IQD", "LYD"];
+  // money writes minor units as the checkout pages do (provider.FormatAmount):
+  // 999 EUR is "9.99 EUR", 500 JPY "500 JPY", 9999 KWD "9.999 KWD"; exact
+  // (string digits, no float division).
   function money(amount, currency) {
-    const n = zeroDecimal.has(currency) ? String(amount) : (amount / 100).toFixed(2);
+    const e = exponent(currency), digits = String(Math.abs(amount)).padStart(e + 1, "0");
+    const n = (amount < 0 ? "-" : "") + (e ? digits.slice(0, -e) + "." + digits.slice(-e) : digits);
     return currency ? `${n} ${currency}` : n;
   }
+
+  // parsePrice reads a price as a person writes it — "9.99", "9,99",
+  // "9.99 EUR", "EUR 9.99", "€9.99", "1 234,50", "1,234.50", "1.234,50" —
+  // into the currency's minor units, exactly: the digits are read as a
+  // string, never through a float. A code in the text names the currency,
+  // else it is fallback. Answers {ok: true, minor, currency, text} or
+  // {ok: false, error} with the error in words.
+  const symbols = { "€": "EUR", "£": "GBP" };
+  function parsePrice(input, fallback) {
+    const refuse = error => ({ ok: false, error });
+    let s = String(input === undefined || input === null ? "" : input).replace(/[\s\u00a0\u202f\u2009]+/g, " ").trim();
+    if (s === "") return refuse("Write a price, such as 9.99.");
+    let currency = "";
+    const lead = s.match(/^([A-Za-z]{3})(?![A-Za-z])\s*(.*)$/), trail = !lead && s.match(/^(.*?)(?<![A-Za-z])\s*([A-Za-z]{3})$/);
+    if (lead) [currency, s] = [lead[1], lead[2]];
+    else if (trail) [s, currency] = [trail[1], trail[2]];
+    else if (symbols[s[0]]) [currency, s] = [symbols[s[0]], s.slice(1)];
+    else if (symbols[s[s.length - 1]]) [currency, s] = [symbols[s[s.length - 1]], s.slice(0, -1)];
+    currency = currency.toUpperCase();
+    s = s.trim();
+    if (s === "") return refuse(`“${input}” is not a price: write an amount, such as 9.99 ${currencies.includes(currency) ? currency : fallback || "EUR"}.`);
+    if (currency && !currencies.includes(currency)) {
+      return refuse(`${currency} is not a currency this form knows; write one of ${currencies.join(", ")}.`);
+    }
+    currency = currency || fallback || "EUR";
+    if (/^[-\u2212]/.test(s)) return refuse("A price cannot be negative.");
+    if (/^[$¥]|[$¥]$/.test(s)) return refuse("Write the currency's code (USD, CAD, JPY, …) rather than its sign.");
+    if (!/^[0-9.,][0-9 .,']*$/.test(s) || !/[0-9]$/.test(s)) {
+      return refuse(`“${input}” is not a price: write digits, with a decimal point or comma, such as 9.99 or 9,99 ${currency}.`);
+    }
+    const e = exponent(currency);
+    // The decimal separator: the last of "." and "," when both are written
+    // (1,234.50 / 1.234,50); a lone one unless it groups thousands.
+    let whole = s, frac = "";
+    const lastDot = s.lastIndexOf("."), lastComma = s.lastIndexOf(",");
+    const dec = lastDot >= 0 && lastComma >= 0 ? (lastDot > lastComma ? "." : ",")
+      : lastDot >= 0 ? "." : lastComma >= 0 ? "," : "";
+    if (dec && s.split(dec).length === 2) {
+      const after = s.slice(s.lastIndexOf(dec) + 1);
+      const both = lastDot >= 0 && lastComma >= 0;
+      if (!both && /^[0-9]{3}$/.test(after) && e !== 3) {
+        if (e !== 0) {
+          return refuse(`“${s}” is ambiguous: is “${dec}” a decimal point or a thousands separator? ${currency} has ${e} decimals: ` +
+            `write ${s.split(dec).join("")} for the whole amount, or at most ${e} decimals.`);
+        }
+        // JPY has no decimals: 1,000 groups thousands.
+      } else {
+        whole = s.slice(0, s.lastIndexOf(dec));
+        frac = after;
+      }
+    }
+    if (!/^[0-9]*$/.test(frac)) return refuse(`“${s}”: the decimals must be digits only.`);
+    // The whole part: digits, or groups of three after the first, split by
+    // one kind of separator (a space, an apostrophe, or the other mark).
+    const seps = new Set(whole.replace(/[0-9]/g, ""));
+    if (seps.size > 1) return refuse(`“${s}”: use one thousands separator, or none.`);
+    if (seps.size === 1) {
+      const [sep] = seps;
+      const groups = whole.split(sep);
+      if (!/^[0-9]{1,3}$/.test(groups[0]) || groups.slice(1).some(g => !/^[0-9]{3}$/.test(g))) {
+        return refuse(`“${s}”: thousands are grouped by three digits (1 234 567,50 or 1,234,567.50).`);
+      }
+      whole = groups.join("");
+    }
+    if (whole === "" && frac === "") return refuse(`“${input}” is not a price.`);
+    if (frac.length > e && /[1-9]/.test(frac.slice(e))) {
+      return refuse(e === 0 ? `${currency} has no decimals: write a whole amount, such as ${whole || "0"} ${currency}.`
+        : `${currency} has ${e} decimals: “${s}” has ${frac.length}.`);
+    }
+    const digits = ((whole || "0") + frac.slice(0, e).padEnd(e, "0")).replace(/^0+(?=[0-9])/, "");
+    const minor = BigInt(digits);
+    if (minor > BigInt(Number.MAX_SAFE_INTEGER)) return refuse(`“${s}” is too large a price.`);
+    return { ok: true, minor: Number(minor), currency, text: money(Number(minor), currency) };
+  }
+
   function when(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
   function errorText(r) { return r.error ? `${r.error.message} (${r.error.code}${r.status ? ", HTTP " + r.status : ""})` : ""; }
 
@@ -213,5 +302,5 @@ const seckill = (() => {
     return { token, start, signOut };
   }
 
-  return { syncClock, now, isDev, viaCheckout, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, when, errorText, el, say, signInPanel };
+  return { syncClock, now, isDev, viaCheckout, call, tokenInfo, loadToken, tokenFromLink, devToken, duration, money, exponent, currencies, parsePrice, when, errorText, el, say, signInPanel };
 })();

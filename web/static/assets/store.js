@@ -10,20 +10,23 @@
   let follow = null;            // AbortController of the open order stream
   let orderView = null;         // the order page's latest view
   let ordersCursor = "";
+  const mine = new Map();       // item id -> the buyer's newest order of it {order_id, status}
 
   // ------------------------------------------------------------ sign-in
   const signin = S.signInPanel({ role: "buyer", label: "Buyer token", placeholder: "paste the token you were given",
     needs: "the storefront needs a buyer token", devUser: 0, who: info => `Signed in as buyer ${info.user}`,
-    changed: t => { token = t; route(); } });
+    changed: t => { token = t; loadMine(); route(); } });
   let token = signin.token;
 
   // ------------------------------------------------------------ sales
   // state is the sale's state on the server's clock: an operator's "end now"
-  // moves end_at (and the status to ENDED), which the next poll brings.
+  // moves end_at (and the status to ENDED), which the next poll brings. Sold
+  // out is the API's word (status SOLD_OUT, stock_left 0), or a purchase's
+  // 410 SOLD_OUT until the next poll.
   function state(it, now) {
     if (it.status === "ENDED" || now >= Date.parse(it.end_at)) return "ENDED";
     if (now < Date.parse(it.start_at)) return "UPCOMING";
-    if (it.stock_left <= 0) return "SOLD_OUT";
+    if (it.status === "SOLD_OUT" || it.stock_left <= 0) return "SOLD_OUT";
     return "ACTIVE";
   }
   const stateWords = { UPCOMING: "Not started", ACTIVE: "On sale", SOLD_OUT: "Sold out", ENDED: "Ended" };
@@ -39,7 +42,9 @@
       r.units = S.el("p", { class: "count", id: `sale-${it.id}-units` }),
       r.clock = S.el("p", { class: "count", id: `sale-${it.id}-clock`, "aria-live": "off" }),
       S.el("div", { class: "row" },
-        r.buy = S.el("button", { type: "button", id: `buy-${it.id}`, onclick: () => buy(it.id) }, "Buy now")),
+        r.buy = S.el("button", { type: "button", id: `buy-${it.id}`, onclick: () => buy(it.id) }, "Buy now"),
+        r.soldOut = S.el("span", { class: "soldout", id: `sale-${it.id}-soldout`, hidden: true }, "Sold out"),
+        r.mine = S.el("a", { id: `sale-${it.id}-mine`, hidden: true })),
       r.msg = S.el("p", { class: "msg", id: `sale-${it.id}-msg`, role: "status" }));
     c = { root, r };
     cards.set(it.id, c);
@@ -61,12 +66,22 @@
       r.clock.textContent = st === "UPCOMING" ? `Starts in ${S.duration(start - now)}`
         : st === "ENDED" ? `Ended ${S.when(it.end_at)}`
         : `Ends in ${S.duration(end - now)}`;
-      // Open exactly while the sale's window is: a sold-out sale stays
-      // buyable (a cancelled order puts its unit back; the API answers).
-      const open = st === "ACTIVE" || st === "SOLD_OUT";
+      // Buyable while the window is open and units are left. Sold out, the
+      // button gives way to the words (a unit a cancelled or unpaid order
+      // gives back brings it back with the next poll).
+      const open = st === "ACTIVE";
       r.buy.disabled = !open;
+      r.buy.hidden = st === "SOLD_OUT";
+      r.soldOut.hidden = st !== "SOLD_OUT";
       r.buy.setAttribute("aria-describedby", `sale-${it.id}-state sale-${it.id}-clock`);
       r.buy.dataset.open = String(open);
+      // A buyer who ordered this sale keeps the way to the order, whatever its state.
+      const o = mine.get(it.id);
+      r.mine.hidden = !o;
+      if (o) {
+        r.mine.href = `#/orders/${o.order_id}`;
+        r.mine.textContent = o.status ? `Your order: ${statusWords[o.status] || o.status}` : "Your order";
+      }
     }
     for (const [id, c] of cards) if (!items.has(id)) { c.root.remove(); cards.delete(id); }
     if (items.size === 0 && !$("sales-msg").classList.contains("bad")) S.say($("sales-msg"), "", "No sales right now.");
@@ -87,13 +102,16 @@
     r.buy.disabled = true;
     S.say(r.msg, "", "Sending your order…");
     const res = await S.call("POST", `/api/v1/seckill/${id}`, { token });
+    const code = res.error && res.error.code;
+    if (res.status === 202) mine.set(id, { order_id: res.data.order_id, status: res.data.status });
+    if (code === "ALREADY_PURCHASED" && res.error.order_id) mine.set(id, { order_id: res.error.order_id, status: "" });
+    if (code === "SOLD_OUT" && items.has(id)) items.get(id).stock_left = 0; // until the next poll says otherwise
     paintSales();
     if (res.status === 202) {
       S.say(r.msg, "ok", "Accepted: a unit is reserved for you. ", S.el("a", { href: `#/orders/${res.data.order_id}` }, "Follow your order"));
       location.hash = `#/orders/${res.data.order_id}`;
       return;
     }
-    const code = res.error && res.error.code;
     switch (code) {
       case "SOLD_OUT": S.say(r.msg, "bad", "Sold out: every unit is taken. A unit comes back if an order is cancelled or not paid in time."); break;
       case "ALREADY_PURCHASED": S.say(r.msg, "warn", "You already bought this item. ",
@@ -303,6 +321,20 @@
   $("order-cancel").addEventListener("click", () => act("cancel"));
 
   // ------------------------------------------------------------ my orders
+  // loadMine reads the buyer's newest orders (one page) into mine: each sale's
+  // card links its order. Read at sign-in and on the way back to the sales,
+  // not on every poll (the buyer's rate limit is for buying).
+  async function loadMine() {
+    mine.clear();
+    if (!token) { paintSales(); return; }
+    const r = await S.call("GET", "/api/v1/orders?limit=100", { token });
+    if (!r.ok) return;
+    for (const o of (r.data && r.data.orders) || []) {
+      if (!mine.has(o.item_id)) mine.set(o.item_id, { order_id: o.order_id, status: o.status });
+    }
+    paintSales();
+  }
+
   async function loadOrders(more) {
     if (!more) { $("orders").replaceChildren(); ordersCursor = ""; }
     if (!token) { S.say($("orders-msg"), "warn", "Sign in to see your orders."); $("orders-more").hidden = true; return; }
@@ -336,15 +368,19 @@
     $("view-order").hidden = !m;
     if (m) showOrder(m[1]);
     else if (h === "/orders") loadOrders(false);
+    else if (h === "/" && started) loadMine();
     else if (h !== "/") { location.hash = "#/"; return; }
     document.title = m ? "seckill — order" : h === "/orders" ? "seckill — my orders" : "seckill — sales";
   }
   window.addEventListener("hashchange", route);
 
+  let started = false;
   async function start() {
     await signin.start($("sales-msg"));
     route();
     await loadSales();
+    await loadMine();
+    started = true;
     // Countdowns tick every 200 ms on the server's clock; the sales are
     // re-read every second (units left, and a sale an operator ended).
     setInterval(() => { paintSales(); paintOrder(); }, 200);
