@@ -167,6 +167,18 @@ type Record struct {
 	Disputed       int64  `json:"disputed"`
 }
 
+// AddRefund counts a refund of the payment in r, by its state.
+func (r *Record) AddRefund(f Refund) {
+	switch f.Status {
+	case RefundSucceeded:
+		r.Refunded += f.Amount
+	case RefundFailed:
+		r.RefundsFailed += f.Amount
+	default:
+		r.RefundsPending += f.Amount
+	}
+}
+
 // EventType is what a notification says happened, in the shop's words.
 type EventType string
 

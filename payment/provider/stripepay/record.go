@@ -46,14 +46,7 @@ func (c *Client) Record(ctx context.Context, id string) (provider.Record, error)
 		if err != nil {
 			return provider.Record{}, classify("list refunds of "+pi, err)
 		}
-		switch refund(re, pi).Status {
-		case provider.RefundSucceeded:
-			out.Refunded += re.Amount
-		case provider.RefundFailed:
-			out.RefundsFailed += re.Amount
-		default:
-			out.RefundsPending += re.Amount
-		}
+		out.AddRefund(refund(re, pi))
 	}
 	return out, nil
 }

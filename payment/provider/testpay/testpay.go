@@ -306,16 +306,8 @@ func (p *Provider) Record(_ context.Context, id string) (provider.Record, error)
 		out.Captured = pay.Amount
 	}
 	for _, r := range p.refunds {
-		if r.PaymentID != id {
-			continue
-		}
-		switch r.Status {
-		case provider.RefundSucceeded:
-			out.Refunded += r.Amount
-		case provider.RefundFailed:
-			out.RefundsFailed += r.Amount
-		default:
-			out.RefundsPending += r.Amount
+		if r.PaymentID == id {
+			out.AddRefund(r)
 		}
 	}
 	return out, nil
