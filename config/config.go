@@ -475,9 +475,6 @@ type Testpay struct {
 	Addr      string `env:"ADDR" envDefault:"127.0.0.1:8090" check:"hostport"`
 	URL       string `env:"URL" envDefault:"http://127.0.0.1:8090"`
 	NotifyURL string `env:"NOTIFY_URL" envDefault:"http://127.0.0.1:8080/api/v1/payments/notifications"`
-	// DoorPay: a buyer's POST …/pay pays at the door, not with the test
-	// card (the bench's baseline beside the provider's notifications).
-	DoorPay bool `env:"DOOR_PAY"`
 }
 
 // DevTestpaySecret signs the test provider's notifications when no secret is

@@ -156,9 +156,14 @@ type Report struct {
 	// Unanswered counts orders whose 202 no buyer received (counted as
 	// accepted when Input.AcceptedComplete is false).
 	Unanswered int `json:"unanswered,omitempty"`
-	// Money is the sale's books per currency (RefundsPending: owed back).
-	Money      []store.Money `json:"money"`
-	Violations []Violation   `json:"violations"`
+	// Money is the sale's books per currency (RefundsPending: owed back);
+	// Provider the same figures as the provider's own ledger has them, over
+	// the ProviderRead payments whose record was read (Deps.Ledger, or
+	// Input.Records; books.Sale's).
+	Money        []store.Money `json:"money"`
+	Provider     []store.Money `json:"provider,omitempty"`
+	ProviderRead int           `json:"provider_read,omitempty"`
+	Violations   []Violation   `json:"violations"`
 }
 
 // OK reports whether no invariant was broken.
@@ -551,7 +556,7 @@ func workflows(c *check) {
 func money(c *check) {
 	b := books.Judge(c.it, books.Options{RequirePayments: c.in.RequirePayments, Grace: cmp.Or(c.in.RefundGrace, DefaultRefundGrace),
 		Records: c.in.Records})
-	c.rep.Money = b.Money
+	c.rep.Money, c.rep.Provider, c.rep.ProviderRead = b.Money, b.Provider, b.ProviderRead
 	byKind := map[string][]string{}
 	for _, p := range b.Problems {
 		e := p.Detail

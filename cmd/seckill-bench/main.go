@@ -300,6 +300,9 @@ type stagesFlags struct {
 	paymentsOnly     bool
 	doc              string
 	issuer           *bench.Issuer // the identity provider `run` started, if any
+	// stripe is stage 5's path, which only `run` starts (and registers
+	// stage 5's flags for): its Stripe stand-in, the api on stripe, the relay.
+	stripe *bench.StripePath
 }
 
 func (f *stagesFlags) register(cmd *cobra.Command) {
@@ -313,9 +316,6 @@ func (f *stagesFlags) register(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.luaUnits, "lua-units", 50_000, "reservations in the direct Lua baseline")
 	cmd.Flags().IntVar(&f.latency, "latency-units", 1500, "units of stage 3b's sale (buyer-facing latency, every order paid; 0 leaves it out)")
 	cmd.Flags().BoolVar(&f.skipFull, "skip-full", false, "leave out stage 4 (the full flash sale)")
-	cmd.Flags().IntVar(&f.paymentUnits, "payment-units", 10_000, "S of stage 5, the payment stampede: provider notifications, beside S/2 door pays (0 leaves it out; the API needs SECKILL_PAYMENT_PROVIDER=testpay)")
-	cmd.Flags().IntVar(&f.paymentRounds, "payment-rounds", 3, "stage 5's rounds of door pays and notifications taken in turn; the ratio is the median of the rounds'")
-	cmd.Flags().BoolVar(&f.paymentsOnly, "payments-only", false, "run stage 5 alone")
 	cmd.Flags().StringVar(&f.doc, "doc", "docs/performance.md", "markdown file whose bench block gets the latest figures (empty: none)")
 }
 
@@ -327,10 +327,9 @@ func newBenchStagesCmd(a *app) *cobra.Command {
 		Long: "1. bare gin endpoint vs purchase attempts on a sold-out item, side by side in --rounds rounds; 2. bare gin and the\n" +
 			"reservation Lua script via go-redis, just before and after each sale, vs accepted purchases/s over HTTP (--stage2-runs sales); 3. a minimal workflow (three no-op local activities) vs\n" +
 			"sagas/s from message to PENDING_PAYMENT; 3b and 4. a sale whose orders are paid at their 202, and the full flash\n" +
-			"sale, against a waiting workflow (local activity, timer, local activity); 5. provider notifications of a sold-out\n" +
-			"sale (the test provider: 20 % duplicated, 5 % reordered) against the door's pays, side by side in rounds (the API\n" +
-			"needs SECKILL_PAYMENT_PROVIDER=testpay, or --payment-units 0). Needs `seckill api` and `seckill worker` running. Writes\n" +
-			"<out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
+			"sale, against a waiting workflow (local activity, timer, local activity). Stage 5, the payment stampede through the\n" +
+			"Stripe stand-in, needs the processes `seckill-bench run` starts: it runs there. Needs `seckill api` and `seckill\n" +
+			"worker` running. Writes <out>/latest.json, a timestamped copy, the sale's HTML page, and the figures into --doc.",
 		Args: cobra.NoArgs,
 		RunE: a.onTarget(&f.benchFlags, func(cmd *cobra.Command, c checkDeps) error { return a.runStages(cmd, c, &f) }),
 	}
@@ -365,7 +364,7 @@ func (a *app) runStages(cmd *cobra.Command, c checkDeps, f *stagesFlags) error {
 	}
 	s := bench.Stages{Cfg: a.cfg, APIURL: f.apiURL, BareURL: bareURL, BarePID: child.PID(), Load: f.load(), HTTPDuration: f.duration, Rounds: f.rounds,
 		SagaOrders: f.sagaOrders, Stage2Runs: f.stage2Runs, WaitingWorkflows: f.waitingWorkflows, LuaUnits: f.luaUnits, LatencyUnits: f.latency, Full: full, SkipFull: f.skipFull, Temporal: tc,
-		PaymentUnits: f.paymentUnits, PaymentRounds: f.paymentRounds, PaymentsOnly: f.paymentsOnly,
+		PaymentUnits: f.paymentUnits, PaymentRounds: f.paymentRounds, PaymentsOnly: f.paymentsOnly, Stripe: f.stripe,
 		WorkerOps: f.workerOps, OIDC: f.issuer,
 		Progress: cmd.ErrOrStderr(), Log: a.log}
 	rep := s.Run(ctx, d)

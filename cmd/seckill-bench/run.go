@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -36,14 +37,24 @@ import (
 // runFlags are `seckill-bench run`'s settings beside the stages'.
 type runFlags struct {
 	stagesFlags
-	seckill    string
-	name       string
-	apiAddr    string
-	workerAddr string
-	payAddr    string
-	keep       bool
-	oidc       bool
+	seckill       string
+	standin       string
+	name          string
+	apiAddr       string
+	stripeAPIAddr string
+	workerAddr    string
+	stripeAddr    string
+	relayAddr     string
+	keep          bool
+	oidc          bool
 }
+
+// The Stripe stand-in's API key and webhook signing secret in the bench:
+// its API, worker and stand-in share them (development only: SECKILL_DEV).
+const (
+	benchStripeKey    = "sk_test_seckill_bench"
+	benchStripeSecret = "whsec_seckill_bench"
+)
 
 // validName is a bench slice's name: the MySQL user may create seckill_*
 // databases, and the name is also the Redis key prefix.
@@ -61,20 +72,29 @@ func newBenchRunCmd(a *app) *cobra.Command {
 		Short: "Prepare the bench's own database, keys, topic and task queue, start its api and worker, run the stages, clean up",
 		Long: "make bench: a fresh MySQL database --name (dropped, re-created and migrated; item ids start at the current Unix\n" +
 			"time x 1000 so Temporal's SeckillItemId never matches another database's items), Redis key prefix --name, its own\n" +
-			"RocketMQ topic, groups and Temporal task queue; `seckill api` on --api-addr and `seckill worker` (ops on\n" +
-			"--worker-addr) started from --seckill with logs in <out>/logs; then the stages (see `stages --help`). At the end,\n" +
-			"however it ends, the roles stop, the bench's running sagas are terminated, its topics and keys deleted (--keep\n" +
-			"keeps them); the database stays until the next run.",
+			"RocketMQ topic, groups and Temporal task queue; started from --seckill with logs in <out>/logs: `seckill api` on\n" +
+			"--api-addr (SECKILL_PAYMENT_PROVIDER=door: stages 1 to 4, and stage 5's door pays), a second `seckill api` on\n" +
+			"--stripe-api-addr and `seckill worker` (ops on --worker-addr) on SECKILL_PAYMENT_PROVIDER=stripe against the\n" +
+			"Stripe stand-in (--seckill-stripe on --stripe-addr, its webhooks through the bench's relay on --webhook-relay-addr);\n" +
+			"then the stages (see `stages --help`; stage 5, the payment stampede, runs here only). At the end, however it ends,\n" +
+			"the roles stop, the bench's running sagas are terminated, its topics and keys deleted (--keep keeps them); the\n" +
+			"database stays until the next run.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runBench(cmd, &f) },
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.seckill, "seckill", "bin/seckill", "the seckill binary whose roles are started")
+	fl.StringVar(&f.standin, "seckill-stripe", "bin/seckill-stripe", "the Stripe stand-in's binary (cmd/seckill-stripe)")
 	fl.StringVar(&f.name, "name", "seckill_bench", "the bench's database and Redis key prefix (its topic, groups and task queue use it with '-')")
-	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:8180", "the bench api's listen address (apart from make run's 8080)")
+	fl.StringVar(&f.apiAddr, "api-addr", "127.0.0.1:8180", "the bench api's listen address, payments at the door (apart from make run's 8080)")
+	fl.StringVar(&f.stripeAPIAddr, "stripe-api-addr", "127.0.0.1:8181", "the bench's second api's listen address, payments through Stripe (the stand-in)")
 	fl.StringVar(&f.workerAddr, "worker-addr", "127.0.0.1:9191", "the bench worker's metrics and ops listener")
-	fl.StringVar(&f.payAddr, "testpay-addr", "127.0.0.1:8190", "the bench api's test provider checkout listener (apart from make run's 8090)")
+	fl.StringVar(&f.stripeAddr, "stripe-addr", "127.0.0.1:8192", "the bench's Stripe stand-in's listen address (apart from make run's 8092)")
+	fl.StringVar(&f.relayAddr, "webhook-relay-addr", "127.0.0.1:8193", "where the stand-in's webhooks reach the bench, which relays them to the stripe api and times their answers")
+	fl.IntVar(&f.paymentUnits, "payment-units", 10_000, "S of stage 5, the payment stampede: payments through the Stripe stand-in, beside S/2 door pays (0 leaves it out)")
+	fl.IntVar(&f.paymentRounds, "payment-rounds", 3, "stage 5's rounds of door pays and Stripe payments taken in turn; the ratio is the median of the rounds'")
+	fl.BoolVar(&f.paymentsOnly, "payments-only", false, "run stage 5 alone")
 	fl.BoolVar(&f.keep, "keep", false, "keep the Redis keys and the topic at the end")
 	fl.BoolVar(&f.oidc, "oidc", true, "serve a JWKS of one RS256 key, start the api taking its tokens beside HS256's, and run stage 1's sold-out answers with both (false: HS256 only)")
 	return cmd
@@ -92,17 +112,47 @@ func (f *runFlags) sliceEnv() map[string]string {
 	}
 }
 
-// apiEnv is what the bench's api alone gets: the test provider, so stage 5
-// can notify it (its notification limit raised out of the way: the stage
-// measures the decisions, not the limiter), which runs only on a
-// development machine (SECKILL_DEV). The worker's sagas stay the door's, as
-// in stages 1 to 4; a buyer's pay is the door's under both
-// (SECKILL_PAYMENT_TESTPAY_DOOR_PAY: no test card).
-func (f *runFlags) apiEnv() []string {
-	return []string{"SECKILL_DEV=1", "SECKILL_PAYMENT_PROVIDER=testpay", "SECKILL_PAYMENT_TESTPAY_ADDR=" + f.payAddr,
-		"SECKILL_PAYMENT_TESTPAY_URL=http://" + f.payAddr,
-		"SECKILL_PAYMENT_TESTPAY_NOTIFY_URL=http://" + f.apiAddr + payhook.NotificationRoute,
-		"SECKILL_PAYMENT_NOTIFY_RPS=100000", "SECKILL_PAYMENT_TESTPAY_DOOR_PAY=true"}
+// The roles' payments. Stage 5 measures the path a shop on Stripe runs
+// against the door's pay, in the same run, on the same machine and
+// database: the worker and a second api run SECKILL_PAYMENT_PROVIDER=stripe
+// (stripe-go against the Stripe stand-in; a Stripe URL other than Stripe's
+// only with SECKILL_DEV), and the first api runs door, where a buyer's
+// POST …/pay is the door's pay. Under stripe that pay answers 409 (only a
+// verified notification pays): rather than a setting that would let a
+// stripe api take pays at the door — a switch no shop may turn — the
+// baseline is the same binary on the same slice with the provider a shop
+// without one runs. The door api also serves stages 1 to 4, whose buyers
+// pay at the door as before; each api wakes its own sagas at the default
+// SECKILL_API_WAKE_RATE. The worker's reconcile, on stripe, reports the
+// door-paid orders as paid_order_payment and their sales as
+// books_unbalanced (report only): the bench's own checker judges the mixed
+// sale (docs/performance.md, stage 5).
+
+// stripeEnv is what the worker and the stripe api get.
+func (f *runFlags) stripeEnv() []string {
+	return []string{"SECKILL_DEV=1", "SECKILL_PAYMENT_PROVIDER=stripe", "SECKILL_PAYMENT_STRIPE_URL=http://" + f.stripeAddr,
+		"SECKILL_PAYMENT_STRIPE_KEY=" + benchStripeKey, "SECKILL_PAYMENT_STRIPE_WEBHOOK_SECRET=" + benchStripeSecret,
+		"SECKILL_PAYMENT_RETURN_URL=http://" + f.stripeAPIAddr + "/#/orders/{order_id}"}
+}
+
+// stripeAPIEnv is the stripe api's: its own address and instance, the
+// notification limit raised out of the way (the stage measures the
+// decisions, not the limiter), and the provider's rate raised for the S
+// checkouts, the stage's setup (at Stripe's 100 calls a second 10,000 take
+// nearly two minutes; the stand-in's own cap is as high). The door api
+// alone serves pprof (BENCH_API_PPROF_ADDR).
+func (f *runFlags) stripeAPIEnv() []string {
+	dash := strings.ReplaceAll(f.name, "_", "-")
+	return append(f.stripeEnv(), "SECKILL_API_ADDR="+f.stripeAPIAddr, "SECKILL_API_INSTANCE="+dash+"-api-stripe",
+		"SECKILL_PAYMENT_NOTIFY_RPS=100000", "SECKILL_PAYMENT_PROVIDER_RPS=10000", "SECKILL_API_PPROF_ADDR=")
+}
+
+// standinArgs start the stand-in: its webhooks to the bench's relay,
+// signed with the api's secret, the bench's key only, a rate cap well
+// above what the stage asks of it.
+func (f *runFlags) standinArgs() []string {
+	return []string{"-addr", f.stripeAddr, "-url", "http://" + f.stripeAddr, "-keys", benchStripeKey,
+		"-webhook-url", "http://" + f.relayAddr + payhook.NotificationRoute, "-webhook-secret", benchStripeSecret, "-rps", "10000"}
 }
 
 // oidcEnv points the api at the bench's identity provider too, with the
@@ -143,8 +193,13 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 	if a.cfg, err = config.Load(); err != nil {
 		return err
 	}
-	if answers(ctx, "http://"+f.apiAddr+"/healthz") {
-		return fmt.Errorf("something already answers on %s: stop it or pass --api-addr", f.apiAddr)
+	for _, addr := range []string{f.apiAddr, f.stripeAPIAddr, f.stripeAddr, f.relayAddr} {
+		if answers(ctx, "http://"+addr+"/healthz") {
+			return fmt.Errorf("something already answers on %s: stop it or pass another address", addr)
+		}
+	}
+	if _, err := os.Stat(f.standin); err != nil {
+		return fmt.Errorf("--seckill-stripe: %w", err)
 	}
 	logs := filepath.Join(f.outDir, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
@@ -175,10 +230,15 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 		return err
 	}
 	defer stopIssuer() // after the roles: the api's refreshes fetch from it
-	var roles []*proc.Child
+	relay, err := bench.StartRelay(f.relayAddr, "http://"+f.stripeAPIAddr+payhook.NotificationRoute)
+	if err != nil {
+		return fmt.Errorf("the bench's webhook relay: %w", err)
+	}
+	defer func() { _ = relay.Close() }() // after the roles
+	var roles []role
 	defer func() {
-		for _, c := range roles { // the api first: its relay flushes the outbox on SIGTERM
-			c.Stop(30 * time.Second)
+		for _, r := range roles { // the apis first: their relays flush the outbox on SIGTERM; the stand-in last
+			r.c.Stop(30 * time.Second)
 		}
 		if !f.keep {
 			say("cleaning up: sagas still running on task queue %s, topic %s, keys %s:*", a.cfg.Temporal.TaskQueue, a.cfg.RocketMQ.Topic, f.name)
@@ -196,34 +256,55 @@ func (a *app) runBench(cmd *cobra.Command, f *runFlags) (err error) {
 	if err := a.topics(ctx, true); err != nil {
 		return err
 	}
-	say("starting seckill api on %s and seckill worker (logs in %s)", f.apiAddr, logs)
+	say("starting seckill api on %s (payments at the door), seckill api on %s and seckill worker on Stripe, "+
+		"the Stripe stand-in on %s (its webhooks through %s; logs in %s)", f.apiAddr, f.stripeAPIAddr, f.stripeAddr, f.relayAddr, logs)
 	if roles, err = f.startRoles(logs, a.cfg.JWTSecret.Value()); err != nil {
 		return err
 	}
-	f.apiURL, f.apiPID, f.workerPID = "http://"+f.apiAddr, roles[0].PID(), roles[1].PID()
+	f.apiURL, f.apiPID, f.workerPID = "http://"+f.apiAddr, roles[0].c.PID(), roles[2].c.PID()
 	f.workerOps = "http://" + f.workerAddr
-	if err := waitRoles(ctx, roles, f.apiURL+"/readyz", f.workerOps+"/healthz", logs); err != nil {
+	f.stripe = &bench.StripePath{APIURL: "http://" + f.stripeAPIAddr, APIPID: roles[1].c.PID(), StandinURL: "http://" + f.stripeAddr,
+		Key: benchStripeKey, Relay: relay}
+	if err := waitRoles(ctx, roles, logs); err != nil {
 		return err
 	}
-	say("running the stages (api pid %d, worker pid %d)", f.apiPID, f.workerPID)
+	say("running the stages (api pids %d (door) and %d (stripe), worker pid %d)", f.apiPID, f.stripe.APIPID, f.workerPID)
 	return a.onTarget(&f.benchFlags, func(cmd *cobra.Command, c checkDeps) error { return a.runStages(cmd, c, &f.stagesFlags) })(cmd, nil)
 }
 
-// startRoles starts `seckill api` and `seckill worker` on the bench's
-// slice (secret: the JWT secret the api keeps beside OIDC); on an error,
-// with the roles started so far.
-func (f *runFlags) startRoles(logs, secret string) ([]*proc.Child, error) {
-	var roles []*proc.Child
-	for _, role := range []string{"api", "worker"} {
-		env := append(os.Environ(), "SECKILL_LOG_LEVEL=info")
-		if role == "api" {
-			env = append(append(env, f.apiEnv()...), f.oidcEnv(secret)...)
-		}
-		c, err := proc.Start(proc.Spec{Path: f.seckill, Args: []string{role}, Log: filepath.Join(logs, role+".log"), Env: env})
+// role is a process the bench started: its name (its log's) and where it
+// answers once ready.
+type role struct {
+	name, ready string
+	c           *proc.Child
+}
+
+// startRoles starts, on the bench's slice, `seckill api` on door, `seckill
+// api` and `seckill worker` on stripe, and the Stripe stand-in (secret: the
+// JWT secret the door api keeps beside OIDC); on an error, with the roles
+// started so far.
+func (f *runFlags) startRoles(logs, secret string) ([]role, error) {
+	base := append(os.Environ(), "SECKILL_LOG_LEVEL=info")
+	specs := []struct {
+		name, ready string
+		spec        proc.Spec
+	}{
+		{"api", "http://" + f.apiAddr + "/readyz", proc.Spec{Path: f.seckill, Args: []string{"api"},
+			Env: append(append(slices.Clip(base), "SECKILL_PAYMENT_PROVIDER=door"), f.oidcEnv(secret)...)}},
+		{"api-stripe", "http://" + f.stripeAPIAddr + "/readyz", proc.Spec{Path: f.seckill, Args: []string{"api"},
+			Env: append(slices.Clip(base), f.stripeAPIEnv()...)}},
+		{"worker", "http://" + f.workerAddr + "/healthz", proc.Spec{Path: f.seckill, Args: []string{"worker"},
+			Env: append(slices.Clip(base), f.stripeEnv()...)}},
+		{"seckill-stripe", "http://" + f.stripeAddr + "/healthz", proc.Spec{Path: f.standin, Args: f.standinArgs()}},
+	}
+	var roles []role
+	for _, s := range specs {
+		s.spec.Log = filepath.Join(logs, s.name+".log")
+		c, err := proc.Start(s.spec)
 		if err != nil {
-			return roles, fmt.Errorf("start seckill %s: %w", role, err)
+			return roles, fmt.Errorf("start %s: %w", s.name, err)
 		}
-		roles = append(roles, c)
+		roles = append(roles, role{name: s.name, ready: s.ready, c: c})
 	}
 	return roles, nil
 }
@@ -244,26 +325,27 @@ func answers(ctx context.Context, url string) bool {
 	return true
 }
 
-// waitRoles waits until the api is ready and the worker's ops listener
-// answers, failing as soon as either role exits.
-func waitRoles(ctx context.Context, roles []*proc.Child, apiReady, workerHealth, logs string) error {
+// waitRoles waits until every role answers ready, failing as soon as one
+// exits.
+func waitRoles(ctx context.Context, roles []role, logs string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	names := []string{"api", "worker"}
 	for {
-		for i, c := range roles {
+		ready := true
+		for _, r := range roles {
 			select {
-			case <-c.Done():
-				return fmt.Errorf("seckill %s exited (%v): see %s", names[i], c.Err(), filepath.Join(logs, names[i]+".log"))
+			case <-r.c.Done():
+				return fmt.Errorf("%s exited (%v): see %s", r.name, r.c.Err(), filepath.Join(logs, r.name+".log"))
 			default:
 			}
+			ready = ready && bench.WaitReady(ctx, r.ready, time.Second) == nil
 		}
-		if answers(ctx, workerHealth) && bench.WaitReady(ctx, apiReady, time.Second) == nil {
+		if ready {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("seckill api or worker not ready after 60 s: see %s", logs)
+			return fmt.Errorf("the bench's roles not ready after 60 s: see %s", logs)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

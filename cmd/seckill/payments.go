@@ -40,9 +40,7 @@ func newPayments(d *deps, p apiStores, desk *payment.Desk, prov provider.Provide
 	case "stripe":
 		actions = checkoutOnly{desk}
 	case "testpay":
-		if !cfg.Testpay.DoorPay {
-			actions = testCard{desk, c, testpayClient(cfg)}
-		}
+		actions = testCard{desk, c, testpayClient(cfg)}
 	}
 	return payhook.Options{Cashier: c, NotifyRPS: cfg.NotifyRPS}, actions
 }

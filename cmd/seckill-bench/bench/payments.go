@@ -4,42 +4,69 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/seckill/seckill/api/payhook"
 	"github.com/seckill/seckill/apiclient"
 	"github.com/seckill/seckill/auth"
+	"github.com/seckill/seckill/books"
 	"github.com/seckill/seckill/invariant"
 	"github.com/seckill/seckill/order"
 	"github.com/seckill/seckill/payment/provider"
-	"github.com/seckill/seckill/payment/provider/testpay"
+	"github.com/seckill/seckill/payment/provider/stripepay"
 	"github.com/seckill/seckill/store"
 )
 
-// Stage 5, the payment stampede (issue 29, item 7): a sale of S + S/2 units
-// sells out and drains to PENDING_PAYMENT; then, in rounds taken in turn,
-// 512 payers pay a share of S/2 orders at the door (POST …/pay), and the
-// test provider pays a share of the other S orders and notifies the API as
-// fast as 512 connections carry it, 20 % of the notifications sent twice
-// and 5 % held back so later ones overtake them. The sagas run beside
-// both. The provider is the bench's own testpay (signing with the API's
-// secret) and each payment row is recorded straight in MySQL, as a
-// checkout would: the API's own test provider keeps its payments in the
-// API's memory, and its checkouts go through the provider limiter (80/s),
-// which is not what this stage measures.
+// Stage 5, the payment stampede (issue 29, item 7), through the path a shop
+// on Stripe runs (issue 39): a sale of S + S/2 units sells out through the
+// bench's API on SECKILL_PAYMENT_PROVIDER=stripe and drains to
+// PENDING_PAYMENT; S of its buyers check out (POST …/checkout: stripe-go
+// opens a Checkout Session at the Stripe stand-in, cmd/seckill-stripe).
+// Then, in rounds taken in turn, 512 payers pay a share of the other S/2
+// orders at the door (POST …/pay, on the bench's API on door: the same
+// slice, the same binary), and 512 payers pay a share of the sessions on
+// the stand-in (its page's button: POST /_standin/sessions/{id}/pay), each
+// waiting until the shop has decided the payment: the stand-in sends
+// checkout.session.completed and payment_intent.succeeded, signed as Stripe
+// signs them, 20 % of them twice and 5 % held back so later ones overtake
+// them, through the bench's Relay to the API's notification route. The
+// sagas run beside both. Afterwards the invariants are checked with the
+// books held against the stand-in's own record of every payment.
+
+// StandinKnobs are the Stripe stand-in's misbehaviour knobs stage 5 turns
+// (PUT /_standin/knobs; payment/provider/standin.Knobs, which the bench
+// does not link: it reaches the stand-in over HTTP, as the shop does).
+type StandinKnobs struct {
+	Duplicate float64 // the fraction of events sent twice
+	Reorder   float64 // the fraction held back ReorderBy, so later ones overtake them
+	ReorderBy time.Duration
+}
 
 // PaymentKnobs are stage 5's provider misbehaviour (issue 29, item 7).
-var PaymentKnobs = testpay.Knobs{Duplicate: 0.2, Reorder: 0.05, ReorderBy: 250 * time.Millisecond}
+var PaymentKnobs = StandinKnobs{Duplicate: 0.2, Reorder: 0.05, ReorderBy: 250 * time.Millisecond}
+
+// StripePath is what stage 5 pays through: the processes `seckill-bench
+// run` starts beside its API on door (Stages.APIURL, the door's pays).
+type StripePath struct {
+	APIURL string // the bench's API on stripe: the sale, the checkouts, the notifications
+	APIPID int
+	// StandinURL is the Stripe stand-in (the API's SECKILL_PAYMENT_STRIPE_URL),
+	// Key an API key it takes (the API's SECKILL_PAYMENT_STRIPE_KEY).
+	StandinURL, Key string
+	Relay           *Relay // the stand-in's -webhook-url: forwards to APIURL's notification route
+}
 
 // PaymentReport is what stage 5 measured.
 type PaymentReport struct {
 	ItemID        int64              `json:"item_id"`
+	Provider      string             `json:"provider"`      // stripe: the stand-in, through stripe-go
 	Notifications int                `json:"notifications"` // S: payments paid through the provider
 	DoorPays      int                `json:"door_pays"`
 	Rounds        []PaymentRound     `json:"rounds"`
@@ -53,6 +80,7 @@ type PaymentReport struct {
 	UniqueEvents  int64              `json:"unique_events_answered"`
 	Succeeded     int64              `json:"payments_succeeded"`
 	OrdersPaid    int64              `json:"orders_paid"`
+	CheckoutS     float64            `json:"checkouts_s"` // the S checkouts (not measured against anything)
 	Invariants    *invariant.Report  `json:"invariants,omitempty"`
 	Sale          *SaleReport        `json:"sale"`
 	Knobs         map[string]float64 `json:"knobs"`
@@ -62,13 +90,19 @@ type PaymentReport struct {
 type PaymentRound struct {
 	DoorPerSec   float64 `json:"door_pays_per_second"`
 	DoorP99MS    float64 `json:"door_p99_ms"`
-	NotifyPerSec float64 `json:"notifications_applied_per_second"`
+	NotifyPerSec float64 `json:"notifications_applied_per_second"` // payments decided (their first 200) per second
 	NotifyP99MS  float64 `json:"notification_p99_ms"`
+	// AnsweredPerSec: every notification copy answered (2 events a payment, duplicates) per second.
+	AnsweredPerSec float64 `json:"notifications_answered_per_second"`
 }
 
 // stage5 runs the payment stampede.
 func (r *stagesRun) stage5(firstBuyer int64) {
 	if r.PaymentUnits <= 0 {
+		return
+	}
+	if r.Stripe == nil || r.Stripe.Relay == nil {
+		r.fail("stage 5", errors.New("it pays through the Stripe stand-in and the relay `seckill-bench run` starts"))
 		return
 	}
 	r.settle("stage 5")
@@ -89,22 +123,23 @@ func (r *stagesRun) say(format string, args ...any) {
 }
 
 func (r *stagesRun) paymentStampede(firstBuyer int64) (*PaymentReport, error) {
-	ctx, d := r.ctx, r.d
+	ctx, d, sp := r.ctx, r.d, r.Stripe
 	s := r.PaymentUnits
 	doors := s / 2
-	notifyURL := strings.TrimRight(r.APIURL, "/") + payhook.NotificationRoute
-	if code, err := post(ctx, notifyURL, nil); err != nil || code == http.StatusNotFound {
-		return nil, fmt.Errorf("the API takes no provider notifications (%d %v): run it with SECKILL_PAYMENT_PROVIDER=testpay", code, err)
+	admin := newStandinAdmin(sp.StandinURL, sp.Key)
+	if err := admin.setKnobs(ctx, PaymentKnobs); err != nil {
+		return nil, fmt.Errorf("the stand-in's knobs: %w", err)
 	}
-	r.say("a sale of %d units (%d to be paid by provider notifications, %d at the door), sold out and drained to PENDING_PAYMENT", s+doors, s, doors)
-	fs := FlashSale{APIURL: r.APIURL, Units: int64(s + doors), Buyers: (s + doors) * 11 / 10, FirstBuyer: firstBuyer, Load: r.Load,
-		MaxAttempts: 20, Lead: 2 * time.Second, PaymentTimeout: time.Hour, DrainTimeout: 20 * time.Minute,
+	r.say("a sale of %d units on the API on stripe (%d to be paid through the Stripe stand-in, %d at the door), sold out and drained to PENDING_PAYMENT",
+		s+doors, s, doors)
+	fs := FlashSale{APIURL: sp.APIURL, Units: int64(s + doors), Buyers: (s + doors) * 11 / 10, FirstBuyer: firstBuyer, Load: r.Load,
+		MaxAttempts: 20, Lead: 2 * time.Second, PaymentTimeout: time.Hour, DrainTimeout: 20 * time.Minute, APIPID: sp.APIPID,
 		JWTSecret: r.secret, Progress: r.Progress, Log: r.log}
 	sale, err := fs.Run(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("the sale: %w", err)
 	}
-	rep := &PaymentReport{ItemID: sale.ItemID, Sale: sale, Answers: map[string]int64{},
+	rep := &PaymentReport{ItemID: sale.ItemID, Provider: "stripe", Sale: sale, Answers: map[string]int64{},
 		Knobs: map[string]float64{"duplicate": PaymentKnobs.Duplicate, "reorder": PaymentKnobs.Reorder, "reorder_by_s": PaymentKnobs.ReorderBy.Seconds()}}
 	var rows []store.Order
 	if err := d.Store.DB().WithContext(ctx).Where("item_id = ? AND status = ?", sale.ItemID, order.StatusPendingPayment).
@@ -115,44 +150,47 @@ func (r *stagesRun) paymentStampede(firstBuyer int64) (*PaymentReport, error) {
 		return rep, fmt.Errorf("%d orders waiting for payment, want %d", len(rows), s+doors)
 	}
 	var doorRows, notifyRows []store.Order
+	var orders []string // notifyRows' ids
 	for i, o := range rows[:s+doors] {
 		if i%3 == 2 {
 			doorRows = append(doorRows, o)
 		} else {
-			notifyRows = append(notifyRows, o)
+			notifyRows, orders = append(notifyRows, o), append(orders, o.OrderID)
 		}
 	}
 	rep.Notifications, rep.DoorPays = len(notifyRows), len(doorRows)
-
-	sent := &sentNotes{outcomes: map[string][]string{}, sem: make(chan struct{}, payers), all: NewRecorder(time.Now()),
-		rec: NewRecorder(time.Now()), hop: &http.Transport{MaxIdleConnsPerHost: payers}}
-	tp := testpay.New(testpay.Options{Secret: r.Cfg.Payment.Testpay.Secret.Value(), NotifyURL: notifyURL, BaseURL: "http://bench",
-		Client: &http.Client{Timeout: 30 * time.Second, Transport: sent}, Knobs: PaymentKnobs, Seed: 29, Logger: r.log})
-	defer tp.Close()
-	ids, err := r.checkouts(ctx, tp, sale.ItemID, notifyRows)
+	t0 := time.Now()
+	sessions, err := r.checkouts(ctx, sp.APIURL, notifyRows)
 	if err != nil {
 		return rep, err
 	}
+	rep.CheckoutS = time.Since(t0).Seconds()
+	r.say("%d Checkout Sessions opened in %.1f s", len(sessions), rep.CheckoutS)
 	door := &doorPays{rec: NewRecorder(time.Now()), secret: r.secret, api: clients([]string{r.APIURL})[0]}
+	notes := sp.Relay.notes
 	rounds := max(r.PaymentRounds, 1)
 	for i := range rounds {
 		var dr, nr roundFigures
-		if i%2 == 0 { // in turn: door first, then notifications first
-			dr, nr = door.run(ctx, share(doorRows, i, rounds)), sent.round(ctx, tp, share(ids, i, rounds))
-		} else {
-			nr, dr = sent.round(ctx, tp, share(ids, i, rounds)), door.run(ctx, share(doorRows, i, rounds))
+		pay := func() roundFigures {
+			return notes.round(ctx, admin, share(sessions, i, rounds), share(orders, i, rounds))
 		}
-		rep.Rounds = append(rep.Rounds, PaymentRound{DoorPerSec: dr.perSec, DoorP99MS: dr.p99, NotifyPerSec: nr.perSec, NotifyP99MS: nr.p99})
-		r.say("round %d of %d: door %.0f pays/s (p99 %.0f ms), notifications %.0f applied/s (p99 %.0f ms)",
-			i+1, rounds, dr.perSec, dr.p99, nr.perSec, nr.p99)
+		if i%2 == 0 { // in turn: door first, then notifications first
+			dr, nr = door.run(ctx, share(doorRows, i, rounds)), pay()
+		} else {
+			nr, dr = pay(), door.run(ctx, share(doorRows, i, rounds))
+		}
+		rep.Rounds = append(rep.Rounds, PaymentRound{DoorPerSec: dr.perSec, DoorP99MS: dr.p99, NotifyPerSec: nr.perSec, NotifyP99MS: nr.p99,
+			AnsweredPerSec: nr.answers})
+		r.say("round %d of %d: door %.0f pays/s (p99 %.0f ms), Stripe %.0f payments applied/s (%.0f notifications answered/s, p99 %.0f ms)",
+			i+1, rounds, dr.perSec, dr.p99, nr.perSec, nr.answers, nr.p99)
 	}
 	r.say("waiting for the last copies in flight")
-	sent.waitIdle(ctx)
-	sum, dsum := sent.all.Summary(), door.rec.Summary()
-	rep.Answers, rep.Latency, rep.DoorAnswers, rep.DoorLatency = sent.counts(), sum.Latency["all"], dsum.ByOutcome, dsum.Latency["all"]
-	rep.Sent, rep.UniqueEvents = sum.Total, int64(len(sent.outcomes))
-	rep.Refused = sent.refused() + door.refused.Load()
-	return rep, r.verifyPayments(ctx, rep, sale)
+	notes.waitIdle(ctx)
+	sum, dsum := notes.all.Summary(), door.rec.Summary()
+	rep.Answers, rep.Latency, rep.DoorAnswers, rep.DoorLatency = notes.counts(), sum.Latency["all"], dsum.ByOutcome, dsum.Latency["all"]
+	rep.Sent, rep.UniqueEvents = sum.Total, notes.events()
+	rep.Refused = notes.refused(orders) + door.refused.Load()
+	return rep, r.verifyPayments(ctx, rep)
 }
 
 // share is the i-th of n shares of xs.
@@ -160,29 +198,32 @@ func share[T any](xs []T, i, n int) []T {
 	return xs[i*len(xs)/n : (i+1)*len(xs)/n]
 }
 
-// checkouts opens a provider payment per order and records it as the
-// API's checkout does: the provider's payment ids, in the orders' order.
-func (r *stagesRun) checkouts(ctx context.Context, tp *testpay.Provider, itemID int64, rows []store.Order) ([]string, error) {
-	it, err := r.d.Store.GetItem(ctx, itemID)
+// checkouts opens each order's Checkout Session as its buyer does (POST
+// …/checkout on the API on stripe: stripe-go creates it at the stand-in),
+// 64 at a time: the sessions' ids, in the orders' order. The setup of the
+// stage, not its subject.
+func (r *stagesRun) checkouts(ctx context.Context, apiURL string, rows []store.Order) ([]string, error) {
+	api, err := apiclient.NewClientWithResponses(strings.TrimRight(apiURL, "/"), apiclient.WithHTTPClient(apiClient))
 	if err != nil {
 		return nil, err
 	}
-	r.say("checking out %d orders at the test provider (%d %s each)", len(rows), it.PriceCents, it.Currency)
+	r.say("checking out %d orders: a Checkout Session each at the Stripe stand-in", len(rows))
 	ids := make([]string, len(rows))
 	var firstErr error
 	var once sync.Once
-	parallel(32, len(rows), func(i int) {
+	parallel(64, len(rows), func(i int) {
 		o := rows[i]
-		p, err := tp.Create(ctx, provider.Request{OrderID: o.OrderID, Amount: it.PriceCents, Currency: it.Currency, PayBy: *o.PayBy})
+		tok, err := auth.Sign(r.secret, o.UserID, auth.RoleBuyer, time.Hour, time.Now())
 		if err == nil {
-			_, err = r.d.Store.SavePayment(ctx, store.Payment{OrderID: o.OrderID, UserID: o.UserID, ItemID: itemID, Provider: "testpay",
-				ProviderPaymentID: p.ID, Amount: it.PriceCents, Currency: it.Currency, PayBy: *o.PayBy})
+			var res *apiclient.CheckoutOrderResponse
+			res, err = api.CheckoutOrderWithResponse(ctx, o.OrderID, apiclient.Bearer(tok))
+			if err = apiclient.Want(res, err, http.StatusOK); err == nil {
+				ids[i] = res.JSON200.PaymentID
+			}
 		}
 		if err != nil {
-			once.Do(func() { firstErr = err })
-			return
+			once.Do(func() { firstErr = fmt.Errorf("checkout of order %s: %w", o.OrderID, err) })
 		}
-		ids[i] = p.ID
 	})
 	return ids, firstErr
 }
@@ -204,8 +245,10 @@ func parallel(workers, n int, fn func(i int)) {
 }
 
 // roundFigures are one side of a round: unique decisions per second (first
-// send to last answer) and the p99 of the round's answers.
-type roundFigures struct{ perSec, p99 float64 }
+// send to last answer) and the p99 of the round's answers; for the Stripe
+// side, also the notifications answered per second (every copy, to the
+// round's last answer).
+type roundFigures struct{ perSec, p99, answers float64 }
 
 // doorPays pays orders at the door with 512 payers, as stage 4's buyers do.
 type doorPays struct {
@@ -242,135 +285,12 @@ func (p *doorPays) run(ctx context.Context, rows []store.Order) roundFigures {
 	return roundFigures{perSec: float64(s.ByOutcome["200"]) / time.Since(t0).Seconds(), p99: s.Latency["all"].P99}
 }
 
-// sentNotes is the provider's transport: at most 512 notifications in
-// flight (the door's payers' count), each answer timed from its send and
-// its outcome kept by event.
-type sentNotes struct {
-	sem      chan struct{}
-	hop      http.RoundTripper
-	all, rec *Recorder // every answer; the round's
-	inFlight atomic.Int64
-	mu       sync.Mutex
-	outcomes map[string][]string // event id -> the answers of its copies
-	payments map[string]string   // payment id -> its event id, once answered
-	last     time.Time           // when the round's latest payment was first answered 200
-}
-
-func (s *sentNotes) RoundTrip(req *http.Request) (*http.Response, error) {
-	s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, err
-	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	var ev provider.StripeEvent
-	_ = json.Unmarshal(body, &ev)
-	s.sem <- struct{}{}
-	t0 := time.Now()
-	res, err := s.hop.RoundTrip(req)
-	<-s.sem
-	outcome := "error"
-	if err == nil {
-		b, rerr := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		res.Body = io.NopCloser(bytes.NewReader(b))
-		var out struct{ Outcome string }
-		if res.StatusCode != http.StatusOK || rerr != nil || json.Unmarshal(b, &out) != nil || out.Outcome == "" {
-			outcome = Outcome(uint16(res.StatusCode))
-		} else {
-			outcome = out.Outcome
-		}
-	}
-	now := time.Now()
-	s.mu.Lock()
-	s.all.Add(outcome, now, now.Sub(t0))
-	s.rec.Add(outcome, now, now.Sub(t0))
-	s.outcomes[ev.ID] = append(s.outcomes[ev.ID], outcome)
-	if _, ok := s.payments[ev.Data.Object.ID]; !ok && outcome != "error" && res.StatusCode == http.StatusOK {
-		s.payments[ev.Data.Object.ID], s.last = ev.ID, now
-	}
-	s.mu.Unlock()
-	return res, err
-}
-
-// round pays ids at the provider at once and waits until each has been
-// answered 200 and nothing is in flight; its rate runs from the first send
-// to the last payment's first 200, as the door's to its last answer.
-func (s *sentNotes) round(ctx context.Context, tp *testpay.Provider, ids []string) roundFigures {
-	s.mu.Lock()
-	s.payments, s.rec, s.last = map[string]string{}, NewRecorder(time.Now()), time.Time{}
-	s.mu.Unlock()
-	t0 := time.Now()
-	for _, id := range ids {
-		if _, err := tp.Pay(ctx, id); err != nil {
-			s.all.Add("not_paid_at_provider", time.Now(), 0)
-		}
-	}
-	for ctx.Err() == nil {
-		s.mu.Lock()
-		done := len(s.payments) >= len(ids)
-		s.mu.Unlock()
-		if done && s.idle(ctx) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.mu.Lock()
-	sum, elapsed := s.rec.Summary(), s.last.Sub(t0).Seconds()
-	s.mu.Unlock()
-	if elapsed <= 0 {
-		return roundFigures{}
-	}
-	return roundFigures{perSec: float64(len(ids)) / elapsed, p99: sum.Latency["all"].P99}
-}
-
-// idle reports whether no copy was in flight over the next 100 ms (both
-// copies of a duplicate leave together).
-func (s *sentNotes) idle(ctx context.Context) bool {
-	for range 5 {
-		if s.inFlight.Load() > 0 || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
-
-// waitIdle waits until nothing was in flight for 2 s (a resend backs off 1 s).
-func (s *sentNotes) waitIdle(ctx context.Context) {
-	quiet := time.Now()
-	for ctx.Err() == nil && time.Since(quiet) < 2*time.Second {
-		if s.inFlight.Load() > 0 {
-			quiet = time.Now()
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// counts are the answers by outcome.
-func (s *sentNotes) counts() map[string]int64 { return s.all.Counts() }
-
-// refused counts events none of whose copies was answered paid.
-func (s *sentNotes) refused() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for _, outs := range s.outcomes {
-		paid := false
-		for _, o := range outs {
-			paid = paid || o == string(store.VerdictPaid)
-		}
-		if !paid {
-			n++
-		}
-	}
-	return n
-}
-
 // verifyPayments reads what MySQL holds: one event row per event, S
-// succeeded payments, every order of the sale PAID; and the invariants.
-func (r *stagesRun) verifyPayments(ctx context.Context, rep *PaymentReport, sale *SaleReport) error {
+// succeeded payments, every order of the sale PAID; and the invariants,
+// with the books held against the stand-in's own record of each of the S
+// payments (read through stripe-go behind provider.Guard, as the worker's
+// reconcile reads Stripe's).
+func (r *stagesRun) verifyPayments(ctx context.Context, rep *PaymentReport) error {
 	db := r.d.Store.DB().WithContext(ctx)
 	qs := []struct {
 		dst *int64
@@ -389,12 +309,19 @@ func (r *stagesRun) verifyPayments(ctx context.Context, rep *PaymentReport, sale
 	if err := db.Raw("SELECT order_id, user_id FROM seckill_order WHERE item_id = ?", rep.ItemID).Scan(&acc).Error; err != nil {
 		return err
 	}
-	inv, err := invariant.Check(ctx, invariant.Deps{Store: r.d.Store, Stock: r.d.Stock, Workflows: r.d.Workflows},
+	sp := r.Stripe
+	stripe := provider.Guard(stripepay.New(stripepay.Config{Key: sp.Key, URL: sp.StandinURL}), provider.Limits{RPS: 10_000})
+	r.say("checking the invariants, the books against the stand-in's record of each of the %d payments", rep.Notifications)
+	// A third of the orders are paid at the door, the baseline, with no
+	// provider payment: out of the books (RequirePayments off), as under
+	// SECKILL_PAYMENT_PROVIDER=door.
+	inv, err := invariant.Check(ctx, invariant.Deps{Store: r.d.Store, Stock: r.d.Stock, Workflows: r.d.Workflows,
+		Ledger: books.Ledger{Name: rep.Provider, Recorder: stripe, Budget: rep.Notifications}},
 		invariant.Input{ItemID: rep.ItemID, Accepted: acc})
 	rep.Invariants = &inv
-	r.say("MySQL: %d event rows for %d events answered, %d payments succeeded of %d, %d orders PAID of %d; invariants: %s",
+	r.say("MySQL: %d event rows for %d events answered, %d payments succeeded of %d, %d orders PAID of %d; invariants: %s; books: %s",
 		rep.Events, rep.UniqueEvents, rep.Succeeded, rep.Notifications, rep.OrdersPaid, rep.Notifications+rep.DoorPays,
-		verdict(&SaleReport{Invariants: rep.Invariants}))
+		verdict(&SaleReport{Invariants: rep.Invariants}), BooksText(rep.Invariants))
 	return err
 }
 
@@ -406,41 +333,127 @@ func (rep *PaymentReport) exactlyOnce() int64 {
 		abs(rep.OrdersPaid-int64(rep.Notifications+rep.DoorPays))
 }
 
-// paymentRatios judge stage 5: the notifications' applied rate against the
-// door's pays, round by round, their answer p99, and exactly-once.
+// apart is how far, in minor units, the books are from the provider's
+// record: captured, refunded and owed back, summed over the currencies,
+// and how many of the provider's payments were not read.
+func apart(inv *invariant.Report, payments int) (cents int64, unread int) {
+	if inv == nil {
+		return 0, payments
+	}
+	abs := func(x int64) int64 { return max(x, -x) }
+	theirs := map[string]store.Money{}
+	for _, m := range inv.Provider {
+		theirs[m.Currency] = m
+	}
+	for _, m := range inv.Money {
+		t := theirs[m.Currency]
+		delete(theirs, m.Currency)
+		cents += abs(m.Captured-t.Captured) + abs(m.Refunded-t.Refunded) + abs(m.RefundsPending-t.RefundsPending)
+	}
+	for _, t := range theirs {
+		cents += t.Captured + t.Refunded + t.RefundsPending
+	}
+	return cents, payments - inv.ProviderRead
+}
+
+// paymentRatios judge stage 5: the payments applied through Stripe's
+// notifications against the door's pays, round by round, their answer p99,
+// exactly-once, and the books against the provider's record.
 func paymentRatios(p *PaymentReport) []Ratio {
-	var notes, doors []float64
+	var notes, doors, answered []float64
 	for _, x := range p.Rounds {
-		notes, doors = append(notes, x.NotifyPerSec), append(doors, x.DoorPerSec)
+		notes, doors, answered = append(notes, x.NotifyPerSec), append(doors, x.DoorPerSec), append(answered, x.AnsweredPerSec)
 	}
 	inv := "not checked"
 	if p.Invariants != nil {
 		inv = verdict(&SaleReport{Invariants: p.Invariants})
 	}
+	cents, unread := apart(p.Invariants, p.Notifications)
 	return []Ratio{
-		sideBySide("5", "notifications applied/s vs door pays/s (512 in flight each, sagas running)", notes, doors, "/s", 0.8, true,
-			fmt.Sprintf("%d rounds in turn: %d notifications (%d sent, %s), %d door pays; notifications %s/s, door %s/s",
-				len(p.Rounds), p.Notifications, p.Sent, Counts(p.Answers), p.DoorPays, spread(notes, "%.0f"), spread(doors, "%.0f"))),
+		sideBySide("5", "Stripe payments applied/s (checkout.session.completed, payment_intent.succeeded) vs door pays/s (512 in flight each, sagas running)",
+			notes, doors, "/s", 0.8, true,
+			fmt.Sprintf("%d rounds in turn: %d payments through the Stripe stand-in (%d notifications sent, %s), %d door pays; "+
+				"Stripe %s payments/s (%s notifications answered/s), door %s/s",
+				len(p.Rounds), p.Notifications, p.Sent, Counts(p.Answers), p.DoorPays, spread(notes, "%.0f"), spread(answered, "%.0f"),
+				spread(doors, "%.0f"))),
 		atMost("5", "p99 notification -> answer", p.Latency.P99/1000, 1, "s",
 			fmt.Sprintf("p50 %.0f ms, max %.0f ms; the door's pay p50 %.0f ms, p99 %.0f ms", p.Latency.P50, p.Latency.Max, p.DoorLatency.P50, p.DoorLatency.P99)),
 		atMost("5", "payments in time and refused", float64(p.Refused), 0, "payments", "door answers "+Counts(p.DoorAnswers)),
 		atMost("5", "exactly-once breaks in MySQL", float64(p.exactlyOnce()), 0, "rows",
 			fmt.Sprintf("%d event rows for %d events, %d payments succeeded of %d, %d orders PAID of %d; invariants: %s",
 				p.Events, p.UniqueEvents, p.Succeeded, p.Notifications, p.OrdersPaid, p.Notifications+p.DoorPays, inv)),
+		atMost("5", "books apart from the provider's record", float64(cents), 0, "cents",
+			fmt.Sprintf("%s; %d of %d payments not read", BooksText(p.Invariants), unread, p.Notifications)),
 	}
 }
 
-// post is the status of an empty POST to url.
-func post(ctx context.Context, url string, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
+// BooksText is a sale's books beside the provider's record of them:
+// "EUR captured 19,990,000, refunded 0, owed 0; the provider's record (10,000
+// payments read): EUR captured 19,990,000, refunded 0, pending 0".
+func BooksText(inv *invariant.Report) string {
+	if inv == nil {
+		return "not checked"
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
+	money := func(ms []store.Money, owed string) string {
+		var parts []string
+		for _, m := range ms {
+			parts = append(parts, fmt.Sprintf("%s captured %s, refunded %s, %s %s", m.Currency, thousands(m.Captured),
+				thousands(m.Refunded), owed, thousands(m.RefundsPending)))
+		}
+		if len(parts) == 0 {
+			return "none"
+		}
+		return strings.Join(parts, "; ")
 	}
-	_, _ = io.Copy(io.Discard, res.Body)
+	out := "ours " + money(inv.Money, "owed")
+	if inv.ProviderRead == 0 {
+		return out + "; the provider's record not read"
+	}
+	return fmt.Sprintf("%s; the provider's record (%s payments read): %s", out, thousands(int64(inv.ProviderRead)), money(inv.Provider, "pending"))
+}
+
+// standinAdmin reaches the stand-in's admin routes (/_standin/, with an
+// API key it takes) over HTTP: the knobs, and the test card on a session.
+type standinAdmin struct {
+	base, key string
+	hc        *http.Client
+}
+
+func newStandinAdmin(base, key string) *standinAdmin {
+	return &standinAdmin{base: strings.TrimRight(base, "/"), key: key,
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: payers}}}
+}
+
+// setKnobs turns the knobs (PUT /_standin/knobs; durations as Go duration strings).
+func (a *standinAdmin) setKnobs(ctx context.Context, k StandinKnobs) error {
+	body, err := json.Marshal(map[string]any{"duplicate": k.Duplicate, "reorder": k.Reorder, "reorder_by": k.ReorderBy.String()})
+	if err != nil {
+		return err
+	}
+	return a.do(ctx, http.MethodPut, "/_standin/knobs", body)
+}
+
+// pay pays a Checkout Session with the test card, as its page's button
+// (POST /_standin/sessions/{id}/pay): the stand-in sends its events.
+func (a *standinAdmin) pay(ctx context.Context, session string) error {
+	return a.do(ctx, http.MethodPost, "/_standin/sessions/"+url.PathEscape(session)+"/pay", nil)
+}
+
+func (a *standinAdmin) do(ctx context.Context, method, path string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	_ = res.Body.Close()
-	return res.StatusCode, nil
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("the stand-in: %s %s: %s: %s", method, path, res.Status, b)
+	}
+	return nil
 }

@@ -8,10 +8,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/seckill/seckill/store"
 )
 
 // printf and printLine write to a terminal or a log: a failed write there is
@@ -105,6 +108,9 @@ func PrintInvariants(w io.Writer, r *SaleReport) {
 	printLine(w)
 	if inv.WorkflowsError != "" {
 		printLine(w, "Temporal checks skipped: "+inv.WorkflowsError)
+	}
+	if inv.ProviderRead > 0 || slices.ContainsFunc(inv.Money, func(m store.Money) bool { return m != store.Money{Currency: m.Currency} }) {
+		printLine(w, "Books: "+BooksText(inv))
 	}
 	if inv.OK() {
 		printLine(w, "OK: no violation")

@@ -59,11 +59,13 @@ type Stages struct {
 	Full      FlashSale // stage 4; SkipFull leaves it out
 	SkipFull  bool
 	// PaymentUnits is S of stage 5, the payment stampede (0 leaves it out);
-	// PaymentRounds its rounds of door pays and notifications in turn;
-	// PaymentsOnly runs stage 5 alone.
+	// PaymentRounds its rounds of door pays and Stripe payments in turn;
+	// PaymentsOnly runs stage 5 alone; Stripe is the path its payments take
+	// (APIURL takes its door pays).
 	PaymentUnits  int
 	PaymentRounds int
 	PaymentsOnly  bool
+	Stripe        *StripePath
 	// NoControlRoom leaves the control room closed: by default stage 1 is
 	// measured again with it open (GET /api/v1/admin/summary twice a
 	// second, as /admin polls) and stage 2 runs with it open.
@@ -807,10 +809,11 @@ func MarkdownRatios(r *StagesReport) string {
 			s.Accepted, s.Answers.Latency["all"].P99, s.AcceptedToPayable.Seconds(), s.AcceptedToDeducted.Seconds(), PayAnswers(s.Paid), verdict(s))
 	}
 	if p, ok := r.Details["payment_stampede"].(*PaymentReport); ok && p != nil {
-		printf(&b, "\nPayment stampede (item %d): %d notifications (%d sent: %s), notification -> answer p50 %.0f ms, p99 %.0f ms; "+
-			"%d door pays (%s), pay -> answer p50 %.0f ms, p99 %.0f ms; %d refused in time; MySQL: %d event rows, %d payments succeeded, %d orders PAID.\n",
-			p.ItemID, p.Notifications, p.Sent, Counts(p.Answers), p.Latency.P50, p.Latency.P99, p.DoorPays, Counts(p.DoorAnswers),
-			p.DoorLatency.P50, p.DoorLatency.P99, p.Refused, p.Events, p.Succeeded, p.OrdersPaid)
+		printf(&b, "\nPayment stampede (item %d, Stripe Checkout through the stand-in): %d Checkout Sessions (%.0f s), paid on the stand-in; "+
+			"%d notifications sent (%s), notification -> answer p50 %.0f ms, p99 %.0f ms; %d door pays (%s), pay -> answer p50 %.0f ms, p99 %.0f ms; "+
+			"%d refused in time; MySQL: %d event rows, %d payments succeeded, %d orders PAID; books: %s.\n",
+			p.ItemID, p.Notifications, p.CheckoutS, p.Sent, Counts(p.Answers), p.Latency.P50, p.Latency.P99, p.DoorPays, Counts(p.DoorAnswers),
+			p.DoorLatency.P50, p.DoorLatency.P99, p.Refused, p.Events, p.Succeeded, p.OrdersPaid, BooksText(p.Invariants))
 	}
 	for _, e := range r.Errors {
 		printf(&b, "\n- error: %s", e)
