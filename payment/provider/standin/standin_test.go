@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,8 @@ func request(orderID string) provider.Request {
 // under its key, refused under another), the lists and an event.
 func TestCheckoutPaidRefundedThroughStripeGo(t *testing.T) {
 	sh := newShop(t)
-	_, base := standIn(t, sh, standin.Options{})
+	// The PaymentIntent's success too (a shop may register it; not by default).
+	_, base := standIn(t, sh, standin.Options{EventTypes: append(slices.Clone(standin.DefaultEventTypes), "payment_intent.succeeded")})
 	c := provider.Guard(client(base), fast)
 	ctx := context.Background()
 	pay, err := c.Create(ctx, request("01ORDER"))
