@@ -370,7 +370,7 @@ func paymentRatios(p *PaymentReport) []Ratio {
 	}
 	cents, unread := apart(p.Invariants, p.Notifications)
 	return []Ratio{
-		sideBySide("5", "Stripe payments applied/s (checkout.session.completed, payment_intent.succeeded) vs door pays/s (512 in flight each, sagas running)",
+		sideBySide("5", "Stripe payments applied/s (checkout.session.completed, one event a payment) vs door pays/s (512 in flight each, sagas running)",
 			notes, doors, "/s", 0.8, true,
 			fmt.Sprintf("%d rounds in turn: %d payments through the Stripe stand-in (%d notifications sent, %s), %d door pays; "+
 				"Stripe %s payments/s (%s notifications answered/s), door %s/s",
