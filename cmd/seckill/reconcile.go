@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/config"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/outbox"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/reconcile"
 	"github.com/seckill/seckill/snapshot"
 	"github.com/seckill/seckill/stock"
@@ -54,7 +55,7 @@ func newReconcileCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := newReconciler(a.cfg, st, rdb, tc, grace, a.log)
+			r := newReconciler(a.cfg, st, rdb, tc, newProvider(&deps{cfg: a.cfg, log: a.log}, a.cfg.Payment.Provider), grace, a.log)
 			if len(items) == 0 {
 				if items, err = r.ActiveItems(ctx, time.Now(), since); err != nil {
 					return err
@@ -88,7 +89,10 @@ func newReconcileCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient, tc client.Client, grace time.Duration, log *slog.Logger) *reconcile.Reconciler {
+// newReconciler is reconcile over the process's services; prov (nil: door)
+// is the provider whose own ledger the books are held against.
+func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient, tc client.Client, prov provider.Provider,
+	grace time.Duration, log *slog.Logger) *reconcile.Reconciler {
 	sagas := workflows.NewClient(tc, cfg.Temporal.TaskQueue).WithPayments(viaProvider(cfg))
 	d := reconcile.Deps{
 		MySQL:     st,
@@ -104,7 +108,7 @@ func newReconciler(cfg config.Config, st *store.Store, rdb redis.UniversalClient
 	}
 	// The books are held against the provider's own ledger, within a budget
 	// of its rate (behind the provider's limiter, provider.Guard).
-	if prov := newProvider(&deps{cfg: cfg, log: log}, cfg.Payment.Provider); prov != nil {
+	if prov != nil {
 		d.Ledger = books.Ledger{Name: cfg.Payment.Provider, Recorder: prov}
 	}
 	return reconcile.New(d, grace, log)

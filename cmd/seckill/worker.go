@@ -20,6 +20,7 @@ import (
 	"github.com/seckill/seckill/events"
 	"github.com/seckill/seckill/internal/redisx"
 	"github.com/seckill/seckill/orderstatus"
+	"github.com/seckill/seckill/payment/provider"
 	"github.com/seckill/seckill/queue"
 	"github.com/seckill/seckill/stock"
 	"github.com/seckill/seckill/store"
@@ -76,6 +77,9 @@ func runWorker(ctx context.Context, cfg config.Config, log *slog.Logger) (err er
 	if err := w.checkProvider(ctx); err != nil {
 		return err
 	}
+	// One provider, one limiter on its rate, for the saga's steps and
+	// reconcile's books (each made its own: twice the rate the setting allows).
+	w.prov = newProvider(w.deps, cfg.Payment.Provider)
 	for _, start := range []func(context.Context) error{w.startTemporal, w.startConsumers, w.startReconcile, w.startRefunds, w.startEvents} {
 		if err := start(ctx); err != nil {
 			return err
@@ -96,6 +100,7 @@ type workerParts struct {
 	tc      client.Client
 	st      *store.Store
 	rdb     redis.UniversalClient
+	prov    provider.Provider // SECKILL_PAYMENT_PROVIDER's, behind one limiter; nil: door
 	metrics *worker.Metrics
 	gate    *worker.Gate // the admin switch's hold on the order consumer
 }
@@ -132,11 +137,7 @@ func (w *workerParts) startTemporal(context.Context) error {
 	name := cfg.Payment.Provider
 	// The saga cancels and refunds through the provider (door: none, and a
 	// payment found with one fails its step until a worker that has it runs).
-	pay := compensation.Payments{Name: name, Store: w.st, Failures: w.metrics.RefundFailures}
-	if prov := newProvider(w.deps, name); prov != nil {
-		pay.Provider = prov
-	}
-	comp = compensation.WithPayments(comp, pay)
+	comp = compensation.WithPayments(comp, compensation.Payments{Provider: w.prov, Name: name, Store: w.st, Failures: w.metrics.RefundFailures})
 	tw := worker.NewTemporalWorker(w.tc, cfg.Temporal.TaskQueue, cfg.Worker, activities.New(w.st, views, w.metrics.Payable), comp)
 	if err := tw.Start(); err != nil {
 		return fmt.Errorf("start temporal worker on %s: %w", cfg.Temporal.TaskQueue, err)
@@ -180,7 +181,7 @@ func (w *workerParts) startReconcile(ctx context.Context) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	w.onStop(stop)
-	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, rc.Grace, w.log), rc, w.metrics, w.log)
+	go worker.RunReconcile(ctx, newReconciler(w.cfg, w.st, w.rdb, w.tc, w.prov, rc.Grace, w.log), rc, w.metrics, w.log)
 	w.log.Info("reconcile running", "interval", rc.Interval, "repair", rc.Repair)
 	return nil
 }
@@ -209,7 +210,7 @@ func (w *workerParts) checkProvider(ctx context.Context) error {
 // startRefunds runs the driver of owed refunds beside the saga worker.
 func (w *workerParts) startRefunds(ctx context.Context) error {
 	rc := w.cfg.Refunds
-	if !w.cfg.Worker.Temporal || rc.Interval <= 0 || newProvider(w.deps, w.cfg.Payment.Provider) == nil {
+	if !w.cfg.Worker.Temporal || rc.Interval <= 0 || w.prov == nil {
 		return nil
 	}
 	ctx, stop := context.WithCancel(ctx)
